@@ -1,0 +1,42 @@
+// Which rank owns which global id. After relabelling, part p owns the contiguous range
+// [offsets[p], offsets[p+1]) of global ids.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+
+namespace sar {
+
+class partition_book {
+ public:
+  partition_book() : offsets_{0} {}
+  /// Requires offsets non-decreasing with offsets[0] = 0; throws sar::invalid_argument otherwise.
+  explicit partition_book(std::vector<node_t> offsets) : offsets_(std::move(offsets)) {
+    SAR_CHECK(!offsets_.empty() && offsets_.front() == 0, invalid_argument,
+              "sar::partition_book: offsets must start at 0");
+    SAR_CHECK(std::is_sorted(offsets_.begin(), offsets_.end()), invalid_argument,
+              "sar::partition_book: offsets must not decrease");
+  }
+
+  int num_parts() const { return static_cast<int>(offsets_.size()) - 1; }
+  node_t num_nodes() const { return offsets_.back(); }
+  node_t begin(int part) const { return offsets_[part]; }
+  node_t end(int part) const { return offsets_[part + 1]; }
+  node_t size(int part) const { return end(part) - begin(part); }
+  const std::vector<node_t>& offsets() const { return offsets_; }
+
+  /// The part owning global id `id` (requires 0 <= id < num_nodes()); empty parts are skipped.
+  int owner(node_t id) const {
+    return static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), id) -
+                            offsets_.begin()) - 1;
+  }
+  friend bool operator==(const partition_book&, const partition_book&) = default;
+
+ private:
+  std::vector<node_t> offsets_;
+};
+
+}  // namespace sar
