@@ -1,0 +1,196 @@
+// Synthetic graphs, deterministic for a given seed and independent of the thread count
+// (every random number is keyed by node or edge id through sar::counter_rng).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/dataset.hpp"
+
+namespace sar {
+
+/// A planted-partition (stochastic block model) graph whose features are noisy class signals:
+/// a node's own features predict its class only weakly, its neighbours' (mostly of the same
+/// class) much better, so a GNN learns something real on it. sar-train's built-in graph.
+struct planted_partition_options {
+  node_t num_nodes = 20000;
+  std::int32_t num_classes = 8;
+  double average_degree = 10;     ///< mean in-degree after symmetrising (self-loops excluded)
+  double homophily = 0.7;         ///< probability that an edge stays inside its class
+  std::int32_t feature_dim = 32;
+  double feature_noise = 2.0;     ///< std of the per-node noise; class centroids have unit std
+  double train_fraction = 0.1;
+  double valid_fraction = 0.1;    ///< the rest is test
+  std::uint64_t seed = 1;
+};
+
+namespace detail {
+/// Splits nodes at random into train/valid/test with the given fractions.
+inline std::vector<node_split> random_split(node_t n, double train, double valid,
+                                            std::uint64_t seed) {
+  std::vector<node_split> split(n);
+  const counter_rng rng(seed, rng_stream::generator_splits);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i) {
+      const double u = rng.uniform(i);
+      split[i] = u < train ? node_split::train
+                 : u < train + valid ? node_split::valid : node_split::test;
+    }
+  });
+  return split;
+}
+
+/// Requires options in range; throws sar::invalid_argument naming the offending one.
+inline void check_fractions(const char* where, double train, double valid) {
+  SAR_CHECK(train >= 0 && valid >= 0 && train + valid <= 1, invalid_argument, where,
+            ": train fraction ", train, " and valid fraction ", valid,
+            " must be >= 0 and sum to at most 1");
+}
+}  // namespace detail
+
+/// Throws sar::invalid_argument for sizes or probabilities out of range.
+inline graph_dataset make_planted_partition(const planted_partition_options& o) {
+  constexpr const char* where = "sar::make_planted_partition";
+  SAR_CHECK(o.num_nodes > 0, invalid_argument, where, ": num_nodes = ", o.num_nodes);
+  SAR_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, invalid_argument, where,
+            ": num_classes = ", o.num_classes);
+  SAR_CHECK(o.average_degree >= 0 && o.average_degree < o.num_nodes, invalid_argument, where,
+            ": average_degree = ", o.average_degree);
+  SAR_CHECK(o.homophily >= 0 && o.homophily <= 1, invalid_argument, where, ": homophily = ",
+            o.homophily);
+  SAR_CHECK(o.feature_dim >= 0, invalid_argument, where, ": feature_dim = ", o.feature_dim);
+  detail::check_fractions(where, o.train_fraction, o.valid_fraction);
+  const node_t n = o.num_nodes;
+
+  graph_dataset data;
+  data.name = "planted";
+  data.num_classes = o.num_classes;
+
+  // Classes, and the members of each class (ascending) to draw intra-class neighbours from.
+  const counter_rng class_rng(o.seed, rng_stream::generator_classes);
+  data.labels.resize(n);
+  for (node_t i = 0; i < n; ++i)
+    data.labels[i] = static_cast<std::int32_t>(class_rng.below(o.num_classes, i));
+  std::vector<std::vector<node_t>> members(o.num_classes);
+  for (node_t i = 0; i < n; ++i) members[data.labels[i]].push_back(i);
+
+  // Each node starts about average_degree / 2 undirected edges; symmetrising doubles them.
+  const counter_rng edge_rng(o.seed, rng_stream::generator_edges);
+  const double half = o.average_degree / 2;
+  std::vector<edge_t> starts(n);
+  for (node_t i = 0; i < n; ++i)
+    starts[i] = static_cast<edge_t>(half) + (edge_rng.uniform(i, ~0ull) < half - std::floor(half));
+  std::vector<edge_t> offsets;
+  detail::exclusive_scan(starts, offsets);
+  edge_list edges;
+  edges.num_nodes = n;
+  edges.src.resize(offsets.back());
+  edges.dst.resize(offsets.back());
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i)
+      for (edge_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+        const auto draw = edge_rng.bits(i, e - offsets[i]);
+        const bool inside = counter_rng::to_unit(draw[0]) < o.homophily;
+        const auto& pool = members[data.labels[i]];
+        const std::uint64_t range = inside ? pool.size() : static_cast<std::uint64_t>(n);
+        const auto pick = static_cast<node_t>((static_cast<unsigned __int128>(draw[1]) * range) >> 64);
+        edges.src[e] = i;
+        edges.dst[e] = inside ? pool[pick] : pick;
+      }
+  });
+  data.graph = build_csr(edges, {.symmetrise = true, .deduplicate = true,
+                                 .self_loops = self_loop_policy::remove});
+
+  // Features: the class centroid plus Gaussian noise.
+  const counter_rng feature_rng(o.seed, rng_stream::generator_features);
+  data.features.resize(n, o.feature_dim);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i)
+      for (std::int32_t f = 0; f < o.feature_dim; ++f) {
+        const double centroid = feature_rng.normal(0, data.labels[i], f);
+        data.features(i, f) =
+            static_cast<float>(centroid + o.feature_noise * feature_rng.normal(1 + i, f));
+      }
+  });
+  data.split = detail::random_split(n, o.train_fraction, o.valid_fraction, o.seed);
+  return data;
+}
+
+/// R-MAT (recursive matrix) power-law edges over 2^scale nodes: each edge descends `scale`
+/// levels choosing a quadrant with probabilities a, b, c, 1-a-b-c. Produces duplicates,
+/// self-loops and isolated nodes, as real power-law graphs have.
+struct rmat_options {
+  int scale = 16;
+  edge_t num_edges = 16 << 16;
+  double a = 0.57, b = 0.19, c = 0.19;
+  std::uint64_t seed = 1;
+};
+
+/// Throws sar::invalid_argument for a scale outside [1, 40] or probabilities out of range.
+inline edge_list make_rmat(const rmat_options& o) {
+  constexpr const char* where = "sar::make_rmat";
+  SAR_CHECK(o.scale >= 1 && o.scale <= 40, invalid_argument, where, ": scale = ", o.scale);
+  SAR_CHECK(o.num_edges >= 0, invalid_argument, where, ": num_edges = ", o.num_edges);
+  SAR_CHECK(o.a >= 0 && o.b >= 0 && o.c >= 0 && o.a + o.b + o.c <= 1, invalid_argument, where,
+            ": quadrant probabilities a = ", o.a, ", b = ", o.b, ", c = ", o.c);
+  edge_list edges;
+  edges.num_nodes = node_t{1} << o.scale;
+  edges.src.resize(o.num_edges);
+  edges.dst.resize(o.num_edges);
+  const counter_rng rng(o.seed, rng_stream::generator_edges);
+  const double ab = o.a + o.b, abc = o.a + o.b + o.c;
+  tbb::parallel_for(tbb::blocked_range<edge_t>(0, o.num_edges), [&](const auto& r) {
+    for (edge_t k = r.begin(); k != r.end(); ++k) {
+      node_t row = 0, col = 0;
+      counter_rng::bits_t words{};
+      for (int level = 0; level < o.scale; ++level) {
+        const int slot = level % 8;  // one Philox call gives 8 uniforms of 32 bits
+        if (slot == 0) words = rng.bits(k, level / 8);
+        const double u = static_cast<double>((words[slot / 2] >> (32 * (slot % 2))) & 0xffffffffu) *
+                         0x1.0p-32;
+        const bool down = u >= ab, right = (u >= o.a && u < ab) || u >= abc;
+        row = 2 * row + down;
+        col = 2 * col + right;
+      }
+      edges.dst[k] = row;  // in-edge convention: row = destination
+      edges.src[k] = col;
+    }
+  });
+  return edges;
+}
+
+/// An R-MAT graph as a node-classification dataset: symmetrised, duplicates merged, self-loops
+/// kept, random Gaussian features, uniform random labels and a random split (for scale and
+/// exactness tests; there is nothing to learn).
+inline graph_dataset make_rmat_dataset(const rmat_options& o, std::int32_t feature_dim = 16,
+                                       std::int32_t num_classes = 4, double train_fraction = 0.3,
+                                       double valid_fraction = 0.2) {
+  detail::check_fractions("sar::make_rmat_dataset", train_fraction, valid_fraction);
+  SAR_CHECK(feature_dim >= 0 && num_classes > 0, invalid_argument,
+            "sar::make_rmat_dataset: feature_dim = ", feature_dim, ", num_classes = ", num_classes);
+  graph_dataset data;
+  data.name = "rmat";
+  data.graph = build_csr(make_rmat(o), {.symmetrise = true});
+  const node_t n = data.graph.num_rows;
+  data.num_classes = num_classes;
+  const counter_rng rng(o.seed, rng_stream::generator_features);
+  data.labels.resize(n);
+  data.features.resize(n, feature_dim);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i) {
+      data.labels[i] = static_cast<std::int32_t>(rng.below(num_classes, i, ~0ull));
+      for (std::int32_t f = 0; f < feature_dim; ++f)
+        data.features(i, f) = static_cast<float>(rng.normal(i, f));
+    }
+  });
+  data.split = detail::random_split(n, train_fraction, valid_fraction, o.seed);
+  return data;
+}
+
+}  // namespace sar
