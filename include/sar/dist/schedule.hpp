@@ -1,0 +1,100 @@
+// The seam between layers and communication. A layer states its per-edge maths as a visitor
+// over graph blocks; an aggregation schedule decides how each block's source rows (the
+// "halo") reach it: all local (local_schedule, one process), or one remote rank at a time
+// over MPI (the sequential SAR ring, keep_halo, one_shot: see ALGORITHMS.md §1-2).
+//
+// Every schedule offers the same three collective calls:
+//   gather(x, visit):                visit(block, halo) for every block; halo = the rows of x
+//                                    (the layer's per-node input, local rows only) that
+//                                    the block's columns index. Forward aggregation.
+//   scatter(dx, visit):              visit(block, dhalo) for every block; the visitor ADDS the
+//                                    gradient of the block's source rows into dhalo; the
+//                                    schedule delivers it to the owners and ADDS it into dx.
+//                                    Backward of aggregations that need no source features.
+//   gather_scatter(x, dx, visit):    visit(block, halo, dhalo): both at once, the halo fetched
+//                                    again (rematerialised). Backward of GAT and max.
+// Visitors run one block at a time (blocks may be freed after the visit) and must not keep
+// references to a halo. Within a call, block order is the schedule's; results must not
+// depend on it beyond floating-point summation order.
+#pragma once
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "sar/core/types.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/csr.hpp"
+
+namespace sar {
+
+template <class T>
+using rows_ref = Eigen::Ref<matrix<T>>;
+template <class T>
+using const_rows_ref = Eigen::Ref<const matrix<T>>;
+
+/// In-edges from one source rank into this rank's nodes.
+/// rows: local destinations; columns: rows of the halo block (the sources).
+struct graph_block {
+  const csr* edges = nullptr;       ///< num_rows = local nodes, num_cols = halo rows
+  const csr* transposed = nullptr;  ///< edges transposed (row = halo row), for atomic-free backward
+  node_t first_destination = 0;     ///< global id of local row 0
+  node_t first_source = 0;          ///< global id of halo row 0 when source_ids is empty
+  std::span<const node_t> source_ids;  ///< global id of each halo row (empty: contiguous)
+
+  node_t destination_id(node_t row) const { return first_destination + row; }
+  node_t source_id(node_t halo_row) const {
+    return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
+  }
+};
+
+/// The single-process schedule: one block, the whole graph, halo = the input itself.
+/// Also what each distributed schedule reduces to at P = 1.
+class local_schedule {
+ public:
+  /// Requires a square CSR of in-edges (row = destination). Builds the transpose once.
+  explicit local_schedule(csr graph, node_t first_global = 0)
+      : graph_(std::move(graph)), transposed_(transpose(graph_)),
+        in_degrees_(sar::in_degrees(graph_)), out_degrees_(sar::out_degrees(graph_)) {
+    graph_.validate("sar::local_schedule");
+    SAR_CHECK(graph_.num_rows == graph_.num_cols, invalid_argument,
+              "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols);
+    block_ = {&graph_, &transposed_, first_global, first_global, {}};
+  }
+
+  node_t num_local() const { return graph_.num_rows; }
+  node_t first_global() const { return block_.first_destination; }
+  node_t num_global() const { return graph_.num_rows; }
+  /// In-degree (edges into each local node) and out-degree (edges out of each local node,
+  /// over the whole graph) — what GCN normalisation and mean aggregation need.
+  std::span<const node_t> in_degrees() const { return in_degrees_; }
+  std::span<const node_t> out_degrees() const { return out_degrees_; }
+  const csr& graph() const { return graph_; }
+
+  /// x, dx: any Eigen row-major expression of the local rows (matrix, Map, block).
+  template <class X, class Visit>
+  void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
+    const const_rows_ref<typename X::Scalar> halo(x);
+    visit(block_, halo);
+  }
+  template <class DX, class Visit>
+  void scatter(Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    rows_ref<typename DX::Scalar> dhalo(dx.derived());
+    visit(block_, dhalo);  // the halo is x itself, so its gradient is added straight into dx
+  }
+  template <class X, class DX, class Visit>
+  void gather_scatter(const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    const const_rows_ref<typename X::Scalar> halo(x);
+    rows_ref<typename DX::Scalar> dhalo(dx.derived());
+    visit(block_, halo, dhalo);
+  }
+
+ private:
+  csr graph_;
+  csr transposed_;
+  std::vector<node_t> in_degrees_;
+  std::vector<node_t> out_degrees_;
+  graph_block block_;
+};
+
+}  // namespace sar
