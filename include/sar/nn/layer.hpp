@@ -1,0 +1,58 @@
+// The layer contract. A layer is a plain class with a hand-written forward and backward over
+// row-major Eigen matrices (one row per local node), reaching neighbours only through an
+// aggregation schedule (sar/dist/schedule.hpp), so the same layer runs on one process and
+// under every distributed schedule.
+//
+// For a layer L with scalar type T = L::scalar and a schedule S:
+//   l.input_dim(), l.output_dim()      feature widths.
+//   l.declare(store)                   registers its parameters in a parameter_store<T>
+//                                      (once, before store.allocate()); afterwards the layer
+//                                      reads them as views store.value(i) / store.grad(i).
+//   l.forward(graph, ctx, x, y)        y := f(x). y is resized by the layer. x has
+//                                      graph.num_local() rows and input_dim() columns.
+//   l.backward(graph, ctx, x, y, dy, dx)
+//                                      given the x and y of the matching forward (same ctx) and
+//                                      dy = dLoss/dy: ADDS dLoss/dx into dx and ASSIGNS
+//                                      dLoss/dparameters into the store's gradient views.
+//                                      dx must be sized like x, or be EMPTY (size 0): then the
+//                                      input gradient is not wanted (first layer) and the layer
+//                                      skips computing it.
+// "Added" makes skip connections and halo rows compose; "assigned" means no zeroing step.
+// What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
+// the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
+// from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
+// do not depend on the partition, the rank count or the thread count.
+// All calls that reach the schedule are collective over the schedule's ranks.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+#include "sar/nn/parameters.hpp"
+
+namespace sar {
+
+/// What a forward/backward pass needs to know besides its data.
+struct layer_context {
+  bool training = true;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
+};
+
+template <class L, class Schedule>
+concept layer = requires(L& l, const L& cl, Schedule& graph, const layer_context& ctx,
+                         parameter_store<typename L::scalar>& store,
+                         const matrix<typename L::scalar>& x, matrix<typename L::scalar>& y,
+                         const matrix<typename L::scalar>& dy, matrix<typename L::scalar>& dx) {
+  typename L::scalar;
+  { cl.input_dim() } -> std::convertible_to<Eigen::Index>;
+  { cl.output_dim() } -> std::convertible_to<Eigen::Index>;
+  l.declare(store);
+  l.forward(graph, ctx, x, y);
+  l.backward(graph, ctx, x, static_cast<const matrix<typename L::scalar>&>(y), dy, dx);
+};
+
+}  // namespace sar

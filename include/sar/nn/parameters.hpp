@@ -1,0 +1,117 @@
+// One flat parameter buffer and one flat gradient buffer for a whole model. Layers declare
+// their parameter shapes once, the store allocates, and layers read views (Eigen::Map) into
+// it by index. One all-reduce of grads() syncs every gradient; optimisers step values().
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/core/types.hpp"
+
+namespace sar {
+
+enum class init_kind {
+  glorot_uniform,   ///< U(-a, a), a = sqrt(6 / (fan_in + fan_out)); fan_in = rows, fan_out = cols
+  kaiming_uniform,  ///< U(-a, a), a = sqrt(6 / fan_in) (ReLU gain)
+  zeros,
+  ones,
+};
+
+struct parameter_shape {
+  std::string name;
+  Eigen::Index rows = 0;
+  Eigen::Index cols = 0;
+  init_kind init = init_kind::glorot_uniform;
+  int group = 0;  ///< optimiser parameter group (e.g. weight decay only on group 0)
+};
+
+template <class T>
+class parameter_store {
+ public:
+  using scalar = T;
+  using view = Eigen::Map<matrix<T>>;
+  using const_view = Eigen::Map<const matrix<T>>;
+
+  /// Registers a parameter; returns its index. Requires allocate() not yet called.
+  std::size_t declare(parameter_shape shape) {
+    SAR_CHECK(!allocated_, invalid_argument, "sar::parameter_store::declare: '", shape.name,
+              "' declared after allocate()");
+    SAR_CHECK(shape.rows >= 0 && shape.cols >= 0, invalid_argument,
+              "sar::parameter_store::declare: '", shape.name, "' has shape ", shape.rows, " x ",
+              shape.cols);
+    entries_.push_back({std::move(shape), total_});
+    total_ += entries_.back().shape.rows * entries_.back().shape.cols;
+    return entries_.size() - 1;
+  }
+
+  /// Allocates both buffers (values zero, gradients zero). Call once after every declare().
+  void allocate() {
+    values_.assign(total_, T(0));
+    grads_.assign(total_, T(0));
+    allocated_ = true;
+  }
+
+  /// Initialises every value from counter_rng(seed) keyed by (parameter index, element), so
+  /// every rank initialises identically without a broadcast.
+  void initialise(std::uint64_t seed) {
+    const counter_rng rng(seed, rng_stream::init_parameters);
+    for (std::size_t p = 0; p < entries_.size(); ++p) {
+      const auto& s = entries_[p].shape;
+      auto v = value(p);
+      const double fan_in = static_cast<double>(s.rows), fan_out = static_cast<double>(s.cols);
+      const double bound = s.init == init_kind::glorot_uniform
+                               ? std::sqrt(6.0 / std::max(1.0, fan_in + fan_out))
+                               : std::sqrt(6.0 / std::max(1.0, fan_in));
+      for (Eigen::Index k = 0; k < v.size(); ++k) {
+        T x = T(0);
+        if (s.init == init_kind::ones) x = T(1);
+        else if (s.init != init_kind::zeros)
+          x = static_cast<T>((2 * rng.uniform(p, static_cast<std::uint64_t>(k)) - 1) * bound);
+        v.data()[k] = x;
+      }
+    }
+  }
+
+  std::size_t size() const { return entries_.size(); }
+  Eigen::Index total_size() const { return total_; }
+  const parameter_shape& shape(std::size_t p) const { return entries_[p].shape; }
+  Eigen::Index offset(std::size_t p) const { return entries_[p].offset; }
+
+  view value(std::size_t p) { return map(values_.data(), p); }
+  const_view value(std::size_t p) const { return cmap(values_.data(), p); }
+  view grad(std::size_t p) { return map(grads_.data(), p); }
+  const_view grad(std::size_t p) const { return cmap(grads_.data(), p); }
+
+  std::span<T> values() { return values_; }
+  std::span<const T> values() const { return values_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> grads() const { return grads_; }
+
+ private:
+  struct entry {
+    parameter_shape shape;
+    Eigen::Index offset;
+  };
+  view map(T* base, std::size_t p) {
+    check_allocated();
+    return view(base + entries_[p].offset, entries_[p].shape.rows, entries_[p].shape.cols);
+  }
+  const_view cmap(const T* base, std::size_t p) const {
+    check_allocated();
+    return const_view(base + entries_[p].offset, entries_[p].shape.rows, entries_[p].shape.cols);
+  }
+  void check_allocated() const {
+    SAR_CHECK(allocated_, invalid_argument, "sar::parameter_store: used before allocate()");
+  }
+
+  std::vector<entry> entries_;
+  Eigen::Index total_ = 0;
+  std::vector<T> values_, grads_;
+  bool allocated_ = false;
+};
+
+}  // namespace sar
