@@ -1,0 +1,125 @@
+// One entry point for every supported input, chosen by a dataset spec string:
+//   DIR                       an Open Graph Benchmark raw node-property directory
+//   FILE.mtx[.gz]             a Matrix Market coordinate file (graph only)
+//   FILE (anything else)      a whitespace-separated edge list, SNAP style (graph only)
+//   planted[:key=value,...]   the built-in planted-partition graph; keys: nodes, classes,
+//                             degree, homophily, features, noise, train, valid, seed
+//   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
+//                             edges, a, b, c, features, classes, train, valid, seed
+// Graph-only inputs are symmetrised; they have no features, labels or split.
+#pragma once
+
+#include <charconv>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "sar/core/error.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/graph/io/edge_list.hpp"
+#include "sar/graph/io/matrix_market.hpp"
+#include "sar/graph/io/ogb.hpp"
+
+namespace sar {
+
+namespace detail {
+/// Parses "name:k=v,k=v" parameters; throws sar::invalid_argument on malformed pairs.
+class spec_parameters {
+ public:
+  spec_parameters(const std::string& spec, std::string text) : spec_(spec) {
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string pair = text.substr(start, end - start);
+      const std::size_t eq = pair.find('=');
+      SAR_CHECK(eq != std::string::npos && eq > 0, invalid_argument, "sar::load_dataset: '",
+                spec_, "': expected key=value, got '", pair, "'");
+      values_[pair.substr(0, eq)] = pair.substr(eq + 1);
+      start = end + 1;
+    }
+  }
+
+  /// The value of `key` parsed as Number, or `fallback`; consumed keys are tracked.
+  template <class Number>
+  Number get(const std::string& key, Number fallback) {
+    const auto it = values_.find(key);
+    if (it == values_.end()) return fallback;
+    Number value{};
+    const auto& s = it->second;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    SAR_CHECK(ec == std::errc() && end == s.data() + s.size(), invalid_argument,
+              "sar::load_dataset: '", spec_, "': ", key, "=", s, " is not a valid number");
+    values_.erase(it);
+    return value;
+  }
+
+  /// Throws if a key was given that no get() asked for (a typo would otherwise be ignored).
+  void check_all_used() const {
+    SAR_CHECK(values_.empty(), invalid_argument, "sar::load_dataset: '", spec_,
+              "': unknown parameter '", values_.empty() ? "" : values_.begin()->first, "'");
+  }
+
+ private:
+  std::string spec_;
+  std::map<std::string, std::string> values_;
+};
+
+inline graph_dataset graph_only(csr graph, std::string name) {
+  graph_dataset data;
+  data.name = std::move(name);
+  data.graph = std::move(graph);
+  data.features.resize(data.graph.num_rows, 0);
+  return data;
+}
+}  // namespace detail
+
+/// Loads the dataset named by `spec` (see the top of this file).
+/// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad spec.
+inline graph_dataset load_dataset(const std::string& spec) {
+  const std::size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "planted") {
+    detail::spec_parameters p(spec, rest);
+    planted_partition_options o;
+    o.num_nodes = p.get<node_t>("nodes", o.num_nodes);
+    o.num_classes = p.get<std::int32_t>("classes", o.num_classes);
+    o.average_degree = p.get<double>("degree", o.average_degree);
+    o.homophily = p.get<double>("homophily", o.homophily);
+    o.feature_dim = p.get<std::int32_t>("features", o.feature_dim);
+    o.feature_noise = p.get<double>("noise", o.feature_noise);
+    o.train_fraction = p.get<double>("train", o.train_fraction);
+    o.valid_fraction = p.get<double>("valid", o.valid_fraction);
+    o.seed = p.get<std::uint64_t>("seed", o.seed);
+    p.check_all_used();
+    return make_planted_partition(o);
+  }
+  if (kind == "rmat") {
+    detail::spec_parameters p(spec, rest);
+    rmat_options o;
+    o.scale = p.get<int>("scale", o.scale);
+    o.num_edges = p.get<edge_t>("edges", edge_t{16} << o.scale);
+    o.a = p.get<double>("a", o.a);
+    o.b = p.get<double>("b", o.b);
+    o.c = p.get<double>("c", o.c);
+    o.seed = p.get<std::uint64_t>("seed", o.seed);
+    const auto features = p.get<std::int32_t>("features", 16);
+    const auto classes = p.get<std::int32_t>("classes", 4);
+    const auto train = p.get<double>("train", 0.3);
+    const auto valid = p.get<double>("valid", 0.2);
+    p.check_all_used();
+    return make_rmat_dataset(o, features, classes, train, valid);
+  }
+
+  const std::filesystem::path path(spec);
+  SAR_CHECK(std::filesystem::exists(path), io_error, "sar::load_dataset: '", spec,
+            "' is neither an existing file or directory nor a generator (planted, rmat)");
+  if (std::filesystem::is_directory(path)) return read_ogb_raw(path);
+  const std::string name = path.filename().string();
+  const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
+  edge_list edges = mtx ? read_matrix_market(path) : read_edge_list(path);
+  return detail::graph_only(build_csr(edges, {.symmetrise = true}), path.stem().string());
+}
+
+}  // namespace sar

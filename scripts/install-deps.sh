@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sar needs (only those missing). Safe to run repeatedly.
+set -euo pipefail
+packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
+          libopenmpi-dev openmpi-bin libmetis-dev doctest-dev zlib1g-dev libcli11-dev
+          nlohmann-json3-dev librandom123-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "sar: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
