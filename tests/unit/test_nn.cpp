@@ -105,3 +105,102 @@ TEST_CASE("spmm_add: float, weighted edges, row blocks, and shape errors") {
   matrixd wrong(49, 7);
   CHECK_THROWS_AS(spmm_add(a, xd, wrong), invalid_argument);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The gradient checker, on a small test layer with deliberate bugs.
+#include "sar/testing/gradient_checker.hpp"
+
+namespace {
+
+enum class bug { none, assigns_dx, wrong_gradient, partial_output, adds_parameter_gradient };
+
+/// y = x W + A x W (aggregate after the product), W square; with an optional deliberate bug.
+struct test_conv {
+  using scalar = double;
+  Eigen::Index dim;
+  bug defect = bug::none;
+  parameter_store<double>* store = nullptr;
+  std::size_t w = 0;
+
+  Eigen::Index input_dim() const { return dim; }
+  Eigen::Index output_dim() const { return dim; }
+  void declare(parameter_store<double>& s) {
+    store = &s;
+    w = s.declare({.name = "W", .rows = dim, .cols = dim});
+  }
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context&, const matrixd& x, matrixd& y) {
+    const matrixd xw = x * store->value(w);
+    if (defect == bug::partial_output) {
+      y.conservativeResize(x.rows(), dim);  // keeps the pre-filled entries
+      y.topRows(x.rows() - 1) = xw.topRows(x.rows() - 1);
+    } else {
+      y = xw;
+    }
+    graph.gather(xw, [&](const graph_block& b, const_rows_ref<double> halo) {
+      spmm_add<double>(*b.edges, halo, y);
+    });
+  }
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context&, const matrixd& x, const matrixd&,
+                const matrixd& dy, matrixd& dx) {
+    matrixd dxw = dy;  // d(xW) = dy + A^T dy
+    graph.scatter(dxw, [&](const graph_block& b, rows_ref<double> dhalo) {
+      spmm_add<double>(*b.transposed, dy, dhalo);
+    });
+    if (defect == bug::adds_parameter_gradient) store->grad(w) += x.transpose() * dxw;
+    else store->grad(w) = x.transpose() * dxw;
+    if (defect == bug::wrong_gradient) store->grad(w)(0, 0) *= 1.001;
+    if (dx.size() == 0) return;
+    if (defect == bug::assigns_dx) dx = dxw * store->value(w).transpose();
+    else dx += dxw * store->value(w).transpose();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("check_gradients passes a correct layer and catches each contract violation") {
+  local_schedule graph(random_graph(20, 3, 7));
+  const matrixd x = random_matrix<double>(20, 4, 8);
+  const layer_context ctx;
+  {
+    test_conv good{.dim = 4};
+    const auto r = check_gradients(good, graph, ctx, x);
+    CHECK_MESSAGE(r.passed, r.summary());
+    CHECK(r.input.checked == 80);
+    REQUIRE(r.parameters.size() == 1);
+    CHECK(r.parameters[0].checked == 16);
+    CHECK(r.parameters[0].max_relative_error < 1e-7);
+  }
+  {
+    test_conv l{.dim = 4, .defect = bug::assigns_dx};
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_FALSE(r.passed);
+    CHECK_FALSE(r.input_gradient_added);
+    CHECK_FALSE(r.input.passed);  // dx - sentinel is off by the sentinel
+    CHECK(r.parameter_gradients_assigned);
+    CHECK(r.summary().find("assigned dx instead of adding") != std::string::npos);
+  }
+  {
+    test_conv l{.dim = 4, .defect = bug::wrong_gradient};
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_FALSE(r.passed);
+    CHECK(r.input.passed);
+    CHECK(r.input_gradient_added);
+    CHECK_FALSE(r.parameters[0].passed);
+    CHECK(r.parameters[0].worst_index == 0);
+  }
+  {
+    test_conv l{.dim = 4, .defect = bug::partial_output};
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_FALSE(r.passed);
+    CHECK_FALSE(r.output_assigned);
+  }
+  {
+    test_conv l{.dim = 4, .defect = bug::adds_parameter_gradient};
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_FALSE(r.passed);
+    CHECK_FALSE(r.parameter_gradients_assigned);
+    CHECK(r.input_gradient_added);
+  }
+}
