@@ -71,6 +71,13 @@ class local_schedule {
   std::span<const node_t> out_degrees() const { return out_degrees_; }
   const csr& graph() const { return graph_; }
 
+  /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
+  /// statistics over all nodes (batch normalisation); on one process it does nothing.
+  template <class T>
+  void all_reduce_sum(std::span<T> values) {
+    (void)values;
+  }
+
   /// x, dx: any Eigen row-major expression of the local rows (matrix, Map, block).
   template <class X, class Visit>
   void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
