@@ -1,0 +1,413 @@
+// Partitioners, relabelling, quality report and the partition store.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/core/rng.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/graph/io/ogb.hpp"
+#include "sar/partition/metis.hpp"
+#include "sar/partition/partitioners.hpp"
+#include "sar/partition/relabel.hpp"
+#include "sar/partition/store.hpp"
+#include "test_support.hpp"
+
+using namespace sar;
+using sar::testing_support::temp_dir;
+
+namespace {
+
+std::vector<node_t> part_sizes(const std::vector<int>& part, int parts) {
+  std::vector<node_t> sizes(parts, 0);
+  for (int p : part) ++sizes[p];
+  return sizes;
+}
+
+/// A small dataset with everything the store must carry: a directed graph with a parallel edge,
+/// self-loops and isolated nodes, features, labels (some -1) and a split of every kind.
+graph_dataset small_dataset(node_t n = 40) {
+  const counter_rng rng(7, rng_stream::generator_edges);
+  edge_list edges;
+  edges.num_nodes = n;
+  const node_t connected = n - 5;  // the last 5 nodes are isolated
+  for (node_t k = 0; k < 3 * n; ++k)
+    edges.push_back(static_cast<node_t>(rng.below(connected, k, 0)),
+                    static_cast<node_t>(rng.below(connected, k, 1)));
+  edges.push_back(1, 1);  // self-loops
+  edges.push_back(connected - 1, connected - 1);
+  edges.push_back(1, 2);  // a parallel edge (kept: deduplicate = false)
+  edges.push_back(1, 2);
+  graph_dataset d;
+  d.name = "small";
+  d.graph = build_csr(edges, {.deduplicate = false});
+  d.features = matrixf(n, 5);
+  for (node_t i = 0; i < n; ++i)
+    for (int c = 0; c < 5; ++c) d.features(i, c) = static_cast<float>(rng.normal(i, c, 99));
+  d.num_classes = 3;
+  d.labels.resize(n);
+  d.split.resize(n);
+  for (node_t i = 0; i < n; ++i) {
+    d.labels[i] = static_cast<std::int32_t>(i % 4) - 1;  // -1, 0, 1, 2
+    d.split[i] = static_cast<node_split>(i % 4);
+  }
+  d.validate();
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("relabel is a bijection, each part a contiguous range in original order") {
+  const std::vector<int> part = {2, 0, 2, 3, 0, 0, 3, 2, 0};  // part 1 is empty
+  const relabelling r = relabel(part, 4);
+  REQUIRE(r.new_of_old.size() == part.size());
+  REQUIRE(r.old_of_new.size() == part.size());
+  CHECK(r.book.offsets() == std::vector<node_t>{0, 4, 4, 7, 9});
+  for (node_t i = 0; i < static_cast<node_t>(part.size()); ++i) {
+    CHECK(r.old_of_new[r.new_of_old[i]] == i);
+    CHECK(r.book.owner(r.new_of_old[i]) == part[i]);
+  }
+  CHECK(r.old_of_new == std::vector<node_t>{1, 4, 5, 8, 0, 2, 7, 3, 6});
+  CHECK(r.book.size(1) == 0);
+
+  const auto big = partition_random(10000, 7, 3);
+  const relabelling rb = relabel(big, 7);
+  std::vector<node_t> sorted = rb.new_of_old;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<node_t> iota(10000);
+  std::iota(iota.begin(), iota.end(), 0);
+  CHECK(sorted == iota);
+  for (int p = 0; p < 7; ++p)
+    for (node_t g = rb.book.begin(p); g < rb.book.end(p); ++g) {
+      CHECK(big[rb.old_of_new[g]] == p);
+      if (g > rb.book.begin(p)) CHECK(rb.old_of_new[g] > rb.old_of_new[g - 1]);
+    }
+
+  CHECK_THROWS_AS(relabel({0, 4}, 4), invalid_argument);
+  CHECK_THROWS_AS(relabel({0, -1}, 4), invalid_argument);
+  CHECK_THROWS_AS(relabel({0}, 0), invalid_argument);
+}
+
+TEST_CASE("random partition: deterministic, keyed by node id, balanced") {
+  const auto a = partition_random(100000, 8, 11);
+  CHECK(a == partition_random(100000, 8, 11));
+  CHECK(a != partition_random(100000, 8, 12));
+  const auto prefix = partition_random(1000, 8, 11);  // keyed by id: independent of n
+  CHECK(std::equal(prefix.begin(), prefix.end(), a.begin()));
+  const auto sizes = part_sizes(a, 8);
+  for (node_t s : sizes) CHECK(std::abs(static_cast<double>(s) - 12500.0) < 500.0);  // ~5 sigma
+  CHECK(partition_random(0, 3, 1).empty());
+  CHECK_THROWS_AS(partition_random(10, 0, 1), invalid_argument);
+}
+
+TEST_CASE("contiguous partition: equal ranges, sizes differ by at most one") {
+  const auto a = partition_contiguous(103, 10);
+  CHECK(std::is_sorted(a.begin(), a.end()));
+  const auto sizes = part_sizes(a, 10);
+  CHECK(*std::max_element(sizes.begin(), sizes.end()) -
+            *std::min_element(sizes.begin(), sizes.end()) <= 1);
+  CHECK(a == partition_contiguous(103, 10));
+  CHECK(a.front() == 0);
+  CHECK(a.back() == 9);
+  const auto sparse = partition_contiguous(3, 5);  // more parts than nodes: empty parts
+  CHECK(sparse.size() == 3);
+  const auto sparse_sizes = part_sizes(sparse, 5);
+  CHECK(std::count(sparse_sizes.begin(), sparse_sizes.end(), 0) == 2);
+}
+
+TEST_CASE("evaluate_partition counts cut edges, per-part loads and balance") {
+  edge_list edges;
+  edges.num_nodes = 4;
+  edges.push_back(0, 1);  // 0 -> 1, same part
+  edges.push_back(1, 2);  // cut
+  edges.push_back(2, 3);  // same part
+  edges.push_back(3, 0);  // cut
+  edges.push_back(2, 2);  // loop, never cut
+  const csr g = build_csr(edges);
+  const std::vector<node_split> split = {node_split::train, node_split::train, node_split::test,
+                                         node_split::none};
+  const auto q = evaluate_partition(g, {0, 0, 1, 1}, 3, split);
+  CHECK(q.num_edges == 5);
+  CHECK(q.edge_cut == 2);
+  CHECK(q.edge_cut_fraction == doctest::Approx(0.4));
+  CHECK(q.part_nodes == std::vector<node_t>{2, 2, 0});
+  CHECK(q.part_edges == std::vector<edge_t>{2, 3, 0});  // in-edges: 1<-0, 0<-3 | 2<-1, 3<-2, 2<-2
+  CHECK(q.part_train == std::vector<node_t>{2, 0, 0});
+  CHECK(q.node_balance == doctest::Approx(1.5));  // max 2 / mean 4/3
+  CHECK(q.edge_balance == doctest::Approx(3.0 / (5.0 / 3.0)));
+  CHECK(q.train_balance == doctest::Approx(3.0));
+  const std::string text = format_partition_quality(q);
+  CHECK(text.find("edge cut 2 of 5") != std::string::npos);
+  CHECK(text.find("part 2: 0 nodes") != std::string::npos);
+  CHECK_THROWS_AS(evaluate_partition(g, {0, 0, 1}, 2, {}), invalid_argument);
+  CHECK_THROWS_AS(evaluate_partition(g, {0, 0, 1, 2}, 2, {}), invalid_argument);
+}
+
+TEST_CASE("METIS on a directed graph with self-loops: valid, deterministic, edge cases") {
+  const graph_dataset d = small_dataset(200);
+  const auto a = partition_metis(d, 4, {.seed = 5});
+  REQUIRE(a.size() == 200);
+  for (int p : a) CHECK((p >= 0 && p < 4));
+  CHECK(a == partition_metis(d, 4, {.seed = 5}));
+  CHECK(partition_metis(d, 1) == std::vector<int>(200, 0));
+
+  // METIS's input must be symmetric, loop-free and duplicate-free.
+  const auto sym = detail::symmetric_metis_graph(d.graph);
+  for (node_t i = 0; i < 200; ++i) {
+    const idx_t* first = sym.adjncy.data() + sym.xadj[i];
+    const idx_t* last = sym.adjncy.data() + sym.xadj[i + 1];
+    CHECK(std::adjacent_find(first, last, [](idx_t x, idx_t y) { return x >= y; }) == last);
+    CHECK(std::find(first, last, static_cast<idx_t>(i)) == last);
+    for (const idx_t* j = first; j != last; ++j) {
+      const idx_t* f2 = sym.adjncy.data() + sym.xadj[*j];
+      const idx_t* l2 = sym.adjncy.data() + sym.xadj[*j + 1];
+      CHECK(std::binary_search(f2, l2, static_cast<idx_t>(i)));
+    }
+  }
+
+  graph_dataset tiny = small_dataset(8);  // more parts than nodes: some parts stay empty
+  const auto t = partition_metis(tiny, 12);
+  REQUIRE(t.size() == 8);
+  for (int p : t) CHECK((p >= 0 && p < 12));
+
+  graph_dataset no_edges;  // only isolated nodes
+  edge_list none;
+  none.num_nodes = 30;
+  no_edges.graph = build_csr(none);
+  const auto e = partition_metis(no_edges, 3);
+  REQUIRE(e.size() == 30);
+  for (int p : e) CHECK((p >= 0 && p < 3));
+
+  CHECK_THROWS_AS(partition_metis(d, 0), invalid_argument);
+  CHECK_THROWS_AS(partition_metis(d, 2, {.imbalance = -0.1}), invalid_argument);
+}
+
+TEST_CASE("METIS balances nodes, edges and training nodes on a planted-partition graph") {
+  planted_partition_options o;
+  o.num_nodes = 6000;
+  o.seed = 3;
+  const graph_dataset d = make_planted_partition(o);
+  const metis_options mo{.seed = 1, .imbalance = 0.05};
+  const auto m = partition_metis(d, 8, mo);
+  const auto qm = evaluate_partition(d.graph, m, 8, d.split);
+  const auto qr = evaluate_partition(d.graph, partition_random(d.num_nodes(), 8, 1), 8, d.split);
+  MESSAGE("planted metis: " << format_partition_quality(qm, 0));
+  MESSAGE("planted random: " << format_partition_quality(qr, 0));
+  CHECK(qm.edge_cut < qr.edge_cut);
+  CHECK(qm.node_balance <= 1.05 + 0.01);
+  CHECK(qm.train_balance <= 1.05 + 0.03);
+}
+
+TEST_CASE("partition store round trip is lossless") {
+  const graph_dataset d = small_dataset(40);
+  std::vector<int> part(40);
+  for (node_t i = 0; i < 40; ++i) part[i] = std::array{0, 1, 3}[i % 3];  // part 2 is empty
+  part[39] = 2;  // ... except for one isolated node; part 4 is empty
+  const int parts = 5;
+  temp_dir tmp("store");
+  const auto dir = tmp.path / "small.parts";
+  const partition_metadata written = write_partition_store(d, part, parts, dir, "test");
+
+  const partition_metadata meta = read_partition_metadata(dir);
+  CHECK(meta.dataset == "small");
+  CHECK(meta.num_parts == parts);
+  CHECK(meta.num_nodes == 40);
+  CHECK(meta.num_edges == d.graph.num_edges());
+  CHECK(meta.feature_dim == 5);
+  CHECK(meta.num_classes == 3);
+  CHECK(meta.method == "test");
+  CHECK(meta.book == written.book);
+  CHECK(meta.book.size(4) == 0);
+  CHECK(meta.quality.edge_cut == written.quality.edge_cut);
+  CHECK(meta.quality.edge_cut == evaluate_partition(d.graph, part, parts, d.split).edge_cut);
+
+  // Reassemble the original dataset through original_ids.
+  std::vector<node_t> new_of_old(40, -1);
+  std::vector<graph_part> read;
+  for (int p = 0; p < parts; ++p) {
+    read.push_back(read_partition_part(dir, p));
+    const graph_part& gp = read.back();
+    CHECK(gp.part == p);
+    CHECK(gp.book == meta.book);
+    CHECK(gp.num_local() == meta.book.size(p));
+    CHECK(gp.in_edges.num_cols == 40);
+    CHECK(std::is_sorted(gp.original_ids.begin(), gp.original_ids.end()));
+    for (node_t r = 0; r < gp.num_local(); ++r) {
+      const node_t old = gp.original_ids[r];
+      CHECK(part[old] == p);
+      CHECK(new_of_old[old] == -1);
+      new_of_old[old] = gp.first_global() + r;
+    }
+  }
+  CHECK(std::count(new_of_old.begin(), new_of_old.end(), -1) == 0);
+  CHECK(read[2].num_local() == 1);
+  CHECK(read[4].num_local() == 0);
+  CHECK(read[4].in_edges.num_edges() == 0);
+
+  graph_dataset back;
+  back.name = meta.dataset;
+  back.num_classes = meta.num_classes;
+  back.features = matrixf::Zero(40, meta.feature_dim);
+  back.labels.assign(40, -7);
+  back.split.assign(40, node_split::none);
+  std::vector<node_t> old_of_new(40);
+  for (node_t i = 0; i < 40; ++i) old_of_new[new_of_old[i]] = i;
+  edge_list edges;
+  edges.num_nodes = 40;
+  for (const graph_part& gp : read) {
+    gp.in_edges.validate();
+    for (node_t r = 0; r < gp.num_local(); ++r) {
+      const node_t old = gp.original_ids[r];
+      // Exactly the in-edges of this node, relabelled (sorted).
+      std::vector<node_t> expected;
+      for (node_t j : d.graph.row(old)) expected.push_back(new_of_old[j]);
+      std::sort(expected.begin(), expected.end());
+      CHECK(std::vector<node_t>(gp.in_edges.row(r).begin(), gp.in_edges.row(r).end()) == expected);
+      for (node_t j : gp.in_edges.row(r)) edges.push_back(old_of_new[j], old);
+      back.features.row(old) = gp.features.row(r);
+      back.labels[old] = gp.labels[r];
+      back.split[old] = gp.split[r];
+    }
+  }
+  back.graph = build_csr(edges, {.deduplicate = false});
+  CHECK(back.graph == d.graph);
+  CHECK(back.features == d.features);
+  CHECK(back.labels == d.labels);
+  CHECK(back.split == d.split);
+
+  // Writing again into the same directory replaces the store.
+  write_partition_store(d, partition_contiguous(40, 2), 2, dir, "contiguous");
+  CHECK(read_partition_metadata(dir).num_parts == 2);
+  CHECK_FALSE(std::filesystem::exists(partition_part_dir(dir, 3)));
+  // ... but a foreign non-empty directory is refused.
+  std::ofstream(tmp.path / "foreign.txt") << "x";
+  CHECK_THROWS_AS(write_partition_store(d, part, parts, tmp.path, "x"), io_error);
+}
+
+TEST_CASE("partition store without labels, split or features") {
+  graph_dataset d;
+  d.name = "bare";
+  edge_list edges;
+  edges.num_nodes = 6;
+  edges.push_back(0, 5);
+  edges.push_back(5, 0);
+  d.graph = build_csr(edges);
+  temp_dir tmp("bare");
+  write_partition_store(d, {0, 1, 0, 1, 0, 1}, 2, tmp.path / "s");
+  const auto gp = read_partition_part(tmp.path / "s", 1);
+  CHECK(gp.num_local() == 3);
+  CHECK(gp.features.rows() == 3);
+  CHECK(gp.features.cols() == 0);
+  CHECK(gp.labels.empty());
+  CHECK(gp.split.empty());
+  CHECK(gp.in_edges.num_edges() == 1);  // node 5 (relabelled 5) <- node 0 (relabelled 0)
+  CHECK(gp.in_edges.row(2)[0] == 0);
+}
+
+namespace {
+std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io_error& e) {
+    return e.what();
+  }
+  return "(no io_error)";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("partition store errors name the file and the problem") {
+  const graph_dataset d = small_dataset(40);
+  temp_dir tmp("errors");
+  const auto dir = tmp.path / "s";
+  const std::vector<int> part = partition_contiguous(40, 3);
+  auto fresh = [&] { write_partition_store(d, part, 3, dir, "contiguous"); };
+  fresh();
+  namespace fs = std::filesystem;
+
+  std::string w = what_of([&] { read_partition_part(dir, 3); });
+  CHECK(contains(w, "part index 3 out of range"));
+  CHECK(contains(what_of([&] { read_partition_part(dir, -1); }), "out of range"));
+
+  CHECK(contains(what_of([&] { read_partition_metadata(tmp.path / "nowhere"); }),
+                 "missing directory"));
+
+  fs::remove(partition_part_dir(dir, 1) / "features.bin");
+  w = what_of([&] { read_partition_part(dir, 1); });
+  CHECK(contains(w, "missing file"));
+  CHECK(contains(w, "part-0001"));
+  CHECK(contains(w, "features.bin"));
+  CHECK_NOTHROW(read_partition_part(dir, 0));  // other parts are unaffected
+
+  fresh();
+  const auto columns = partition_part_dir(dir, 2) / "in_columns.bin";
+  fs::resize_file(columns, fs::file_size(columns) - 3);
+  w = what_of([&] { read_partition_part(dir, 2); });
+  CHECK(contains(w, "truncated"));
+  CHECK(contains(w, "in_columns.bin"));
+  fs::resize_file(columns, 20);  // shorter than the header
+  CHECK(contains(what_of([&] { read_partition_part(dir, 2); }), "truncated"));
+
+  fresh();
+  {
+    std::fstream f(partition_part_dir(dir, 0) / "labels.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.write("NOTSAR!!", 8);
+  }
+  w = what_of([&] { read_partition_part(dir, 0); });
+  CHECK(contains(w, "bad magic"));
+  CHECK(contains(w, "labels.bin"));
+
+  fresh();  // a file from another part
+  fs::copy_file(partition_part_dir(dir, 1) / "split.bin", partition_part_dir(dir, 0) / "split.bin",
+                fs::copy_options::overwrite_existing);
+  CHECK(contains(what_of([&] { read_partition_part(dir, 0); }), "belongs to part 1"));
+
+  fresh();  // meta.json disagreeing with a part's files
+  {
+    nlohmann::json j;
+    std::ifstream(dir / "meta.json") >> j;
+    j["feature_dim"] = 6;
+    std::ofstream(dir / "meta.json") << j.dump();
+  }
+  w = what_of([&] { read_partition_part(dir, 1); });
+  CHECK(contains(w, "features.bin"));
+  CHECK(contains(w, "meta.json implies"));
+
+  fresh();  // version
+  {
+    nlohmann::json j;
+    std::ifstream(dir / "meta.json") >> j;
+    j["format_version"] = 99;
+    std::ofstream(dir / "meta.json") << j.dump();
+  }
+  CHECK(contains(what_of([&] { read_partition_metadata(dir); }), "format version 99"));
+
+  fs::remove(dir / "meta.json");
+  CHECK(contains(what_of([&] { read_partition_part(dir, 0); }), "meta.json"));
+}
+
+TEST_CASE("METIS on Cora (4 parts): edge cut under half of random's, balanced within tolerance") {
+  const graph_dataset cora = read_ogb_raw(sar::testing_support::data_dir() / "cora");
+  REQUIRE(cora.num_nodes() == 2708);
+  REQUIRE(cora.count(node_split::train) == 140);
+  const metis_options options{.seed = 0, .imbalance = 0.05};
+  const auto m = partition_metis(cora, 4, options);
+  CHECK(m == partition_metis(cora, 4, options));
+  const auto qm = evaluate_partition(cora.graph, m, 4, cora.split);
+  const auto qr = evaluate_partition(cora.graph, partition_random(2708, 4, 0), 4, cora.split);
+  MESSAGE("cora metis: " << format_partition_quality(qm));
+  MESSAGE("cora random: " << format_partition_quality(qr, 0));
+  CHECK(2 * qm.edge_cut < qr.edge_cut);
+  // METIS's tolerance is 1 + imbalance per constraint; allow one node of rounding on top.
+  CHECK(qm.node_balance <= 1.05 + 4.0 / 2708);
+  CHECK(qm.train_balance <= 1.05 + 4.0 / 140);
+  CHECK(qm.edge_balance <= 1.05 + 0.01);
+}
