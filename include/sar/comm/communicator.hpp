@@ -1,0 +1,148 @@
+// The communicator concept: what sar asks of inter-process communication. Two models ship
+// with sar: serial_communicator (sar/comm/serial.hpp, one process, no MPI) and
+// mpi_communicator (sar/comm/mpi.hpp, the only header that includes MPI). This header is light
+// (no MPI) so code written against the concept compiles without MPI.
+//
+// Conventions shared by every model:
+// - A call marked "collective" must be made by every rank of the communicator, in the same
+//   order, with matching arguments (same root, same op, matching counts).
+// - Wire element types are float, double and std::int64_t (`wire_scalar`).
+// - Counts are std::int64_t. A model must never truncate a count to int silently: it chunks
+//   or throws sar::comm_error.
+// - bytes_sent() counts the payload bytes this rank handed over for OTHER ranks (self-sends
+//   and the serial communicator count 0). all_reduce counts the local span once (size > 1),
+//   broadcast counts (size - 1) copies at the root, all_to_all_v the chunks for other peers,
+//   isend the span when peer != rank().
+// - abort(message) ends every rank of the job (it does not return) after logging the message.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sar/core/error.hpp"
+
+namespace sar {
+
+/// Element-wise reductions of all_reduce.
+enum class reduce_op { sum, max, min };
+
+/// The scalar types that travel between ranks.
+template <class T>
+concept wire_scalar =
+    std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int64_t>;
+
+namespace detail {
+// The data-moving collectives, for one element type T.
+template <class C, class T>
+concept collectives_of = requires(C& comm, std::span<T> values, std::span<const T> send,
+                                  std::span<const std::int64_t> counts, reduce_op op, int root) {
+  comm.all_reduce(values, op);                     // in place
+  comm.broadcast(values, root);                    // in place
+  comm.all_to_all_v(send, counts, values, counts);  // send, send_counts, recv, recv_counts
+};
+// Non-blocking point-to-point of contiguous spans, for one element type T.
+template <class C, class T>
+concept point_to_point_of = requires(C& comm, std::span<T> recv, std::span<const T> send,
+                                     int peer, int tag) {
+  { comm.isend(send, peer, tag) } -> std::same_as<typename C::request>;
+  { comm.irecv(recv, peer, tag) } -> std::same_as<typename C::request>;
+};
+}  // namespace detail
+
+/// What the halo plan, the one-shot schedules, metrics and batch norm need.
+///   rank(), size()            this rank in [0, size()), size() >= 1
+///   barrier()                 collective
+///   all_reduce(span<T>, op)   collective, in place, for every wire_scalar T
+///   broadcast(span<T>, root)  collective, in place; requires 0 <= root < size()
+///   all_to_all(span<const int64> one_per_peer) -> vector<int64>
+///                             collective; sends one value to every peer (e.g. counts);
+///                             element q of the result came from rank q
+///   all_to_all_v(send, send_counts, recv, recv_counts)
+///                             collective; the chunks for peers 0..size-1 lie back to back in
+///                             `send` (send_counts[q] elements for q), the chunks from peers
+///                             land back to back in `recv`; recv_counts must equal what the
+///                             peers send (agree on them first, e.g. with all_to_all)
+///   bytes_sent() -> int64     payload bytes this rank sent to other ranks so far
+///   abort(message)            ends the whole job; never returns
+template <class C>
+concept communicator =
+    requires(C& comm, const C& const_comm, std::span<const std::int64_t> one_per_peer,
+             std::string_view message) {
+      { const_comm.rank() } -> std::same_as<int>;
+      { const_comm.size() } -> std::same_as<int>;
+      comm.barrier();
+      { comm.all_to_all(one_per_peer) } -> std::same_as<std::vector<std::int64_t>>;
+      { const_comm.bytes_sent() } -> std::same_as<std::int64_t>;
+      comm.abort(message);
+    } && detail::collectives_of<C, float> && detail::collectives_of<C, double> &&
+    detail::collectives_of<C, std::int64_t>;
+
+/// A communicator that also moves contiguous spans point to point without blocking (what the
+/// sequential ring schedule needs):
+///   isend(span<const T>, peer, tag) -> C::request   the span must stay alive and unchanged
+///                                                   until the request is waited on
+///   irecv(span<T>, peer, tag) -> C::request         the span's size is the exact message size
+///   wait(request&), wait_all(span<request>)         complete requests (a completed request may
+///                                                   be waited on again: no-op)
+/// Messages between one pair of ranks with one tag arrive in the order they were sent.
+template <class C>
+concept point_to_point_communicator =
+    communicator<C> && std::movable<typename C::request> &&
+    std::default_initializable<typename C::request> &&
+    requires(C& comm, typename C::request& one, std::span<typename C::request> many) {
+      comm.wait(one);
+      comm.wait_all(many);
+    } && detail::point_to_point_of<C, float> && detail::point_to_point_of<C, double> &&
+    detail::point_to_point_of<C, std::int64_t>;
+
+namespace detail {
+/// Throws sar::invalid_argument unless counts has `size` non-negative entries; returns their sum.
+inline std::int64_t checked_total(std::span<const std::int64_t> counts, int size,
+                                  const char* where, const char* what) {
+  SAR_CHECK(counts.size() == static_cast<std::size_t>(size), invalid_argument, where, ": ", what,
+            " has ", counts.size(), " entries for ", size, " ranks");
+  std::int64_t total = 0;
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    SAR_CHECK(counts[q] >= 0, invalid_argument, where, ": ", what, "[", q, "] = ", counts[q]);
+    total += counts[q];
+  }
+  return total;
+}
+}  // namespace detail
+
+/// Sends per_peer[q] to rank q and returns what every rank sent here (element q from rank q).
+/// Collective: one all_to_all of the counts, then one all_to_all_v of the data.
+/// Requires per_peer.size() == comm.size(); throws sar::invalid_argument otherwise.
+template <communicator Comm, wire_scalar T>
+std::vector<std::vector<T>> all_to_all_vectors(Comm& comm, const std::vector<std::vector<T>>& per_peer) {
+  const int size = comm.size();
+  SAR_CHECK(per_peer.size() == static_cast<std::size_t>(size), invalid_argument,
+            "sar::all_to_all_vectors: ", per_peer.size(), " vectors for ", size, " ranks (rank ",
+            comm.rank(), ")");
+  std::vector<std::int64_t> send_counts(size);
+  std::size_t send_total = 0;
+  for (int q = 0; q < size; ++q) {
+    send_counts[q] = static_cast<std::int64_t>(per_peer[q].size());
+    send_total += per_peer[q].size();
+  }
+  const std::vector<std::int64_t> recv_counts = comm.all_to_all(std::span<const std::int64_t>(send_counts));
+  std::vector<T> send;
+  send.reserve(send_total);
+  for (const auto& chunk : per_peer) send.insert(send.end(), chunk.begin(), chunk.end());
+  std::vector<T> recv(std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0}));
+  comm.all_to_all_v(std::span<const T>(send), std::span<const std::int64_t>(send_counts),
+                    std::span<T>(recv), std::span<const std::int64_t>(recv_counts));
+  std::vector<std::vector<T>> out(size);
+  auto from = recv.begin();
+  for (int q = 0; q < size; ++q) {
+    out[q].assign(from, from + recv_counts[q]);
+    from += recv_counts[q];
+  }
+  return out;
+}
+
+}  // namespace sar

@@ -1,0 +1,315 @@
+// The MPI communicator. This is the ONLY sar header that includes Boost.MPI or mpi.h, so code
+// that never includes it pays for no MPI at all.
+//
+// Boost.MPI supplies the environment (init/finalize only when nobody else did) and the
+// lifetime of the duplicated MPI_Comm; the data paths call MPI directly (Alltoallv, in-place
+// Allreduce and chunked Isend/Irecv are not in Boost.MPI, and bulk data never goes through
+// Boost serialisation).
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// sar uses the C API only: skip the deprecated MPI C++ bindings (faster to compile, no warnings).
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <boost/mpi/communicator.hpp>
+#include <boost/mpi/environment.hpp>
+
+#include "sar/comm/communicator.hpp"
+#include "sar/core/error.hpp"
+#include "sar/core/log.hpp"
+
+namespace sar {
+
+/// RAII ownership of MPI for programs that own the process (examples, sar-train, tests).
+/// Initialises MPI with MPI_THREAD_FUNNELED (only the main thread calls MPI; oneTBB workers
+/// never do) unless MPI is already initialised, and finalises only what it initialised.
+/// An exception escaping main while it lives aborts every rank (no rank is left waiting).
+class mpi_environment {
+ public:
+  mpi_environment(int& argc, char**& argv)
+      : env_(argc, argv, boost::mpi::threading::funneled, /*abort_on_exception=*/true) {}
+  mpi_environment() : env_(boost::mpi::threading::funneled, /*abort_on_exception=*/true) {}
+  mpi_environment(const mpi_environment&) = delete;
+  mpi_environment& operator=(const mpi_environment&) = delete;
+
+  static bool initialized() { return boost::mpi::environment::initialized(); }
+
+ private:
+  boost::mpi::environment env_;
+};
+
+namespace detail {
+template <class T>
+MPI_Datatype mpi_type() {
+  if constexpr (std::same_as<T, float>) return MPI_FLOAT;
+  else if constexpr (std::same_as<T, double>) return MPI_DOUBLE;
+  else return MPI_INT64_T;
+}
+inline MPI_Op mpi_op(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum: return MPI_SUM;
+    case reduce_op::max: return MPI_MAX;
+    case reduce_op::min: return MPI_MIN;
+  }
+  throw invalid_argument("sar::mpi_communicator: unknown reduce_op");
+}
+}  // namespace detail
+
+/// A communicator over a DUPLICATE of a caller's MPI_Comm (the caller keeps theirs; sar's
+/// traffic can never match the caller's messages). Move-only; the duplicate is freed on
+/// destruction (unless MPI was finalised before).
+/// Messages longer than max_message_elements() are split into several MPI calls, so counts
+/// above 2^31 never overflow MPI's int.
+class mpi_communicator {
+ public:
+  /// A handle of a non-blocking operation (one MPI request per chunk).
+  /// Default-constructed = complete. Wait on every request before destroying its buffer.
+  struct request {
+    std::vector<MPI_Request> handles;
+  };
+
+  /// Requires MPI to be initialised (by mpi_environment or by the caller); duplicates `comm`.
+  /// Not collective for the caller's purposes beyond MPI_Comm_dup, which IS collective over
+  /// `comm`. Throws sar::comm_error if MPI is not initialised or the duplication fails.
+  explicit mpi_communicator(MPI_Comm comm = MPI_COMM_WORLD) {
+    SAR_CHECK(boost::mpi::environment::initialized() && !boost::mpi::environment::finalized(),
+              comm_error, "sar::mpi_communicator: MPI is not initialised (create a "
+              "sar::mpi_environment or call MPI_Init first)");
+    comm_ = duplicate(comm);
+    internal_ = duplicate(comm);  // for the chunked fallback, never matches user tags
+    rank_ = comm_.rank();
+    size_ = comm_.size();
+  }
+  mpi_communicator(mpi_communicator&&) = default;
+  mpi_communicator& operator=(mpi_communicator&&) = default;
+  mpi_communicator(const mpi_communicator&) = delete;
+  mpi_communicator& operator=(const mpi_communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// The duplicated communicator (for a caller who needs a raw MPI call on sar's traffic).
+  MPI_Comm native() const { return static_cast<MPI_Comm>(comm_); }
+
+  std::int64_t bytes_sent() const { return bytes_sent_; }
+
+  /// Largest element count handed to one MPI call (default INT_MAX). Lower it to exercise the
+  /// chunked paths in tests. Requires 1 <= n <= INT_MAX. Every rank must use the same value.
+  void set_max_message_elements(std::int64_t n) {
+    SAR_CHECK(n >= 1 && n <= INT_MAX, invalid_argument,
+              "sar::mpi_communicator::set_max_message_elements: ", n, " outside [1, ", INT_MAX,
+              "]");
+    max_elements_ = n;
+  }
+  std::int64_t max_message_elements() const { return max_elements_; }
+
+  /// Collective.
+  void barrier() { check(MPI_Barrier(native()), "MPI_Barrier"); }
+
+  /// Logs the message with this rank and calls MPI_Abort on the communicator. Never returns.
+  [[noreturn]] void abort(std::string_view message) {
+    log(log_level::warning,
+        sar::message("sar: rank ", rank_, " of ", size_, " aborts: ", message));
+    MPI_Abort(native(), 1);
+    std::abort();  // MPI_Abort should not return
+  }
+
+  /// Collective, in place; chunked by max_message_elements().
+  template <wire_scalar T>
+  void all_reduce(std::span<T> values, reduce_op op) {
+    const MPI_Op mpi_op = detail::mpi_op(op);
+    for_each_chunk(values.size(), [&](std::int64_t first, int count) {
+      check(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, detail::mpi_type<T>(),
+                          mpi_op, native()),
+            "MPI_Allreduce");
+    });
+    if (size_ > 1) bytes_sent_ += static_cast<std::int64_t>(values.size_bytes());
+  }
+
+  /// Collective, in place; requires 0 <= root < size() (throws sar::invalid_argument).
+  template <wire_scalar T>
+  void broadcast(std::span<T> values, int root) {
+    SAR_CHECK(root >= 0 && root < size_, invalid_argument, "sar::mpi_communicator::broadcast: "
+              "root ", root, " outside [0, ", size_, ") on rank ", rank_);
+    for_each_chunk(values.size(), [&](std::int64_t first, int count) {
+      check(MPI_Bcast(values.data() + first, count, detail::mpi_type<T>(), root, native()),
+            "MPI_Bcast");
+    });
+    if (rank_ == root) bytes_sent_ += static_cast<std::int64_t>(values.size_bytes()) * (size_ - 1);
+  }
+
+  /// Collective (MPI_Alltoall of one int64 per peer).
+  std::vector<std::int64_t> all_to_all(std::span<const std::int64_t> one_per_peer) {
+    SAR_CHECK(one_per_peer.size() == static_cast<std::size_t>(size_), invalid_argument,
+              "sar::mpi_communicator::all_to_all: ", one_per_peer.size(), " values for ", size_,
+              " ranks on rank ", rank_);
+    std::vector<std::int64_t> out(size_);
+    check(MPI_Alltoall(one_per_peer.data(), 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, native()),
+          "MPI_Alltoall");
+    bytes_sent_ += static_cast<std::int64_t>(sizeof(std::int64_t)) * (size_ - 1);
+    return out;
+  }
+
+  /// Collective. Uses MPI_Alltoallv when every count and displacement of every rank fits
+  /// max_message_elements() (agreed with one small all-reduce), else a pairwise exchange of
+  /// chunked Isend/Irecv on a private duplicate. Throws sar::invalid_argument if the counts do
+  /// not have size() entries or exceed the spans.
+  template <wire_scalar T>
+  void all_to_all_v(std::span<const T> send, std::span<const std::int64_t> send_counts,
+                    std::span<T> recv, std::span<const std::int64_t> recv_counts) {
+    constexpr const char* where = "sar::mpi_communicator::all_to_all_v";
+    const auto send_total = detail::checked_total(send_counts, size_, where, "send_counts");
+    const auto recv_total = detail::checked_total(recv_counts, size_, where, "recv_counts");
+    SAR_CHECK(send_total <= static_cast<std::int64_t>(send.size()) &&
+                  recv_total <= static_cast<std::int64_t>(recv.size()),
+              invalid_argument, where, ": counts total ", send_total, " / ", recv_total,
+              " elements but the spans hold ", send.size(), " / ", recv.size(), " on rank ",
+              rank_);
+    // Every rank must take the same path: agree on whether anything is too large.
+    std::int64_t too_large = (send_total > max_elements_ || recv_total > max_elements_) ? 1 : 0;
+    check(MPI_Allreduce(MPI_IN_PLACE, &too_large, 1, MPI_INT64_T, MPI_MAX, native()),
+          "MPI_Allreduce");
+    const MPI_Datatype type = detail::mpi_type<T>();
+    if (too_large == 0) {
+      std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+      std::int64_t s = 0, r = 0;
+      for (int q = 0; q < size_; ++q) {
+        sc[q] = static_cast<int>(send_counts[q]);
+        sd[q] = static_cast<int>(s);
+        rc[q] = static_cast<int>(recv_counts[q]);
+        rd[q] = static_cast<int>(r);
+        s += send_counts[q];
+        r += recv_counts[q];
+      }
+      check(MPI_Alltoallv(send.data(), sc.data(), sd.data(), type, recv.data(), rc.data(),
+                          rd.data(), type, native()),
+            "MPI_Alltoallv");
+    } else {
+      std::vector<MPI_Request> handles;
+      std::int64_t r = 0;
+      for (int q = 0; q < size_; ++q) {
+        post(handles, recv.data() + r, recv_counts[q], q, /*receive=*/true, internal_);
+        r += recv_counts[q];
+      }
+      std::int64_t s = 0;
+      for (int q = 0; q < size_; ++q) {
+        post(handles, const_cast<T*>(send.data()) + s, send_counts[q], q, false, internal_);
+        s += send_counts[q];
+      }
+      wait_handles(handles);
+    }
+    bytes_sent_ += (send_total - send_counts[rank_]) * static_cast<std::int64_t>(sizeof(T));
+  }
+
+  /// Starts sending `data` to `peer` (chunked by max_message_elements()); the span must stay
+  /// alive and unchanged until the request completes. Throws sar::invalid_argument for a peer
+  /// outside [0, size()) or a negative tag.
+  template <wire_scalar T>
+  request isend(std::span<const T> data, int peer, int tag) {
+    check_peer(peer, tag, "isend");
+    request r;
+    post(r.handles, const_cast<T*>(data.data()), static_cast<std::int64_t>(data.size()), peer,
+         false, comm_, tag);
+    if (peer != rank_) bytes_sent_ += static_cast<std::int64_t>(data.size_bytes());
+    return r;
+  }
+
+  /// Starts receiving exactly data.size() elements from `peer` (the sender's isend must have
+  /// the same size and type). Throws as isend.
+  template <wire_scalar T>
+  request irecv(std::span<T> data, int peer, int tag) {
+    check_peer(peer, tag, "irecv");
+    request r;
+    post(r.handles, data.data(), static_cast<std::int64_t>(data.size()), peer, true, comm_, tag);
+    return r;
+  }
+
+  /// Completes a request. Throws sar::comm_error if MPI reports an error.
+  void wait(request& r) {
+    wait_handles(r.handles);
+    r.handles.clear();
+  }
+  void wait_all(std::span<request> requests) {
+    std::vector<MPI_Request> all;
+    for (auto& r : requests) all.insert(all.end(), r.handles.begin(), r.handles.end());
+    wait_handles(all);
+    for (auto& r : requests) r.handles.clear();
+  }
+
+ private:
+  static boost::mpi::communicator duplicate(MPI_Comm comm) {
+    boost::mpi::communicator dup(comm, boost::mpi::comm_duplicate);
+    // Errors come back as codes and become sar::comm_error instead of killing the job
+    // silently.
+    MPI_Comm_set_errhandler(static_cast<MPI_Comm>(dup), MPI_ERRORS_RETURN);
+    return dup;
+  }
+
+  void check(int code, const char* call) const {
+    if (code == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    throw comm_error(sar::message("sar::mpi_communicator: ", call, " failed on rank ", rank_,
+                                  " of ", size_, ": ", std::string(text, length)));
+  }
+
+  void check_peer(int peer, int tag, const char* what) const {
+    SAR_CHECK(peer >= 0 && peer < size_ && tag >= 0, invalid_argument, "sar::mpi_communicator::",
+              what, ": peer ", peer, " (of ", size_, ") or tag ", tag, " invalid on rank ", rank_);
+  }
+
+  // Calls f(first, count) for consecutive chunks of at most max_elements_ covering [0, n).
+  template <class F>
+  void for_each_chunk(std::size_t n, F&& f) const {
+    for (std::int64_t first = 0; first < static_cast<std::int64_t>(n); first += max_elements_)
+      f(first, static_cast<int>(std::min<std::int64_t>(max_elements_, n - first)));
+  }
+
+  // Posts Isend/Irecv of n elements at data, one per chunk (chunks of one pair and tag arrive
+  // in order: MPI's non-overtaking rule). n == 0 posts nothing.
+  template <class T>
+  void post(std::vector<MPI_Request>& handles, T* data, std::int64_t n, int peer, bool receive,
+            const boost::mpi::communicator& on, int tag = 0) const {
+    const MPI_Comm comm = static_cast<MPI_Comm>(on);
+    for_each_chunk(static_cast<std::size_t>(n), [&](std::int64_t first, int count) {
+      MPI_Request h;
+      if (receive)
+        check(MPI_Irecv(data + first, count, detail::mpi_type<T>(), peer, tag, comm, &h),
+              "MPI_Irecv");
+      else
+        check(MPI_Isend(data + first, count, detail::mpi_type<T>(), peer, tag, comm, &h),
+              "MPI_Isend");
+      handles.push_back(h);
+    });
+  }
+
+  void wait_handles(std::vector<MPI_Request>& handles) const {
+    if (handles.empty()) return;
+    check(MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
+  }
+
+  boost::mpi::communicator comm_;
+  boost::mpi::communicator internal_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::int64_t max_elements_ = INT_MAX;
+  std::int64_t bytes_sent_ = 0;
+};
+
+static_assert(point_to_point_communicator<mpi_communicator>);
+
+}  // namespace sar
