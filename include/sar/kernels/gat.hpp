@@ -1,0 +1,284 @@
+// Fused graph-attention (GAT) kernels over one graph_block, with the softmax computed online
+// across blocks (ALGORITHMS.md §4). They never hold a per-edge matrix: per-edge logits and
+// coefficients are recomputed from per-node quantities wherever they are needed.
+//
+// Layout shared by every kernel (H heads of F features, HF = H * F):
+//   halo   rows of [z_j | el_j], width HF + H: head h of z_j is columns [h F, (h+1) F),
+//          el_j(h) = <a_l(h), z_j(h)> is column HF + h. Indexed by the block's columns.
+//   er     n x H, er_i(h) = <a_r(h), z_i(h)>, local destination rows.
+//   e_ij(h) = LeakyReLU(el_j(h) + er_i(h)); alpha_ij(h) = softmax over every in-neighbour j
+//   of i (over ALL blocks); with attention dropout the coefficient used is
+//   beta_ij(h) = alpha_ij(h) * d_ij(h), d in {0, 1/(1-rate)}, while the softmax normaliser
+//   still runs over all in-edges. out_i(h) = sum_j beta_ij(h) z_j(h).
+// Forward kernels parallelise over destination rows; backward kernels over source rows (for
+// the halo's gradient, through block.transposed) and over destination rows (for d er): no
+// atomics anywhere, so results do not depend on the thread count.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+
+namespace sar {
+
+/// H heads of F features each.
+struct gat_dims {
+  Eigen::Index heads = 1;
+  Eigen::Index features = 1;
+  Eigen::Index width() const { return heads * features; }  ///< HF: columns of z
+  Eigen::Index halo_width() const { return heads * features + heads; }  ///< [z | el]
+};
+
+/// Attention-dropout scales d_ij(h), a pure function of (seed, epoch, layer, global
+/// destination id, global source id, head): the same on every rank, thread and partition.
+/// Inactive (every scale 1) when default-constructed or when rate == 0.
+template <class T>
+class gat_attention_dropout {
+ public:
+  /// Sub-stream of rng_stream::dropout reserved for attention coefficients.
+  static constexpr std::uint64_t sub_stream = 0x47415441;  // "GATA"
+
+  gat_attention_dropout() = default;
+  /// Requires 0 <= rate < 1 (throws sar::invalid_argument otherwise).
+  gat_attention_dropout(double rate, std::uint64_t seed, std::uint64_t epoch, std::uint64_t layer)
+      : rng_(seed, rng_stream::dropout, sub_stream), rate_(rate), epoch_(epoch),
+        layer_key_(layer << 16), keep_scale_(static_cast<T>(1.0 / (1.0 - rate))) {
+    SAR_CHECK(rate >= 0 && rate < 1, invalid_argument,
+              "sar::gat_attention_dropout: rate = ", rate, " outside [0, 1)");
+  }
+
+  bool active() const { return rate_ > 0; }
+  double rate() const { return rate_; }
+
+  /// Writes the scales of heads [0, heads) of edge source -> destination into out[0..heads).
+  /// One Philox call serves four heads. Requires heads <= 2^18.
+  void scales(node_t destination, node_t source, Eigen::Index heads, T* out) const {
+    if (!active()) {
+      for (Eigen::Index h = 0; h < heads; ++h) out[h] = T(1);
+      return;
+    }
+    for (Eigen::Index h0 = 0; h0 < heads; h0 += 4) {
+      const auto words = rng_.bits(epoch_, layer_key_ | static_cast<std::uint64_t>(h0 / 4),
+                                   static_cast<std::uint64_t>(destination),
+                                   static_cast<std::uint64_t>(source));
+      for (Eigen::Index k = 0; k < 4 && h0 + k < heads; ++k)
+        out[h0 + k] = counter_rng::to_unit(words[k]) < rate_ ? T(0) : keep_scale_;
+    }
+  }
+
+ private:
+  counter_rng rng_{0, rng_stream::dropout, sub_stream};
+  double rate_ = 0;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t layer_key_ = 0;
+  T keep_scale_ = T(1);
+};
+
+namespace detail {
+template <class T>
+inline T leaky_relu(T v, T slope) {
+  return v > T(0) ? v : slope * v;
+}
+template <class T>
+inline T leaky_relu_derivative(T v, T slope) {
+  return v > T(0) ? T(1) : slope;
+}
+template <class T>
+using array_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using const_array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+}  // namespace detail
+
+/// Resets the online-softmax state of n destination rows: max = -inf, sum = 0, acc = 0.
+/// max and sum become n x H, acc n x HF.
+template <class T>
+void gat_softmax_reset(node_t n, gat_dims dims, matrix<T>& max, matrix<T>& sum, matrix<T>& acc) {
+  max.setConstant(n, dims.heads, -std::numeric_limits<T>::infinity());
+  sum.setZero(n, dims.heads);
+  acc.setZero(n, dims.width());
+}
+
+/// Folds one block's in-edges into the running (max, sum, acc) of every destination row:
+///   m' = max(m, max_j e_ij); c = exp(m - m'); sum = c sum + sum_j exp(e_ij - m');
+///   acc = c acc + sum_j exp(e_ij - m') d_ij z_j; m = m'.
+/// Requires halo.rows() == block.edges->num_cols, halo.cols() == dims.halo_width(), er, max,
+/// sum (n x H) and acc (n x HF) with n = block.edges->num_rows. Parallel over destination
+/// rows, no atomics. Rows without edges in this block are left untouched. Not collective.
+template <class T>
+void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_rows_ref<T> er,
+                       gat_dims dims, T slope, const gat_attention_dropout<T>& dropout,
+                       rows_ref<T> max, rows_ref<T> sum, rows_ref<T> acc) {
+  const csr& edges = *block.edges;
+  const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
+  SAR_CHECK(halo.rows() == edges.num_cols && halo.cols() == dims.halo_width(), invalid_argument,
+            "sar::gat_forward_block: halo is ", halo.rows(), " x ", halo.cols(), ", expected ",
+            edges.num_cols, " x ", dims.halo_width());
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
+    std::vector<T> logits, block_max(H), scale(H);
+    for (node_t i = range.begin(); i != range.end(); ++i) {
+      const auto sources = edges.row(i);
+      if (sources.empty()) continue;
+      const std::size_t degree = sources.size();
+      logits.resize(degree * H);
+      // 1. Logits of this block's in-edges and their maximum per head.
+      std::fill(block_max.begin(), block_max.end(), -std::numeric_limits<T>::infinity());
+      for (std::size_t k = 0; k < degree; ++k) {
+        const T* el = halo.row(sources[k]).data() + HF;
+        for (Eigen::Index h = 0; h < H; ++h) {
+          const T e = detail::leaky_relu(el[h] + er(i, h), slope);
+          logits[k * H + h] = e;
+          block_max[h] = std::max(block_max[h], e);
+        }
+      }
+      // 2. Rescale the running state to the new maximum.
+      T* acc_row = acc.row(i).data();
+      for (Eigen::Index h = 0; h < H; ++h) {
+        const T old_max = max(i, h), new_max = std::max(old_max, block_max[h]);
+        const T c = old_max == -std::numeric_limits<T>::infinity() ? T(0)
+                                                                    : std::exp(old_max - new_max);
+        if (c != T(1)) {
+          sum(i, h) *= c;
+          detail::array_map<T>(acc_row + h * F, F) *= c;
+        }
+        max(i, h) = new_max;
+      }
+      // 3. Accumulate exp(e - m) into sum and exp(e - m) d z_j into acc (vectorised over F).
+      const node_t destination = block.destination_id(i);
+      for (std::size_t k = 0; k < degree; ++k) {
+        const node_t j = sources[k];
+        dropout.scales(destination, block.source_id(j), H, scale.data());
+        const T* z = halo.row(j).data();
+        for (Eigen::Index h = 0; h < H; ++h) {
+          const T p = std::exp(logits[k * H + h] - max(i, h));
+          sum(i, h) += p;
+          if (scale[h] != T(0))
+            detail::array_map<T>(acc_row + h * F, F) +=
+                (p * scale[h]) * detail::const_array_map<T>(z + h * F, F);
+        }
+      }
+    }
+  });
+}
+
+/// Ends the online softmax: acc(i, head h) /= sum(i, h); rows with sum 0 (no in-edge in any
+/// block: isolated nodes) get 0. Parallel over rows. Not collective.
+template <class T>
+void gat_softmax_finish(gat_dims dims, const_rows_ref<T> sum, rows_ref<T> acc) {
+  const Eigen::Index H = dims.heads, F = dims.features;
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, acc.rows()), [&](const auto& range) {
+    for (Eigen::Index i = range.begin(); i != range.end(); ++i)
+      for (Eigen::Index h = 0; h < H; ++h) {
+        const T s = sum(i, h);
+        auto segment = acc.row(i).segment(h * F, F);
+        if (s > T(0)) segment /= s;
+        else segment.setZero();
+      }
+  });
+}
+
+/// What the backward kernels read for the local destination rows (all n rows, local ids).
+template <class T>
+struct gat_backward_rows {
+  const_rows_ref<T> er;        ///< n x H
+  const_rows_ref<T> max;       ///< n x H, final softmax max of the forward
+  const_rows_ref<T> sum;       ///< n x H, final softmax sum of the forward
+  const_rows_ref<T> dout;      ///< n x HF, dLoss/dout per head
+  const_rows_ref<T> dout_out;  ///< n x H, <dout_i(h), out_i(h)> (out WITH attention dropout)
+};
+
+namespace detail {
+/// de_ij(h) * LeakyReLU'(el_j(h) + er_i(h)) for one edge and head, and beta_ij(h); with
+/// de = beta <dout_i, z_j> - alpha <dout_i, out_i> (see gat_backward_block).
+template <class T>
+struct gat_edge_grad {
+  T beta;
+  T dlogit;  ///< gradient of el_j + er_i
+};
+template <class T>
+inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node_t i,
+                                          Eigen::Index h, Eigen::Index F, const T* z_j, T el_j,
+                                          T scale, T slope) {
+  const T raw = el_j + rows.er(i, h);
+  const T alpha = std::exp(leaky_relu(raw, slope) - rows.max(i, h)) / rows.sum(i, h);
+  const T beta = alpha * scale;
+  T de = -alpha * rows.dout_out(i, h);
+  if (beta != T(0))
+    de += beta * (const_array_map<T>(rows.dout.row(i).data() + h * F, F) *
+                  const_array_map<T>(z_j + h * F, F))
+                     .sum();
+  return {beta, de * leaky_relu_derivative(raw, slope)};
+}
+}  // namespace detail
+
+/// Backward of one block, after the forward has finished over ALL blocks. With
+/// alpha_ij = exp(e_ij - m_i) / s_i (recomputed), beta_ij = alpha_ij d_ij and out_i =
+/// sum_j beta_ij z_j (so sum_k alpha_ik d_ik <dout_i, z_k> = <dout_i, out_i>):
+///   dz_j   += beta_ij dout_i
+///   de_ij   = alpha_ij (d_ij <dout_i, z_j> - <dout_i, out_i>)
+///   d el_j += de_ij LeakyReLU'(el_j + er_i),   d er_i += the same.
+/// ADDS dz_j and d el_j into dhalo (same layout as halo) and d er_i into der (n x H).
+/// Requires block.transposed (the transpose of block.edges), halo and dhalo of
+/// block.edges->num_cols rows and dims.halo_width() columns. Two parallel passes, over source
+/// rows (dhalo) and over destination rows (der); no atomics. Not collective.
+template <class T>
+void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_ref<T> dhalo,
+                        const gat_backward_rows<T>& rows, gat_dims dims, T slope,
+                        const gat_attention_dropout<T>& dropout, rows_ref<T> der) {
+  const csr& edges = *block.edges;
+  const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
+  SAR_CHECK(block.transposed != nullptr && block.transposed->num_rows == edges.num_cols,
+            invalid_argument, "sar::gat_backward_block: block has no matching transposed CSR");
+  SAR_CHECK(halo.rows() == edges.num_cols && halo.cols() == dims.halo_width() &&
+                dhalo.rows() == halo.rows() && dhalo.cols() == halo.cols(),
+            invalid_argument, "sar::gat_backward_block: halo ", halo.rows(), " x ", halo.cols(),
+            ", dhalo ", dhalo.rows(), " x ", dhalo.cols(), ", expected ", edges.num_cols, " x ",
+            dims.halo_width());
+  const csr& by_source = *block.transposed;
+
+  // Pass 1, per source (halo) row j: dz_j and d el_j.
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
+    std::vector<T> scale(H);
+    for (node_t j = range.begin(); j != range.end(); ++j) {
+      const auto destinations = by_source.row(j);
+      if (destinations.empty()) continue;
+      const T* z = halo.row(j).data();
+      T* dz = dhalo.row(j).data();
+      const node_t source = block.source_id(j);
+      for (const node_t i : destinations) {
+        dropout.scales(block.destination_id(i), source, H, scale.data());
+        for (Eigen::Index h = 0; h < H; ++h) {
+          const auto g = detail::gat_edge_backward(rows, i, h, F, z, z[HF + h], scale[h], slope);
+          if (g.beta != T(0))
+            detail::array_map<T>(dz + h * F, F) +=
+                g.beta * detail::const_array_map<T>(rows.dout.row(i).data() + h * F, F);
+          dz[HF + h] += g.dlogit;
+        }
+      }
+    }
+  });
+
+  // Pass 2, per destination row i: d er_i.
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
+    std::vector<T> scale(H);
+    for (node_t i = range.begin(); i != range.end(); ++i) {
+      const node_t destination = block.destination_id(i);
+      for (const node_t j : edges.row(i)) {
+        dropout.scales(destination, block.source_id(j), H, scale.data());
+        const T* z = halo.row(j).data();
+        for (Eigen::Index h = 0; h < H; ++h)
+          der(i, h) += detail::gat_edge_backward(rows, i, h, F, z, z[HF + h], scale[h], slope).dlogit;
+      }
+    }
+  });
+}
+
+}  // namespace sar

@@ -1,0 +1,246 @@
+// Graph attention layer (GAT, Velickovic et al.), fused: the attention softmax is computed
+// online block by block (ALGORITHMS.md §4), so the layer runs unchanged under the local
+// schedule and under the distributed SAR schedules, and never stores a per-edge matrix.
+//
+//   z_i = x_i W (H heads of F features), el_j(h) = <a_l(h), z_j(h)>, er_i(h) = <a_r(h), z_i(h)>
+//   alpha_ij(h) = softmax_j LeakyReLU(el_j(h) + er_i(h)) over the in-neighbours j of i
+//   out_i(h) = sum_j alpha_ij(h) d_ij(h) z_j(h)      (d: attention dropout, 1 when off)
+//   y_i = concat_h out_i(h) (+ b)   or   y_i = mean_h out_i(h) (+ b)
+// A node without in-edges (isolated, and no self-loop) gets out_i = 0, i.e. y_i = b. Add
+// self-loops to the graph (build_options::self_loops = add) for the usual GAT behaviour.
+//
+// Communication: forward gathers [z | el] once per block (H F + H columns); backward gathers
+// it again (rematerialisation) and scatters its gradient to the owners (gather_scatter).
+// Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er, the
+// softmax max and sum (n x H each) and, with merge = mean, the per-head output (n x HF; with
+// concat it is recovered from y - b). See saved_bytes().
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+#include "sar/kernels/gat.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/parameters.hpp"
+
+namespace sar {
+
+/// How the H heads are combined into the output.
+enum class gat_merge {
+  concat,  ///< output_dim = H * F (hidden layers)
+  mean,    ///< output_dim = F (output layers)
+};
+
+struct gat_options {
+  Eigen::Index heads = 1;
+  gat_merge merge = gat_merge::concat;
+  double negative_slope = 0.2;     ///< LeakyReLU slope of the attention logits
+  double attention_dropout = 0.0;  ///< rate on the normalised coefficients, training only
+  bool bias = true;
+};
+
+namespace detail {
+/// Throws sar::invalid_argument naming `where` for sizes or rates out of range.
+inline void check_gat_options(const char* where, Eigen::Index input_dim, Eigen::Index head_dim,
+                              const gat_options& o) {
+  SAR_CHECK(input_dim > 0 && head_dim > 0, invalid_argument, where, ": input_dim = ", input_dim,
+            ", head_dim = ", head_dim, " (both must be positive)");
+  SAR_CHECK(o.heads > 0 && o.heads <= (Eigen::Index{1} << 18), invalid_argument, where,
+            ": heads = ", o.heads);
+  SAR_CHECK(o.attention_dropout >= 0 && o.attention_dropout < 1, invalid_argument, where,
+            ": attention_dropout = ", o.attention_dropout, " outside [0, 1)");
+  SAR_CHECK(o.negative_slope >= 0, invalid_argument, where, ": negative_slope = ",
+            o.negative_slope);
+}
+
+/// Declares the GAT parameters in their fixed order: weight (F_in x HF, Glorot),
+/// attention_left and attention_right (H x F, Glorot), bias (1 x output_dim, zeros) if any.
+template <class T>
+struct gat_parameter_ids {
+  std::size_t weight = 0, attention_left = 0, attention_right = 0, bias = 0;
+  void declare(parameter_store<T>& store, Eigen::Index input_dim, Eigen::Index head_dim,
+               Eigen::Index output_dim, const gat_options& o) {
+    weight = store.declare({"gat.weight", input_dim, o.heads * head_dim, init_kind::glorot_uniform});
+    attention_left =
+        store.declare({"gat.attention_left", o.heads, head_dim, init_kind::glorot_uniform});
+    attention_right =
+        store.declare({"gat.attention_right", o.heads, head_dim, init_kind::glorot_uniform});
+    if (o.bias) bias = store.declare({"gat.bias", 1, output_dim, init_kind::zeros});
+  }
+};
+}  // namespace detail
+
+template <class T>
+class gat_layer {
+ public:
+  using scalar = T;
+
+  /// head_dim = F, features per head. Throws sar::invalid_argument for non-positive sizes, a
+  /// dropout rate outside [0, 1) or a negative slope.
+  gat_layer(Eigen::Index input_dim, Eigen::Index head_dim, gat_options options = {})
+      : input_dim_(input_dim), dims_{options.heads, head_dim}, options_(options) {
+    detail::check_gat_options("sar::gat_layer", input_dim, head_dim, options);
+  }
+
+  Eigen::Index input_dim() const { return input_dim_; }
+  Eigen::Index output_dim() const {
+    return options_.merge == gat_merge::concat ? dims_.width() : dims_.features;
+  }
+  Eigen::Index heads() const { return dims_.heads; }
+  Eigen::Index head_dim() const { return dims_.features; }
+  const gat_options& options() const { return options_; }
+
+  /// Registers weight, attention_left, attention_right and (optionally) bias. Once per store.
+  void declare(parameter_store<T>& store) {
+    ids_.declare(store, input_dim_, dims_.features, output_dim(), options_);
+    store_ = &store;
+  }
+
+  /// y := GAT(x). Requires declare() on an allocated store, x of graph.num_local() rows and
+  /// input_dim() columns (throws sar::invalid_argument otherwise). Resizes y to
+  /// graph.num_local() x output_dim(). Collective: one graph.gather of [z | el].
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+    check_input("sar::gat_layer::forward", graph, x);
+    const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
+    const node_t n = static_cast<node_t>(x.rows());
+    const auto W = store_->value(ids_.weight);
+    const auto a_l = store_->value(ids_.attention_left);
+    const auto a_r = store_->value(ids_.attention_right);
+
+    z_el_.resize(n, dims_.halo_width());
+    z_el_.leftCols(HF).noalias() = x * W;
+    er_.resize(n, H);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      z_el_.col(HF + h).noalias() = z_el_.middleCols(h * F, F) * a_l.row(h).transpose();
+      er_.col(h).noalias() = z_el_.middleCols(h * F, F) * a_r.row(h).transpose();
+    }
+
+    const auto dropout = make_dropout(ctx);
+    gat_softmax_reset<T>(n, dims_, max_, sum_, out_);
+    graph.gather(z_el_, [&](const graph_block& block, const auto& halo) {
+      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, max_, sum_, out_);
+    });
+    gat_softmax_finish<T>(dims_, sum_, out_);
+
+    if (options_.merge == gat_merge::concat) {
+      y = std::move(out_);  // backward recovers out from y - b, so it is not kept twice
+      out_ = matrix<T>();
+    } else {
+      y.setZero(n, F);
+      for (Eigen::Index h = 0; h < H; ++h) y += out_.middleCols(h * F, F);
+      y /= static_cast<T>(H);
+    }
+    if (options_.bias) y.rowwise() += store_->value(ids_.bias).row(0);
+    forward_rows_ = n;
+  }
+
+  /// ADDS dLoss/dx into dx (skipped when dx is empty) and ASSIGNS the parameter gradients.
+  /// Requires the forward of the same x and ctx to be the last one run by this layer, dy of
+  /// x.rows() x output_dim(), dx empty or x-shaped (throws sar::invalid_argument otherwise).
+  /// Collective: one graph.gather_scatter of [z | el] and its gradient.
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+                const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::gat_layer::backward";
+    check_input(where, graph, x);
+    SAR_CHECK(forward_rows_ == x.rows(), invalid_argument, where,
+              ": no matching forward (forward saw ", forward_rows_, " rows, x has ", x.rows(), ")");
+    SAR_CHECK(y.rows() == x.rows() && y.cols() == output_dim() && dy.rows() == x.rows() &&
+                  dy.cols() == output_dim(),
+              invalid_argument, where, ": y is ", y.rows(), " x ", y.cols(), ", dy is ",
+              dy.rows(), " x ", dy.cols(), ", expected ", x.rows(), " x ", output_dim());
+    SAR_CHECK(dx.size() == 0 || (dx.rows() == x.rows() && dx.cols() == x.cols()),
+              invalid_argument, where, ": dx is ", dx.rows(), " x ", dx.cols(),
+              ", expected empty or ", x.rows(), " x ", x.cols());
+    const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
+    const node_t n = static_cast<node_t>(x.rows());
+
+    // dLoss/dout per head, and <dout_i(h), out_i(h)> (the softmax term, no extra pass).
+    matrix<T> dout_mean;
+    if (options_.merge == gat_merge::mean) {
+      dout_mean.resize(n, HF);
+      for (Eigen::Index h = 0; h < H; ++h) dout_mean.middleCols(h * F, F) = dy / static_cast<T>(H);
+    }
+    const matrix<T>& dout = options_.merge == gat_merge::concat ? dy : dout_mean;
+    matrix<T> dout_out(n, H);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      if (options_.merge == gat_merge::mean) {
+        dout_out.col(h) =
+            dout.middleCols(h * F, F).cwiseProduct(out_.middleCols(h * F, F)).rowwise().sum();
+      } else if (options_.bias) {  // concat: out = y - b
+        const auto b_h = store_->value(ids_.bias).middleCols(h * F, F);
+        dout_out.col(h) =
+            dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F).rowwise() - b_h.row(0))
+                .rowwise().sum();
+      } else {
+        dout_out.col(h) = dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F)).rowwise().sum();
+      }
+    }
+
+    // Per block: dz_j and d el_j into d[z | el] (delivered to the owners), d er_i locally.
+    matrix<T> dz_el = matrix<T>::Zero(n, dims_.halo_width());
+    matrix<T> der = matrix<T>::Zero(n, H);
+    const gat_backward_rows<T> rows{er_, max_, sum_, dout, dout_out};
+    const auto dropout = make_dropout(ctx);
+    graph.gather_scatter(z_el_, dz_el,
+                         [&](const graph_block& block, const auto& halo, auto& dhalo) {
+                           gat_backward_block<T>(block, halo, dhalo, rows, dims_, slope(),
+                                                 dropout, der);
+                         });
+
+    // Local chain rule: el = z a_l, er = z a_r (per head), z = x W.
+    const auto W = store_->value(ids_.weight);
+    const auto a_l = store_->value(ids_.attention_left);
+    const auto a_r = store_->value(ids_.attention_right);
+    auto da_l = store_->grad(ids_.attention_left);
+    auto da_r = store_->grad(ids_.attention_right);
+    auto dz = dz_el.leftCols(HF);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      const auto z_h = z_el_.middleCols(h * F, F);
+      const auto del_h = dz_el.col(HF + h);
+      da_l.row(h).noalias() = del_h.transpose() * z_h;
+      da_r.row(h).noalias() = der.col(h).transpose() * z_h;
+      dz.middleCols(h * F, F).noalias() += del_h * a_l.row(h);
+      dz.middleCols(h * F, F).noalias() += der.col(h) * a_r.row(h);
+    }
+    store_->grad(ids_.weight).noalias() = x.transpose() * dz;
+    if (dx.size() != 0) dx.noalias() += dz * W.transpose();
+    if (options_.bias) store_->grad(ids_.bias) = dy.colwise().sum();
+  }
+
+  /// Bytes this layer keeps between forward and backward (all O(local nodes)).
+  std::size_t saved_bytes() const {
+    return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() + max_.size() +
+                                                sum_.size() + out_.size());
+  }
+
+ private:
+  template <class Schedule>
+  void check_input(const char* where, const Schedule& graph, const matrix<T>& x) const {
+    SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
+    SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_local()) && x.cols() == input_dim_,
+              invalid_argument, where, ": x is ", x.rows(), " x ", x.cols(), ", expected ",
+              graph.num_local(), " x ", input_dim_);
+  }
+  T slope() const { return static_cast<T>(options_.negative_slope); }
+  gat_attention_dropout<T> make_dropout(const layer_context& ctx) const {
+    if (!ctx.training || options_.attention_dropout == 0) return {};
+    return {options_.attention_dropout, ctx.seed, ctx.epoch, ctx.layer};
+  }
+
+  Eigen::Index input_dim_;
+  gat_dims dims_;
+  gat_options options_;
+  parameter_store<T>* store_ = nullptr;
+  detail::gat_parameter_ids<T> ids_;
+  // Saved by forward for backward.
+  matrix<T> z_el_, er_, max_, sum_, out_;
+  Eigen::Index forward_rows_ = -1;
+};
+
+}  // namespace sar
