@@ -204,3 +204,307 @@ TEST_CASE("check_gradients passes a correct layer and catches each contract viol
     CHECK(r.input_gradient_added);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Layers under the gradient checker (double precision, relative error < 1e-6).
+#include "sar/nn/activations.hpp"
+#include "sar/nn/batch_norm.hpp"
+#include "sar/nn/dropout.hpp"
+#include "sar/nn/linear.hpp"
+
+namespace {
+
+template <class Layer>
+void require_gradients(Layer& layer, local_schedule& graph, const layer_context& ctx,
+                       const matrixd& x) {
+  const auto r = check_gradients(layer, graph, ctx, x);
+  CHECK_MESSAGE(r.passed, r.summary());
+  CHECK(r.input.checked == x.size());
+  for (const auto& p : r.parameters) CHECK(p.max_relative_error < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("every dense layer passes the gradient checker") {
+  local_schedule graph(random_graph(24, 3, 11), 1000);
+  const matrixd x = random_matrix<double>(24, 6, 12);
+  const layer_context ctx{.training = true, .seed = 5, .epoch = 2, .layer = 1};
+  SUBCASE("linear with bias") {
+    linear<double> l(6, 4);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("linear without bias") {
+    linear<double> l(6, 3, {.bias = false});
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("relu") {
+    relu<double> l(6);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("leaky_relu") {
+    leaky_relu<double> l(6, 0.2);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("elu") {
+    elu<double> l(6, 0.7);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("dropout, training, p = 0.4") {
+    dropout<double> l(6, 0.4);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("dropout, evaluation") {
+    dropout<double> l(6, 0.4);
+    require_gradients(l, graph, layer_context{.training = false}, x);
+  }
+  SUBCASE("batch_norm, training") {
+    batch_norm<double> l(6);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("batch_norm, training, no affine") {
+    batch_norm<double> l(6, {.affine = false});
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("batch_norm, evaluation") {
+    batch_norm<double> l(6);
+    parameter_store<double> store;
+    l.declare(store);
+    store.allocate();
+    matrixd y;
+    l.forward(graph, ctx, x, y);  // moves the running statistics off (0, 1)
+    require_gradients(l, graph, layer_context{.training = false}, x);
+  }
+}
+
+TEST_CASE("linear in float matches double") {
+  local_schedule graph(random_graph(30, 2, 13));
+  parameter_store<float> sf;
+  parameter_store<double> sd;
+  linear<float> lf(5, 3);
+  linear<double> ld(5, 3);
+  lf.declare(sf);
+  ld.declare(sd);
+  sf.allocate();
+  sd.allocate();
+  sf.initialise(3);
+  sd.initialise(3);
+  sd.value(ld.bias_index()).setConstant(0.25);
+  sf.value(lf.bias_index()).setConstant(0.25f);
+  const matrixd x = random_matrix<double>(30, 5, 14);
+  matrixf yf;
+  matrixd yd;
+  lf.forward(graph, {}, x.cast<float>(), yf);
+  ld.forward(graph, {}, x, yd);
+  CHECK((yf.cast<double>() - yd).cwiseAbs().maxCoeff() < 1e-5);
+  matrixd expected = x * sd.value(ld.weight_index());
+  expected.array() += 0.25;
+  CHECK((yd - expected).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("dropout: the mask depends on the global id, not the row; evaluation is identity") {
+  const layer_context ctx{.training = true, .seed = 9, .epoch = 4, .layer = 2};
+  local_schedule a(random_graph(10, 2, 15), 100);  // rows 0..9 = global 100..109
+  local_schedule b(random_graph(10, 2, 16), 103);  // rows 0..9 = global 103..112
+  const matrixd x = matrixd::Ones(10, 37);
+  dropout<double> l(37, 0.5);
+  matrixd ya, yb;
+  l.forward(a, ctx, x, ya);
+  l.forward(b, ctx, x, yb);
+  for (Eigen::Index i = 3; i < 10; ++i) CHECK(ya.row(i) == yb.row(i - 3));  // same global id
+  CHECK(ya.row(0) != yb.row(0));  // different global ids draw different masks
+  CHECK(((ya.array() == 0) || (ya.array() == 2)).all());
+  const double kept = (ya.array() != 0).cast<double>().mean();
+  CHECK(kept > 0.35);
+  CHECK(kept < 0.65);
+
+  matrixd ynext;  // another epoch draws another mask
+  l.forward(a, layer_context{.training = true, .seed = 9, .epoch = 5, .layer = 2}, x, ynext);
+  CHECK(ynext != ya);
+  matrixd ylayer;  // another layer too
+  l.forward(a, layer_context{.training = true, .seed = 9, .epoch = 4, .layer = 3}, x, ylayer);
+  CHECK(ylayer != ya);
+
+  matrixd yeval;
+  l.forward(a, layer_context{.training = false}, x, yeval);
+  CHECK(yeval == x);
+  CHECK_THROWS_AS(dropout<double>(3, 1.0), invalid_argument);
+}
+
+TEST_CASE("batch_norm normalises in training and uses the running statistics in evaluation") {
+  local_schedule graph(random_graph(200, 2, 17));
+  matrixd x = random_matrix<double>(200, 3, 18);
+  x.col(1) = x.col(1) * 5.0 + matrixd::Constant(200, 1, 1e6);  // large offset: needs two passes
+  batch_norm<double> l(3, {.momentum = 0.5});
+  parameter_store<double> store;
+  l.declare(store);
+  store.allocate();
+  store.initialise(1);
+  REQUIRE(store.size() == 2);
+  matrixd y;
+  l.forward(graph, {}, x, y);
+  CHECK(y.colwise().mean().cwiseAbs().maxCoeff() < 1e-9);
+  const row_vector<double> var = (y.rowwise() - y.colwise().mean()).array().square().colwise().mean();
+  CHECK((var.array() - 1).abs().maxCoeff() < 1e-3);  // 1 up to epsilon
+  const double mean1 = x.col(1).mean();
+  CHECK(l.running_mean()[1] == doctest::Approx(0.5 * mean1));
+  const double unbiased = (x.col(1).array() - mean1).square().sum() / 199.0;
+  CHECK(l.running_var()[1] == doctest::Approx(0.5 + 0.5 * unbiased));
+
+  matrixd ye;
+  l.forward(graph, layer_context{.training = false}, x, ye);
+  const double expected =
+      (x(7, 1) - l.running_mean()[1]) / std::sqrt(l.running_var()[1] + 1e-5);
+  CHECK(ye(7, 1) == doctest::Approx(expected));
+}
+
+// ---------------------------------------------------------------------------------------------
+#include "sar/nn/loss.hpp"
+
+TEST_CASE("softmax cross-entropy: value, gradient vs central differences, masking, stability") {
+  const matrixd logits = random_matrix<double>(12, 5, 19) * 3.0;
+  std::vector<std::int32_t> labels(12);
+  std::vector<node_split> split(12, node_split::valid);
+  for (int i = 0; i < 12; ++i) {
+    labels[i] = (i * 7) % 5;
+    if (i % 3 != 1) split[i] = node_split::train;
+  }
+  labels[1] = -1;  // unselected nodes may be unlabelled
+  const node_selection sel{split, node_split::train};
+  const double normaliser = 20.0;  // a "global" count larger than the local one
+  CHECK(sel.count(12) == 8);
+  matrixd d;
+  const double loss = softmax_cross_entropy(logits, labels, sel, normaliser, d);
+  double expected = 0;
+  for (int i = 0; i < 12; ++i)
+    if (split[i] == node_split::train)
+      expected += -std::log(std::exp(logits(i, labels[i])) / logits.row(i).array().exp().sum());
+  CHECK(loss == doctest::Approx(expected / normaliser).epsilon(1e-12));
+  const double h = 1e-6;
+  double worst = 0;
+  for (Eigen::Index k = 0; k < logits.size(); ++k) {
+    matrixd lp = logits, lm = logits, dummy;
+    lp.data()[k] += h;
+    lm.data()[k] -= h;
+    const double numeric = (softmax_cross_entropy(lp, labels, sel, normaliser, dummy) -
+                            softmax_cross_entropy(lm, labels, sel, normaliser, dummy)) /
+                           (2 * h);
+    worst = std::max(worst, std::abs(numeric - d.data()[k]));
+  }
+  CHECK(worst < 1e-8);
+  CHECK(d.row(1).isZero());
+  CHECK(std::abs(d.row(0).sum()) < 1e-15);  // softmax - onehot sums to 0
+
+  matrixd huge = logits * 1e4;  // exp would overflow without log-sum-exp
+  const double big = softmax_cross_entropy(huge, labels, sel, normaliser, d);
+  CHECK(std::isfinite(big));
+  CHECK(d.allFinite());
+
+  labels[0] = 5;
+  CHECK_THROWS_AS(softmax_cross_entropy(logits, labels, sel, normaliser, d), invalid_argument);
+  labels[0] = 0;
+  matrixd bad = logits;
+  bad(0, 2) = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(softmax_cross_entropy(bad, labels, sel, normaliser, d), numeric_error);
+}
+
+TEST_CASE("accuracy counts correct arg-max over the selected nodes") {
+  matrixd logits(4, 3);
+  logits << 1, 2, 0,  //
+      5, 1, 1,        //
+      0, 0, 3,        //
+      2, 2, 1;        // tie: first wins
+  const std::vector<std::int32_t> labels{1, 1, 2, 0};
+  const std::vector<node_split> split{node_split::train, node_split::train, node_split::test,
+                                      node_split::train};
+  const auto a = accuracy(logits, labels, node_selection{split, node_split::train});
+  CHECK(a.correct == 2);
+  CHECK(a.total == 3);
+  const auto all = accuracy(logits, labels, node_selection{});
+  CHECK(all.correct == 3);
+  CHECK(all.total == 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+#include "sar/optim/adam.hpp"
+#include "sar/optim/sgd.hpp"
+
+namespace {
+/// Two parameters: "w" (group 0, 1 x 2) and "b" (group 1, 1 x 1).
+parameter_store<double> small_store() {
+  parameter_store<double> s;
+  s.declare({.name = "w", .rows = 1, .cols = 2, .init = init_kind::zeros, .group = 0});
+  s.declare({.name = "b", .rows = 1, .cols = 1, .init = init_kind::zeros, .group = 1});
+  s.allocate();
+  s.value(0) << 1.0, -2.0;
+  s.value(1) << 0.5;
+  s.grad(0) << 0.1, 0.2;
+  s.grad(1) << -0.3;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("sgd: plain, momentum and Nesterov steps by hand, decay per group") {
+  {
+    auto s = small_store();
+    sgd<double> opt({.learning_rate = 0.1, .weight_decay = {0.01}});
+    opt.step(s);
+    // w: g = 0.1 + 0.01*1 = 0.11 -> 1 - 0.011; g = 0.2 + 0.01*(-2) = 0.18 -> -2.018
+    CHECK(s.value(0)(0, 0) == doctest::Approx(0.989).epsilon(1e-14));
+    CHECK(s.value(0)(0, 1) == doctest::Approx(-2.018).epsilon(1e-14));
+    CHECK(s.value(1)(0, 0) == doctest::Approx(0.53).epsilon(1e-14));  // group 1: no decay
+  }
+  {
+    auto s = small_store();
+    sgd<double> opt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = {}});
+    opt.step(s);  // v = g
+    CHECK(s.value(0)(0, 0) == doctest::Approx(0.99));
+    opt.step(s);  // v = 0.9 * 0.1 + 0.1 = 0.19
+    CHECK(s.value(0)(0, 0) == doctest::Approx(0.99 - 0.019).epsilon(1e-14));
+    CHECK(opt.get_state().steps == 2);
+  }
+  {
+    auto s = small_store();
+    sgd<double> opt({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = {}});
+    opt.step(s);  // v = 0.1; update = g + 0.9 v = 0.19
+    CHECK(s.value(0)(0, 0) == doctest::Approx(1 - 0.019).epsilon(1e-14));
+  }
+  CHECK_THROWS_AS(sgd<double>({.nesterov = true, .weight_decay = {}}), invalid_argument);
+}
+
+TEST_CASE("adam and adamw: two steps by hand") {
+  const auto expected_adam = [](double w, double g, double lr, double decay, bool decoupled,
+                                int steps) {
+    double m = 0, v = 0;
+    for (int t = 1; t <= steps; ++t) {
+      double gt = g;
+      if (decoupled) w -= lr * decay * w;
+      else gt += decay * w;
+      m = 0.9 * m + 0.1 * gt;
+      v = 0.999 * v + 0.001 * gt * gt;
+      const double mhat = m / (1 - std::pow(0.9, t)), vhat = v / (1 - std::pow(0.999, t));
+      w -= lr * mhat / (std::sqrt(vhat) + 1e-8);
+    }
+    return w;
+  };
+  {
+    auto s = small_store();
+    adam<double> opt({.learning_rate = 0.01, .weight_decay = {0.1, 0.0}});
+    opt.step(s);
+    // First step of Adam moves every value by about lr * sign(g).
+    CHECK(s.value(1)(0, 0) == doctest::Approx(0.5 + 0.01).epsilon(1e-6));
+    opt.step(s);
+    CHECK(s.value(0)(0, 0) == doctest::Approx(expected_adam(1.0, 0.1, 0.01, 0.1, false, 2)));
+    CHECK(s.value(0)(0, 1) == doctest::Approx(expected_adam(-2.0, 0.2, 0.01, 0.1, false, 2)));
+    CHECK(s.value(1)(0, 0) == doctest::Approx(expected_adam(0.5, -0.3, 0.01, 0.0, false, 2)));
+    CHECK(opt.get_state().m.size() == 3);
+  }
+  {
+    auto s = small_store();
+    adamw<double> opt({.learning_rate = 0.01, .weight_decay = {0.1}});
+    opt.step(s);
+    opt.step(s);
+    CHECK(s.value(0)(0, 0) == doctest::Approx(expected_adam(1.0, 0.1, 0.01, 0.1, true, 2)));
+    CHECK(s.value(0)(0, 0) != doctest::Approx(expected_adam(1.0, 0.1, 0.01, 0.1, false, 2)));
+    CHECK(s.value(1)(0, 0) == doctest::Approx(expected_adam(0.5, -0.3, 0.01, 0.0, true, 2)));
+  }
+}

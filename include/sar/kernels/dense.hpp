@@ -1,0 +1,136 @@
+// Row-parallel dense helpers for layers: products, transposed products, and deterministic
+// column reductions. Everything is chunked over rows with oneTBB; reductions use a fixed split
+// (parallel_deterministic_reduce), so results do not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+#include <tbb/partitioner.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+
+namespace sar {
+
+/// Rows per task so that a task does at least ~16k scalar operations.
+inline Eigen::Index row_grain(double work_per_row) {
+  constexpr double min_task_work = 16384.0;
+  return static_cast<Eigen::Index>(std::max(1.0, min_task_work / std::max(1.0, work_per_row)));
+}
+
+/// Calls body(begin, end) on disjoint chunks covering [0, rows), in parallel.
+template <class Body>
+void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
+  if (rows <= 0) return;
+  const Eigen::Index grain = row_grain(work_per_row);
+  if (rows <= grain) {
+    body(Eigen::Index{0}, rows);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows, grain),
+                    [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
+}
+
+/// Sums per-row contributions into `width` doubles: add_row(i, acc) adds row i's contribution
+/// into acc[0 .. width). The split into chunks is fixed by rows and width, so the result is
+/// bitwise the same for every thread count.
+template <class AddRow>
+std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& add_row) {
+  using acc_t = std::vector<double>;
+  const Eigen::Index grain = row_grain(static_cast<double>(std::max<Eigen::Index>(width, 1)));
+  if (rows <= grain) {
+    acc_t acc(static_cast<std::size_t>(width), 0.0);
+    for (Eigen::Index i = 0; i < rows; ++i) add_row(i, acc.data());
+    return acc;
+  }
+  return tbb::parallel_deterministic_reduce(
+      tbb::blocked_range<Eigen::Index>(0, rows, grain), acc_t(static_cast<std::size_t>(width), 0.0),
+      [&](const tbb::blocked_range<Eigen::Index>& r, acc_t acc) {
+        for (Eigen::Index i = r.begin(); i != r.end(); ++i) add_row(i, acc.data());
+        return acc;
+      },
+      [](acc_t a, const acc_t& b) {
+        for (std::size_t k = 0; k < a.size(); ++k) a[k] += b[k];
+        return a;
+      },
+      tbb::simple_partitioner());
+}
+
+/// y = x w (Add = false) or y += x w (Add = true), parallel over rows of x. Requires y sized
+/// x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
+template <bool Add = false, class T>
+void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
+  SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
+            invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
+            w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
+  for_row_chunks(x.rows(), static_cast<double>(x.cols() * w.cols()),
+                 [&](Eigen::Index b, Eigen::Index e) {
+                   if constexpr (Add)
+                     y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w;
+                   else
+                     y.middleRows(b, e - b).noalias() = x.middleRows(b, e - b) * w;
+                 });
+}
+
+/// y += x w^T, parallel over rows of x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
+template <class T>
+void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
+  SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
+            invalid_argument, "sar::dense_product_transposed_add: shapes ", x.rows(), "x",
+            x.cols(), " * (", w.rows(), "x", w.cols(), ")^T -> ", y.rows(), "x", y.cols());
+  for_row_chunks(x.rows(), static_cast<double>(x.cols() * w.rows()),
+                 [&](Eigen::Index b, Eigen::Index e) {
+                   y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w.transpose();
+                 });
+}
+
+/// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over row chunks.
+template <class T>
+void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> out) {
+  SAR_CHECK(a.rows() == b.rows() && out.rows() == a.cols() && out.cols() == b.cols(),
+            invalid_argument, "sar::transposed_product: shapes (", a.rows(), "x", a.cols(),
+            ")^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x", out.cols());
+  const Eigen::Index n = a.rows();
+  // Chunks of at least ~64 rows (and enough work) so each partial product is a real GEMM.
+  const Eigen::Index grain =
+      std::max<Eigen::Index>(64, row_grain(static_cast<double>(a.cols() * b.cols())));
+  if (n <= grain) {
+    out.noalias() = a.transpose() * b;
+    return;
+  }
+  out = tbb::parallel_deterministic_reduce(
+      tbb::blocked_range<Eigen::Index>(0, n, grain),
+      matrix<T>(matrix<T>::Zero(a.cols(), b.cols())),
+      [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
+        const Eigen::Index len = static_cast<Eigen::Index>(r.size());
+        acc.noalias() += a.middleRows(r.begin(), len).transpose() * b.middleRows(r.begin(), len);
+        return acc;
+      },
+      [](matrix<T> x, const matrix<T>& y) {
+        x += y;
+        return x;
+      },
+      tbb::simple_partitioner());
+}
+
+/// out = the column sums of a (out: 1 x a.cols()), accumulated in double.
+template <class T>
+void column_sums(const_rows_ref<T> a, rows_ref<T> out) {
+  SAR_CHECK(out.rows() == 1 && out.cols() == a.cols(), invalid_argument,
+            "sar::column_sums: ", a.cols(), " columns into ", out.rows(), "x", out.cols());
+  const Eigen::Index f = a.cols();
+  if (f == 0) return;
+  const auto sums = reduce_rows(a.rows(), f, [&](Eigen::Index i, double* acc) {
+    const T* row = a.data() + i * a.outerStride();
+    for (Eigen::Index j = 0; j < f; ++j) acc[j] += static_cast<double>(row[j]);
+  });
+  for (Eigen::Index j = 0; j < f; ++j) out(0, j) = static_cast<T>(sums[static_cast<std::size_t>(j)]);
+}
+
+}  // namespace sar

@@ -1,0 +1,108 @@
+// Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay), stepping the
+// flat buffers of a parameter_store, per parameter group decay. Settings live in adam_options,
+// per-run state (first and second moments, step count) in adam<T>::state.
+//   t += 1; g = grad (+ decay[group] * w for Adam);  w -= lr * decay[group] * w  (AdamW)
+//   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+//   w -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/nn/parameters.hpp"
+#include "sar/optim/detail.hpp"
+
+namespace sar {
+
+struct adam_options {
+  double learning_rate = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  /// Decay per parameter group (parameter_shape::group); groups past the end decay by 0.
+  std::vector<double> weight_decay;
+  /// false: Adam (decay enters the gradient); true: AdamW (decay shrinks w directly).
+  bool decoupled_weight_decay = false;
+};
+
+template <class T>
+class adam {
+ public:
+  struct state {
+    std::vector<T> m, v;  ///< first and second moments, one per parameter value
+    std::uint64_t steps = 0;
+  };
+
+  /// Requires learning_rate >= 0, betas in [0, 1), epsilon > 0, decays >= 0; throws
+  /// sar::invalid_argument otherwise.
+  explicit adam(adam_options options = {}) : options_(std::move(options)) {
+    SAR_CHECK(options_.learning_rate >= 0, invalid_argument, "sar::adam: learning rate ",
+              options_.learning_rate);
+    SAR_CHECK(options_.beta1 >= 0 && options_.beta1 < 1 && options_.beta2 >= 0 &&
+                  options_.beta2 < 1,
+              invalid_argument, "sar::adam: betas ", options_.beta1, ", ", options_.beta2,
+              " outside [0, 1)");
+    SAR_CHECK(options_.epsilon > 0, invalid_argument, "sar::adam: epsilon ", options_.epsilon);
+    detail::check_decay("sar::adam", options_.weight_decay);
+  }
+
+  const adam_options& options() const { return options_; }
+  void set_learning_rate(double lr) { options_.learning_rate = lr; }
+  const state& get_state() const { return state_; }
+  state& get_state() { return state_; }
+  void reset() { state_ = {}; }
+
+  /// One update of every value from store.grads(). Requires an allocated store whose size
+  /// does not change between steps; throws sar::invalid_argument otherwise.
+  void step(parameter_store<T>& store) {
+    const auto values = store.values();
+    const auto grads = store.grads();
+    detail::size_state("sar::adam::step", state_.m, values.size(), state_.steps);
+    detail::size_state("sar::adam::step", state_.v, values.size(), state_.steps);
+    const auto t = static_cast<double>(++state_.steps);
+    const double b1 = options_.beta1, b2 = options_.beta2;
+    const T step_size = static_cast<T>(options_.learning_rate / (1 - std::pow(b1, t)));
+    const T inv_sqrt_bias2 = static_cast<T>(1 / std::sqrt(1 - std::pow(b2, t)));
+    const T eps = static_cast<T>(options_.epsilon), lr = static_cast<T>(options_.learning_rate);
+    const T tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2);
+    const bool decoupled = options_.decoupled_weight_decay;
+    detail::for_each_parameter_range(
+        store, options_.weight_decay, [&](std::size_t b, std::size_t e, T decay) {
+          T* w = values.data();
+          const T* g = grads.data();
+          T* m = state_.m.data();
+          T* v = state_.v.data();
+          for (std::size_t k = b; k < e; ++k) {
+            T gk = g[k];
+            if (decoupled) w[k] -= lr * decay * w[k];
+            else gk += decay * w[k];
+            m[k] = tb1 * m[k] + (1 - tb1) * gk;
+            v[k] = tb2 * v[k] + (1 - tb2) * gk * gk;
+            w[k] -= step_size * m[k] / (std::sqrt(v[k]) * inv_sqrt_bias2 + eps);
+          }
+        });
+  }
+
+ private:
+  adam_options options_;
+  state state_;
+};
+
+/// AdamW: adam with decoupled weight decay (Loshchilov & Hutter), whatever the options say.
+template <class T>
+class adamw : public adam<T> {
+ public:
+  explicit adamw(adam_options options = {})
+      : adam<T>(with_decoupled(std::move(options))) {}
+
+ private:
+  static adam_options with_decoupled(adam_options o) {
+    o.decoupled_weight_decay = true;
+    return o;
+  }
+};
+
+}  // namespace sar

@@ -1,0 +1,87 @@
+// Stochastic gradient descent with momentum (heavy-ball or Nesterov) and per-group L2 weight
+// decay, stepping the flat buffers of a parameter_store. Settings live in sgd_options, per-run
+// state (velocity, step count) in sgd<T>::state.
+//   g = grad + decay[group] * w
+//   v = momentum * v + g                         (when momentum > 0)
+//   w -= lr * (nesterov ? g + momentum * v : v)   (w -= lr * g without momentum)
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/nn/parameters.hpp"
+#include "sar/optim/detail.hpp"
+
+namespace sar {
+
+struct sgd_options {
+  double learning_rate = 0.01;
+  double momentum = 0.0;
+  bool nesterov = false;
+  /// L2 decay per parameter group (parameter_shape::group); groups past the end decay by 0.
+  std::vector<double> weight_decay;
+};
+
+template <class T>
+class sgd {
+ public:
+  struct state {
+    std::vector<T> velocity;  ///< one per parameter value (empty without momentum)
+    std::uint64_t steps = 0;
+  };
+
+  /// Requires learning_rate >= 0, momentum in [0, 1), nesterov only with momentum > 0, every
+  /// decay >= 0; throws sar::invalid_argument otherwise.
+  explicit sgd(sgd_options options = {}) : options_(std::move(options)) {
+    SAR_CHECK(options_.learning_rate >= 0, invalid_argument, "sar::sgd: learning rate ",
+              options_.learning_rate);
+    SAR_CHECK(options_.momentum >= 0 && options_.momentum < 1, invalid_argument,
+              "sar::sgd: momentum ", options_.momentum, " outside [0, 1)");
+    SAR_CHECK(!options_.nesterov || options_.momentum > 0, invalid_argument,
+              "sar::sgd: Nesterov needs momentum > 0");
+    detail::check_decay("sar::sgd", options_.weight_decay);
+  }
+
+  const sgd_options& options() const { return options_; }
+  /// The learning rate may change between steps (schedules).
+  void set_learning_rate(double lr) { options_.learning_rate = lr; }
+  const state& get_state() const { return state_; }
+  state& get_state() { return state_; }
+  void reset() { state_ = {}; }
+
+  /// One update of every value from store.grads(). Requires an allocated store whose size
+  /// does not change between steps; throws sar::invalid_argument otherwise.
+  void step(parameter_store<T>& store) {
+    const auto values = store.values();
+    const auto grads = store.grads();
+    const bool momentum = options_.momentum > 0;
+    if (momentum) detail::size_state("sar::sgd::step", state_.velocity, values.size(), state_.steps);
+    const T lr = static_cast<T>(options_.learning_rate);
+    const T mu = static_cast<T>(options_.momentum);
+    const bool nesterov = options_.nesterov;
+    detail::for_each_parameter_range(
+        store, options_.weight_decay, [&](std::size_t b, std::size_t e, T decay) {
+          T* w = values.data();
+          const T* g = grads.data();
+          T* v = momentum ? state_.velocity.data() : nullptr;
+          for (std::size_t k = b; k < e; ++k) {
+            const T gk = g[k] + decay * w[k];
+            if (!momentum) {
+              w[k] -= lr * gk;
+              continue;
+            }
+            v[k] = mu * v[k] + gk;
+            w[k] -= lr * (nesterov ? gk + mu * v[k] : v[k]);
+          }
+        });
+    ++state_.steps;
+  }
+
+ private:
+  sgd_options options_;
+  state state_;
+};
+
+}  // namespace sar
