@@ -1,0 +1,170 @@
+// Layers and models chosen at run time. any_layer<T, Schedule> holds any type that satisfies
+// sar::layer<L, Schedule> behind one virtual interface, so a model read from a command line
+// (`--model gcn --layers 3`) is a std::vector<any_layer<T, Schedule>>; dynamic_sequential runs
+// such a vector with the interface (and the exact numbers) of sequential<...>.
+//
+//   std::vector<sar::any_layer<float, sar::local_schedule>> layers;
+//   for (int k = 0; k < depth; ++k) layers.emplace_back(sar::gcn_layer<float>(w[k], w[k + 1]));
+//   sar::dynamic_sequential<float, sar::local_schedule> model(std::move(layers));
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/parameters.hpp"
+#include "sar/nn/sequential.hpp"
+
+namespace sar {
+
+/// A type-erased layer: itself a sar::layer<any_layer, Schedule>. Move-only (it owns the
+/// layer, whose parameter views point into a store).
+template <class T, class Schedule>
+class any_layer {
+ public:
+  using scalar = T;
+  using schedule_type = Schedule;
+
+  /// Takes ownership of a copy of (or the moved) layer. Requires L to satisfy
+  /// sar::layer<L, Schedule> with L::scalar = T (checked at compile time).
+  template <class L>
+    requires(!std::is_same_v<std::remove_cvref_t<L>, any_layer>)
+  any_layer(L&& l)  // NOLINT: implicit, so a vector of any_layer accepts layers directly
+      : self_(make_model(std::forward<L>(l))) {}
+
+  any_layer(any_layer&&) noexcept = default;
+  any_layer& operator=(any_layer&&) noexcept = default;
+
+  Eigen::Index input_dim() const { return self_->input_dim(); }
+  Eigen::Index output_dim() const { return self_->output_dim(); }
+  void declare(parameter_store<T>& store) { self_->declare(store); }
+  /// As the held layer's forward (collective if it is).
+  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+    self_->forward(graph, ctx, x, y);
+  }
+  /// As the held layer's backward (collective if it is).
+  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, const matrix<T>& y,
+                const matrix<T>& dy, matrix<T>& dx) {
+    self_->backward(graph, ctx, x, y, dy, dx);
+  }
+
+  /// The held layer if it is an L, else nullptr (like std::function::target).
+  template <class L>
+  L* target() {
+    auto* m = dynamic_cast<model<L>*>(self_.get());
+    return m ? &m->layer : nullptr;
+  }
+  template <class L>
+  const L* target() const {
+    const auto* m = dynamic_cast<const model<L>*>(self_.get());
+    return m ? &m->layer : nullptr;
+  }
+  /// typeid of the held layer.
+  const std::type_info& target_type() const { return self_->type(); }
+
+ private:
+  struct interface {
+    virtual ~interface() = default;
+    virtual Eigen::Index input_dim() const = 0;
+    virtual Eigen::Index output_dim() const = 0;
+    virtual void declare(parameter_store<T>& store) = 0;
+    virtual void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+                         matrix<T>& y) = 0;
+    virtual void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+                          const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) = 0;
+    virtual const std::type_info& type() const = 0;
+  };
+
+  template <class L>
+  struct model final : interface {
+    explicit model(L l) : layer(std::move(l)) {}
+    Eigen::Index input_dim() const override { return layer.input_dim(); }
+    Eigen::Index output_dim() const override { return layer.output_dim(); }
+    void declare(parameter_store<T>& store) override { layer.declare(store); }
+    void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+                 matrix<T>& y) override {
+      layer.forward(graph, ctx, x, y);
+    }
+    void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+                  const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) override {
+      layer.backward(graph, ctx, x, y, dy, dx);
+    }
+    const std::type_info& type() const override { return typeid(L); }
+    L layer;
+  };
+
+  template <class Arg>
+  static std::unique_ptr<interface> make_model(Arg&& l) {
+    using L = std::remove_cvref_t<Arg>;
+    static_assert(detail::check_layer_calls<L, Schedule>());
+    static_assert(std::is_same_v<typename L::scalar, T>,
+                  "sar::any_layer<T, Schedule> holds only layers whose scalar type is T.");
+    return std::make_unique<model<L>>(std::forward<Arg>(l));
+  }
+
+  std::unique_ptr<interface> self_;
+};
+
+/// A model whose layers are chosen at run time: the interface and the numbers of
+/// sequential<...> (same parameter order, same ctx.layer keys, same activations kept).
+template <class T, class Schedule>
+class dynamic_sequential : public detail::model_base<T> {
+ public:
+  using scalar = T;
+  using layer_type = any_layer<T, Schedule>;
+
+  /// Takes the layers, declares their parameters (in layer order) in one store and allocates
+  /// it; values are zero until initialise(seed). Throws sar::invalid_argument for an empty
+  /// list or if layer k's output_dim() differs from layer k+1's input_dim().
+  explicit dynamic_sequential(std::vector<layer_type> layers) : layers_(std::move(layers)) {
+    SAR_CHECK(!layers_.empty(), invalid_argument,
+              "sar::dynamic_sequential: a model needs at least one layer");
+    std::vector<Eigen::Index> in, out;
+    for (auto& l : layers_) {
+      l.declare(*this->store_);
+      in.push_back(l.input_dim());
+      out.push_back(l.output_dim());
+    }
+    this->store_->allocate();
+    this->set_dimensions(std::move(in), std::move(out), "sar::dynamic_sequential");
+  }
+  dynamic_sequential(dynamic_sequential&&) noexcept = default;
+  dynamic_sequential& operator=(dynamic_sequential&&) noexcept = default;
+
+  std::size_t size() const { return layers_.size(); }
+  layer_type& layer(std::size_t k) { return layers_.at(k); }
+  const layer_type& layer(std::size_t k) const { return layers_.at(k); }
+
+  /// As sequential::forward: returns the logits; x must stay alive and unchanged until the
+  /// matching backward. Throws sar::invalid_argument on a shape mismatch. Collective.
+  const matrix<T>& forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x) {
+    return this->run_forward(
+        graph.num_local(), ctx, x,
+        [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out) {
+          layers_[k].forward(graph, c, in, out);
+        },
+        "sar::dynamic_sequential::forward");
+  }
+
+  /// As sequential::backward: ASSIGNS every parameter gradient; the first layer computes no
+  /// input gradient. Throws sar::invalid_argument without a forward or on a shape mismatch.
+  /// Collective.
+  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& dlogits) {
+    this->run_backward(
+        ctx, dlogits,
+        [&](std::size_t k, const layer_context& c, const matrix<T>& x, const matrix<T>& y,
+            const matrix<T>& dy, matrix<T>& dx) { layers_[k].backward(graph, c, x, y, dy, dx); },
+        "sar::dynamic_sequential::backward");
+  }
+
+ private:
+  std::vector<layer_type> layers_;
+};
+
+}  // namespace sar

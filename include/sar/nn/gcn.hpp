@@ -1,0 +1,143 @@
+// Graph convolution (Kipf & Welling): out = D_in^-1/2 A D_out^-1/2 X W + b.
+//
+// The caller builds the self-loops into the graph (A + I: build_csr with
+// self_loop_policy::add); the layer adds none. The destination side is scaled by the
+// schedule's in_degrees(), the source side by its out_degrees() (equal for a symmetric
+// graph; for a directed graph the source's degree is its out-degree, ALGORITHMS.md §3).
+// Degrees are clamped to >= 1, so a node with no edges at all gets out = b.
+//
+// The aggregation is linear, so W is applied on the narrower side: before aggregating when
+// output_dim() < input_dim(), after otherwise. The aggregated width, which is what crosses
+// the network under a distributed schedule, is min(F_in, F_out).
+//
+// Kept between forward and backward: nothing when W is applied first; the aggregated input
+// Z = D_in^-1/2 A D_out^-1/2 X (num_local x F_in) when W is applied after aggregating (it is
+// needed for dW, and recomputing it would cost a second gather).
+#pragma once
+
+#include <cstddef>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+#include "sar/kernels/spmm.hpp"
+#include "sar/nn/detail/graph_conv.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/parameters.hpp"
+
+namespace sar {
+
+template <class T>
+class gcn_layer {
+ public:
+  using scalar = T;
+
+  /// Requires input_dim, output_dim >= 1. Throws sar::invalid_argument otherwise.
+  gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true)
+      : input_dim_(input_dim), output_dim_(output_dim), bias_(bias) {
+    SAR_CHECK(input_dim >= 1 && output_dim >= 1, invalid_argument, "sar::gcn_layer: dimensions ",
+              input_dim, " -> ", output_dim);
+  }
+
+  Eigen::Index input_dim() const { return input_dim_; }
+  Eigen::Index output_dim() const { return output_dim_; }
+  /// True when W is applied before aggregating (output_dim() < input_dim()).
+  bool weight_first() const { return output_dim_ < input_dim_; }
+
+  /// Declares "gcn.weight" (F_in x F_out, Glorot, group 0) and, with bias, "gcn.bias"
+  /// (1 x F_out, zeros, group 1). The store must outlive the layer and not move.
+  void declare(parameter_store<T>& store) {
+    store_ = &store;
+    weight_ = store.declare({"gcn.weight", input_dim_, output_dim_, init_kind::glorot_uniform, 0});
+    if (bias_) bias_id_ = store.declare({"gcn.bias", 1, output_dim_, init_kind::zeros, 1});
+  }
+
+  /// y := D_in^-1/2 A D_out^-1/2 x W + b. Requires x: graph.num_local() x input_dim().
+  /// Throws sar::invalid_argument on a shape mismatch. Collective (one gather).
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
+    constexpr const char* where = "sar::gcn_layer::forward";
+    detail::check_declared(where, store_);
+    const Eigen::Index n = graph.num_local();
+    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    const auto w = store_->value(weight_);
+    const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
+    const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
+    if (weight_first()) {
+      matrix<T> h;
+      detail::matmul<T>(x, w, h);
+      detail::scale_rows(h, src);
+      y.setZero(n, output_dim_);
+      graph.gather(h, [&](const graph_block& block, const auto& halo) {
+        spmm_add(*block.edges, halo, y);
+      });
+      detail::scale_rows(y, dst);
+      aggregated_.resize(0, 0);
+    } else {
+      matrix<T> xs = src.asDiagonal() * x;
+      aggregated_.setZero(n, input_dim_);
+      graph.gather(xs, [&](const graph_block& block, const auto& halo) {
+        spmm_add(*block.edges, halo, aggregated_);
+      });
+      detail::scale_rows(aggregated_, dst);
+      detail::matmul<T>(aggregated_, w, y);
+    }
+    if (bias_) y.rowwise() += store_->value(bias_id_).row(0);
+  }
+
+  /// Given the x and y of the matching forward and dy: assigns dW (and db), and ADDS dLoss/dx
+  /// into dx unless dx is empty (then the input gradient is skipped; when W is applied after
+  /// aggregating that skips the backward SpMM and its exchange entirely). Every rank must
+  /// pass an empty dx or none. Throws sar::invalid_argument on a shape mismatch or a backward
+  /// without forward. Collective (at most one scatter).
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::gcn_layer::backward";
+    detail::check_declared(where, store_);
+    const Eigen::Index n = graph.num_local();
+    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    detail::check_shape(where, "dy", dy.rows(), dy.cols(), n, output_dim_);
+    detail::check_input_gradient(where, dx.rows(), dx.cols(), n, input_dim_);
+    const bool want_dx = dx.size() != 0;
+    const auto w = store_->value(weight_);
+    const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
+    const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
+    if (bias_) store_->grad(bias_id_) = dy.colwise().sum();
+    if (weight_first()) {
+      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx += dH W^T.
+      matrix<T> dagg = dst.asDiagonal() * dy;
+      matrix<T> dh = matrix<T>::Zero(n, output_dim_);
+      graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+        spmm_add(*block.transposed, dagg, dhalo);
+      });
+      detail::scale_rows(dh, src);
+      store_->grad(weight_) = detail::matmul_tn<T>(x, dh);
+      if (want_dx) detail::matmul<T>(dh, w.transpose(), dx, true);
+    } else {
+      // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx += Ds A^T Dd (dy W^T).
+      SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
+                where, ": no matching forward (aggregated input is ", aggregated_.rows(), " x ",
+                aggregated_.cols(), ")");
+      store_->grad(weight_) = detail::matmul_tn<T>(aggregated_, dy);
+      if (!want_dx) return;
+      matrix<T> dz;
+      detail::matmul<T>(dy, w.transpose(), dz);
+      detail::scale_rows(dz, dst);
+      matrix<T> dxs = matrix<T>::Zero(n, input_dim_);
+      graph.scatter(dxs, [&](const graph_block& block, auto&& dhalo) {
+        spmm_add(*block.transposed, dz, dhalo);
+      });
+      dx.noalias() += src.asDiagonal() * dxs;
+    }
+  }
+
+ private:
+  Eigen::Index input_dim_, output_dim_;
+  bool bias_;
+  parameter_store<T>* store_ = nullptr;
+  std::size_t weight_ = 0, bias_id_ = 0;
+  matrix<T> aggregated_;
+};
+
+}  // namespace sar

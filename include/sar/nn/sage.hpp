@@ -1,0 +1,333 @@
+// GraphSAGE convolution (Hamilton, Ying & Leskovec) with three aggregators, chosen at compile
+// time: sage_layer<T, mean_aggregator>, sage_layer<T, gcn_aggregator>,
+// sage_layer<T, pool_aggregator>. N(i) are the in-neighbours of i as the graph lists them
+// (a self-loop i <- i in the graph makes i its own neighbour).
+//
+//   mean: out_i = x_i W_self + (1 / max(|N(i)|, 1)) sum_{j in N(i)} x_j W_nbr + b
+//   gcn:  out_i = (1 / |N(i) ∪ {i}|) sum_{j in N(i) ∪ {i}} x_j W + b
+//         (x_i is counted once: it is added only when the graph has no self-loop i <- i)
+//   pool: out_i = x_i W_self + max_{j in N(i)} relu(x_j W_pool + b_pool) W_nbr + b
+//         (elementwise max; over an empty neighbourhood it is 0)
+//
+// mean and gcn are linear aggregations: W (W_nbr) is applied before aggregating when
+// output_dim() < input_dim(), after otherwise, so min(F_in, F_out) columns cross the network;
+// backward uses the schedule's scatter (no source features needed). pool's max is not
+// linear: it aggregates pool_dim() columns and W_nbr is applied after the max.
+//
+// Max and its gradient. Forward keeps a running (max, argmax) per (node, feature) over the
+// blocks; ties are broken by the smallest GLOBAL source id, so the winner is the same for
+// every block order and partition, and a tie (duplicate rows, or a duplicate edge) receives
+// the gradient once. Backward sends dmax(i, f) to the one source whose global id is the
+// stored argmax(i, f), through the schedule's scatter. Storing the argmax ids
+// (num_local x pool_dim node ids — per node, nothing per edge, nothing of the halo) is what
+// makes this exact in one pass: a distributed schedule visits blocks in ring order, not in id
+// order, so a backward that re-fetched the sources (gather_scatter) and compared them with the
+// max could not tell, at the first tied block it meets, whether a later block holds a tied
+// source with a smaller id; the gradient already sent could not be taken back. Knowing the
+// argmax, backward needs no source features at all, so the rematerialising re-fetch (one more
+// halo exchange of pool_dim columns per layer and epoch) is not needed either. A max of 0
+// (every neighbour's relu is 0, or no neighbour) has no argmax: its gradient is 0 anyway.
+//
+// Kept between forward and backward: mean and gcn: nothing when W is applied first, the
+// aggregated input (num_local x F_in) otherwise; gcn also one 0/1 value per node (self-loop
+// missing). pool: relu(x W_pool + b_pool), the max and the argmax ids (num_local x pool_dim
+// each).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/dist/schedule.hpp"
+#include "sar/kernels/spmm.hpp"
+#include "sar/nn/detail/graph_conv.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/parameters.hpp"
+
+namespace sar {
+
+/// Mean over the in-neighbours, separate self and neighbour weights.
+struct mean_aggregator {};
+/// Mean over the in-neighbours and the node itself, one weight.
+struct gcn_aggregator {};
+/// Elementwise max over the in-neighbours of relu(x W_pool + b_pool).
+struct pool_aggregator {};
+
+struct sage_options {
+  bool bias = true;
+  Eigen::Index pool_dim = 0;  ///< pool only: width of the pooled features; 0 = input_dim
+};
+
+template <class T, class Aggregator>
+class sage_layer {
+  static_assert(std::is_same_v<Aggregator, mean_aggregator> ||
+                    std::is_same_v<Aggregator, gcn_aggregator> ||
+                    std::is_same_v<Aggregator, pool_aggregator>,
+                "sar::sage_layer's Aggregator must be sar::mean_aggregator, "
+                "sar::gcn_aggregator or sar::pool_aggregator.");
+  static constexpr bool is_mean = std::is_same_v<Aggregator, mean_aggregator>;
+  static constexpr bool is_gcn = std::is_same_v<Aggregator, gcn_aggregator>;
+  static constexpr bool is_pool = std::is_same_v<Aggregator, pool_aggregator>;
+
+ public:
+  using scalar = T;
+  using aggregator = Aggregator;
+
+  /// Requires input_dim, output_dim >= 1 and options.pool_dim >= 0. Throws
+  /// sar::invalid_argument otherwise.
+  sage_layer(Eigen::Index input_dim, Eigen::Index output_dim, sage_options options = {})
+      : input_dim_(input_dim), output_dim_(output_dim), bias_(options.bias),
+        pool_dim_(options.pool_dim == 0 ? input_dim : options.pool_dim) {
+    SAR_CHECK(input_dim >= 1 && output_dim >= 1 && options.pool_dim >= 0, invalid_argument,
+              "sar::sage_layer: dimensions ", input_dim, " -> ", output_dim, ", pool_dim ",
+              options.pool_dim);
+  }
+
+  Eigen::Index input_dim() const { return input_dim_; }
+  Eigen::Index output_dim() const { return output_dim_; }
+  /// Width of the pooled (and exchanged) features of pool; input_dim() otherwise.
+  Eigen::Index pool_dim() const { return is_pool ? pool_dim_ : input_dim_; }
+  /// True when the neighbour weight is applied before aggregating (mean, gcn with
+  /// output_dim() < input_dim()); never for pool.
+  bool weight_first() const { return !is_pool && output_dim_ < input_dim_; }
+
+  /// Declares, in order: mean: "sage.self_weight", "sage.neighbour_weight" (F_in x F_out);
+  /// gcn: "sage.weight" (F_in x F_out); pool: "sage.pool_weight" (F_in x pool_dim),
+  /// "sage.pool_bias" (1 x pool_dim), "sage.self_weight" (F_in x F_out),
+  /// "sage.neighbour_weight" (pool_dim x F_out); then, with bias, "sage.bias" (1 x F_out).
+  /// Weights are Glorot (group 0), biases zeros (group 1). The store must outlive the layer
+  /// and not move.
+  void declare(parameter_store<T>& store) {
+    store_ = &store;
+    if constexpr (is_pool) {
+      pool_weight_ = store.declare({"sage.pool_weight", input_dim_, pool_dim_,
+                                    init_kind::glorot_uniform, 0});
+      pool_bias_ = store.declare({"sage.pool_bias", 1, pool_dim_, init_kind::zeros, 1});
+    }
+    if constexpr (is_gcn) {
+      neighbour_weight_ =
+          store.declare({"sage.weight", input_dim_, output_dim_, init_kind::glorot_uniform, 0});
+    } else {
+      self_weight_ = store.declare(
+          {"sage.self_weight", input_dim_, output_dim_, init_kind::glorot_uniform, 0});
+      neighbour_weight_ = store.declare({"sage.neighbour_weight", is_pool ? pool_dim_ : input_dim_,
+                                         output_dim_, init_kind::glorot_uniform, 0});
+    }
+    if (bias_) bias_id_ = store.declare({"sage.bias", 1, output_dim_, init_kind::zeros, 1});
+  }
+
+  /// y := the formula of the aggregator (see the top of this header). Requires x:
+  /// graph.num_local() x input_dim(). Throws sar::invalid_argument on a shape mismatch.
+  /// Collective (one gather).
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
+    constexpr const char* where = "sar::sage_layer::forward";
+    detail::check_declared(where, store_);
+    const Eigen::Index n = graph.num_local();
+    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    const auto w_nbr = store_->value(neighbour_weight_);
+
+    if constexpr (is_pool) {
+      detail::matmul<T>(x, store_->value(pool_weight_), pooled_);
+      pooled_.rowwise() += store_->value(pool_bias_).row(0);
+      pooled_ = pooled_.cwiseMax(T(0));
+      max_.setZero(n, pool_dim_);
+      argmax_.setConstant(n, pool_dim_, no_argmax);
+      graph.gather(pooled_, [&](const graph_block& block, const auto& halo) {
+        running_max(block, halo);
+      });
+      detail::matmul<T>(x, store_->value(self_weight_), y);
+      detail::matmul<T>(max_, w_nbr, y, true);
+    } else {
+      // agg = sum over in-neighbours of the input (h = x W first, or x itself).
+      matrix<T> h;
+      if (weight_first()) detail::matmul<T>(x, w_nbr, h);
+      const_rows_ref<T> input = weight_first() ? const_rows_ref<T>(h) : x;
+      matrix<T> agg = matrix<T>::Zero(n, input.cols());
+      if constexpr (is_gcn) self_missing_.setOnes(n);
+      graph.gather(input, [&](const graph_block& block, const auto& halo) {
+        spmm_add(*block.edges, halo, agg);
+        if constexpr (is_gcn) mark_self_loops(block);
+      });
+      if constexpr (is_gcn) agg.noalias() += self_missing_.asDiagonal() * input;
+      detail::scale_rows(agg, scale(graph));
+      if (weight_first()) {
+        aggregated_.resize(0, 0);
+        if constexpr (is_mean) {
+          detail::matmul<T>(x, store_->value(self_weight_), y);
+          y += agg;
+        } else {
+          y = std::move(agg);
+        }
+      } else {
+        aggregated_ = std::move(agg);
+        if constexpr (is_mean) {
+          detail::matmul<T>(x, store_->value(self_weight_), y);
+          detail::matmul<T>(aggregated_, w_nbr, y, true);
+        } else {
+          detail::matmul<T>(aggregated_, w_nbr, y);
+        }
+      }
+    }
+    if (bias_) y.rowwise() += store_->value(bias_id_).row(0);
+  }
+
+  /// Given the x and y of the matching forward and dy: assigns every parameter gradient and
+  /// ADDS dLoss/dx into dx unless dx is empty (then the input gradient is skipped; for mean
+  /// and gcn with W applied after aggregating that skips the scatter entirely). Every rank
+  /// must pass an empty dx or none. Throws sar::invalid_argument on a shape mismatch or a
+  /// backward without its forward. Collective (at most one scatter).
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::sage_layer::backward";
+    detail::check_declared(where, store_);
+    const Eigen::Index n = graph.num_local();
+    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    detail::check_shape(where, "dy", dy.rows(), dy.cols(), n, output_dim_);
+    detail::check_input_gradient(where, dx.rows(), dx.cols(), n, input_dim_);
+    const bool want_dx = dx.size() != 0;
+    const auto w_nbr = store_->value(neighbour_weight_);
+    if (bias_) store_->grad(bias_id_) = dy.colwise().sum();
+    if constexpr (!is_gcn) {
+      store_->grad(self_weight_) = detail::matmul_tn<T>(x, dy);
+      if (want_dx) detail::matmul<T>(dy, store_->value(self_weight_).transpose(), dx, true);
+    }
+
+    if constexpr (is_pool) {
+      SAR_CHECK(max_.rows() == n && argmax_.rows() == n && pooled_.rows() == n, invalid_argument,
+                where, ": no matching forward");
+      store_->grad(neighbour_weight_) = detail::matmul_tn<T>(max_, dy);
+      matrix<T> dmax;
+      detail::matmul<T>(dy, w_nbr.transpose(), dmax);
+      matrix<T> dpooled = matrix<T>::Zero(n, pool_dim_);
+      graph.scatter(dpooled, [&](const graph_block& block, auto&& dhalo) {
+        route_to_argmax(block, dmax, dhalo);
+      });
+      // Through the relu (relu'(0) = 0), then the pool linear map.
+      dpooled = (pooled_.array() > T(0)).select(dpooled, T(0));
+      store_->grad(pool_weight_) = detail::matmul_tn<T>(x, dpooled);
+      store_->grad(pool_bias_) = dpooled.colwise().sum();
+      if (want_dx) detail::matmul<T>(dpooled, store_->value(pool_weight_).transpose(), dx, true);
+    } else {
+      const column_vector<T> s = scale(graph);
+      if constexpr (is_gcn)
+        SAR_CHECK(self_missing_.size() == n, invalid_argument, where, ": no matching forward");
+      if (weight_first()) {
+        // y = S (A + M) (x W) (+ x W_self): dH = (A^T + M) S dy; dW = x^T dH; dx += dH W^T.
+        matrix<T> dagg = s.asDiagonal() * dy;
+        matrix<T> dh = matrix<T>::Zero(n, output_dim_);
+        if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
+        graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+          spmm_add(*block.transposed, dagg, dhalo);
+        });
+        store_->grad(neighbour_weight_) = detail::matmul_tn<T>(x, dh);
+        if (want_dx) detail::matmul<T>(dh, w_nbr.transpose(), dx, true);
+      } else {
+        // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy; dx += (A^T + M) S dy W^T.
+        SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
+                  where, ": no matching forward (aggregated input is ", aggregated_.rows(),
+                  " x ", aggregated_.cols(), ")");
+        store_->grad(neighbour_weight_) = detail::matmul_tn<T>(aggregated_, dy);
+        if (!want_dx) return;
+        matrix<T> dagg;
+        detail::matmul<T>(dy, w_nbr.transpose(), dagg);
+        detail::scale_rows(dagg, s);
+        if constexpr (is_gcn) dx.noalias() += self_missing_.asDiagonal() * dagg;
+        graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
+          spmm_add(*block.transposed, dagg, dhalo);
+        });
+      }
+    }
+  }
+
+ private:
+  static constexpr node_t no_argmax = std::numeric_limits<node_t>::max();
+  using id_matrix = Eigen::Matrix<node_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  /// Per-node factor after summing: 1 / max(in-degree (+1 if the self-loop is missing), 1).
+  template <class Schedule>
+  column_vector<T> scale(Schedule& graph) const {
+    if constexpr (is_gcn) return detail::inverse_degrees<T>(graph.in_degrees(), self_missing_);
+    else return detail::inverse_degrees<T>(graph.in_degrees());
+  }
+
+  /// self_missing_[i] = 0 for every destination row of the block that lists itself.
+  void mark_self_loops(const graph_block& block) {
+    const csr& a = *block.edges;
+    detail::for_edge_balanced_rows(a, 1, [&](node_t begin, node_t end) {
+      for (node_t i = begin; i < end; ++i)
+        for (node_t c : a.row(i))
+          if (block.source_id(c) == block.destination_id(i)) self_missing_[i] = T(0);
+    });
+  }
+
+  /// max_(i, f), argmax_(i, f) updated with the block's sources; ties go to the smaller id.
+  template <class Halo>
+  void running_max(const graph_block& block, const Halo& halo) {
+    const csr& a = *block.edges;
+    const Eigen::Index f_count = pool_dim_;
+    detail::for_edge_balanced_rows(a, f_count, [&](node_t begin, node_t end) {
+      for (node_t i = begin; i < end; ++i) {
+        T* m = max_.row(i).data();
+        node_t* arg = argmax_.row(i).data();
+        for (node_t c : a.row(i)) {
+          const node_t id = block.source_id(c);
+          const T* v = halo.row(c).data();
+          for (Eigen::Index f = 0; f < f_count; ++f) {
+            if (v[f] > m[f] || (v[f] == m[f] && v[f] > T(0) && id < arg[f])) {
+              m[f] = v[f];
+              arg[f] = id;
+            }
+          }
+        }
+      }
+    });
+  }
+
+  /// dhalo(c, f) += dmax(i, f) for every destination i of halo row c whose argmax(i, f) is
+  /// c's global id. Walks the transposed block (one thread per halo row: no atomics); a
+  /// duplicate edge (i listed twice) counts once.
+  template <class DHalo>
+  void route_to_argmax(const graph_block& block, const matrix<T>& dmax, DHalo& dhalo) const {
+    const csr& t = *block.transposed;
+    const Eigen::Index f_count = pool_dim_;
+    detail::for_edge_balanced_rows(t, f_count, [&](node_t begin, node_t end) {
+      for (node_t c = begin; c < end; ++c) {
+        const node_t id = block.source_id(c);
+        T* d = dhalo.row(c).data();
+        node_t previous = -1;
+        for (node_t i : t.row(c)) {
+          if (i == previous) continue;
+          previous = i;
+          const node_t* arg = argmax_.row(i).data();
+          const T* g = dmax.row(i).data();
+          for (Eigen::Index f = 0; f < f_count; ++f)
+            if (arg[f] == id) d[f] += g[f];
+        }
+      }
+    });
+  }
+
+  Eigen::Index input_dim_, output_dim_;
+  bool bias_;
+  Eigen::Index pool_dim_;
+  parameter_store<T>* store_ = nullptr;
+  std::size_t self_weight_ = 0, neighbour_weight_ = 0, bias_id_ = 0, pool_weight_ = 0,
+              pool_bias_ = 0;
+  matrix<T> aggregated_;          ///< mean/gcn with W after aggregating
+  column_vector<T> self_missing_; ///< gcn: 1 where the graph has no self-loop i <- i
+  matrix<T> pooled_, max_;        ///< pool
+  id_matrix argmax_;              ///< pool: global source id of each max (no_argmax if none)
+};
+
+template <class T>
+using sage_mean_layer = sage_layer<T, mean_aggregator>;
+template <class T>
+using sage_gcn_layer = sage_layer<T, gcn_aggregator>;
+template <class T>
+using sage_pool_layer = sage_layer<T, pool_aggregator>;
+
+}  // namespace sar

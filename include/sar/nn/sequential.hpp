@@ -1,0 +1,264 @@
+// A model composed at compile time: sequential<L0, L1, ..., Ln> runs its layers in order,
+// owns one parameter_store for all of them, keeps every activation of forward for backward,
+// and runs backward in reverse order. Layer k sees ctx.layer = k (its random numbers are
+// keyed by its position). The run-time counterpart, dynamic_sequential, is in any_layer.hpp
+// and behaves identically.
+//
+//   sar::sequential<sar::gcn_layer<float>, sar::relu_layer<float>, sar::gcn_layer<float>>
+//       model(sar::gcn_layer<float>(f_in, 64), {}, sar::gcn_layer<float>(64, classes));
+//   model.initialise(seed);
+//   const auto& logits = model.forward(graph, ctx, x);
+//   model.backward(graph, ctx, dlogits);   // gradients in model.parameters().grads()
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/parameters.hpp"
+
+namespace sar {
+
+namespace detail {
+
+// The layer contract split into its parts, so a rejected type is told which part is missing.
+template <class L>
+concept names_scalar = requires { typename L::scalar; };
+template <class L>
+concept has_dimensions = requires(const L& l) {
+  { l.input_dim() } -> std::convertible_to<Eigen::Index>;
+  { l.output_dim() } -> std::convertible_to<Eigen::Index>;
+};
+template <class L>
+concept has_declare = names_scalar<L> && requires(L& l, parameter_store<typename L::scalar>& s) {
+  l.declare(s);
+};
+template <class L, class Schedule>
+concept has_forward = names_scalar<L> && requires(L& l, Schedule& graph, const layer_context& ctx,
+                                                  const matrix<typename L::scalar>& x,
+                                                  matrix<typename L::scalar>& y) {
+  l.forward(graph, ctx, x, y);
+};
+template <class L, class Schedule>
+concept has_backward =
+    names_scalar<L> && requires(L& l, Schedule& graph, const layer_context& ctx,
+                                const matrix<typename L::scalar>& x, matrix<typename L::scalar>& dx) {
+      l.backward(graph, ctx, x, x, x, dx);
+    };
+
+/// The schedule-independent part of the contract; one full-sentence error per missing piece.
+template <class L>
+constexpr bool check_layer_shape() {
+  if constexpr (!names_scalar<L>) {
+    static_assert(names_scalar<L>,
+                  "A sar model layer must name its scalar type: add `using scalar = float;` "
+                  "(or double) to the layer class.");
+  } else if constexpr (!has_dimensions<L>) {
+    static_assert(has_dimensions<L>,
+                  "A sar model layer must report its feature widths: add "
+                  "`Eigen::Index input_dim() const` and `Eigen::Index output_dim() const`.");
+  } else if constexpr (!has_declare<L>) {
+    static_assert(has_declare<L>,
+                  "A sar model layer must register its parameters: add "
+                  "`void declare(sar::parameter_store<scalar>& store)` (it may declare none).");
+  }
+  return true;
+}
+
+/// The part of the contract that depends on the schedule the model runs under.
+template <class L, class Schedule>
+constexpr bool check_layer_calls() {
+  check_layer_shape<L>();
+  if constexpr (!has_forward<L, Schedule>) {
+    static_assert(has_forward<L, Schedule>,
+                  "A sar model layer must have `forward(schedule&, const sar::layer_context&, "
+                  "const sar::matrix<scalar>& x, sar::matrix<scalar>& y)` callable with this "
+                  "schedule type.");
+  } else if constexpr (!has_backward<L, Schedule>) {
+    static_assert(has_backward<L, Schedule>,
+                  "A sar model layer must have `backward(schedule&, const sar::layer_context&, "
+                  "x, y, dy, sar::matrix<scalar>& dx)` callable with this schedule type "
+                  "(x, y, dy as const sar::matrix<scalar>&).");
+  } else {
+    static_assert(layer<L, Schedule>, "This type does not satisfy sar::layer for this schedule.");
+  }
+  return true;
+}
+
+/// What sequential and dynamic_sequential share: the parameter store, the activations of the
+/// last forward, the gradient buffers, and the forward/backward walk.
+template <class T>
+class model_base {
+ public:
+  using scalar = T;
+
+  /// The store of every parameter of the model (allocated; values zero until initialise()).
+  parameter_store<T>& parameters() { return *store_; }
+  const parameter_store<T>& parameters() const { return *store_; }
+  /// Initialises every parameter from the counter-based generator (same on every rank).
+  void initialise(std::uint64_t seed) { store_->initialise(seed); }
+
+  std::size_t num_layers() const { return input_dims_.size(); }
+  Eigen::Index input_dim() const { return input_dims_.front(); }
+  Eigen::Index output_dim() const { return output_dims_.back(); }
+  /// Output of layer k in the last forward (k < num_layers()).
+  const matrix<T>& activation(std::size_t k) const { return outputs_.at(k); }
+
+ protected:
+  model_base() : store_(std::make_unique<parameter_store<T>>()) {}
+
+  /// Records the layer widths and checks the chain. Throws sar::invalid_argument naming the
+  /// first pair of layers whose widths do not match.
+  void set_dimensions(std::vector<Eigen::Index> in, std::vector<Eigen::Index> out,
+                      const char* where) {
+    SAR_CHECK(!in.empty(), invalid_argument, where, ": a model needs at least one layer");
+    for (std::size_t k = 0; k + 1 < in.size(); ++k)
+      SAR_CHECK(out[k] == in[k + 1], invalid_argument, where, ": layer ", k, " outputs ", out[k],
+                " columns but layer ", k + 1, " takes ", in[k + 1]);
+    input_dims_ = std::move(in);
+    output_dims_ = std::move(out);
+    outputs_.assign(input_dims_.size(), matrix<T>());
+  }
+
+  /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ...; returns the last output.
+  template <class Call>
+  const matrix<T>& run_forward(node_t num_local, const layer_context& ctx, const matrix<T>& x,
+                               Call&& call, const char* where) {
+    SAR_CHECK(x.rows() == num_local && x.cols() == input_dim(), invalid_argument, where, ": x is ",
+              x.rows(), " x ", x.cols(), ", expected ", num_local, " x ", input_dim());
+    input_ = nullptr;
+    for (std::size_t k = 0; k < num_layers(); ++k) {
+      layer_context c = ctx;
+      c.layer = k;
+      call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
+    }
+    input_ = &x;
+    return outputs_.back();
+  }
+
+  /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., 0; dx_0 is empty.
+  template <class Call>
+  void run_backward(const layer_context& ctx, const matrix<T>& dlogits, Call&& call,
+                    const char* where) {
+    SAR_CHECK(input_ != nullptr, invalid_argument, where, ": backward without a forward");
+    const matrix<T>& logits = outputs_.back();
+    SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
+              invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
+              ", expected ", logits.rows(), " x ", logits.cols());
+    for (std::size_t k = num_layers(); k-- > 0;) {
+      layer_context c = ctx;
+      c.layer = k;
+      const matrix<T>& dy = k + 1 == num_layers() ? dlogits : gradients_[(k + 1) % 2];
+      matrix<T>& dx = gradients_[k % 2];  // never the buffer dy lives in
+      if (k == 0) dx.resize(0, 0);        // first layer: no input gradient wanted
+      else dx.setZero(input_->rows(), input_dims_[k]);
+      call(k, c, k == 0 ? *input_ : outputs_[k - 1], outputs_[k], dy, dx);
+    }
+  }
+
+  std::unique_ptr<parameter_store<T>> store_;  // a unique_ptr: layers keep its address
+  std::vector<Eigen::Index> input_dims_, output_dims_;
+  std::vector<matrix<T>> outputs_;
+  matrix<T> gradients_[2];
+  const matrix<T>* input_ = nullptr;
+};
+
+/// The scalar of the first layer; float when it names none (its static_assert reports that).
+template <class...>
+struct model_scalar {
+  using type = float;
+};
+template <class First, class... Rest>
+  requires names_scalar<First>
+struct model_scalar<First, Rest...> {
+  using type = typename First::scalar;
+};
+
+}  // namespace detail
+
+template <class... Layers>
+class sequential : public detail::model_base<typename detail::model_scalar<Layers...>::type> {
+  static_assert(sizeof...(Layers) >= 1, "sar::sequential needs at least one layer type.");
+  static_assert((detail::check_layer_shape<Layers>() && ...));
+  using base = detail::model_base<typename detail::model_scalar<Layers...>::type>;
+
+ public:
+  using scalar = typename base::scalar;
+  static_assert((std::is_same_v<typename detail::model_scalar<Layers>::type, scalar> && ...),
+                "Every layer of a sar::sequential must use the same scalar type (all float or "
+                "all double).");
+
+  /// Takes the layers, declares their parameters (in layer order) in one store and allocates
+  /// it; values are zero until initialise(seed). Throws sar::invalid_argument if layer k's
+  /// output_dim() differs from layer k+1's input_dim().
+  explicit sequential(Layers... layers) : layers_(std::move(layers)...) {
+    std::apply([&](auto&... l) { (l.declare(*this->store_), ...); }, layers_);
+    this->store_->allocate();
+    std::apply(
+        [&](const auto&... l) {
+          this->set_dimensions({static_cast<Eigen::Index>(l.input_dim())...},
+                               {static_cast<Eigen::Index>(l.output_dim())...},
+                               "sar::sequential");
+        },
+        layers_);
+  }
+  sequential(sequential&&) noexcept = default;
+  sequential& operator=(sequential&&) noexcept = default;
+
+  static constexpr std::size_t size() { return sizeof...(Layers); }
+  template <std::size_t I>
+  auto& layer() { return std::get<I>(layers_); }
+  template <std::size_t I>
+  const auto& layer() const { return std::get<I>(layers_); }
+
+  /// Runs every layer; returns the logits (kept until the next forward). x must stay alive
+  /// and unchanged until the matching backward. Requires x: graph.num_local() x input_dim().
+  /// Throws sar::invalid_argument on a shape mismatch (and whatever a layer throws).
+  /// Collective (each layer's calls).
+  template <class Schedule>
+  const matrix<scalar>& forward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& x) {
+    static_assert((detail::check_layer_calls<Layers, Schedule>() && ...));
+    return this->run_forward(
+        graph.num_local(), ctx, x,
+        [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out) {
+          at(k, [&](auto& l) { l.forward(graph, c, in, out); });
+        },
+        "sar::sequential::forward");
+  }
+
+  /// Back-propagates dlogits = dLoss/dlogits through every layer in reverse order, ASSIGNING
+  /// every parameter gradient in parameters().grads(); the first layer computes no input
+  /// gradient. Requires the matching forward (same graph and ctx). Throws
+  /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& dlogits) {
+    static_assert((detail::check_layer_calls<Layers, Schedule>() && ...));
+    this->run_backward(
+        ctx, dlogits,
+        [&](std::size_t k, const layer_context& c, const matrix<scalar>& x,
+            const matrix<scalar>& y, const matrix<scalar>& dy, matrix<scalar>& dx) {
+          at(k, [&](auto& l) { l.backward(graph, c, x, y, dy, dx); });
+        },
+        "sar::sequential::backward");
+  }
+
+ private:
+  /// f(layer k), dispatched at run time over the tuple.
+  template <class F>
+  void at(std::size_t k, F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((k == I ? (f(std::get<I>(layers_)), 0) : 0), ...);
+    }(std::index_sequence_for<Layers...>{});
+  }
+
+  std::tuple<Layers...> layers_;
+};
+
+}  // namespace sar

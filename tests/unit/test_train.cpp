@@ -1,0 +1,590 @@
+// Graph convolutions (GCN, GraphSAGE mean / gcn / max-pool) and models (sequential<...>,
+// any_layer, dynamic_sequential). The trainer tests will join this file.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "sar/graph/builders.hpp"
+#include "sar/nn/any_layer.hpp"
+#include "sar/nn/gcn.hpp"
+#include "sar/nn/sage.hpp"
+#include "sar/nn/sequential.hpp"
+#include "sar/testing/gradient_checker.hpp"
+
+using namespace sar;
+
+namespace {
+
+/// A test schedule shaped like a distributed one: the sources are cut by global id into
+/// ranges, one block per range, whose columns index a halo of copied rows (sorted unique ids,
+/// passed as source_ids); blocks may be visited highest range first. All nodes are local.
+class split_schedule {
+ public:
+  split_schedule(csr graph, const std::vector<node_t>& cuts, bool reverse_order)
+      : graph_(std::move(graph)), in_(sar::in_degrees(graph_)), out_(sar::out_degrees(graph_)) {
+    const node_t n = graph_.num_rows;
+    std::vector<node_t> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(n);
+    parts_.resize(bounds.size() - 1);
+    for (std::size_t b = 0; b + 1 < bounds.size(); ++b) {
+      part& p = parts_[b];
+      const node_t lo = bounds[b], hi = bounds[b + 1];
+      std::vector<node_t> halo_row(n, -1);
+      std::vector<char> used(n, 0);
+      for (node_t c : graph_.columns)
+        if (c >= lo && c < hi) used[c] = 1;
+      for (node_t j = 0; j < n; ++j)
+        if (used[j]) {
+          halo_row[j] = static_cast<node_t>(p.ids.size());
+          p.ids.push_back(j);
+        }
+      p.edges.num_rows = n;
+      p.edges.num_cols = static_cast<node_t>(p.ids.size());
+      for (node_t i = 0; i < n; ++i) {
+        for (node_t c : graph_.row(i))
+          if (c >= lo && c < hi) p.edges.columns.push_back(halo_row[c]);
+        p.edges.offsets.push_back(static_cast<edge_t>(p.edges.columns.size()));
+      }
+      p.edges.validate("split_schedule");
+      p.transposed = transpose(p.edges);
+    }
+    if (reverse_order) std::reverse(parts_.begin(), parts_.end());
+    for (part& p : parts_) p.block = {&p.edges, &p.transposed, 0, 0, p.ids};
+  }
+  split_schedule(const split_schedule&) = delete;
+
+  node_t num_local() const { return graph_.num_rows; }
+  node_t first_global() const { return 0; }
+  node_t num_global() const { return graph_.num_rows; }
+  std::span<const node_t> in_degrees() const { return in_; }
+  std::span<const node_t> out_degrees() const { return out_; }
+  template <class T>
+  void all_reduce_sum(std::span<T>) {}
+  std::size_t num_blocks() const { return parts_.size(); }
+
+  template <class X, class Visit>
+  void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
+    for (part& p : parts_) {
+      const auto halo = rows_of(x, p.ids);
+      visit(p.block, const_rows_ref<typename X::Scalar>(halo));
+    }
+  }
+  template <class DX, class Visit>
+  void scatter(Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    for (part& p : parts_) {
+      matrix<typename DX::Scalar> dhalo =
+          matrix<typename DX::Scalar>::Zero(static_cast<Eigen::Index>(p.ids.size()), dx.cols());
+      rows_ref<typename DX::Scalar> ref(dhalo);
+      visit(p.block, ref);
+      for (std::size_t r = 0; r < p.ids.size(); ++r)
+        dx.row(p.ids[r]) += dhalo.row(static_cast<Eigen::Index>(r));
+    }
+  }
+  template <class X, class DX, class Visit>
+  void gather_scatter(const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    for (part& p : parts_) {
+      const auto halo = rows_of(x, p.ids);
+      matrix<typename DX::Scalar> dhalo =
+          matrix<typename DX::Scalar>::Zero(static_cast<Eigen::Index>(p.ids.size()), dx.cols());
+      rows_ref<typename DX::Scalar> ref(dhalo);
+      visit(p.block, const_rows_ref<typename X::Scalar>(halo), ref);
+      for (std::size_t r = 0; r < p.ids.size(); ++r)
+        dx.row(p.ids[r]) += dhalo.row(static_cast<Eigen::Index>(r));
+    }
+  }
+
+ private:
+  struct part {
+    std::vector<node_t> ids;
+    csr edges, transposed;
+    graph_block block;
+  };
+  template <class X>
+  static matrix<typename X::Scalar> rows_of(const Eigen::MatrixBase<X>& x,
+                                            const std::vector<node_t>& ids) {
+    matrix<typename X::Scalar> out(static_cast<Eigen::Index>(ids.size()), x.cols());
+    for (std::size_t r = 0; r < ids.size(); ++r)
+      out.row(static_cast<Eigen::Index>(r)) = x.row(ids[r]);
+    return out;
+  }
+  csr graph_;
+  std::vector<node_t> in_, out_;
+  std::vector<part> parts_;
+};
+
+static_assert(layer<gcn_layer<double>, split_schedule>);
+
+/// A small directed graph with an isolated node (5), self-loops (1, 3), a node with no
+/// in-edges but out-edges (7), duplicate-free sorted rows.
+csr small_directed_graph() {
+  edge_list e;
+  e.num_nodes = 9;
+  const int pairs[][2] = {{0, 1}, {2, 1}, {1, 1}, {3, 3}, {4, 3}, {0, 3}, {6, 0}, {7, 0},
+                          {7, 2}, {2, 4}, {8, 4}, {4, 6}, {6, 8}, {8, 6}, {1, 2}, {3, 0}};
+  for (const auto& p : pairs) e.push_back(p[0], p[1]);
+  return build_csr(e);
+}
+
+/// The same edges symmetrised, plus one self-loop per node (A + I for GCN), then node 5's
+/// edges removed again so it is isolated (no self-loop either).
+csr small_gcn_graph(bool symmetric) {
+  edge_list e;
+  e.num_nodes = 9;
+  const int pairs[][2] = {{0, 1}, {2, 1}, {4, 3}, {0, 3}, {6, 0}, {7, 0},
+                          {7, 2}, {2, 4}, {8, 4}, {4, 6}, {1, 2}, {3, 8}};
+  for (const auto& p : pairs) e.push_back(p[0], p[1]);
+  for (node_t i = 0; i < 9; ++i)
+    if (i != 5) e.push_back(i, i);
+  return build_csr(e, {.symmetrise = symmetric});
+}
+
+matrixd random_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  matrixd m(rows, cols);
+  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = u(gen);
+  return m;
+}
+
+/// D_in^-1/2 A D_out^-1/2 X W + b with plain dense Eigen matrices (A[i][j] = edges j -> i).
+matrixd dense_gcn(const csr& g, const matrixd& x, const matrixd& w, const matrixd& b) {
+  const Eigen::Index n = g.num_rows;
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+  for (node_t i = 0; i < n; ++i)
+    for (node_t j : g.row(i)) a(i, j) += 1.0;
+  const Eigen::VectorXd din = a.rowwise().sum().cwiseMax(1.0).cwiseSqrt().cwiseInverse();
+  const Eigen::VectorXd dout = a.colwise().sum().transpose().cwiseMax(1.0).cwiseSqrt().cwiseInverse();
+  const Eigen::MatrixXd norm = din.asDiagonal() * a * dout.asDiagonal();
+  Eigen::MatrixXd out = norm * Eigen::MatrixXd(x) * Eigen::MatrixXd(w);
+  out.rowwise() += Eigen::RowVectorXd(b.row(0));
+  return out;
+}
+
+template <class Layer, class Schedule>
+void require_gradients(Layer layer, Schedule& graph, const matrixd& x) {
+  layer_context ctx;
+  const gradient_check_result result = check_gradients(layer, graph, ctx, x);
+  CHECK_MESSAGE(result.passed, result.summary());
+  CHECK(result.input.checked == x.size());
+  for (const auto& p : result.parameters) CHECK(p.max_relative_error < 1e-6);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Concepts
+
+struct not_a_layer {
+  using scalar = double;
+  Eigen::Index input_dim() const { return 1; }
+  Eigen::Index output_dim() const { return 1; }
+  void declare(parameter_store<double>&) {}
+  // no forward, no backward
+};
+struct no_scalar_layer {
+  Eigen::Index input_dim() const { return 1; }
+};
+
+static_assert(!layer<not_a_layer, local_schedule>);
+static_assert(!layer<no_scalar_layer, local_schedule>);
+static_assert(!layer<int, local_schedule>);
+static_assert(!detail::has_forward<not_a_layer, local_schedule>);
+static_assert(detail::has_declare<not_a_layer> && detail::has_dimensions<not_a_layer>);
+static_assert(!detail::names_scalar<no_scalar_layer>);
+static_assert(layer<gcn_layer<double>, local_schedule>);
+static_assert(layer<gcn_layer<float>, local_schedule>);
+static_assert(layer<sage_layer<double, mean_aggregator>, local_schedule>);
+static_assert(layer<sage_layer<double, gcn_aggregator>, local_schedule>);
+static_assert(layer<sage_layer<double, pool_aggregator>, local_schedule>);
+static_assert(layer<any_layer<double, local_schedule>, local_schedule>);
+// any_layer only accepts layers (its constructor is constrained by the concept check).
+static_assert(!std::is_constructible_v<any_layer<double, local_schedule>, any_layer<double, local_schedule>&>);
+
+// ---------------------------------------------------------------------------------------
+// GCN
+
+TEST_CASE("gcn_layer equals the dense reference D_in^-1/2 (A + I) D_out^-1/2 X W + b") {
+  for (bool symmetric : {true, false}) {
+    const csr g = small_gcn_graph(symmetric);
+    CHECK(is_symmetric(g) == symmetric);
+    for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}, std::pair{4, 4}}) {
+      CAPTURE(symmetric);
+      CAPTURE(f_in);
+      CAPTURE(f_out);
+      local_schedule graph(g);
+      gcn_layer<double> layer(f_in, f_out);
+      CHECK(layer.weight_first() == (f_out < f_in));
+      parameter_store<double> store;
+      layer.declare(store);
+      store.allocate();
+      store.initialise(7);
+      store.value(1).setRandom();  // a non-zero bias
+      const matrixd x = random_matrix(g.num_rows, f_in, 3);
+      matrixd y;
+      layer.forward(graph, {}, x, y);
+      const matrixd want = dense_gcn(g, x, store.value(0), store.value(1));
+      REQUIRE(y.rows() == want.rows());
+      REQUIRE(y.cols() == want.cols());
+      CHECK((y - want).cwiseAbs().maxCoeff() < 1e-12);
+      // The isolated node 5 (no self-loop) gets the bias alone.
+      CHECK((y.row(5) - store.value(1).row(0)).norm() < 1e-15);
+    }
+  }
+}
+
+TEST_CASE("gcn_layer passes the gradient checker in both weight orders and under several blocks") {
+  for (bool symmetric : {true, false}) {
+    const csr g = small_gcn_graph(symmetric);
+    for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+      CAPTURE(symmetric);
+      CAPTURE(f_in);
+      const matrixd x = random_matrix(g.num_rows, f_in, 11);
+      local_schedule local(g);
+      require_gradients(gcn_layer<double>(f_in, f_out), local, x);
+      split_schedule split(g, {3, 6}, true);
+      require_gradients(gcn_layer<double>(f_in, f_out), split, x);
+      require_gradients(gcn_layer<double>(f_in, f_out, false), local, x);
+    }
+  }
+}
+
+TEST_CASE("gcn_layer gives the same numbers under one block and under three blocks") {
+  const csr g = small_gcn_graph(false);
+  for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+    local_schedule local(g);
+    split_schedule split(g, {2, 7}, true);
+    REQUIRE(split.num_blocks() == 3);
+    gcn_layer<double> a(f_in, f_out), b(f_in, f_out);
+    parameter_store<double> sa, sb;
+    a.declare(sa);
+    b.declare(sb);
+    sa.allocate();
+    sb.allocate();
+    sa.initialise(5);
+    sb.initialise(5);
+    const matrixd x = random_matrix(g.num_rows, f_in, 1);
+    const matrixd dy = random_matrix(g.num_rows, f_out, 2);
+    matrixd ya, yb;
+    a.forward(local, {}, x, ya);
+    b.forward(split, {}, x, yb);
+    CHECK((ya - yb).cwiseAbs().maxCoeff() < 1e-14);
+    matrixd dxa = matrixd::Zero(x.rows(), x.cols()), dxb = dxa;
+    a.backward(local, {}, x, ya, dy, dxa);
+    b.backward(split, {}, x, yb, dy, dxb);
+    CHECK((dxa - dxb).cwiseAbs().maxCoeff() < 1e-14);
+    CHECK((sa.grad(0) - sb.grad(0)).cwiseAbs().maxCoeff() < 1e-14);
+  }
+}
+
+TEST_CASE("gcn_layer names the wrong shape and the missing declare") {
+  local_schedule graph(small_gcn_graph(true));
+  gcn_layer<double> layer(4, 2);
+  matrixd y;
+  CHECK_THROWS_WITH_AS(layer.forward(graph, {}, matrixd::Zero(9, 4), y),
+                       doctest::Contains("never declared"), invalid_argument);
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  CHECK_THROWS_WITH_AS(layer.forward(graph, {}, matrixd::Zero(9, 3), y),
+                       doctest::Contains("x is 9 x 3, expected 9 x 4"), invalid_argument);
+  CHECK_THROWS_AS(gcn_layer<double>(0, 3), invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------
+// GraphSAGE
+
+TEST_CASE_TEMPLATE("sage_layer passes the gradient checker (isolated nodes, self-loops, both "
+                   "weight orders, one and three blocks)",
+                   Aggregator, mean_aggregator, gcn_aggregator, pool_aggregator) {
+  const csr g = small_directed_graph();
+  for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+    CAPTURE(f_in);
+    const matrixd x = random_matrix(g.num_rows, f_in, 21);
+    local_schedule local(g);
+    split_schedule split(g, {3, 6}, true);
+    require_gradients(sage_layer<double, Aggregator>(f_in, f_out), local, x);
+    require_gradients(sage_layer<double, Aggregator>(f_in, f_out), split, x);
+    require_gradients(sage_layer<double, Aggregator>(f_in, f_out, {.bias = false, .pool_dim = 4}),
+                      split, x);
+  }
+}
+
+namespace {
+/// Forward of a declared, initialised (seed) sage layer.
+template <class Aggregator, class Schedule>
+matrixd sage_forward(Schedule& graph, const matrixd& x, Eigen::Index f_out,
+                     parameter_store<double>& store, sage_layer<double, Aggregator>& layer) {
+  layer.declare(store);
+  store.allocate();
+  store.initialise(9);
+  for (std::size_t p = 0; p < store.size(); ++p)  // non-zero biases
+    if (store.shape(p).rows == 1) store.value(p).setConstant(0.25);
+  matrixd y;
+  layer.forward(graph, {}, x, y);
+  CHECK(y.cols() == f_out);
+  return y;
+}
+}  // namespace
+
+TEST_CASE("sage mean and gcn aggregators match their formulas") {
+  const csr g = small_directed_graph();  // row 1 holds its self-loop, row 5 is empty
+  local_schedule graph(g);
+  const matrixd x = random_matrix(g.num_rows, 4, 8);
+  for (Eigen::Index f_out : {2, 6}) {
+    {
+      parameter_store<double> store;
+      sage_layer<double, mean_aggregator> layer(4, f_out);
+      const matrixd y = sage_forward(graph, x, f_out, store, layer);
+      for (node_t i = 0; i < g.num_rows; ++i) {
+        Eigen::RowVectorXd mean = Eigen::RowVectorXd::Zero(4);
+        for (node_t j : g.row(i)) mean += x.row(j);
+        if (g.degree(i) > 0) mean /= static_cast<double>(g.degree(i));
+        const Eigen::RowVectorXd want = x.row(i) * store.value(0) + mean * store.value(1) +
+                                        store.value(2);
+        CHECK((y.row(i) - want).norm() < 1e-12);
+      }
+    }
+    {
+      parameter_store<double> store;
+      sage_layer<double, gcn_aggregator> layer(4, f_out);
+      const matrixd y = sage_forward(graph, x, f_out, store, layer);
+      for (node_t i = 0; i < g.num_rows; ++i) {
+        const auto row = g.row(i);
+        const bool has_self = std::find(row.begin(), row.end(), i) != row.end();
+        Eigen::RowVectorXd sum = has_self ? Eigen::RowVectorXd::Zero(4) : Eigen::RowVectorXd(x.row(i));
+        for (node_t j : row) sum += x.row(j);
+        const double count = static_cast<double>(row.size()) + (has_self ? 0 : 1);
+        const Eigen::RowVectorXd want = sum / count * store.value(0) + store.value(1);
+        CHECK((y.row(i) - want).norm() < 1e-12);
+      }
+    }
+  }
+}
+
+TEST_CASE("sage max-pool matches its formula; an empty neighbourhood pools to 0") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  const matrixd x = random_matrix(g.num_rows, 4, 8);
+  parameter_store<double> store;
+  sage_layer<double, pool_aggregator> layer(4, 3, {.pool_dim = 5});
+  const matrixd y = sage_forward(graph, x, 3, store, layer);
+  // Parameters in declaration order: pool_weight, pool_bias, self_weight, neighbour_weight, bias.
+  matrixd pooled = x * store.value(0);
+  pooled.rowwise() += store.value(1).row(0);
+  pooled = pooled.cwiseMax(0.0);
+  for (node_t i = 0; i < g.num_rows; ++i) {
+    Eigen::RowVectorXd m = Eigen::RowVectorXd::Zero(5);
+    if (g.degree(i) > 0) m = Eigen::RowVectorXd::Constant(5, -1e300);
+    for (node_t j : g.row(i)) m = m.cwiseMax(pooled.row(j));
+    const Eigen::RowVectorXd want =
+        x.row(i) * store.value(2) + m * store.value(3) + store.value(4);
+    CHECK((y.row(i) - want).norm() < 1e-12);
+  }
+  CHECK(g.degree(5) == 0);
+  CHECK((y.row(5) - (x.row(5) * store.value(2) + store.value(4))).norm() < 1e-12);
+}
+
+namespace {
+/// Node 0 aggregates from sources: x rows of `equal` are identical. Returns dx for dy = e_0
+/// (only node 0's output has a gradient), after checking forward against a reference.
+template <class Schedule>
+matrixd pool_input_gradient(Schedule& graph, const matrixd& x, matrixd* y_out = nullptr) {
+  sage_layer<double, pool_aggregator> layer(3, 2);
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  store.initialise(4);
+  // Positive pool weights and bias: for x_5 = x_1 / 4 >= 0 the pooled row of 5 stays below 1's.
+  store.value(0) = store.value(0).cwiseAbs().array() + 0.1;
+  store.value(1).setConstant(0.5);
+  matrixd y;
+  layer.forward(graph, {}, x, y);
+  if (y_out) *y_out = y;
+  matrixd dy = matrixd::Zero(y.rows(), y.cols());
+  dy.row(0).setConstant(1.0);
+  matrixd dx = matrixd::Zero(x.rows(), x.cols());
+  layer.backward(graph, {}, x, y, dy, dx);
+  return dx;
+}
+}  // namespace
+
+TEST_CASE("sage max-pool gives a tie's gradient once, to the smallest global source id, in "
+          "every block order") {
+  // Node 0 <- {1, 4, 5}; x_1 == x_4 (an exact tie in every feature), x_5 pools lower.
+  const node_t n = 7;
+  matrixd x = random_matrix(n, 3, 17);
+  x.row(1) = x.row(1).cwiseAbs();
+  x.row(4) = x.row(1);
+  x.row(5) = 0.25 * x.row(1);
+  const auto graph_with = [&](std::vector<node_t> sources, bool deduplicate) {
+    edge_list e;
+    e.num_nodes = n;
+    for (node_t s : sources) e.push_back(s, 0);
+    e.push_back(2, 3);
+    e.push_back(6, 3);
+    return build_csr(e, {.deduplicate = deduplicate});
+  };
+  // Reference: node 4 is not a neighbour, so the gradient can only go to node 1.
+  local_schedule reference_graph(graph_with({1, 5}, true));
+  matrixd y_reference;
+  const matrixd reference = pool_input_gradient(reference_graph, x, &y_reference);
+  REQUIRE(reference.row(1).norm() > 1e-3);  // the tie really receives gradient
+  CHECK(reference.row(4).norm() == 0.0);
+
+  const csr tied = graph_with({1, 4, 5}, true);
+  local_schedule one_block(tied);
+  split_schedule forward_order(tied, {3}, false);   // block {1} before block {4, 5}
+  split_schedule reverse_order(tied, {3}, true);    // block {4, 5} first
+  split_schedule reverse_three(tied, {2, 5}, true);  // blocks {5}, {4}, {1}
+  matrixd y;
+  for (matrixd dx : {pool_input_gradient(one_block, x, &y),
+                     pool_input_gradient(forward_order, x),
+                     pool_input_gradient(reverse_order, x),
+                     pool_input_gradient(reverse_three, x)}) {
+    CHECK((dx - reference).cwiseAbs().maxCoeff() < 1e-14);
+    CHECK(dx.row(4).norm() == 0.0);  // the larger id of the tie gets nothing
+  }
+  CHECK((y.row(0) - y_reference.row(0)).norm() < 1e-14);
+
+  // A duplicate edge 0 <- 1 (not deduplicated) is a tie with itself: counted once.
+  const csr duplicated = graph_with({1, 1, 5}, false);
+  REQUIRE(duplicated.degree(0) == 3);
+  local_schedule dup_graph(duplicated);
+  CHECK((pool_input_gradient(dup_graph, x) - reference).cwiseAbs().maxCoeff() < 1e-14);
+}
+
+// ---------------------------------------------------------------------------------------
+// Models
+
+namespace {
+
+sequential<gcn_layer<double>, sage_layer<double, mean_aggregator>,
+           sage_layer<double, pool_aggregator>, gcn_layer<double>>
+static_model() {
+  return sequential<gcn_layer<double>, sage_layer<double, mean_aggregator>,
+                    sage_layer<double, pool_aggregator>, gcn_layer<double>>(
+      gcn_layer<double>(6, 4), sage_layer<double, mean_aggregator>(4, 7),
+      sage_layer<double, pool_aggregator>(7, 5, {.pool_dim = 3}), gcn_layer<double>(5, 2));
+}
+
+dynamic_sequential<double, local_schedule> dynamic_model() {
+  std::vector<any_layer<double, local_schedule>> layers;
+  layers.emplace_back(gcn_layer<double>(6, 4));
+  layers.emplace_back(sage_layer<double, mean_aggregator>(4, 7));
+  layers.emplace_back(sage_layer<double, pool_aggregator>(7, 5, {.pool_dim = 3}));
+  layers.emplace_back(gcn_layer<double>(5, 2));
+  return dynamic_sequential<double, local_schedule>(std::move(layers));
+}
+}  // namespace
+
+TEST_CASE("sequential<...> and dynamic_sequential give identical outputs and gradients") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  auto a = static_model();
+  auto b = dynamic_model();
+  REQUIRE(a.parameters().total_size() == b.parameters().total_size());
+  REQUIRE(a.parameters().size() == b.parameters().size());
+  CHECK(a.num_layers() == 4);
+  CHECK(b.num_layers() == 4);
+  CHECK(a.input_dim() == 6);
+  CHECK(b.output_dim() == 2);
+  a.initialise(123);
+  b.initialise(123);
+  const matrixd x = random_matrix(g.num_rows, 6, 31);
+  const matrixd dlogits = random_matrix(g.num_rows, 2, 32);
+  layer_context ctx{.training = true, .seed = 1, .epoch = 2, .layer = 99};
+  for (int epoch = 0; epoch < 2; ++epoch) {  // a second pass reuses the buffers
+    const matrixd& ya = a.forward(graph, ctx, x);
+    const matrixd& yb = b.forward(graph, ctx, x);
+    REQUIRE(ya.rows() == g.num_rows);
+    REQUIRE(ya.cols() == 2);
+    CHECK(ya == yb);
+    a.backward(graph, ctx, dlogits);
+    b.backward(graph, ctx, dlogits);
+    const auto ga = a.parameters().grads(), gb = b.parameters().grads();
+    CHECK(std::equal(ga.begin(), ga.end(), gb.begin(), gb.end()));
+    CHECK(std::any_of(ga.begin(), ga.end(), [](double v) { return v != 0.0; }));
+  }
+  CHECK(b.layer(1).target<sage_layer<double, mean_aggregator>>() != nullptr);
+  CHECK(b.layer(1).target<gcn_layer<double>>() == nullptr);
+  CHECK(a.layer<3>().weight_first());
+}
+
+TEST_CASE("sequential's backward matches central differences of the whole model") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  auto model = static_model();
+  model.initialise(77);
+  for (double& v : model.parameters().values()) v += 0.05;  // biases away from 0
+  const matrixd x = random_matrix(g.num_rows, 6, 41);
+  const matrixd r = random_matrix(g.num_rows, 2, 42);
+  model.forward(graph, {}, x);
+  model.backward(graph, {}, r);  // dLoss/dlogits for Loss = sum(logits .* r)
+  const std::vector<double> analytic(model.parameters().grads().begin(),
+                                     model.parameters().grads().end());
+  const auto values = model.parameters().values();
+  const auto loss = [&] { return (model.forward(graph, {}, x).array() * r.array()).sum(); };
+  double worst = 0;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const double saved = values[k], h = 1e-6;
+    values[k] = saved + h;
+    const double up = loss();
+    values[k] = saved - h;
+    const double down = loss();
+    values[k] = saved;
+    const double numeric = (up - down) / (2 * h);
+    worst = std::max(worst, std::abs(numeric - analytic[k]) /
+                                std::max({std::abs(numeric), std::abs(analytic[k]), 1e-3}));
+  }
+  CHECK(worst < 1e-6);
+}
+
+TEST_CASE("models reject mismatched widths, wrong inputs and a backward without forward") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  using two = sequential<gcn_layer<double>, gcn_layer<double>>;
+  CHECK_THROWS_WITH_AS(two(gcn_layer<double>(3, 4), gcn_layer<double>(5, 2)),
+                       doctest::Contains("layer 0 outputs 4 columns but layer 1 takes 5"),
+                       invalid_argument);
+  using runtime_model = dynamic_sequential<double, local_schedule>;
+  std::vector<any_layer<double, local_schedule>> none;
+  CHECK_THROWS_AS(runtime_model(std::move(none)), invalid_argument);
+  two model(gcn_layer<double>(3, 4), gcn_layer<double>(4, 2));
+  CHECK_THROWS_WITH_AS(model.backward(graph, {}, matrixd::Zero(9, 2)),
+                       doctest::Contains("backward without a forward"), invalid_argument);
+  CHECK_THROWS_WITH_AS(model.forward(graph, {}, matrixd::Zero(9, 4)),
+                       doctest::Contains("x is 9 x 4, expected 9 x 3"), invalid_argument);
+  model.forward(graph, {}, matrixd::Zero(9, 3));
+  CHECK_THROWS_WITH_AS(model.backward(graph, {}, matrixd::Zero(9, 3)),
+                       doctest::Contains("dlogits is 9 x 3, expected 9 x 2"), invalid_argument);
+}
+
+TEST_CASE("a float model computes what the double model computes") {
+  const csr g = small_gcn_graph(true);
+  local_schedule graph(g);
+  sequential<gcn_layer<float>, sage_layer<float, mean_aggregator>> f(
+      gcn_layer<float>(5, 8), sage_layer<float, mean_aggregator>(8, 3));
+  sequential<gcn_layer<double>, sage_layer<double, mean_aggregator>> d(
+      gcn_layer<double>(5, 8), sage_layer<double, mean_aggregator>(8, 3));
+  f.initialise(3);
+  d.initialise(3);
+  const matrixd x = random_matrix(g.num_rows, 5, 51);
+  const matrixf xf = x.cast<float>();
+  const matrixf& yf = f.forward(graph, {}, xf);
+  const matrixd& yd = d.forward(graph, {}, x);
+  CHECK((yf.cast<double>() - yd).cwiseAbs().maxCoeff() < 1e-5);
+  const matrixd dy = random_matrix(g.num_rows, 3, 52);
+  f.backward(graph, {}, dy.cast<float>());
+  d.backward(graph, {}, dy);
+  const auto gf = f.parameters().grads();
+  const auto gd = d.parameters().grads();
+  REQUIRE(gf.size() == gd.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < gf.size(); ++k)
+    worst = std::max(worst, std::abs(static_cast<double>(gf[k]) - gd[k]));
+  CHECK(worst < 1e-4);
+}
