@@ -1,0 +1,77 @@
+// Reading a SNAP-style edge list (plain or gzip) into a sar::edge_list.
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/io/text.hpp"
+
+namespace sar {
+
+/// Reads the directed edges "src dst" of a SNAP-style edge list, one per line, in file order.
+/// Format: ids are non-negative decimal integers (0-based) separated by spaces and/or tabs;
+/// lines whose first non-blank character is '#' or '%' are comments; blank lines are skipped;
+/// "\r\n" line ends and gzip compression (detected by magic bytes) are accepted. A third
+/// column is an error: a weighted or timestamped list would be read as something else.
+/// Requires: num_nodes >= -1. With num_nodes = -1 the node count is max id + 1 (0 if empty).
+/// Ensures: result.num_nodes as above; src/dst hold every edge as written (no symmetrising,
+/// deduplication or self-loop change; see sar::build_csr for those).
+/// Throws: sar::io_error "sar::read_edge_list: <file> line <n>: <problem> ("<token>")" for a
+/// wrong column count, a non-integer token, a negative id or an id >= num_nodes; sar::io_error
+/// for a missing, unreadable or truncated file; sar::invalid_argument if num_nodes < -1.
+inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_nodes = -1) {
+  constexpr std::string_view function = "sar::read_edge_list";
+  SAR_CHECK(num_nodes >= -1, invalid_argument, function, ": num_nodes = ", num_nodes,
+            " (expected -1 or a node count)");
+  struct chunk_edges {
+    std::vector<node_t> src, dst;
+    node_t max_id = -1;
+  };
+  io::line_reader reader(path, std::string(function));
+  edge_list out;
+  node_t max_id = -1;
+  io::parse_chunks<chunk_edges>(
+      reader,
+      [&](std::string_view text, std::int64_t first_line) {
+        chunk_edges edges;
+        io::for_each_line(text, first_line, [&](std::string_view raw, std::int64_t line) {
+          const std::string_view content = io::trim(raw);
+          if (content.empty() || content.front() == '#' || content.front() == '%') return;
+          std::string_view tokens[2];
+          const int count = io::split_whitespace(content, tokens, 2);
+          if (count != 2)
+            io::throw_parse_error(function, path, line,
+                                  message("expected 2 whitespace-separated columns, got ", count),
+                                  content);
+          node_t ids[2];
+          for (int c = 0; c < 2; ++c) {
+            if (!io::parse_integer(tokens[c], ids[c]))
+              io::throw_parse_error(function, path, line, "not an integer node id", tokens[c]);
+            if (ids[c] < 0) io::throw_parse_error(function, path, line, "negative node id", tokens[c]);
+            if (ids[c] == std::numeric_limits<node_t>::max())  // max id + 1 must fit
+              io::throw_parse_error(function, path, line, "node id too large", tokens[c]);
+            if (num_nodes >= 0 && ids[c] >= num_nodes)
+              io::throw_parse_error(function, path, line,
+                                    message("node id outside [0, ", num_nodes, ")"), tokens[c]);
+          }
+          edges.src.push_back(ids[0]);
+          edges.dst.push_back(ids[1]);
+          edges.max_id = std::max({edges.max_id, ids[0], ids[1]});
+        });
+        return edges;
+      },
+      [&](chunk_edges& edges, std::string_view, std::int64_t) {
+        out.src.insert(out.src.end(), edges.src.begin(), edges.src.end());
+        out.dst.insert(out.dst.end(), edges.dst.begin(), edges.dst.end());
+        max_id = std::max(max_id, edges.max_id);
+      });
+  out.num_nodes = num_nodes >= 0 ? num_nodes : max_id + 1;
+  return out;
+}
+
+}  // namespace sar

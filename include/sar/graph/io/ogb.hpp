@@ -1,0 +1,380 @@
+// Reading an Open Graph Benchmark node-property dataset from its raw CSV layout.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/dataset.hpp"
+#include "sar/graph/io/text.hpp"
+
+namespace sar {
+
+struct ogb_options {
+  /// Add the reverse of every edge (OGB's add_inverse_edge): true for undirected datasets
+  /// (ogbn-products, the Planetoid files in ../shared/data), false for ogbn-arxiv.
+  bool add_inverse_edges = true;
+  /// Merge parallel edges when building the CSR.
+  bool deduplicate = true;
+  self_loop_policy self_loops = self_loop_policy::keep;
+  /// Subdirectory of split/ to read; empty = the only one there (none: no split).
+  std::string split_name{};
+};
+
+namespace detail::ogb {
+
+constexpr std::string_view function = "sar::read_ogb_raw";
+
+/// <dir>/<stem>.csv.gz, or <dir>/<stem>.csv if only that exists; nullopt if neither does.
+inline std::optional<std::filesystem::path> find_csv(const std::filesystem::path& dir,
+                                                     const std::string& stem) {
+  const auto gz = dir / (stem + ".csv.gz");
+  if (std::filesystem::exists(gz)) return gz;
+  const auto plain = dir / (stem + ".csv");
+  if (std::filesystem::exists(plain)) return plain;
+  return std::nullopt;
+}
+
+inline std::filesystem::path require_csv(const std::filesystem::path& dir, const std::string& stem) {
+  auto found = find_csv(dir, stem);
+  if (!found)
+    throw io_error(message(function, ": missing file ", (dir / (stem + ".csv.gz")).string()));
+  return *found;
+}
+
+/// Parses one line of `count` comma-separated node ids, each in [0, num_nodes), into ids[].
+inline void parse_ids(std::string_view line, std::int64_t number, const std::filesystem::path& file,
+                      node_t num_nodes, node_t* ids, int count) {
+  int column = 0;
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  for (;;) {
+    const char* q = p;
+    while (q != end && *q != ',') ++q;
+    const std::string_view field = io::trim(std::string_view(p, static_cast<std::size_t>(q - p)));
+    if (column < count) {
+      node_t& id = ids[column];
+      if (field.empty()) io::throw_parse_error(function, file, number, "empty node id", line);
+      if (!io::parse_integer(field, id))
+        io::throw_parse_error(function, file, number, "not an integer node id", field);
+      if (id < 0) io::throw_parse_error(function, file, number, "negative node id", field);
+      if (id >= num_nodes)
+        io::throw_parse_error(function, file, number,
+                              message("node id outside [0, ", num_nodes, ")"), field);
+    }
+    ++column;
+    if (q == end) break;
+    p = q + 1;
+  }
+  if (column != count)
+    io::throw_parse_error(function, file, number,
+                          message("expected ", count, count == 1 ? " column" : " comma-separated columns",
+                                  ", got ", column),
+                          io::trim(line));
+}
+
+/// Parses one feature row of exactly `width` comma-separated numbers into out[0, width).
+inline void parse_feature_row(std::string_view line, std::int64_t number,
+                              const std::filesystem::path& file, float* out, std::int64_t width) {
+  std::int64_t column = 0;
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  for (;;) {  // a plain loop: fields are short, so a memchr call per field would dominate
+    const char* q = p;
+    while (q != end && *q != ',') ++q;
+    if (column < width) {
+      const std::string_view field = io::trim(std::string_view(p, static_cast<std::size_t>(q - p)));
+      if (!io::parse_float(field, out[column]))
+        io::throw_parse_error(function, file, number,
+                              message(field.empty() ? "empty field" : "not a number", " in column ",
+                                      column + 1),
+                              field);
+    }
+    ++column;
+    if (q == end) break;
+    p = q + 1;
+  }
+  if (column != width)
+    io::throw_parse_error(function, file, number,
+                          message("expected ", width, " comma-separated columns, got ", column),
+                          io::trim(line));
+}
+
+/// The single non-negative integer of a num-*-list file (blank lines after it are ignored).
+inline std::int64_t read_count(const std::filesystem::path& file) {
+  io::line_reader reader(file, std::string(function));
+  std::string_view line;
+  std::optional<std::int64_t> count;
+  while (reader.next_line(line)) {
+    const std::string_view content = io::trim(line);
+    if (count) {
+      if (!content.empty())
+        io::throw_parse_error(function, file, reader.line_number(),
+                              "expected a single number (one graph), found another line", content);
+      continue;
+    }
+    std::int64_t value = 0;
+    if (!io::parse_integer(content, value) || value < 0)
+      io::throw_parse_error(function, file, reader.line_number(),
+                            "expected a single non-negative integer", content);
+    count = value;
+  }
+  if (!count) io::throw_parse_error(function, file, 1, "empty file, expected a single number", "");
+  return *count;
+}
+
+/// Reads one split file into split[], refusing nodes already in a split.
+inline void read_split(const std::filesystem::path& file, node_split which,
+                       std::vector<node_split>& split) {
+  static constexpr const char* names[] = {"none", "train", "valid", "test"};
+  const auto n = static_cast<node_t>(split.size());
+  io::line_reader reader(file, std::string(function));
+  io::parse_chunks<std::vector<node_t>>(
+      reader,
+      [&](std::string_view text, std::int64_t first_line) {
+        std::vector<node_t> ids;
+        io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+          node_t id = 0;
+          parse_ids(line, number, file, n, &id, 1);
+          ids.push_back(id);
+        });
+        return ids;
+      },
+      [&](std::vector<node_t>& ids, std::string_view, std::int64_t first_line) {
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+          node_split& slot = split[ids[k]];
+          if (slot != node_split::none)
+            io::throw_parse_error(
+                function, file, first_line + static_cast<std::int64_t>(k),
+                message("node ", ids[k], " is already in the ",
+                        names[static_cast<int>(slot)], " split"),
+                std::to_string(ids[k]));
+          slot = which;
+        }
+      });
+}
+
+/// A label: an integer >= -1, an integral float such as "3.0", or "nan" (= -1, unlabelled).
+inline std::int32_t parse_label(std::string_view line, std::int64_t number,
+                                const std::filesystem::path& file) {
+  const std::string_view field = io::trim(line);
+  if (field.find(',') != std::string_view::npos)
+    io::throw_parse_error(function, file, number,
+                          "expected 1 column (multi-task labels are not supported)", field);
+  if (field.size() == 3 && (field[0] | 0x20) == 'n' && (field[1] | 0x20) == 'a' &&
+      (field[2] | 0x20) == 'n')
+    return -1;
+  std::int64_t value = 0;
+  if (!io::parse_integer(field, value)) {
+    double real = 0;
+    if (!io::parse_double(field, real) || !(real == static_cast<double>(static_cast<std::int64_t>(real))))
+      io::throw_parse_error(function, file, number,
+                            field.empty() ? "empty label" : "label is not an integer or nan", field);
+    value = static_cast<std::int64_t>(real);
+  }
+  if (value < -1 || value >= std::numeric_limits<std::int32_t>::max())
+    io::throw_parse_error(function, file, number, "label outside [-1, 2^31 - 1)", field);
+  return static_cast<std::int32_t>(value);
+}
+
+}  // namespace detail::ogb
+
+/// Reads an OGB node-property dataset in the raw layout of `dir`:
+///   raw/num-node-list.csv.gz   one number, the node count n (required)
+///   raw/edge.csv.gz            "src,dst" per line, 0-based ids in [0, n) (required)
+///   raw/num-edge-list.csv.gz   one number, the line count of edge.csv.gz (checked if present)
+///   raw/node-feat.csv.gz       n rows of equally many comma-separated numbers (optional:
+///                              without it features are n x 0)
+///   raw/node-label.csv.gz      n lines of one label: integer >= -1, integral float ("3.0") or
+///                              "nan"; -1 and nan mean unlabelled (optional: labels empty)
+///   split/<name>/{train,valid,test}.csv.gz   node ids, one per line (all three required if
+///                              the split directory exists; no split/ directory: split empty)
+/// Each file may also be stored uncompressed as *.csv (gzip is detected by magic bytes).
+/// Blank lines are errors inside these files, except after the number of a num-*-list file.
+/// Ensures: graph = build_csr of the edges (add_inverse_edges -> symmetrised; deduplicate,
+/// self_loops as in `options`); name = directory name; num_classes = max label + 1 (0 if no
+/// label); split[i] = the split listing node i, none if no split lists it; validate() passes.
+/// Throws sar::io_error "sar::read_ogb_raw: <file> line <n>: <problem> ("<token>")" for any
+/// malformed line, an id out of range, feature rows of differing widths, feature or label line
+/// counts different from n, an edge count different from num-edge-list, a node in two splits
+/// (or twice in one); sar::io_error naming the path for a missing required file or split
+/// directory, several split directories while split_name is empty (it lists them), unreadable
+/// or truncated (gzip) files.
+inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
+  namespace fs = std::filesystem;
+  using namespace detail::ogb;
+  if (!fs::is_directory(dir)) throw io_error(message(function, ": ", dir.string(), " is not a directory"));
+  const fs::path raw = dir / "raw";
+  graph_dataset data;
+  {
+    fs::path named = fs::absolute(dir).lexically_normal();
+    if (!named.has_filename()) named = named.parent_path();
+    data.name = named.filename().string();
+  }
+
+  // Counts.
+  const fs::path node_count_file = require_csv(raw, "num-node-list");
+  const node_t n = read_count(node_count_file);
+  std::optional<std::int64_t> expected_edges;
+  const auto edge_count_file = find_csv(raw, "num-edge-list");
+  if (edge_count_file) expected_edges = read_count(*edge_count_file);
+
+  // Edges: one per line, so edge k is on line k + 1.
+  edge_list edges;
+  edges.num_nodes = n;
+  {
+    const fs::path file = require_csv(raw, "edge");
+    struct chunk_edges {
+      std::vector<node_t> src, dst;
+    };
+    io::line_reader reader(file, std::string(function));
+    io::parse_chunks<chunk_edges>(
+        reader,
+        [&](std::string_view text, std::int64_t first_line) {
+          chunk_edges chunk;
+          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+            node_t ids[2];
+            parse_ids(line, number, file, n, ids, 2);
+            chunk.src.push_back(ids[0]);
+            chunk.dst.push_back(ids[1]);
+          });
+          return chunk;
+        },
+        [&](chunk_edges& chunk, std::string_view, std::int64_t first_line) {
+          const auto before = static_cast<std::int64_t>(edges.size());
+          if (expected_edges && before + static_cast<std::int64_t>(chunk.src.size()) > *expected_edges) {
+            const std::int64_t k = *expected_edges - before;  // index of the first extra edge
+            io::throw_parse_error(function, file, first_line + k,
+                                  message("more edges than the ", *expected_edges, " in ",
+                                          edge_count_file->string()),
+                                  std::to_string(chunk.src[k]) + "," + std::to_string(chunk.dst[k]));
+          }
+          edges.src.insert(edges.src.end(), chunk.src.begin(), chunk.src.end());
+          edges.dst.insert(edges.dst.end(), chunk.dst.begin(), chunk.dst.end());
+        });
+    const auto found = static_cast<std::int64_t>(edges.size());
+    if (expected_edges && found != *expected_edges)
+      throw io_error(message(function, ": ", file.string(), " line ", reader.line_number(),
+                             ": file ends after ", found, " edges, but ",
+                             edge_count_file->string(), " says ", *expected_edges));
+  }
+
+  // Features: width from the first row; row i is line i + 1, written in place in parallel.
+  if (const auto file = find_csv(raw, "node-feat")) {
+    io::line_reader reader(*file, std::string(function));
+    std::string_view first;
+    std::int64_t rows = 0;
+    if (reader.next_line(first)) {
+      if (n == 0)
+        io::throw_parse_error(function, *file, 1,
+                              message("more feature rows than the 0 nodes in ",
+                                      node_count_file.string()),
+                              io::trim(first));
+      const auto width = static_cast<std::int64_t>(std::count(first.begin(), first.end(), ',')) + 1;
+      data.features.resize(n, width);
+      parse_feature_row(first, 1, *file, data.features.data(), width);
+      rows = 1;
+      io::parse_chunks<std::int64_t>(
+          reader,
+          [&](std::string_view text, std::int64_t first_line) {
+            std::int64_t count = 0;
+            io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+              const std::int64_t row = number - 1;
+              if (row >= n)
+                io::throw_parse_error(function, *file, number,
+                                      message("more feature rows than the ", n, " nodes in ",
+                                              node_count_file.string()),
+                                      io::trim(line));
+              parse_feature_row(line, number, *file, data.features.data() + row * width, width);
+              ++count;
+            });
+            return count;
+          },
+          [&](std::int64_t& count, std::string_view, std::int64_t) { rows += count; });
+    }
+    if (rows != n)
+      throw io_error(message(function, ": ", file->string(), " line ", reader.line_number(),
+                             ": file ends after ", rows, " feature rows, but ",
+                             node_count_file.string(), " says ", n, " nodes"));
+  } else {
+    data.features.resize(n, 0);
+  }
+
+  // Labels: line i + 1 is node i.
+  if (const auto file = find_csv(raw, "node-label")) {
+    data.labels.assign(n, -1);
+    io::line_reader reader(*file, std::string(function));
+    std::int64_t rows = 0;
+    std::int32_t max_label = -1;
+    io::parse_chunks<std::pair<std::int64_t, std::int32_t>>(
+        reader,
+        [&](std::string_view text, std::int64_t first_line) {
+          std::int64_t count = 0;
+          std::int32_t chunk_max = -1;
+          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+            const std::int64_t row = number - 1;
+            if (row >= n)
+              io::throw_parse_error(function, *file, number,
+                                    message("more labels than the ", n, " nodes in ",
+                                            node_count_file.string()),
+                                    io::trim(line));
+            const std::int32_t label = parse_label(line, number, *file);
+            data.labels[row] = label;
+            chunk_max = std::max(chunk_max, label);
+            ++count;
+          });
+          return std::pair{count, chunk_max};
+        },
+        [&](std::pair<std::int64_t, std::int32_t>& result, std::string_view, std::int64_t) {
+          rows += result.first;
+          max_label = std::max(max_label, result.second);
+        });
+    if (rows != n)
+      throw io_error(message(function, ": ", file->string(), " line ", reader.line_number(),
+                             ": file ends after ", rows, " labels, but ",
+                             node_count_file.string(), " says ", n, " nodes"));
+    data.num_classes = max_label + 1;
+  }
+
+  // Split.
+  const fs::path split_root = dir / "split";
+  fs::path split_dir;
+  if (!options.split_name.empty()) {
+    split_dir = split_root / options.split_name;
+    if (!fs::is_directory(split_dir))
+      throw io_error(message(function, ": missing split directory ", split_dir.string()));
+  } else if (fs::is_directory(split_root)) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(split_root))
+      if (entry.is_directory()) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    if (names.size() > 1) {
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      throw io_error(message(function, ": ", split_root.string(), " holds several splits (", list,
+                             "); choose one with ogb_options::split_name"));
+    }
+    if (names.size() == 1) split_dir = split_root / names.front();
+  }
+  if (!split_dir.empty()) {
+    data.split.assign(n, node_split::none);
+    read_split(require_csv(split_dir, "train"), node_split::train, data.split);
+    read_split(require_csv(split_dir, "valid"), node_split::valid, data.split);
+    read_split(require_csv(split_dir, "test"), node_split::test, data.split);
+  }
+
+  data.graph = build_csr(edges, {.symmetrise = options.add_inverse_edges,
+                                 .deduplicate = options.deduplicate,
+                                 .self_loops = options.self_loops});
+  return data;
+}
+
+}  // namespace sar

@@ -1,0 +1,715 @@
+// Graph loaders: OGB raw layout (real Cora / CiteSeer and malformed fixtures), SNAP edge
+// lists, Matrix Market, gzip handling and the number parsers.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <string>
+
+#include "sar/graph/io/edge_list.hpp"
+#include "sar/graph/io/gzip.hpp"
+#include "sar/graph/io/matrix_market.hpp"
+#include "sar/graph/io/ogb.hpp"
+#include "sar/graph/io/text.hpp"
+#include "test_support.hpp"
+
+using namespace sar;
+namespace fs = std::filesystem;
+using testing_support::temp_dir;
+
+namespace {
+
+/// The message of the sar::io_error that f throws; fails the test if it throws nothing else.
+template <class F>
+std::string io_error_of(F&& f) {
+  try {
+    f();
+  } catch (const io_error& e) {
+    return e.what();
+  }
+  FAIL("expected a sar::io_error");
+  return {};
+}
+
+void check_contains(const std::string& text, std::initializer_list<std::string> parts) {
+  for (const auto& part : parts)
+    CHECK_MESSAGE(text.find(part) != std::string::npos,
+                  "message \"" << text << "\" lacks \"" << part << "\"");
+}
+
+std::string read_binary(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Sets io::chunk_bytes for one scope.
+struct chunk_size_guard {
+  std::size_t saved = io::chunk_bytes;
+  explicit chunk_size_guard(std::size_t bytes) { io::chunk_bytes = bytes; }
+  ~chunk_size_guard() { io::chunk_bytes = saved; }
+};
+
+/// A small valid OGB raw dataset (4 nodes, path 0-1-2-3, 3 features, a "public" split) that
+/// each test case then breaks in one place.
+struct ogb_fixture {
+  temp_dir dir{"ogb"};
+  std::map<std::string, std::string> files = {
+      {"raw/num-node-list.csv.gz", "4\n"},
+      {"raw/num-edge-list.csv.gz", "3\n"},
+      {"raw/edge.csv.gz", "0,1\n1,2\n2,3\n"},
+      {"raw/node-feat.csv.gz", "0.5,1,0\n-1.25,0,2e-1\n0,0,0\n1,1,1\n"},
+      {"raw/node-label.csv.gz", "0\n1\nnan\n2\n"},
+      {"split/public/train.csv.gz", "0\n1\n"},
+      {"split/public/valid.csv.gz", "2\n"},
+      {"split/public/test.csv.gz", "3\n"},
+  };
+  fs::path root() const { return dir.path / "toy"; }
+  fs::path path(const std::string& name) const { return root() / name; }
+  /// Writes every file (gzip for *.gz, plain otherwise).
+  void write() const {
+    for (const auto& [name, content] : files) {
+      fs::create_directories(path(name).parent_path());
+      if (name.ends_with(".gz"))
+        io::write_gzip_file(path(name), content);
+      else
+        io::write_text_file(path(name), content);
+    }
+  }
+  std::string error(const ogb_options& options = {}) const {
+    write();
+    return io_error_of([&] { read_ogb_raw(root(), options); });
+  }
+};
+
+struct dataset_facts {
+  node_t isolated = 0;
+  node_t zero_feature_rows = 0;
+  double feature_sum = 0;
+  node_t feature_non_zeros = 0;
+  std::vector<node_t> label_counts;
+  std::vector<node_t> train_per_class;
+  node_t min_test = -1, max_test = -1;
+  node_t self_loops = 0;
+};
+
+dataset_facts facts_of(const graph_dataset& d) {
+  dataset_facts f;
+  for (node_t i = 0; i < d.num_nodes(); ++i) {
+    f.isolated += d.graph.degree(i) == 0;
+    for (node_t j : d.graph.row(i)) f.self_loops += j == i;
+    f.zero_feature_rows += (d.features.row(i).array() == 0).all();
+  }
+  f.feature_sum = d.features.cast<double>().sum();
+  f.feature_non_zeros = (d.features.array() != 0).count();
+  f.label_counts.assign(d.num_classes, 0);
+  f.train_per_class.assign(d.num_classes, 0);
+  for (node_t i = 0; i < d.num_nodes(); ++i) {
+    if (d.labels[i] >= 0) ++f.label_counts[d.labels[i]];
+    if (d.split[i] == node_split::train) ++f.train_per_class[d.labels[i]];
+    if (d.split[i] == node_split::test) {
+      if (f.min_test < 0) f.min_test = i;
+      f.max_test = i;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Real data: every count published in ../shared/data/README.md.
+
+TEST_CASE("read_ogb_raw: Cora matches every published count") {
+  const graph_dataset d = read_ogb_raw(testing_support::data_dir() / "cora");
+  d.validate();
+  CHECK(d.name == "cora");
+  CHECK(d.num_nodes() == 2708);
+  CHECK(d.graph.num_edges() == 10556);
+  CHECK(is_symmetric(d.graph));
+  CHECK(d.features.rows() == 2708);
+  CHECK(d.features.cols() == 1433);
+  CHECK(d.num_classes == 7);
+  CHECK(d.count(node_split::train) == 140);
+  CHECK(d.count(node_split::valid) == 500);
+  CHECK(d.count(node_split::test) == 1000);
+  CHECK(d.count(node_split::none) == 2708 - 1640);
+  const dataset_facts f = facts_of(d);
+  CHECK(f.label_counts == std::vector<node_t>{351, 217, 418, 818, 426, 298, 180});
+  CHECK(f.train_per_class == std::vector<node_t>(7, 20));
+  CHECK(f.feature_non_zeros == 49216);
+  CHECK(f.feature_sum == 49216);
+  CHECK(f.zero_feature_rows == 0);
+  CHECK(f.isolated == 0);
+  CHECK(f.self_loops == 0);
+  CHECK(f.min_test == 1708);
+  CHECK(f.max_test == 2707);
+  // The first edge line of the file is "0,633": both directions are present after symmetrising.
+  const auto row0 = d.graph.row(0);
+  CHECK(std::binary_search(row0.begin(), row0.end(), 633));
+  const auto row633 = d.graph.row(633);
+  CHECK(std::binary_search(row633.begin(), row633.end(), 0));
+}
+
+TEST_CASE("read_ogb_raw: CiteSeer matches every published count") {
+  const graph_dataset d = read_ogb_raw(testing_support::data_dir() / "citeseer");
+  d.validate();
+  CHECK(d.name == "citeseer");
+  CHECK(d.num_nodes() == 3327);
+  CHECK(d.graph.num_edges() == 9104);
+  CHECK(is_symmetric(d.graph));
+  CHECK(d.features.cols() == 3703);
+  CHECK(d.num_classes == 6);
+  CHECK(d.count(node_split::train) == 120);
+  CHECK(d.count(node_split::valid) == 500);
+  CHECK(d.count(node_split::test) == 1000);
+  const dataset_facts f = facts_of(d);
+  CHECK(f.label_counts == std::vector<node_t>{264, 590, 668, 701, 596, 508});
+  CHECK(f.train_per_class == std::vector<node_t>(6, 20));
+  CHECK(f.feature_non_zeros == 105165);
+  CHECK(f.feature_sum == 105165);
+  CHECK(f.zero_feature_rows == 15);
+  CHECK(f.isolated == 48);
+  CHECK(f.self_loops == 0);
+  CHECK(f.min_test == 2312);
+  CHECK(f.max_test == 3326);
+}
+
+TEST_CASE("read_ogb_raw: options (directed, self loops) and chunking do not change the data") {
+  const fs::path cora = testing_support::data_dir() / "cora";
+  const graph_dataset d = read_ogb_raw(cora);
+  SUBCASE("directed: the file's 5278 edges as written") {
+    const graph_dataset directed = read_ogb_raw(cora, {.add_inverse_edges = false});
+    CHECK(directed.graph.num_edges() == 5278);
+    CHECK_FALSE(is_symmetric(directed.graph));
+    CHECK(directed.features == d.features);
+  }
+  SUBCASE("self loops added: A + I") {
+    const graph_dataset looped = read_ogb_raw(cora, {.self_loops = self_loop_policy::add});
+    CHECK(looped.graph.num_edges() == 10556 + 2708);
+    CHECK(facts_of(looped).self_loops == 2708);
+  }
+  SUBCASE("tiny chunks: thousands of parallel chunks give the same dataset") {
+    chunk_size_guard guard(777);  // cuts lines in the middle of feature rows
+    const graph_dataset small = read_ogb_raw(cora);
+    CHECK(small.graph == d.graph);
+    CHECK(small.features == d.features);
+    CHECK(small.labels == d.labels);
+    CHECK(small.split == d.split);
+    CHECK(small.num_classes == d.num_classes);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OGB fixtures: valid, optional parts, and one malformed input per case.
+
+TEST_CASE("read_ogb_raw: small fixture is read exactly") {
+  ogb_fixture fx;
+  fx.write();
+  const graph_dataset d = read_ogb_raw(fx.root());
+  d.validate();
+  CHECK(d.name == "toy");
+  CHECK(d.num_nodes() == 4);
+  CHECK(d.graph.num_edges() == 6);
+  CHECK(d.features.rows() == 4);
+  CHECK(d.features.cols() == 3);
+  CHECK(d.features(0, 0) == 0.5f);
+  CHECK(d.features(1, 0) == -1.25f);
+  CHECK(d.features(1, 2) == 0.2f);
+  CHECK(d.labels == std::vector<std::int32_t>{0, 1, -1, 2});
+  CHECK(d.num_classes == 3);
+  CHECK(d.split == std::vector<node_split>{node_split::train, node_split::train,
+                                           node_split::valid, node_split::test});
+  SUBCASE("trailing slash in the directory still names the dataset") {
+    CHECK(read_ogb_raw(fx.root().string() + "/").name == "toy");
+  }
+}
+
+TEST_CASE("read_ogb_raw: plain .csv files, CRLF line ends and integral float labels") {
+  ogb_fixture fx;
+  fx.files.erase("raw/edge.csv.gz");
+  fx.files["raw/edge.csv"] = "0,1\r\n1,2\r\n 2 , 3 \r\n";
+  fx.files["raw/node-label.csv.gz"] = "0.0\n1.0\nNaN\n2.0\n";
+  fx.write();
+  const graph_dataset d = read_ogb_raw(fx.root());
+  CHECK(d.graph.num_edges() == 6);
+  CHECK(d.labels == std::vector<std::int32_t>{0, 1, -1, 2});
+}
+
+TEST_CASE("read_ogb_raw: features, labels, num-edge-list and split are optional") {
+  ogb_fixture fx;
+  fx.files.erase("raw/node-feat.csv.gz");
+  fx.files.erase("raw/node-label.csv.gz");
+  fx.files.erase("raw/num-edge-list.csv.gz");
+  fx.files.erase("split/public/train.csv.gz");
+  fx.files.erase("split/public/valid.csv.gz");
+  fx.files.erase("split/public/test.csv.gz");
+  fx.write();
+  const graph_dataset d = read_ogb_raw(fx.root());
+  d.validate();
+  CHECK(d.num_nodes() == 4);
+  CHECK(d.features.rows() == 4);
+  CHECK(d.features.cols() == 0);
+  CHECK(d.labels.empty());
+  CHECK(d.num_classes == 0);
+  CHECK(d.split.empty());
+}
+
+TEST_CASE("read_ogb_raw: malformed edge files") {
+  ogb_fixture fx;
+  const std::string edge = (fx.path("raw/edge.csv.gz")).string();
+  SUBCASE("wrong column count") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,2,3\n2,3\n";
+    check_contains(fx.error(), {"sar::read_ogb_raw: ", edge + " line 2: ",
+                                "expected 2 comma-separated columns, got 3", "(\"1,2,3\")"});
+  }
+  SUBCASE("one column") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,2\n3\n";
+    check_contains(fx.error(), {edge + " line 3: ", "got 1", "(\"3\")"});
+  }
+  SUBCASE("non-numeric token") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,x2\n2,3\n";
+    check_contains(fx.error(), {edge + " line 2: ", "not an integer node id", "(\"x2\")"});
+  }
+  SUBCASE("trailing garbage") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,2\n2,3abc\n";
+    check_contains(fx.error(), {edge + " line 3: ", "not an integer", "(\"3abc\")"});
+  }
+  SUBCASE("empty field") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n,2\n2,3\n";
+    check_contains(fx.error(), {edge + " line 2: ", "empty node id"});
+  }
+  SUBCASE("blank line") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n\n2,3\n";
+    check_contains(fx.error(), {edge + " line 2: "});
+  }
+  SUBCASE("negative id") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n-1,2\n2,3\n";
+    check_contains(fx.error(), {edge + " line 2: ", "negative node id", "(\"-1\")"});
+  }
+  SUBCASE("id out of range") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,2\n2,4\n";
+    check_contains(fx.error(), {edge + " line 3: ", "node id outside [0, 4)", "(\"4\")"});
+  }
+  SUBCASE("id overflowing 64 bits") {
+    fx.files["raw/edge.csv.gz"] = "0,1\n1,99999999999999999999999\n2,3\n";
+    check_contains(fx.error(), {edge + " line 2: ", "not an integer"});
+  }
+  SUBCASE("fewer edges than num-edge-list") {
+    fx.files["raw/num-edge-list.csv.gz"] = "4\n";
+    check_contains(fx.error(), {edge + " line 3: ", "file ends after 3 edges", "says 4"});
+  }
+  SUBCASE("more edges than num-edge-list") {
+    fx.files["raw/num-edge-list.csv.gz"] = "2\n";
+    check_contains(fx.error(), {edge + " line 3: ", "more edges than the 2", "(\"2,3\")"});
+  }
+  SUBCASE("bad num-node-list") {
+    fx.files["raw/num-node-list.csv.gz"] = "4 nodes\n";
+    check_contains(fx.error(), {fx.path("raw/num-node-list.csv.gz").string() + " line 1: ",
+                                "single non-negative integer", "(\"4 nodes\")"});
+  }
+  SUBCASE("num-edge-list with two graphs") {
+    fx.files["raw/num-edge-list.csv.gz"] = "3\n5\n";
+    check_contains(fx.error(), {fx.path("raw/num-edge-list.csv.gz").string() + " line 2: ",
+                                "single number"});
+  }
+  SUBCASE("missing edge file") {
+    fx.files.erase("raw/edge.csv.gz");
+    check_contains(fx.error(), {"sar::read_ogb_raw: missing file ", edge});
+  }
+}
+
+TEST_CASE("read_ogb_raw: malformed features and labels") {
+  ogb_fixture fx;
+  const std::string feat = fx.path("raw/node-feat.csv.gz").string();
+  const std::string label = fx.path("raw/node-label.csv.gz").string();
+  SUBCASE("ragged rows") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,5,6\n7,8\n1,1,1\n";
+    check_contains(fx.error(), {feat + " line 3: ", "expected 3 comma-separated columns, got 2",
+                                "(\"7,8\")"});
+  }
+  SUBCASE("longer row") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,5,6,7\n7,8,9\n1,1,1\n";
+    check_contains(fx.error(), {feat + " line 2: ", "got 4"});
+  }
+  SUBCASE("non-numeric feature") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,abc,6\n7,8,9\n1,1,1\n";
+    check_contains(fx.error(), {feat + " line 2: ", "not a number in column 2", "(\"abc\")"});
+  }
+  SUBCASE("empty feature field") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,5,6\n7,,9\n1,1,1\n";
+    check_contains(fx.error(), {feat + " line 3: ", "empty field in column 2"});
+  }
+  SUBCASE("fewer feature rows than nodes") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,5,6\n7,8,9\n";
+    check_contains(fx.error(), {feat + " line 3: ", "file ends after 3 feature rows", "says 4 nodes"});
+  }
+  SUBCASE("more feature rows than nodes") {
+    fx.files["raw/node-feat.csv.gz"] = "1,2,3\n4,5,6\n7,8,9\n1,1,1\n2,2,2\n";
+    check_contains(fx.error(), {feat + " line 5: ", "more feature rows than the 4 nodes"});
+  }
+  SUBCASE("more labels than nodes") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1\n2\n0\n1\n";
+    check_contains(fx.error(), {label + " line 5: ", "more labels than the 4 nodes"});
+  }
+  SUBCASE("fewer labels than nodes") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1\n2\n";
+    check_contains(fx.error(), {label + " line 3: ", "file ends after 3 labels"});
+  }
+  SUBCASE("non-integer label") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1.5\n2\n0\n";
+    check_contains(fx.error(), {label + " line 2: ", "not an integer or nan", "(\"1.5\")"});
+  }
+  SUBCASE("label below -1") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1\n-2\n0\n";
+    check_contains(fx.error(), {label + " line 3: ", "label outside", "(\"-2\")"});
+  }
+  SUBCASE("two label columns") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1,0\n2\n0\n";
+    check_contains(fx.error(), {label + " line 2: ", "expected 1 column"});
+  }
+}
+
+TEST_CASE("read_ogb_raw: malformed splits") {
+  ogb_fixture fx;
+  const std::string valid = fx.path("split/public/valid.csv.gz").string();
+  SUBCASE("a node in two splits") {
+    fx.files["split/public/valid.csv.gz"] = "2\n1\n";
+    check_contains(fx.error(), {valid + " line 2: ", "node 1 is already in the train split"});
+  }
+  SUBCASE("a node twice in one split") {
+    fx.files["split/public/valid.csv.gz"] = "2\n2\n";
+    check_contains(fx.error(), {valid + " line 2: ", "already in the valid split"});
+  }
+  SUBCASE("split id out of range") {
+    fx.files["split/public/valid.csv.gz"] = "2\n7\n";
+    check_contains(fx.error(), {valid + " line 2: ", "node id outside [0, 4)", "(\"7\")"});
+  }
+  SUBCASE("missing test file") {
+    fx.files.erase("split/public/test.csv.gz");
+    check_contains(fx.error(), {"missing file", fx.path("split/public/test.csv.gz").string()});
+  }
+  SUBCASE("several split directories must be chosen between") {
+    fx.files["split/time/train.csv.gz"] = "3\n";
+    fx.files["split/time/valid.csv.gz"] = "2\n";
+    fx.files["split/time/test.csv.gz"] = "0\n1\n";
+    check_contains(fx.error(), {"several splits (public, time)", "split_name"});
+    const graph_dataset d = read_ogb_raw(fx.root(), {.split_name = "time"});
+    CHECK(d.split == std::vector<node_split>{node_split::test, node_split::test,
+                                             node_split::valid, node_split::train});
+  }
+  SUBCASE("unknown split name") {
+    check_contains(fx.error({.split_name = "random"}),
+                   {"missing split directory", fx.path("split/random").string()});
+  }
+  SUBCASE("not a directory") {
+    check_contains(io_error_of([&] { read_ogb_raw(fx.dir.path / "nope"); }),
+                   {"sar::read_ogb_raw: ", (fx.dir.path / "nope").string(), "not a directory"});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gzip
+
+TEST_CASE("gzip: round trip, concatenated members, truncation and corruption") {
+  temp_dir dir("gzip");
+  std::string content;
+  for (int i = 0; i < 20000; ++i) content += std::to_string(i) + "," + std::to_string(i * 7 % 20001) + "\n";
+  const fs::path gz = dir.path / "edges.csv.gz";
+  io::write_gzip_file(gz, content);
+  const std::string bytes = read_binary(gz);
+  REQUIRE(bytes.size() > 100);
+  CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
+
+  auto read_all = [](const fs::path& path) {
+    io::input_file in(path, "test");
+    std::string out;
+    char block[4096];
+    while (std::size_t n = in.read(block, sizeof block)) out.append(block, n);
+    return out;
+  };
+  CHECK(read_all(gz) == content);
+
+  SUBCASE("concatenated gzip members read as one file") {
+    const fs::path first = dir.path / "a.gz", second = dir.path / "b.gz";
+    io::write_gzip_file(first, "0,1\n");
+    io::write_gzip_file(second, "1,2\n");
+    io::write_text_file(dir.path / "ab.gz", read_binary(first) + read_binary(second));
+    CHECK(read_all(dir.path / "ab.gz") == "0,1\n1,2\n");
+  }
+  SUBCASE("truncated in the middle of the data") {
+    const fs::path cut = dir.path / "cut.csv.gz";
+    io::write_text_file(cut, bytes.substr(0, bytes.size() / 2));
+    check_contains(io_error_of([&] { read_all(cut); }), {"test: ", cut.string(), "truncated"});
+    // Through a loader: no partial graph comes back.
+    check_contains(io_error_of([&] { read_edge_list(cut); }),
+                   {"sar::read_edge_list: ", cut.string(), "truncated"});
+  }
+  SUBCASE("truncated in the header and in the trailer") {
+    for (std::size_t keep : {std::size_t{5}, bytes.size() - 4, bytes.size() - 1}) {
+      const fs::path cut = dir.path / "cut.gz";
+      io::write_text_file(cut, bytes.substr(0, keep));
+      check_contains(io_error_of([&] { read_all(cut); }), {cut.string(), "truncated"});
+    }
+  }
+  SUBCASE("corrupt CRC") {
+    std::string bad = bytes;
+    bad[bad.size() - 6] ^= 0x55;  // inside the CRC-32 of the trailer
+    const fs::path corrupt = dir.path / "corrupt.gz";
+    io::write_text_file(corrupt, bad);
+    check_contains(io_error_of([&] { read_all(corrupt); }), {corrupt.string(), "corrupt"});
+  }
+  SUBCASE("garbage after the stream") {
+    const fs::path tail = dir.path / "tail.gz";
+    io::write_text_file(tail, bytes + "xyz");
+    check_contains(io_error_of([&] { read_all(tail); }), {tail.string(), "after the end"});
+  }
+  SUBCASE("truncated OGB edge file") {
+    ogb_fixture fx;
+    fx.files["raw/edge.csv.gz"] = content;  // 20000 edges over ids 0..20000
+    fx.files["raw/num-node-list.csv.gz"] = "20001\n";
+    fx.files["raw/num-edge-list.csv.gz"] = "20000\n";
+    fx.files.erase("raw/node-feat.csv.gz");
+    fx.files.erase("raw/node-label.csv.gz");
+    fx.files.erase("split/public/train.csv.gz");
+    fx.files.erase("split/public/valid.csv.gz");
+    fx.files.erase("split/public/test.csv.gz");
+    fx.write();
+    CHECK(read_ogb_raw(fx.root()).num_nodes() == 20001);
+    const std::string whole = read_binary(fx.path("raw/edge.csv.gz"));
+    io::write_text_file(fx.path("raw/edge.csv.gz"), whole.substr(0, whole.size() * 2 / 3));
+    check_contains(io_error_of([&] { read_ogb_raw(fx.root()); }),
+                   {"sar::read_ogb_raw: ", fx.path("raw/edge.csv.gz").string(), "truncated"});
+  }
+  SUBCASE("missing file") {
+    check_contains(io_error_of([&] { read_all(dir.path / "absent.gz"); }),
+                   {(dir.path / "absent.gz").string(), "cannot open", "No such file"});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SNAP edge lists
+
+TEST_CASE("read_edge_list: comments, blank lines, tabs, CRLF, gzip") {
+  temp_dir dir("edges");
+  const std::string text =
+      "# Directed graph: toy.txt\n"
+      "# FromNodeId\tToNodeId\n"
+      "\n"
+      "0\t1\n"
+      "  1   2  \n"
+      "% another comment style\n"
+      "\t\n"
+      "2 0\r\n"
+      "5\t3";  // no final newline
+  for (bool gzip : {false, true}) {
+    const fs::path file = dir.path / (gzip ? "toy.txt.gz" : "toy.txt");
+    if (gzip)
+      io::write_gzip_file(file, text);
+    else
+      io::write_text_file(file, text);
+    const edge_list e = read_edge_list(file);
+    CHECK(e.num_nodes == 6);
+    CHECK(e.src == std::vector<node_t>{0, 1, 2, 5});
+    CHECK(e.dst == std::vector<node_t>{1, 2, 0, 3});
+    CHECK(read_edge_list(file, 10).num_nodes == 10);
+  }
+  io::write_text_file(dir.path / "empty.txt", "# nothing\n");
+  CHECK(read_edge_list(dir.path / "empty.txt").num_nodes == 0);
+  CHECK(read_edge_list(dir.path / "empty.txt").size() == 0);
+}
+
+TEST_CASE("read_edge_list: malformed lines name file, line and token") {
+  temp_dir dir("edges-bad");
+  const fs::path file = dir.path / "bad.txt";
+  auto error_for = [&](const std::string& text, node_t num_nodes = -1) {
+    io::write_text_file(file, text);
+    return io_error_of([&] { read_edge_list(file, num_nodes); });
+  };
+  const std::string where = "sar::read_edge_list: " + file.string();
+  check_contains(error_for("# c\n0 1\n1 2 0.5\n"),
+                 {where + " line 3: ", "expected 2 whitespace-separated columns, got 3", "(\"1 2 0.5\")"});
+  check_contains(error_for("0 1\n7\n"), {where + " line 2: ", "got 1", "(\"7\")"});
+  check_contains(error_for("0 1\n1 two\n"), {where + " line 2: ", "not an integer node id", "(\"two\")"});
+  check_contains(error_for("0 1\n1,2\n"), {where + " line 2: ", "got 1"});
+  check_contains(error_for("0 1\n1 -2\n"), {where + " line 2: ", "negative node id", "(\"-2\")"});
+  check_contains(error_for("0 1\n\n# x\n1 9\n", 5),
+                 {where + " line 4: ", "node id outside [0, 5)", "(\"9\")"});
+  check_contains(error_for("0 1\n1 9223372036854775807\n"), {where + " line 2: ", "too large"});
+  check_contains(io_error_of([&] { read_edge_list(dir.path / "absent.txt"); }),
+                 {"sar::read_edge_list: ", (dir.path / "absent.txt").string(), "cannot open"});
+  CHECK_THROWS_AS(read_edge_list(file, -2), sar::invalid_argument);
+}
+
+TEST_CASE("read_edge_list: many chunks keep order and line numbers") {
+  temp_dir dir("edges-chunks");
+  std::string text = "# header\n";
+  for (int i = 0; i < 5000; ++i) text += std::to_string(i) + " " + std::to_string((i * 31) % 5000) + "\n";
+  const fs::path file = dir.path / "big.txt.gz";
+  io::write_gzip_file(file, text);
+  chunk_size_guard guard(64);
+  const edge_list e = read_edge_list(file);
+  REQUIRE(e.size() == 5000);
+  CHECK(e.num_nodes == 5000);
+  bool in_order = true;
+  for (int i = 0; i < 5000; ++i) in_order &= e.src[i] == i && e.dst[i] == (i * 31) % 5000;
+  CHECK(in_order);
+  // Two bad lines in different chunks: the first one in the file is reported.
+  std::string broken = text;
+  const std::string bad_late = "\n4321 ";
+  broken.replace(broken.find(bad_late) + 1, 4, "x321");  // line 4323 (4321 + header + 1)
+  const std::string bad_early = "\n777 ";
+  broken.replace(broken.find(bad_early) + 1, 3, "7y7");  // line 779
+  io::write_gzip_file(file, broken);
+  check_contains(io_error_of([&] { read_edge_list(file); }), {" line 779: ", "(\"7y7\")"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matrix Market
+
+TEST_CASE("read_matrix_market: general and symmetric, pattern, integer and real") {
+  temp_dir dir("mtx");
+  const fs::path file = dir.path / "m.mtx";
+  SUBCASE("general pattern: entry (i, j) is the edge j -> i") {
+    io::write_text_file(file,
+                        "%%MatrixMarket matrix coordinate pattern general\n"
+                        "% a comment\n"
+                        "%\n"
+                        "3 3 3\n"
+                        "2 1\n"
+                        "3 3\n"
+                        "\n"
+                        "% comment between entries\n"
+                        "1 3\n");
+    const edge_list e = read_matrix_market(file);
+    CHECK(e.num_nodes == 3);
+    CHECK(e.src == std::vector<node_t>{0, 2, 2});
+    CHECK(e.dst == std::vector<node_t>{1, 2, 0});
+  }
+  SUBCASE("symmetric real: off-diagonal entries mirrored, diagonal once") {
+    io::write_text_file(file,
+                        "%%MatrixMarket matrix coordinate real symmetric\n"
+                        "4 4 3\n"
+                        "2 1 0.5\n"
+                        "3 3 -1e-3\n"
+                        "4 2 7\n");
+    const edge_list e = read_matrix_market(file);
+    CHECK(e.num_nodes == 4);
+    CHECK(e.src == std::vector<node_t>{0, 2, 1, 1, 3});
+    CHECK(e.dst == std::vector<node_t>{1, 2, 3, 0, 1});
+    const csr g = build_csr(e);
+    CHECK(is_symmetric(g));
+    CHECK(g.num_edges() == 5);
+  }
+  SUBCASE("integer field, case-insensitive keywords, gzip") {
+    io::write_gzip_file(file, "%%MatrixMarket MATRIX Coordinate Integer General\n2 2 2\n1 2 5\n2 1 -3\n");
+    const edge_list e = read_matrix_market(file);
+    CHECK(e.src == std::vector<node_t>{1, 0});
+    CHECK(e.dst == std::vector<node_t>{0, 1});
+  }
+  SUBCASE("no entries") {
+    io::write_text_file(file, "%%MatrixMarket matrix coordinate pattern general\n5 5 0\n");
+    const edge_list e = read_matrix_market(file);
+    CHECK(e.num_nodes == 5);
+    CHECK(e.size() == 0);
+  }
+}
+
+TEST_CASE("read_matrix_market: malformed files name file, line and token") {
+  temp_dir dir("mtx-bad");
+  const fs::path file = dir.path / "bad.mtx";
+  const std::string where = "sar::read_matrix_market: " + file.string();
+  auto error_for = [&](const std::string& text) {
+    io::write_text_file(file, text);
+    return io_error_of([&] { read_matrix_market(file); });
+  };
+  const std::string banner = "%%MatrixMarket matrix coordinate pattern general\n";
+  SUBCASE("banner") {
+    check_contains(error_for("3 3 1\n1 1\n"), {where + " line 1: ", "bad banner", "(\"3 3 1\")"});
+    check_contains(error_for("%%MatrixMarkt matrix coordinate real general\n1 1 0\n"),
+                   {where + " line 1: ", "bad banner"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate real\n1 1 0\n"),
+                   {where + " line 1: ", "expected 5 words, got 4"});
+    check_contains(error_for(""), {where + " line 1: ", "empty file"});
+    check_contains(error_for("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n"),
+                   {where + " line 1: ", "unsupported format", "(\"array\")"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n"),
+                   {where + " line 1: ", "unsupported field", "(\"complex\")"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate real hermitian\n1 1 0\n"),
+                   {where + " line 1: ", "unsupported symmetry", "(\"hermitian\")"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate real skew-symmetric\n1 1 0\n"),
+                   {where + " line 1: ", "unsupported symmetry", "(\"skew-symmetric\")"});
+    check_contains(error_for("%%MatrixMarket vector coordinate real general\n1 1 0\n"),
+                   {where + " line 1: ", "unsupported object"});
+  }
+  SUBCASE("size line") {
+    check_contains(error_for(banner + "% c\n3 4 1\n1 1\n"),
+                   {where + " line 3: ", "not square (3 rows, 4 columns)", "(\"3 4 1\")"});
+    check_contains(error_for(banner + "3 3\n"), {where + " line 2: ", "bad size line", "(\"3 3\")"});
+    check_contains(error_for(banner + "3 x 1\n"), {where + " line 2: ", "bad column count", "(\"x\")"});
+    check_contains(error_for(banner + "% only comments\n"),
+                   {where + " line 3: ", "file ends before the size line"});
+  }
+  SUBCASE("entry counts") {
+    check_contains(error_for(banner + "3 3 3\n1 2\n% c\n2 3\n"),
+                   {where + " line 2: ", "announces 3 entries but the file has 2", "(\"3 3 3\")"});
+    check_contains(error_for(banner + "3 3 2\n1 2\n2 3\n\n3 1\n"),
+                   {where + " line 6: ", "more entries than the 2 announced on line 2", "(\"3 1\")"});
+  }
+  SUBCASE("entries") {
+    check_contains(error_for(banner + "3 3 2\n1 2\n4 1\n"),
+                   {where + " line 4: ", "row index outside [1, 3]", "(\"4\")"});
+    check_contains(error_for(banner + "3 3 2\n1 2\n1 0\n"),
+                   {where + " line 4: ", "column index outside [1, 3]", "(\"0\")"});
+    check_contains(error_for(banner + "3 3 1\n1 2 1.0\n"),
+                   {where + " line 3: ", "expected 2 columns for a pattern entry, got 3"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1.0\n2 3\n"),
+                   {where + " line 4: ", "expected 3 columns for a real entry, got 2"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 2 1.0x\n"),
+                   {where + " line 3: ", "not a real number", "(\"1.0x\")"});
+    check_contains(error_for("%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 1.5\n"),
+                   {where + " line 3: ", "not an integer", "(\"1.5\")"});
+    check_contains(error_for(banner + "3 3 1\n1.0 2\n"),
+                   {where + " line 3: ", "row index is not an integer", "(\"1.0\")"});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Number parsing
+
+TEST_CASE("io number parsers accept whole tokens only") {
+  std::int64_t i = 0;
+  CHECK(io::parse_integer("42", i));
+  CHECK(i == 42);
+  CHECK(io::parse_integer("-7", i));
+  CHECK(i == -7);
+  CHECK_FALSE(io::parse_integer("", i));
+  CHECK_FALSE(io::parse_integer("12a", i));
+  CHECK_FALSE(io::parse_integer("1.0", i));
+  CHECK_FALSE(io::parse_integer("+3", i));
+  CHECK_FALSE(io::parse_integer("99999999999999999999", i));
+
+  float f = 0;
+  CHECK(io::parse_float("1e-3", f));
+  CHECK(f == 1e-3f);
+  CHECK(io::parse_float("-0.5", f));
+  CHECK(f == -0.5f);
+  CHECK(io::parse_float("+2", f));
+  CHECK(f == 2.0f);
+  CHECK(io::parse_float("nan", f));
+  CHECK(std::isnan(f));
+  CHECK(io::parse_float("1e-60", f));  // underflows to zero
+  CHECK(f == 0.0f);
+  CHECK_FALSE(io::parse_float("1e60", f));  // overflows float
+  CHECK_FALSE(io::parse_float("", f));
+  CHECK_FALSE(io::parse_float("1.2.3", f));
+  CHECK_FALSE(io::parse_float("1e", f));
+  CHECK_FALSE(io::parse_float("+-1", f));
+  CHECK_FALSE(io::parse_float("--1", f));
+  CHECK_FALSE(io::parse_float("0x10", f));
+
+  CHECK(io::trim(" \t 3 \r") == "3");
+}
