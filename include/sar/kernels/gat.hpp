@@ -169,30 +169,40 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
   });
 }
 
-/// Ends the online softmax: acc(i, head h) /= sum(i, h); rows with sum 0 (no in-edge in any
-/// block: isolated nodes) get 0. Parallel over rows. Not collective.
+/// Ends the online softmax: acc(i, head h) /= sum(i, h), and log_normaliser(i, h) :=
+/// max(i, h) + log(sum(i, h)), so that alpha_ij(h) = exp(e_ij(h) - log_normaliser(i, h)).
+/// Rows with sum 0 (no in-edge in any block: isolated nodes) get acc = 0 and
+/// log_normaliser = 0. Requires max, sum, log_normaliser n x H and acc n x HF (log_normaliser
+/// may alias max). Parallel over rows. Not collective.
 template <class T>
-void gat_softmax_finish(gat_dims dims, const_rows_ref<T> sum, rows_ref<T> acc) {
+void gat_softmax_finish(gat_dims dims, const_rows_ref<T> max, const_rows_ref<T> sum,
+                        rows_ref<T> acc, rows_ref<T> log_normaliser) {
   const Eigen::Index H = dims.heads, F = dims.features;
   tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, acc.rows()), [&](const auto& range) {
     for (Eigen::Index i = range.begin(); i != range.end(); ++i)
       for (Eigen::Index h = 0; h < H; ++h) {
         const T s = sum(i, h);
         auto segment = acc.row(i).segment(h * F, F);
-        if (s > T(0)) segment /= s;
-        else segment.setZero();
+        if (s > T(0)) {
+          segment /= s;
+          log_normaliser(i, h) = max(i, h) + std::log(s);
+        } else {
+          segment.setZero();
+          log_normaliser(i, h) = T(0);
+        }
       }
   });
 }
 
 /// What the backward kernels read for the local destination rows (all n rows, local ids).
+/// The per-node scalars are packed in one row so that the per-source pass, which visits
+/// destinations in random order, touches one cache line per edge for them.
 template <class T>
 struct gat_backward_rows {
-  const_rows_ref<T> er;        ///< n x H
-  const_rows_ref<T> max;       ///< n x H, final softmax max of the forward
-  const_rows_ref<T> sum;       ///< n x H, final softmax sum of the forward
-  const_rows_ref<T> dout;      ///< n x HF, dLoss/dout per head
-  const_rows_ref<T> dout_out;  ///< n x H, <dout_i(h), out_i(h)> (out WITH attention dropout)
+  /// n x 3H: [er_i | log-normaliser m_i + log s_i of the forward | <dout_i(h), out_i(h)>],
+  /// out WITH attention dropout (the out the forward produced).
+  const_rows_ref<T> node_terms;
+  const_rows_ref<T> dout;  ///< n x HF, dLoss/dout per head
 };
 
 namespace detail {
@@ -207,10 +217,12 @@ template <class T>
 inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node_t i,
                                           Eigen::Index h, Eigen::Index F, const T* z_j, T el_j,
                                           T scale, T slope) {
-  const T raw = el_j + rows.er(i, h);
-  const T alpha = std::exp(leaky_relu(raw, slope) - rows.max(i, h)) / rows.sum(i, h);
+  const T* terms = rows.node_terms.row(i).data();  // [er | log-normaliser | <dout, out>]
+  const Eigen::Index H = rows.node_terms.cols() / 3;
+  const T raw = el_j + terms[h];
+  const T alpha = std::exp(leaky_relu(raw, slope) - terms[H + h]);
   const T beta = alpha * scale;
-  T de = -alpha * rows.dout_out(i, h);
+  T de = -alpha * terms[2 * H + h];
   if (beta != T(0))
     de += beta * (const_array_map<T>(rows.dout.row(i).data() + h * F, F) *
                   const_array_map<T>(z_j + h * F, F))
@@ -220,7 +232,7 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
 }  // namespace detail
 
 /// Backward of one block, after the forward has finished over ALL blocks. With
-/// alpha_ij = exp(e_ij - m_i) / s_i (recomputed), beta_ij = alpha_ij d_ij and out_i =
+/// alpha_ij = exp(e_ij - m_i - log s_i) (recomputed), beta_ij = alpha_ij d_ij and out_i =
 /// sum_j beta_ij z_j (so sum_k alpha_ik d_ik <dout_i, z_k> = <dout_i, out_i>):
 ///   dz_j   += beta_ij dout_i
 ///   de_ij   = alpha_ij (d_ij <dout_i, z_j> - <dout_i, out_i>)
@@ -242,6 +254,10 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
             invalid_argument, "sar::gat_backward_block: halo ", halo.rows(), " x ", halo.cols(),
             ", dhalo ", dhalo.rows(), " x ", dhalo.cols(), ", expected ", edges.num_cols, " x ",
             dims.halo_width());
+  SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.cols() == HF &&
+                rows.node_terms.rows() == edges.num_rows && rows.dout.rows() == edges.num_rows &&
+                der.rows() == edges.num_rows && der.cols() == H,
+            invalid_argument, "sar::gat_backward_block: node_terms, dout or der mis-shaped");
   const csr& by_source = *block.transposed;
 
   // Pass 1, per source (halo) row j: dz_j and d el_j.

@@ -11,8 +11,8 @@
 //
 // Communication: forward gathers [z | el] once per block (H F + H columns); backward gathers
 // it again (rematerialisation) and scatters its gradient to the owners (gather_scatter).
-// Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er, the
-// softmax max and sum (n x H each) and, with merge = mean, the per-head output (n x HF; with
+// Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er and
+// the softmax log-normaliser m + log s (n x H each) and, with merge = mean, the per-head output (n x HF; with
 // concat it is recovered from y - b). See saved_bytes().
 #pragma once
 
@@ -121,11 +121,13 @@ class gat_layer {
     }
 
     const auto dropout = make_dropout(ctx);
-    gat_softmax_reset<T>(n, dims_, max_, sum_, out_);
+    matrix<T> max, sum;
+    gat_softmax_reset<T>(n, dims_, max, sum, out_);
     graph.gather(z_el_, [&](const graph_block& block, const auto& halo) {
-      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, max_, sum_, out_);
+      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, max, sum, out_);
     });
-    gat_softmax_finish<T>(dims_, sum_, out_);
+    log_normaliser_.resize(n, H);
+    gat_softmax_finish<T>(dims_, max, sum, out_, log_normaliser_);
 
     if (options_.merge == gat_merge::concat) {
       y = std::move(out_);  // backward recovers out from y - b, so it is not kept twice
@@ -160,32 +162,35 @@ class gat_layer {
     const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
     const node_t n = static_cast<node_t>(x.rows());
 
-    // dLoss/dout per head, and <dout_i(h), out_i(h)> (the softmax term, no extra pass).
+    // dLoss/dout per head, and the per-node terms [er | log-normaliser | <dout(h), out(h)>]
+    // (the last is the softmax term: no extra pass over the edges).
     matrix<T> dout_mean;
     if (options_.merge == gat_merge::mean) {
       dout_mean.resize(n, HF);
       for (Eigen::Index h = 0; h < H; ++h) dout_mean.middleCols(h * F, F) = dy / static_cast<T>(H);
     }
     const matrix<T>& dout = options_.merge == gat_merge::concat ? dy : dout_mean;
-    matrix<T> dout_out(n, H);
+    matrix<T> node_terms(n, 3 * H);
+    node_terms.leftCols(H) = er_;
+    node_terms.middleCols(H, H) = log_normaliser_;
     for (Eigen::Index h = 0; h < H; ++h) {
+      auto dout_out = node_terms.col(2 * H + h);
       if (options_.merge == gat_merge::mean) {
-        dout_out.col(h) =
-            dout.middleCols(h * F, F).cwiseProduct(out_.middleCols(h * F, F)).rowwise().sum();
+        dout_out = dout.middleCols(h * F, F).cwiseProduct(out_.middleCols(h * F, F)).rowwise().sum();
       } else if (options_.bias) {  // concat: out = y - b
         const auto b_h = store_->value(ids_.bias).middleCols(h * F, F);
-        dout_out.col(h) =
+        dout_out =
             dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F).rowwise() - b_h.row(0))
                 .rowwise().sum();
       } else {
-        dout_out.col(h) = dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F)).rowwise().sum();
+        dout_out = dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F)).rowwise().sum();
       }
     }
 
     // Per block: dz_j and d el_j into d[z | el] (delivered to the owners), d er_i locally.
     matrix<T> dz_el = matrix<T>::Zero(n, dims_.halo_width());
     matrix<T> der = matrix<T>::Zero(n, H);
-    const gat_backward_rows<T> rows{er_, max_, sum_, dout, dout_out};
+    const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
     graph.gather_scatter(z_el_, dz_el,
                          [&](const graph_block& block, const auto& halo, auto& dhalo) {
@@ -215,8 +220,8 @@ class gat_layer {
 
   /// Bytes this layer keeps between forward and backward (all O(local nodes)).
   std::size_t saved_bytes() const {
-    return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() + max_.size() +
-                                                sum_.size() + out_.size());
+    return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() +
+                                                log_normaliser_.size() + out_.size());
   }
 
  private:
@@ -239,7 +244,7 @@ class gat_layer {
   parameter_store<T>* store_ = nullptr;
   detail::gat_parameter_ids<T> ids_;
   // Saved by forward for backward.
-  matrix<T> z_el_, er_, max_, sum_, out_;
+  matrix<T> z_el_, er_, log_normaliser_, out_;  // out_ only with merge = mean
   Eigen::Index forward_rows_ = -1;
 };
 
