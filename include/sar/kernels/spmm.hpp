@@ -79,6 +79,21 @@ void for_edge_balanced_rows(const csr& a, Eigen::Index cols, Body&& body) {
       tbb::simple_partitioner());
 }
 
+/// Prefetches the rows of x listed in cols[0, count) (count <= 0: nothing), every cache line.
+template <class X>
+inline void prefetch_rows(const X& x, const node_t* cols, edge_t count) {
+  const auto bytes = static_cast<std::size_t>(x.cols()) * sizeof(typename X::Scalar);
+  for (edge_t k = 0; k < count; ++k) {
+    const char* row = reinterpret_cast<const char*>(x.data() + cols[k] * x.outerStride());
+#if defined(__GNUC__) || defined(__clang__)
+    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
+#else
+    (void)row;
+    (void)bytes;
+#endif
+  }
+}
+
 inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_rows,
                               Eigen::Index x_cols, Eigen::Index out_rows, Eigen::Index out_cols) {
   SAR_CHECK(x_rows == a.num_cols, invalid_argument, where, ": x has ", x_rows,
@@ -102,15 +117,23 @@ void spmm_add(const csr& a, std::type_identity_t<const_rows_ref<T>> x,
   if (x.cols() == 0) return;
   const edge_t* offsets = a.offsets.data();
   const node_t* columns = a.columns.data();
+  // Gathered source rows are random accesses: prefetch the rows a few edges ahead when a row
+  // spans at least one cache line (latency, not bandwidth, bounds a random gather).
+  const bool prefetch = x.cols() * static_cast<Eigen::Index>(sizeof(T)) >= 64;
+  constexpr edge_t prefetch_distance = 8;
   detail::for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
+    const edge_t end_edge = offsets[end];
     for (node_t i = begin; i < end; ++i) {
       edge_t e = offsets[i];
       const edge_t stop = offsets[i + 1];
       if (e == stop) continue;
       auto acc = out.row(i);
-      for (; e + 4 <= stop; e += 4)
+      for (; e + 4 <= stop; e += 4) {
+        if (prefetch) detail::prefetch_rows(x, columns + e + prefetch_distance,
+                                            std::min<edge_t>(4, end_edge - e - prefetch_distance));
         acc += (x.row(columns[e]) + x.row(columns[e + 1])) +
                (x.row(columns[e + 2]) + x.row(columns[e + 3]));
+      }
       switch (stop - e) {
         case 3: acc += (x.row(columns[e]) + x.row(columns[e + 1])) + x.row(columns[e + 2]); break;
         case 2: acc += x.row(columns[e]) + x.row(columns[e + 1]); break;
