@@ -8,6 +8,11 @@
 #include <vector>
 
 #include "sar/graph/builders.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/nn/activations.hpp"
+#include "sar/nn/dropout.hpp"
+#include "sar/nn/loss.hpp"
+#include "sar/optim/adam.hpp"
 #include "sar/nn/any_layer.hpp"
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/sage.hpp"
@@ -587,4 +592,65 @@ TEST_CASE("a float model computes what the double model computes") {
   for (std::size_t k = 0; k < gf.size(); ++k)
     worst = std::max(worst, std::abs(static_cast<double>(gf[k]) - gd[k]));
   CHECK(worst < 1e-4);
+}
+
+TEST_CASE("a float GCN (gcn, relu, dropout, gcn) learns a planted partition; the run-time model "
+          "computes the same") {
+  planted_partition_options o;
+  o.num_nodes = 800;
+  o.num_classes = 4;
+  o.feature_dim = 16;
+  o.average_degree = 8;
+  o.train_fraction = 0.3;
+  o.seed = 5;
+  const graph_dataset data = make_planted_partition(o);
+  edge_list e;  // A + I
+  e.num_nodes = data.num_nodes();
+  for (node_t i = 0; i < data.num_nodes(); ++i)
+    for (node_t j : data.graph.row(i)) e.push_back(j, i);
+  local_schedule graph(build_csr(e, {.self_loops = self_loop_policy::add}));
+
+  using model_t = sequential<gcn_layer<float>, relu<float>, dropout<float>, gcn_layer<float>>;
+  model_t model(gcn_layer<float>(16, 32), relu<float>(32), dropout<float>(32, 0.5),
+                gcn_layer<float>(32, 4));
+  std::vector<any_layer<float, local_schedule>> layers;
+  layers.emplace_back(gcn_layer<float>(16, 32));
+  layers.emplace_back(relu<float>(32));
+  layers.emplace_back(dropout<float>(32, 0.5));
+  layers.emplace_back(gcn_layer<float>(32, 4));
+  dynamic_sequential<float, local_schedule> runtime(std::move(layers));
+  model.initialise(11);
+  runtime.initialise(11);
+
+  adam<float> optimiser({.learning_rate = 0.01, .weight_decay = {5e-4}});
+  adam<float> runtime_optimiser({.learning_rate = 0.01, .weight_decay = {5e-4}});
+  const node_selection train{data.split, node_split::train};
+  const node_selection test{data.split, node_split::test};
+  const double normaliser = static_cast<double>(train.count(data.num_nodes()));
+  matrixf dlogits, runtime_dlogits;
+  double first_loss = 0, last_loss = 0;
+  for (std::uint64_t epoch = 0; epoch < 60; ++epoch) {
+    const layer_context ctx{.training = true, .seed = 3, .epoch = epoch};
+    const double loss = softmax_cross_entropy(model.forward(graph, ctx, data.features),
+                                              data.labels, train, normaliser, dlogits);
+    model.backward(graph, ctx, dlogits);
+    optimiser.step(model.parameters());
+    if (epoch < 3) {  // the run-time model follows the same trajectory
+      const double runtime_loss = softmax_cross_entropy(runtime.forward(graph, ctx, data.features),
+                                                        data.labels, train, normaliser,
+                                                        runtime_dlogits);
+      runtime.backward(graph, ctx, runtime_dlogits);
+      runtime_optimiser.step(runtime.parameters());
+      CHECK(runtime_loss == loss);
+      const auto a = model.parameters().values(), b = runtime.parameters().values();
+      CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+    }
+    if (epoch == 0) first_loss = loss;
+    last_loss = loss;
+  }
+  const matrixf& logits = model.forward(graph, {.training = false}, data.features);
+  const double accuracy_test = accuracy(logits, data.labels, test).fraction();
+  MESSAGE("loss " << first_loss << " -> " << last_loss << ", test accuracy " << accuracy_test);
+  CHECK(last_loss < 0.7 * first_loss);
+  CHECK(accuracy_test > 0.6);  // chance is 0.25
 }

@@ -65,7 +65,7 @@ class gcn_layer {
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
     if (weight_first()) {
       matrix<T> h;
-      detail::matmul<T>(x, w, h);
+      detail::product<T>(x, w, h);
       detail::scale_rows(h, src);
       y.setZero(n, output_dim_);
       graph.gather(h, [&](const graph_block& block, const auto& halo) {
@@ -80,7 +80,7 @@ class gcn_layer {
         spmm_add(*block.edges, halo, aggregated_);
       });
       detail::scale_rows(aggregated_, dst);
-      detail::matmul<T>(aggregated_, w, y);
+      detail::product<T>(aggregated_, w, y);
     }
     if (bias_) y.rowwise() += store_->value(bias_id_).row(0);
   }
@@ -112,17 +112,17 @@ class gcn_layer {
         spmm_add(*block.transposed, dagg, dhalo);
       });
       detail::scale_rows(dh, src);
-      store_->grad(weight_) = detail::matmul_tn<T>(x, dh);
-      if (want_dx) detail::matmul<T>(dh, w.transpose(), dx, true);
+      detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
+      if (want_dx) dense_product_transposed_add<T>(dh, w, dx);
     } else {
       // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx += Ds A^T Dd (dy W^T).
       SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
                 where, ": no matching forward (aggregated input is ", aggregated_.rows(), " x ",
                 aggregated_.cols(), ")");
-      store_->grad(weight_) = detail::matmul_tn<T>(aggregated_, dy);
+      detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(weight_));
       if (!want_dx) return;
       matrix<T> dz;
-      detail::matmul<T>(dy, w.transpose(), dz);
+      detail::product_transposed<T>(dy, w, dz);
       detail::scale_rows(dz, dst);
       matrix<T> dxs = matrix<T>::Zero(n, input_dim_);
       graph.scatter(dxs, [&](const graph_block& block, auto&& dhalo) {

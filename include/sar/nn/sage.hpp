@@ -130,7 +130,7 @@ class sage_layer {
     const auto w_nbr = store_->value(neighbour_weight_);
 
     if constexpr (is_pool) {
-      detail::matmul<T>(x, store_->value(pool_weight_), pooled_);
+      detail::product<T>(x, store_->value(pool_weight_), pooled_);
       pooled_.rowwise() += store_->value(pool_bias_).row(0);
       pooled_ = pooled_.cwiseMax(T(0));
       max_.setZero(n, pool_dim_);
@@ -138,12 +138,12 @@ class sage_layer {
       graph.gather(pooled_, [&](const graph_block& block, const auto& halo) {
         running_max(block, halo);
       });
-      detail::matmul<T>(x, store_->value(self_weight_), y);
-      detail::matmul<T>(max_, w_nbr, y, true);
+      detail::product<T>(x, store_->value(self_weight_), y);
+      dense_product<true, T>(max_, w_nbr, y);
     } else {
       // agg = sum over in-neighbours of the input (h = x W first, or x itself).
       matrix<T> h;
-      if (weight_first()) detail::matmul<T>(x, w_nbr, h);
+      if (weight_first()) detail::product<T>(x, w_nbr, h);
       const_rows_ref<T> input = weight_first() ? const_rows_ref<T>(h) : x;
       matrix<T> agg = matrix<T>::Zero(n, input.cols());
       if constexpr (is_gcn) self_missing_.setOnes(n);
@@ -156,7 +156,7 @@ class sage_layer {
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {
-          detail::matmul<T>(x, store_->value(self_weight_), y);
+          detail::product<T>(x, store_->value(self_weight_), y);
           y += agg;
         } else {
           y = std::move(agg);
@@ -164,10 +164,10 @@ class sage_layer {
       } else {
         aggregated_ = std::move(agg);
         if constexpr (is_mean) {
-          detail::matmul<T>(x, store_->value(self_weight_), y);
-          detail::matmul<T>(aggregated_, w_nbr, y, true);
+          detail::product<T>(x, store_->value(self_weight_), y);
+          dense_product<true, T>(aggregated_, w_nbr, y);
         } else {
-          detail::matmul<T>(aggregated_, w_nbr, y);
+          detail::product<T>(aggregated_, w_nbr, y);
         }
       }
     }
@@ -192,25 +192,25 @@ class sage_layer {
     const auto w_nbr = store_->value(neighbour_weight_);
     if (bias_) store_->grad(bias_id_) = dy.colwise().sum();
     if constexpr (!is_gcn) {
-      store_->grad(self_weight_) = detail::matmul_tn<T>(x, dy);
-      if (want_dx) detail::matmul<T>(dy, store_->value(self_weight_).transpose(), dx, true);
+      detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
+      if (want_dx) dense_product_transposed_add<T>(dy, store_->value(self_weight_), dx);
     }
 
     if constexpr (is_pool) {
       SAR_CHECK(max_.rows() == n && argmax_.rows() == n && pooled_.rows() == n, invalid_argument,
                 where, ": no matching forward");
-      store_->grad(neighbour_weight_) = detail::matmul_tn<T>(max_, dy);
+      detail::assign_transposed_product<T>(max_, dy, store_->grad(neighbour_weight_));
       matrix<T> dmax;
-      detail::matmul<T>(dy, w_nbr.transpose(), dmax);
+      detail::product_transposed<T>(dy, w_nbr, dmax);
       matrix<T> dpooled = matrix<T>::Zero(n, pool_dim_);
       graph.scatter(dpooled, [&](const graph_block& block, auto&& dhalo) {
         route_to_argmax(block, dmax, dhalo);
       });
       // Through the relu (relu'(0) = 0), then the pool linear map.
       dpooled = (pooled_.array() > T(0)).select(dpooled, T(0));
-      store_->grad(pool_weight_) = detail::matmul_tn<T>(x, dpooled);
+      detail::assign_transposed_product<T>(x, dpooled, store_->grad(pool_weight_));
       store_->grad(pool_bias_) = dpooled.colwise().sum();
-      if (want_dx) detail::matmul<T>(dpooled, store_->value(pool_weight_).transpose(), dx, true);
+      if (want_dx) dense_product_transposed_add<T>(dpooled, store_->value(pool_weight_), dx);
     } else {
       const column_vector<T> s = scale(graph);
       if constexpr (is_gcn)
@@ -223,17 +223,17 @@ class sage_layer {
         graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
           spmm_add(*block.transposed, dagg, dhalo);
         });
-        store_->grad(neighbour_weight_) = detail::matmul_tn<T>(x, dh);
-        if (want_dx) detail::matmul<T>(dh, w_nbr.transpose(), dx, true);
+        detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
+        if (want_dx) dense_product_transposed_add<T>(dh, w_nbr, dx);
       } else {
         // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy; dx += (A^T + M) S dy W^T.
         SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
                   where, ": no matching forward (aggregated input is ", aggregated_.rows(),
                   " x ", aggregated_.cols(), ")");
-        store_->grad(neighbour_weight_) = detail::matmul_tn<T>(aggregated_, dy);
+        detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(neighbour_weight_));
         if (!want_dx) return;
         matrix<T> dagg;
-        detail::matmul<T>(dy, w_nbr.transpose(), dagg);
+        detail::product_transposed<T>(dy, w_nbr, dagg);
         detail::scale_rows(dagg, s);
         if constexpr (is_gcn) dx.noalias() += self_missing_.asDiagonal() * dagg;
         graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {

@@ -1,5 +1,5 @@
 // Helpers shared by the graph convolutions (gcn.hpp, sage.hpp): degree scalings, dense
-// products parallel over node rows, argument checks. Not part of the public interface.
+// products (through sar/kernels/dense.hpp), argument checks. Not part of the public interface.
 #pragma once
 
 #include <algorithm>
@@ -7,14 +7,10 @@
 #include <cstddef>
 #include <span>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/parallel_reduce.h>
-#include <tbb/task_arena.h>
-
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/dense.hpp"
 
 namespace sar::detail {
 
@@ -42,49 +38,25 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
   return s;
 }
 
-/// Number of row chunks worth running in parallel for `work` scalar operations.
-inline Eigen::Index row_chunks(Eigen::Index rows, double work) {
-  constexpr double min_chunk_work = 32768.0;
-  const auto threads = static_cast<double>(tbb::this_task_arena::max_concurrency());
-  return static_cast<Eigen::Index>(std::clamp(work / min_chunk_work, 1.0,
-                                              std::min(4.0 * threads,
-                                                       static_cast<double>(std::max<Eigen::Index>(rows, 1)))));
+/// out := a b (out resized), parallel over rows (sar/kernels/dense.hpp).
+template <class T>
+void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
+  out.resize(a.rows(), b.cols());
+  dense_product<false, T>(a, b, out);
 }
 
-/// out (+)= a * b, parallel over row chunks of a. out must already have a.rows() x b.cols()
-/// when accumulate is true; it is resized otherwise. Rows are independent, so the result does
-/// not depend on the thread count.
+/// out := a b^T (out resized), parallel over rows.
 template <class T>
-void matmul(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, bool accumulate = false) {
-  if (!accumulate) out.resize(a.rows(), b.cols());
-  const Eigen::Index n = a.rows();
-  const Eigen::Index chunks =
-      row_chunks(n, static_cast<double>(n) * static_cast<double>(a.cols() * b.cols()));
-  tbb::parallel_for(Eigen::Index{0}, chunks, [&](Eigen::Index c) {
-    const Eigen::Index begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin == end) return;
-    auto rows = out.middleRows(begin, end - begin);
-    if (accumulate) rows.noalias() += a.middleRows(begin, end - begin) * b;
-    else rows.noalias() = a.middleRows(begin, end - begin) * b;
-  });
+void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
+  out.setZero(a.rows(), b.rows());
+  dense_product_transposed_add<T>(a, b, out);
 }
 
-/// a^T b (a: n x p, b: n x q), summed over fixed row chunks (fixed so the summation order,
-/// hence the result, does not depend on the thread count). Returns a p x q matrix.
-template <class T>
-matrix<T> matmul_tn(const_rows_ref<T> a, const_rows_ref<T> b) {
-  const Eigen::Index n = a.rows();
-  const Eigen::Index chunks =
-      row_chunks(n, static_cast<double>(n) * static_cast<double>(a.cols() * b.cols()));
-  std::vector<matrix<T>> partial(static_cast<std::size_t>(chunks));
-  tbb::parallel_for(Eigen::Index{0}, chunks, [&](Eigen::Index c) {
-    const Eigen::Index begin = n * c / chunks, end = n * (c + 1) / chunks;
-    partial[static_cast<std::size_t>(c)].noalias() =
-        a.middleRows(begin, end - begin).transpose() * b.middleRows(begin, end - begin);
-  });
-  matrix<T> sum = std::move(partial[0]);
-  for (std::size_t c = 1; c < partial.size(); ++c) sum += partial[c];
-  return sum;
+/// grad := a^T b into a parameter-gradient view (assigned), deterministic over threads.
+template <class T, class View>
+void assign_transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, View&& grad) {
+  rows_ref<T> out(grad);
+  transposed_product<T>(a, b, out);
 }
 
 /// Rows of m scaled by s (m_i *= s_i).
