@@ -206,7 +206,7 @@ static_assert(layer<sage_layer<double, mean_aggregator>, local_schedule>);
 static_assert(layer<sage_layer<double, gcn_aggregator>, local_schedule>);
 static_assert(layer<sage_layer<double, pool_aggregator>, local_schedule>);
 static_assert(layer<any_layer<double, local_schedule>, local_schedule>);
-// any_layer only accepts layers (its constructor is constrained by the concept check).
+// any_layer is move-only (it owns the layer); its converting constructor takes layers only.
 static_assert(!std::is_constructible_v<any_layer<double, local_schedule>, any_layer<double, local_schedule>&>);
 
 // ---------------------------------------------------------------------------------------

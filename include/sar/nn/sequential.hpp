@@ -4,8 +4,8 @@
 // keyed by its position). The run-time counterpart, dynamic_sequential, is in any_layer.hpp
 // and behaves identically.
 //
-//   sar::sequential<sar::gcn_layer<float>, sar::relu_layer<float>, sar::gcn_layer<float>>
-//       model(sar::gcn_layer<float>(f_in, 64), {}, sar::gcn_layer<float>(64, classes));
+//   sar::sequential<sar::gcn_layer<float>, sar::relu<float>, sar::gcn_layer<float>> model(
+//       sar::gcn_layer<float>(f_in, 64), sar::relu<float>(64), sar::gcn_layer<float>(64, classes));
 //   model.initialise(seed);
 //   const auto& logits = model.forward(graph, ctx, x);
 //   model.backward(graph, ctx, dlogits);   // gradients in model.parameters().grads()
