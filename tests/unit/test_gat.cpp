@@ -13,6 +13,8 @@
 #include "sar/kernels/gat.hpp"
 #include "sar/nn/detail/gat_reference.hpp"
 #include "sar/nn/gat.hpp"
+#include "sar/nn/gcn.hpp"
+#include "sar/nn/sage.hpp"
 #include "sar/testing/gradient_checker.hpp"
 
 namespace {
@@ -21,15 +23,18 @@ using sar::matrixd;
 using sar::node_t;
 
 /// A schedule that splits the graph's columns into several blocks, like the distributed
-/// schedules will: block b holds the in-edges whose source is assigned to b, its columns index
+/// schedules do: block b holds the in-edges whose source is assigned to b, its columns index
 /// its own halo (the sorted unique sources, copied out of x for the visit and freed after),
-/// and blocks are visited one at a time in a chosen order.
+/// and blocks are visited one at a time in a chosen order. With `compressed`, each block keeps
+/// only the destination rows that have an edge from it (graph_block::rows), as graph_shard's
+/// blocks and the distributed schedules do.
 class block_schedule {
  public:
   /// block_of[j] in [0, num_blocks) for every node j; order: the visiting order of blocks.
   block_schedule(const sar::csr& graph, const std::vector<int>& block_of, int num_blocks,
-                 std::vector<int> order)
-      : num_local_(graph.num_rows), order_(std::move(order)) {
+                 std::vector<int> order, bool compressed = false)
+      : num_local_(graph.num_rows), order_(std::move(order)),
+        in_degrees_(sar::in_degrees(graph)), out_degrees_(sar::out_degrees(graph)) {
     for (int b = 0; b < num_blocks; ++b) {
       auto part = std::make_unique<part_data>();
       std::vector<node_t> halo_row(graph.num_cols, -1);
@@ -44,22 +49,40 @@ class block_schedule {
             part->sources.push_back(j);
           }
         }
-      part->edges.num_rows = graph.num_rows;
       part->edges.num_cols = static_cast<node_t>(part->sources.size());
       part->edges.offsets.assign(1, 0);
       for (node_t i = 0; i < graph.num_rows; ++i) {
+        const std::size_t before = part->edges.columns.size();
         for (node_t c : graph.row(i))
           if (block_of[c] == b) part->edges.columns.push_back(halo_row[c]);
+        if (compressed && part->edges.columns.size() == before) continue;
+        if (compressed) part->rows.push_back(i);
         part->edges.offsets.push_back(static_cast<sar::edge_t>(part->edges.columns.size()));
       }
+      part->edges.num_rows = static_cast<node_t>(part->edges.offsets.size() - 1);
       part->edges.validate("block_schedule");
+      // The transpose lists LOCAL rows in both forms (the graph_block convention).
       part->transposed = sar::transpose(part->edges);
-      part->block = {&part->edges, &part->transposed, 0, 0, part->sources};
+      part->transposed.num_cols = graph.num_rows;
+      for (node_t& r : part->transposed.columns) r = compressed ? part->rows[r] : r;
+      part->block = {&part->edges, &part->transposed, 0, 0, part->sources, part->rows};
       parts_.push_back(std::move(part));
     }
   }
 
   node_t num_local() const { return num_local_; }
+  node_t first_global() const { return 0; }
+  node_t num_global() const { return num_local_; }
+  std::span<const node_t> in_degrees() const { return in_degrees_; }
+  std::span<const node_t> out_degrees() const { return out_degrees_; }
+  template <class T>
+  void all_reduce_sum(std::span<T>) {}
+  /// Rows of the largest block's edges (num_local unless compressed).
+  node_t max_block_rows() const {
+    node_t most = 0;
+    for (const auto& p : parts_) most = std::max(most, p->edges.num_rows);
+    return most;
+  }
 
   template <class X, class Visit>
   void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
@@ -93,6 +116,7 @@ class block_schedule {
  private:
   struct part_data {
     std::vector<node_t> sources;  // global ids of the halo rows
+    std::vector<node_t> rows;     // compressed: local row of each edges row
     sar::csr edges, transposed;
     sar::graph_block block;
   };
@@ -109,6 +133,7 @@ class block_schedule {
 
   node_t num_local_;
   std::vector<int> order_;
+  std::vector<node_t> in_degrees_, out_degrees_;
   std::vector<std::unique_ptr<part_data>> parts_;
 };
 
@@ -330,6 +355,71 @@ TEST_CASE("gat: online softmax over 2 and 3 blocks equals one block (forward and
   sar::gat_layer<double> layer(5, 3, {.heads = 3, .attention_dropout = 0.3});
   const auto result = sar::check_gradients(layer, blocks, training_ctx, x);
   CHECK_MESSAGE(result.passed, result.summary());
+}
+
+TEST_CASE("compressed-row blocks give the results of one block (GAT, GCN, SAGE mean/gcn/pool)") {
+  const sar::csr g = small_graph(13);
+  const matrixd x = random_matrix(16, 5, 31);
+  sar::local_schedule local(g);
+  std::vector<int> thirds(16), halves(16);
+  for (int j = 0; j < 16; ++j) {
+    thirds[j] = j % 3;
+    halves[j] = j < 8 ? 0 : 1;
+  }
+  block_schedule by_thirds(g, thirds, 3, {2, 0, 1}, /*compressed=*/true);
+  block_schedule by_halves(g, halves, 2, {1, 0}, /*compressed=*/true);
+  // The blocks really are compressed (no block lists every destination).
+  CHECK(by_thirds.max_block_rows() < 16);
+  CHECK(by_halves.max_block_rows() < 16);
+  for (block_schedule* blocks : {&by_thirds, &by_halves}) {
+    for (const auto& c : configs) {
+      CAPTURE(c.name);
+      sar::gat_layer<double> one(5, 4, c.options), many(5, 4, c.options);
+      const matrixd dy = random_matrix(16, one.output_dim(), 32);
+      check_same(run(one, local, training_ctx, x, dy), run(many, *blocks, training_ctx, x, dy),
+                 1e-12);
+    }
+    for (Eigen::Index out : {3, 7}) {  // W applied before (3 < 5) and after (7 > 5) aggregating
+      CAPTURE(out);
+      const matrixd dy = random_matrix(16, out, 33);
+      {
+        sar::gcn_layer<double> one(5, out), many(5, out);
+        check_same(run(one, local, training_ctx, x, dy), run(many, *blocks, training_ctx, x, dy),
+                   1e-12);
+      }
+      {
+        sar::sage_mean_layer<double> one(5, out), many(5, out);
+        check_same(run(one, local, training_ctx, x, dy), run(many, *blocks, training_ctx, x, dy),
+                   1e-12);
+      }
+      {
+        sar::sage_gcn_layer<double> one(5, out), many(5, out);
+        check_same(run(one, local, training_ctx, x, dy), run(many, *blocks, training_ctx, x, dy),
+                   1e-12);
+      }
+      {
+        sar::sage_pool_layer<double> one(5, out, {.pool_dim = 4}), many(5, out, {.pool_dim = 4});
+        check_same(run(one, local, training_ctx, x, dy), run(many, *blocks, training_ctx, x, dy),
+                   1e-12);
+      }
+    }
+  }
+  // A compressed block whose rows do not fit the output is rejected, not written out of range.
+  const std::vector<node_t> rows{2, 20};
+  sar::csr two;
+  two.num_rows = 2;
+  two.num_cols = 1;
+  two.offsets = {0, 1, 2};
+  two.columns = {0, 0};
+  const sar::graph_block bad{&two, nullptr, 0, 0, {}, rows};
+  matrixd halo = matrixd::Ones(1, 3), out = matrixd::Zero(16, 3);
+  CHECK_THROWS_AS(sar::spmm_add(bad, halo, out), sar::invalid_argument);
+  const std::vector<node_t> good_rows{2, 15};
+  const sar::graph_block good{&two, nullptr, 0, 0, {}, good_rows};
+  sar::spmm_add(good, halo, out);
+  CHECK(out.row(2).sum() == 3.0);
+  CHECK(out.row(15).sum() == 3.0);
+  CHECK(out.sum() == 6.0);
 }
 
 TEST_CASE("gat: results do not depend on the thread count; float agrees with double") {

@@ -138,7 +138,7 @@ struct test_conv {
       y = xw;
     }
     graph.gather(xw, [&](const graph_block& b, const_rows_ref<double> halo) {
-      spmm_add<double>(*b.edges, halo, y);
+      spmm_add<double>(b, halo, y);
     });
   }
   template <class Schedule>

@@ -15,7 +15,10 @@
 //                                    again (rematerialised). Backward of GAT and max.
 // Visitors run one block at a time (blocks may be freed after the visit) and must not keep
 // references to a halo. Within a call, block order is the schedule's; results must not
-// depend on it beyond floating-point summation order.
+// depend on it beyond floating-point summation order. A schedule may skip blocks without
+// edges. Blocks may have compressed rows (graph_block below): per-destination state is
+// indexed by LOCAL row, edges row k belongs to local row block.local_row(k); the block-aware
+// kernels (spmm_add(block, ...), the GAT kernels) do this mapping.
 #pragma once
 
 #include <span>
@@ -34,14 +37,28 @@ template <class T>
 using const_rows_ref = Eigen::Ref<const matrix<T>>;
 
 /// In-edges from one source rank into this rank's nodes.
-/// rows: local destinations; columns: rows of the halo block (the sources).
+/// Rows of `edges` are destinations, columns are rows of the halo block (the sources).
+///
+/// Row convention: when `rows` is empty, edges row k IS local row k (edges->num_rows =
+/// num_local: what local_schedule has). Otherwise the rows are COMPRESSED (what the
+/// distributed schedules pass, graph_shard's shard_block): edges row k holds the in-edges of
+/// local row rows[k], rows strictly increasing, rows.size() == edges->num_rows, and local rows
+/// without an edge from this block have no row at all. `transposed` is indexed by LOCAL rows
+/// in both cases (row = halo row, entries = local destination rows, num_cols = num_local), so
+/// backward products through it need no mapping. Kernels take per-destination state (outputs,
+/// softmax state) indexed by local row and map edges row k to local_row(k).
 struct graph_block {
-  const csr* edges = nullptr;       ///< num_rows = local nodes, num_cols = halo rows
+  const csr* edges = nullptr;       ///< num_cols = halo rows; num_rows: see the row convention
   const csr* transposed = nullptr;  ///< edges transposed (row = halo row), for atomic-free backward
   node_t first_destination = 0;     ///< global id of local row 0
   node_t first_source = 0;          ///< global id of halo row 0 when source_ids is empty
   std::span<const node_t> source_ids;  ///< global id of each halo row (empty: contiguous)
+  std::span<const node_t> rows{};   ///< local row of each edges row (empty: identity)
 
+  bool compressed() const { return !rows.empty(); }
+  /// The local row of edges row k.
+  node_t local_row(node_t k) const { return rows.empty() ? k : rows[k]; }
+  /// Global id of LOCAL row `row` (not of an edges row of a compressed block).
   node_t destination_id(node_t row) const { return first_destination + row; }
   node_t source_id(node_t halo_row) const {
     return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];

@@ -96,6 +96,20 @@ template <class T>
 using array_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using const_array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+/// Throws sar::invalid_argument unless block's rows fit n local rows (row convention of
+/// graph_block: uncompressed blocks have exactly n rows).
+inline void check_gat_block_rows(const char* where, const graph_block& block, Eigen::Index n) {
+  const csr& edges = *block.edges;
+  if (block.rows.empty())
+    SAR_CHECK(edges.num_rows == n, invalid_argument, where, ": block has ", edges.num_rows,
+              " rows, expected ", n, " local rows");
+  else
+    SAR_CHECK(static_cast<node_t>(block.rows.size()) == edges.num_rows &&
+                  block.rows.front() >= 0 && block.rows.back() < n,
+              invalid_argument, where, ": compressed block of ", edges.num_rows, " rows maps ",
+              block.rows.size(), " rows up to local row ", block.rows.back(), " of ", n);
+}
 }  // namespace detail
 
 /// Resets the online-softmax state of n destination rows: max = -inf, sum = 0, acc = 0.
@@ -111,8 +125,10 @@ void gat_softmax_reset(node_t n, gat_dims dims, matrix<T>& max, matrix<T>& sum, 
 ///   m' = max(m, max_j e_ij); c = exp(m - m'); sum = c sum + sum_j exp(e_ij - m');
 ///   acc = c acc + sum_j exp(e_ij - m') d_ij z_j; m = m'.
 /// Requires halo.rows() == block.edges->num_cols, halo.cols() == dims.halo_width(), er, max,
-/// sum (n x H) and acc (n x HF) with n = block.edges->num_rows. Parallel over destination
-/// rows, no atomics. Rows without edges in this block are left untouched. Not collective.
+/// sum (n x H) and acc (n x HF) indexed by LOCAL row, n = the number of local rows (equal to
+/// block.edges->num_rows for an uncompressed block; compressed rows inside [0, n)). Parallel
+/// over destination rows, no atomics. Rows without edges in this block are left untouched.
+/// Throws sar::invalid_argument on a shape mismatch. Not collective.
 template <class T>
 void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_rows_ref<T> er,
                        gat_dims dims, T slope, const gat_attention_dropout<T>& dropout,
@@ -122,10 +138,17 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
   SAR_CHECK(halo.rows() == edges.num_cols && halo.cols() == dims.halo_width(), invalid_argument,
             "sar::gat_forward_block: halo is ", halo.rows(), " x ", halo.cols(), ", expected ",
             edges.num_cols, " x ", dims.halo_width());
+  const Eigen::Index n = er.rows();
+  detail::check_gat_block_rows("sar::gat_forward_block", block, n);
+  SAR_CHECK(er.cols() == H && max.rows() == n && max.cols() == H && sum.rows() == n &&
+                sum.cols() == H && acc.rows() == n && acc.cols() == HF,
+            invalid_argument, "sar::gat_forward_block: er, max, sum or acc mis-shaped for ", n,
+            " rows and ", H, " heads");
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
     std::vector<T> logits, block_max(H), scale(H);
-    for (node_t i = range.begin(); i != range.end(); ++i) {
-      const auto sources = edges.row(i);
+    for (node_t k = range.begin(); k != range.end(); ++k) {
+      const auto sources = edges.row(k);
+      const node_t i = block.local_row(k);
       if (sources.empty()) continue;
       const std::size_t degree = sources.size();
       logits.resize(degree * H);
@@ -238,9 +261,11 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
 ///   de_ij   = alpha_ij (d_ij <dout_i, z_j> - <dout_i, out_i>)
 ///   d el_j += de_ij LeakyReLU'(el_j + er_i),   d er_i += the same.
 /// ADDS dz_j and d el_j into dhalo (same layout as halo) and d er_i into der (n x H).
-/// Requires block.transposed (the transpose of block.edges), halo and dhalo of
-/// block.edges->num_cols rows and dims.halo_width() columns. Two parallel passes, over source
-/// rows (dhalo) and over destination rows (der); no atomics. Not collective.
+/// Requires block.transposed (the transpose of block.edges, entries = local rows), halo and
+/// dhalo of block.edges->num_cols rows and dims.halo_width() columns, node_terms, dout and
+/// der indexed by LOCAL row (n rows, the block's rows inside [0, n)). Two parallel passes,
+/// over source rows (dhalo) and over destination rows (der); no atomics. Throws
+/// sar::invalid_argument on a shape mismatch. Not collective.
 template <class T>
 void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_ref<T> dhalo,
                         const gat_backward_rows<T>& rows, gat_dims dims, T slope,
@@ -254,10 +279,12 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
             invalid_argument, "sar::gat_backward_block: halo ", halo.rows(), " x ", halo.cols(),
             ", dhalo ", dhalo.rows(), " x ", dhalo.cols(), ", expected ", edges.num_cols, " x ",
             dims.halo_width());
-  SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.cols() == HF &&
-                rows.node_terms.rows() == edges.num_rows && rows.dout.rows() == edges.num_rows &&
-                der.rows() == edges.num_rows && der.cols() == H,
-            invalid_argument, "sar::gat_backward_block: node_terms, dout or der mis-shaped");
+  const Eigen::Index n = rows.node_terms.rows();
+  detail::check_gat_block_rows("sar::gat_backward_block", block, n);
+  SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.cols() == HF && rows.dout.rows() == n &&
+                der.rows() == n && der.cols() == H && block.transposed->num_cols == n,
+            invalid_argument, "sar::gat_backward_block: node_terms, dout, der or the transposed "
+            "block mis-shaped for ", n, " local rows");
   const csr& by_source = *block.transposed;
 
   // Pass 1, per source (halo) row j: dz_j and d el_j.
@@ -285,9 +312,10 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
   // Pass 2, per destination row i: d er_i.
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
     std::vector<T> scale(H);
-    for (node_t i = range.begin(); i != range.end(); ++i) {
+    for (node_t k = range.begin(); k != range.end(); ++k) {
+      const node_t i = block.local_row(k);
       const node_t destination = block.destination_id(i);
-      for (const node_t j : edges.row(i)) {
+      for (const node_t j : edges.row(k)) {
         dropout.scales(destination, block.source_id(j), H, scale.data());
         const T* z = halo.row(j).data();
         for (Eigen::Index h = 0; h < H; ++h)

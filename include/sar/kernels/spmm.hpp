@@ -3,6 +3,9 @@
 //                                                   in row i of A)
 //   spmm_add(a, weights, x, out):  out += A_w x    (edge e of A scales its source row by
 //                                                   weights[e])
+//   spmm_add(block, halo, out):    the same for one graph_block, honouring its row convention:
+//                                  out.row(block.local_row(k)) += sum of halo rows in edges
+//                                  row k (out has one row per LOCAL node). What layers call.
 // The transpose product (backward, dx += A^T dout) is the same kernel applied to the
 // transposed CSR (graph_block::transposed), so no atomics are ever needed.
 //
@@ -95,13 +98,55 @@ inline void prefetch_rows(const X& x, const node_t* cols, edge_t count) {
 }
 
 inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_rows,
-                              Eigen::Index x_cols, Eigen::Index out_rows, Eigen::Index out_cols) {
+                              Eigen::Index x_cols, Eigen::Index out_rows, Eigen::Index out_cols,
+                              std::span<const node_t> rows = {}) {
   SAR_CHECK(x_rows == a.num_cols, invalid_argument, where, ": x has ", x_rows,
             " rows but A has ", a.num_cols, " columns");
-  SAR_CHECK(out_rows == a.num_rows, invalid_argument, where, ": out has ", out_rows,
-            " rows but A has ", a.num_rows, " rows");
+  if (rows.empty()) {
+    SAR_CHECK(out_rows == a.num_rows, invalid_argument, where, ": out has ", out_rows,
+              " rows but A has ", a.num_rows, " rows");
+  } else {
+    SAR_CHECK(static_cast<node_t>(rows.size()) == a.num_rows && rows.front() >= 0 &&
+                  rows.back() < out_rows,
+              invalid_argument, where, ": compressed block of ", a.num_rows, " rows maps ",
+              rows.size(), " rows into [", rows.front(), ", ", rows.back(), "], out has ",
+              out_rows, " rows");
+  }
   SAR_CHECK(x_cols == out_cols, invalid_argument, where, ": x has ", x_cols,
             " columns but out has ", out_cols);
+}
+
+/// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null).
+template <class T>
+void spmm_rows_add(const csr& a, const node_t* rows, const_rows_ref<T> x, rows_ref<T> out) {
+  if (x.cols() == 0) return;
+  const edge_t* offsets = a.offsets.data();
+  const node_t* columns = a.columns.data();
+  // Gathered source rows are random accesses: prefetch the rows a few edges ahead when a row
+  // spans at least one cache line (latency, not bandwidth, bounds a random gather).
+  const bool prefetch = x.cols() * static_cast<Eigen::Index>(sizeof(T)) >= 64;
+  constexpr edge_t prefetch_distance = 8;
+  for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
+    const edge_t end_edge = offsets[end];
+    for (node_t i = begin; i < end; ++i) {
+      edge_t e = offsets[i];
+      const edge_t stop = offsets[i + 1];
+      if (e == stop) continue;
+      auto acc = out.row(rows ? rows[i] : i);
+      for (; e + 4 <= stop; e += 4) {
+        if (prefetch) prefetch_rows(x, columns + e + prefetch_distance,
+                                    std::min<edge_t>(4, end_edge - e - prefetch_distance));
+        acc += (x.row(columns[e]) + x.row(columns[e + 1])) +
+               (x.row(columns[e + 2]) + x.row(columns[e + 3]));
+      }
+      switch (stop - e) {
+        case 3: acc += (x.row(columns[e]) + x.row(columns[e + 1])) + x.row(columns[e + 2]); break;
+        case 2: acc += x.row(columns[e]) + x.row(columns[e + 1]); break;
+        case 1: acc += x.row(columns[e]); break;
+        default: break;
+      }
+    }
+  });
 }
 
 }  // namespace detail
@@ -114,34 +159,22 @@ template <class T>
 void spmm_add(const csr& a, std::type_identity_t<const_rows_ref<T>> x,
               std::type_identity_t<rows_ref<T>> out) {
   detail::check_spmm_shapes("sar::spmm_add", a, x.rows(), x.cols(), out.rows(), out.cols());
-  if (x.cols() == 0) return;
-  const edge_t* offsets = a.offsets.data();
-  const node_t* columns = a.columns.data();
-  // Gathered source rows are random accesses: prefetch the rows a few edges ahead when a row
-  // spans at least one cache line (latency, not bandwidth, bounds a random gather).
-  const bool prefetch = x.cols() * static_cast<Eigen::Index>(sizeof(T)) >= 64;
-  constexpr edge_t prefetch_distance = 8;
-  detail::for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
-    const edge_t end_edge = offsets[end];
-    for (node_t i = begin; i < end; ++i) {
-      edge_t e = offsets[i];
-      const edge_t stop = offsets[i + 1];
-      if (e == stop) continue;
-      auto acc = out.row(i);
-      for (; e + 4 <= stop; e += 4) {
-        if (prefetch) detail::prefetch_rows(x, columns + e + prefetch_distance,
-                                            std::min<edge_t>(4, end_edge - e - prefetch_distance));
-        acc += (x.row(columns[e]) + x.row(columns[e + 1])) +
-               (x.row(columns[e + 2]) + x.row(columns[e + 3]));
-      }
-      switch (stop - e) {
-        case 3: acc += (x.row(columns[e]) + x.row(columns[e + 1])) + x.row(columns[e + 2]); break;
-        case 2: acc += x.row(columns[e]) + x.row(columns[e + 1]); break;
-        case 1: acc += x.row(columns[e]); break;
-        default: break;
-      }
-    }
-  });
+  detail::spmm_rows_add<T>(a, nullptr, x, out);
+}
+
+/// out += A_block halo for one graph_block: out.row(block.local_row(k)) += sum of the halo rows
+/// listed in row k of *block.edges. out has one row per LOCAL node. Requires
+/// halo.rows() == block.edges->num_cols, equal column counts, out not aliasing halo, and
+/// either an uncompressed block with out.rows() == block.edges->num_rows or compressed rows
+/// (strictly increasing) inside [0, out.rows()). Throws sar::invalid_argument on a shape
+/// mismatch. Same parallelism and determinism as the CSR form.
+template <class T>
+void spmm_add(const graph_block& block, std::type_identity_t<const_rows_ref<T>> halo,
+              std::type_identity_t<rows_ref<T>> out) {
+  const csr& a = *block.edges;
+  detail::check_spmm_shapes("sar::spmm_add (block)", a, halo.rows(), halo.cols(), out.rows(),
+                            out.cols(), block.rows);
+  detail::spmm_rows_add<T>(a, block.rows.empty() ? nullptr : block.rows.data(), halo, out);
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does
@@ -183,6 +216,17 @@ void spmm_add(const csr& a, const X& x, Out&& out) {
                 "sar::spmm_add needs row-major operands (sar::matrix<T>): a node's features "
                 "must be one contiguous row.");
   spmm_add<T>(a, x, out);
+}
+template <class X, class Out>
+  requires detail::eigen_dense<X> && detail::eigen_dense<Out>
+void spmm_add(const graph_block& block, const X& halo, Out&& out) {
+  using T = typename std::remove_cvref_t<X>::Scalar;
+  static_assert(std::is_same_v<T, typename std::remove_cvref_t<Out>::Scalar>,
+                "sar::spmm_add needs halo and out of the same scalar type; cast one of them.");
+  static_assert(std::remove_cvref_t<X>::IsRowMajor && std::remove_cvref_t<Out>::IsRowMajor,
+                "sar::spmm_add needs row-major operands (sar::matrix<T>): a node's features "
+                "must be one contiguous row.");
+  spmm_add<T>(block, halo, out);
 }
 template <class X, class Out>
   requires detail::eigen_dense<X> && detail::eigen_dense<Out>

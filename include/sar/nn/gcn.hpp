@@ -69,7 +69,7 @@ class gcn_layer {
       detail::scale_rows(h, src);
       y.setZero(n, output_dim_);
       graph.gather(h, [&](const graph_block& block, const auto& halo) {
-        spmm_add(*block.edges, halo, y);
+        spmm_add(block, halo, y);
       });
       detail::scale_rows(y, dst);
       aggregated_.resize(0, 0);
@@ -77,7 +77,7 @@ class gcn_layer {
       matrix<T> xs = src.asDiagonal() * x;
       aggregated_.setZero(n, input_dim_);
       graph.gather(xs, [&](const graph_block& block, const auto& halo) {
-        spmm_add(*block.edges, halo, aggregated_);
+        spmm_add(block, halo, aggregated_);
       });
       detail::scale_rows(aggregated_, dst);
       detail::product<T>(aggregated_, w, y);

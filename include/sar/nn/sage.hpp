@@ -148,7 +148,7 @@ class sage_layer {
       matrix<T> agg = matrix<T>::Zero(n, input.cols());
       if constexpr (is_gcn) self_missing_.setOnes(n);
       graph.gather(input, [&](const graph_block& block, const auto& halo) {
-        spmm_add(*block.edges, halo, agg);
+        spmm_add(block, halo, agg);
         if constexpr (is_gcn) mark_self_loops(block);
       });
       if constexpr (is_gcn) agg.noalias() += self_missing_.asDiagonal() * input;
@@ -254,13 +254,15 @@ class sage_layer {
     else return detail::inverse_degrees<T>(graph.in_degrees());
   }
 
-  /// self_missing_[i] = 0 for every destination row of the block that lists itself.
+  /// self_missing_[i] = 0 for every destination (local row i) of the block that lists itself.
   void mark_self_loops(const graph_block& block) {
     const csr& a = *block.edges;
     detail::for_edge_balanced_rows(a, 1, [&](node_t begin, node_t end) {
-      for (node_t i = begin; i < end; ++i)
-        for (node_t c : a.row(i))
+      for (node_t k = begin; k < end; ++k) {
+        const node_t i = block.local_row(k);
+        for (node_t c : a.row(k))
           if (block.source_id(c) == block.destination_id(i)) self_missing_[i] = T(0);
+      }
     });
   }
 
@@ -270,10 +272,11 @@ class sage_layer {
     const csr& a = *block.edges;
     const Eigen::Index f_count = pool_dim_;
     detail::for_edge_balanced_rows(a, f_count, [&](node_t begin, node_t end) {
-      for (node_t i = begin; i < end; ++i) {
+      for (node_t k = begin; k < end; ++k) {
+        const node_t i = block.local_row(k);  // compressed blocks: edges row k is local row i
         T* m = max_.row(i).data();
         node_t* arg = argmax_.row(i).data();
-        for (node_t c : a.row(i)) {
+        for (node_t c : a.row(k)) {
           const node_t id = block.source_id(c);
           const T* v = halo.row(c).data();
           for (Eigen::Index f = 0; f < f_count; ++f) {
