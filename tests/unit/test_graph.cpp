@@ -97,3 +97,26 @@ TEST_CASE("R-MAT: power law with isolated nodes, self-loops and duplicates") {
   CHECK(loops > 0);
   CHECK(build_csr(edges).num_edges() < static_cast<edge_t>(edges.size()));  // duplicates merged
 }
+
+TEST_CASE("with_self_loops adds or removes exactly the diagonal, also for an offset part") {
+  edge_list edges;
+  edges.num_nodes = 4;
+  edges.push_back(1, 1);
+  edges.push_back(1, 1);
+  edges.push_back(0, 1);
+  edges.push_back(3, 2);
+  const csr g = build_csr(edges, {.deduplicate = false});
+  const csr added = with_self_loops(g, self_loop_policy::add);
+  CHECK(added == build_csr(edges, {.deduplicate = false, .self_loops = self_loop_policy::add}));
+  CHECK(with_self_loops(g, self_loop_policy::remove) ==
+        build_csr(edges, {.deduplicate = false, .self_loops = self_loop_policy::remove}));
+  // rows 2..3 of the graph as a part whose first global id is 2
+  csr part;
+  part.num_rows = 2;
+  part.num_cols = 4;
+  part.offsets = {0, 1, 1};
+  part.columns = {3};
+  const csr part_loops = with_self_loops(part, self_loop_policy::add, 2);
+  CHECK(part_loops.columns == std::vector<node_t>{2, 3, 3});
+  CHECK(part_loops.offsets == std::vector<edge_t>{0, 2, 3});
+}

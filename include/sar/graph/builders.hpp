@@ -131,6 +131,40 @@ inline csr build_csr(const edge_list& edges, const build_options& options = {}) 
   return out;
 }
 
+/// The same graph with exactly one self-loop per row (add) or none (remove); keep returns a
+/// copy. Row i's own node is column first_column + i (0 for a whole graph; a part's first
+/// global id for a graph_part's in-edges). Requires sorted rows; they stay sorted.
+inline csr with_self_loops(const csr& graph, self_loop_policy policy, node_t first_column = 0) {
+  if (policy == self_loop_policy::keep) return graph;
+  const bool add = policy == self_loop_policy::add;
+  std::vector<edge_t> counts(graph.num_rows);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, graph.num_rows), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i) {
+      const auto row = graph.row(i);
+      counts[i] = static_cast<edge_t>(row.size()) -
+                  std::count(row.begin(), row.end(), first_column + i) + (add ? 1 : 0);
+    }
+  });
+  csr out;
+  out.num_rows = graph.num_rows;
+  out.num_cols = graph.num_cols;
+  detail::exclusive_scan(counts, out.offsets);
+  out.columns.resize(out.offsets.back());
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, graph.num_rows), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i) {
+      const node_t self = first_column + i;
+      const auto row = graph.row(i);
+      auto to = out.columns.begin() + out.offsets[i];
+      auto split = std::lower_bound(row.begin(), row.end(), self);
+      to = std::copy(row.begin(), split, to);
+      if (add) *to++ = self;
+      while (split != row.end() && *split == self) ++split;
+      std::copy(split, row.end(), to);
+    }
+  });
+  return out;
+}
+
 /// In-degree of every row (number of stored entries).
 inline std::vector<node_t> in_degrees(const csr& graph) {
   std::vector<node_t> degrees(graph.num_rows);

@@ -127,7 +127,7 @@ class dynamic_sequential : public detail::model_base<T> {
               "sar::dynamic_sequential: a model needs at least one layer");
     std::vector<Eigen::Index> in, out;
     for (auto& l : layers_) {
-      l.declare(*this->store_);
+      this->declare_layer(l);
       in.push_back(l.input_dim());
       out.push_back(l.output_dim());
     }

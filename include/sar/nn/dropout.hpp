@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "sar/core/error.hpp"
@@ -18,34 +19,47 @@
 namespace sar {
 
 /// Visits the dropout decision of every column of one node: keep(column) -> bool.
-/// One Philox call covers four columns.
+/// A decision compares 16 random bits with round(p * 2^16), so one Philox call (256 bits)
+/// covers 16 columns; the probability actually used is dropped_fraction() (within 2^-17 of p).
 class dropout_mask {
  public:
+  static constexpr Eigen::Index columns_per_draw = 16;
+
   /// Requires 0 <= p < 1.
   dropout_mask(const layer_context& ctx, double p)
-      : rng_(ctx.seed, rng_stream::dropout, ctx.layer), epoch_(ctx.epoch), p_(p) {}
+      : rng_(ctx.seed, rng_stream::dropout, ctx.layer), epoch_(ctx.epoch),
+        threshold_(static_cast<std::uint32_t>(std::lround(p * 65536.0))) {}
+
+  /// The exact drop probability (p rounded to a multiple of 2^-16).
+  double dropped_fraction() const { return threshold_ / 65536.0; }
 
   /// Calls f(column, kept) for columns [0, width) of the node with this global id.
   template <class F>
   void for_node(node_t global_id, Eigen::Index width, F&& f) const {
-    for (Eigen::Index c0 = 0; c0 < width; c0 += 4) {
-      const auto words = rng_.bits(epoch_, static_cast<std::uint64_t>(global_id),
-                                   static_cast<std::uint64_t>(c0 / 4));
-      for (Eigen::Index c = c0; c < std::min<Eigen::Index>(c0 + 4, width); ++c)
-        f(c, counter_rng::to_unit(words[static_cast<std::size_t>(c - c0)]) >= p_);
+    for (Eigen::Index c0 = 0; c0 < width; c0 += columns_per_draw) {
+      const auto words = draw(global_id, c0);
+      const Eigen::Index last = std::min<Eigen::Index>(c0 + columns_per_draw, width);
+      for (Eigen::Index c = c0; c < last; ++c) f(c, lane(words, c - c0) >= threshold_);
     }
   }
   /// Whether (global_id, column) is kept.
   bool kept(node_t global_id, Eigen::Index column) const {
-    const auto words = rng_.bits(epoch_, static_cast<std::uint64_t>(global_id),
-                                 static_cast<std::uint64_t>(column / 4));
-    return counter_rng::to_unit(words[static_cast<std::size_t>(column % 4)]) >= p_;
+    return lane(draw(global_id, column), column % columns_per_draw) >= threshold_;
   }
 
  private:
+  counter_rng::bits_t draw(node_t global_id, Eigen::Index column) const {
+    return rng_.bits(epoch_, static_cast<std::uint64_t>(global_id),
+                     static_cast<std::uint64_t>(column / columns_per_draw));
+  }
+  static std::uint32_t lane(const counter_rng::bits_t& words, Eigen::Index k) {
+    return static_cast<std::uint32_t>((words[static_cast<std::size_t>(k / 4)] >> (16 * (k % 4))) &
+                                      0xffffu);
+  }
+
   counter_rng rng_;
   std::uint64_t epoch_;
-  double p_;
+  std::uint32_t threshold_;
 };
 
 template <class T>
@@ -100,7 +114,7 @@ class dropout {
   template <class Schedule, class F>
   void apply(Schedule& graph, const layer_context& ctx, const matrix<T>& x, F&& f) const {
     const dropout_mask mask(ctx, p_);
-    const T scale = static_cast<T>(1.0 / (1.0 - p_));
+    const T scale = static_cast<T>(1.0 / (1.0 - mask.dropped_fraction()));
     const node_t first = graph.first_global();
     for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_),
                    [&](Eigen::Index b, Eigen::Index e) {

@@ -76,6 +76,9 @@ class parameter_store {
     }
   }
 
+  /// Moves parameter p to optimiser group `group` (e.g. no weight decay beyond layer 0).
+  void set_group(std::size_t p, int group) { entries_.at(p).shape.group = group; }
+
   std::size_t size() const { return entries_.size(); }
   Eigen::Index total_size() const { return total_; }
   const parameter_shape& shape(std::size_t p) const { return entries_[p].shape; }

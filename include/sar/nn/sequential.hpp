@@ -108,6 +108,11 @@ class model_base {
   std::size_t num_layers() const { return input_dims_.size(); }
   Eigen::Index input_dim() const { return input_dims_.front(); }
   Eigen::Index output_dim() const { return output_dims_.back(); }
+  /// Indices [first, last) in parameters() of the parameters layer k declared (layers declare
+  /// in order), e.g. to give the first layer its own weight-decay group.
+  std::pair<std::size_t, std::size_t> layer_parameters(std::size_t k) const {
+    return {first_parameter_.at(k), first_parameter_.at(k + 1)};
+  }
   /// Output of layer k in the last forward (k < num_layers()).
   const matrix<T>& activation(std::size_t k) const { return outputs_.at(k); }
 
@@ -163,7 +168,16 @@ class model_base {
     }
   }
 
+  /// Declares layer `l`'s parameters, recording where they start. Call in layer order.
+  template <class L>
+  void declare_layer(L& l) {
+    if (first_parameter_.empty()) first_parameter_.push_back(store_->size());
+    l.declare(*store_);
+    first_parameter_.push_back(store_->size());
+  }
+
   std::unique_ptr<parameter_store<T>> store_;  // a unique_ptr: layers keep its address
+  std::vector<std::size_t> first_parameter_;   // layer k's parameters: [first[k], first[k+1])
   std::vector<Eigen::Index> input_dims_, output_dims_;
   std::vector<matrix<T>> outputs_;
   matrix<T> gradients_[2];
@@ -199,7 +213,7 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   /// it; values are zero until initialise(seed). Throws sar::invalid_argument if layer k's
   /// output_dim() differs from layer k+1's input_dim().
   explicit sequential(Layers... layers) : layers_(std::move(layers)...) {
-    std::apply([&](auto&... l) { (l.declare(*this->store_), ...); }, layers_);
+    std::apply([&](auto&... l) { (this->declare_layer(l), ...); }, layers_);
     this->store_->allocate();
     std::apply(
         [&](const auto&... l) {

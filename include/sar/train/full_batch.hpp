@@ -1,0 +1,187 @@
+// The full-batch training loop: forward, masked cross-entropy normalised by the GLOBAL
+// number of training nodes, backward, one all-reduce of the flat gradient buffer, optimiser
+// step; then an evaluation forward and accuracies. Every reduction goes through the
+// schedule (graph.all_reduce_sum), so the same loop trains on one process (local_schedule,
+// where reductions are no-ops) and on P ranks (a distributed schedule): collective.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/log.hpp"
+#include "sar/core/memory.hpp"
+#include "sar/core/types.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/loss.hpp"
+
+namespace sar {
+
+struct train_options {
+  int epochs = 200;
+  /// Stop when neither the validation accuracy nor the validation loss has improved for this
+  /// many epochs (the GAT paper's rule); 0 = run every epoch.
+  int patience = 0;
+  std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
+  bool log_progress = true; ///< one line per epoch through sar::log_info
+  std::string csv_log;      ///< if set, one CSV row per epoch is written there
+};
+
+struct epoch_stats {
+  int epoch = 0;
+  double train_loss = 0;    ///< of the training forward pass (with dropout)
+  double valid_loss = 0;    ///< evaluation mode
+  double train_acc = 0, valid_acc = 0, test_acc = 0;
+  double seconds = 0;       ///< forward + backward + gradient all-reduce + step
+  std::int64_t peak_memory_bytes = 0;  ///< this process
+};
+
+struct train_result {
+  std::vector<epoch_stats> history;
+  int best_epoch = -1;      ///< highest validation accuracy, ties to the lower validation loss
+  double best_valid_acc = 0;
+  double test_acc = 0;      ///< at best_epoch
+
+  /// Median of the per-epoch training times (0 without epochs).
+  double median_epoch_seconds() const {
+    std::vector<double> t;
+    for (const auto& e : history) t.push_back(e.seconds);
+    if (t.empty()) return 0;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  }
+};
+
+/// The data of the local nodes: features (num_local x input_dim), labels, split.
+template <class T>
+struct node_data {
+  const matrix<T>& features;
+  std::span<const std::int32_t> labels;
+  std::span<const node_split> split;
+};
+
+namespace detail {
+/// Sums (correct, total) per split and the validation loss over all ranks. Collective.
+template <class T, class Schedule>
+void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data,
+              double valid_count, epoch_stats& stats) {
+  std::vector<double> sums(7, 0.0);
+  const node_split splits[] = {node_split::train, node_split::valid, node_split::test};
+  for (int s = 0; s < 3; ++s) {
+    const auto counts = accuracy(logits, data.labels, node_selection{data.split, splits[s]});
+    sums[2 * s] = static_cast<double>(counts.correct);
+    sums[2 * s + 1] = static_cast<double>(counts.total);
+  }
+  matrix<T> unused;
+  if (valid_count > 0)
+    sums[6] = softmax_cross_entropy(logits, data.labels,
+                                    node_selection{data.split, node_split::valid}, valid_count,
+                                    unused);
+  graph.all_reduce_sum(std::span<double>(sums));
+  auto fraction = [](double correct, double total) { return total > 0 ? correct / total : 0.0; };
+  stats.train_acc = fraction(sums[0], sums[1]);
+  stats.valid_acc = fraction(sums[2], sums[3]);
+  stats.test_acc = fraction(sums[4], sums[5]);
+  stats.valid_loss = sums[6];
+}
+}  // namespace detail
+
+/// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
+/// on the nodes of `graph`. Requires data.features: graph.num_local() x model.input_dim(),
+/// labels and split of graph.num_local() entries, at least one training node over all ranks.
+/// `on_epoch` (optional) sees every epoch's statistics. Throws sar::numeric_error when the
+/// training loss is not finite (on every rank alike: the loss is all-reduced), and whatever
+/// the layers throw. Collective.
+template <class Model, class Schedule, class Optimiser, class T = typename Model::scalar>
+train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimiser,
+                              const node_data<T>& data, const train_options& options,
+                              const std::function<void(const epoch_stats&)>& on_epoch = {}) {
+  constexpr const char* where = "sar::train_full_batch";
+  const node_t n = graph.num_local();
+  SAR_CHECK(data.features.rows() == n && data.labels.size() == static_cast<std::size_t>(n) &&
+                data.split.size() == static_cast<std::size_t>(n),
+            invalid_argument, where, ": ", n, " local nodes but ", data.features.rows(),
+            " feature rows, ", data.labels.size(), " labels, ", data.split.size(), " split entries");
+  double counts[2] = {static_cast<double>(node_selection{data.split, node_split::train}.count(n)),
+                      static_cast<double>(node_selection{data.split, node_split::valid}.count(n))};
+  graph.all_reduce_sum(std::span<double>(counts));
+  const double train_count = counts[0], valid_count = counts[1];
+  SAR_CHECK(train_count > 0, invalid_argument, where, ": no training node on any rank");
+
+  std::ofstream csv;
+  if (!options.csv_log.empty()) {
+    csv.open(options.csv_log);
+    SAR_CHECK(csv, io_error, where, ": cannot write ", options.csv_log);
+    csv << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
+           "peak_memory_bytes\n";
+  }
+
+  train_result result;
+  matrix<T> dlogits;
+  double best_loss = INFINITY, best_acc = -1, best_loss_seen = INFINITY;
+  int since_improvement = 0;
+  auto params = model.parameters().grads();
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    epoch_stats stats;
+    stats.epoch = epoch;
+    layer_context ctx{.training = true, .seed = options.seed,
+                      .epoch = static_cast<std::uint64_t>(epoch)};
+    const auto start = std::chrono::steady_clock::now();
+    const matrix<T>& logits = model.forward(graph, ctx, data.features);
+    double loss = softmax_cross_entropy(logits, data.labels,
+                                        node_selection{data.split, node_split::train}, train_count,
+                                        dlogits);
+    model.backward(graph, ctx, dlogits);
+    graph.all_reduce_sum(params);
+    optimiser.step(model.parameters());
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    graph.all_reduce_sum(std::span<double>(&loss, 1));
+    SAR_CHECK(std::isfinite(loss), numeric_error, where, ": training loss is ", loss,
+              " at epoch ", epoch);
+    stats.train_loss = loss;
+
+    ctx.training = false;
+    detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
+    stats.peak_memory_bytes = peak_memory_bytes();
+    result.history.push_back(stats);
+
+    const bool better = stats.valid_acc > best_acc ||
+                        (stats.valid_acc == best_acc && stats.valid_loss < best_loss);
+    if (better) {
+      best_acc = stats.valid_acc;
+      best_loss = stats.valid_loss;
+      result.best_epoch = epoch;
+      result.best_valid_acc = stats.valid_acc;
+      result.test_acc = stats.test_acc;
+    }
+    const bool improved = better || stats.valid_loss < best_loss_seen;
+    best_loss_seen = std::min(best_loss_seen, stats.valid_loss);
+    since_improvement = improved ? 0 : since_improvement + 1;
+
+    if (options.log_progress) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs  "
+                    "peak %.1f MiB",
+                    epoch, stats.train_loss, stats.train_acc, stats.valid_acc, stats.test_acc,
+                    stats.seconds, stats.peak_memory_bytes / 1048576.0);
+      log_info(line);
+    }
+    if (csv)
+      csv << epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ',' << stats.train_acc
+          << ',' << stats.valid_acc << ',' << stats.test_acc << ',' << stats.seconds << ','
+          << stats.peak_memory_bytes << '\n';
+    if (on_epoch) on_epoch(stats);
+    if (options.patience > 0 && since_improvement >= options.patience) break;
+  }
+  return result;
+}
+
+}  // namespace sar

@@ -1,0 +1,134 @@
+// The models sar-train and the benchmarks build at run time: 2+ layer GCN, GraphSAGE and GAT
+// with the papers' settings as defaults (see ../shared/data/README.md for the sources).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/nn/activations.hpp"
+#include "sar/nn/any_layer.hpp"
+#include "sar/nn/batch_norm.hpp"
+#include "sar/nn/dropout.hpp"
+#include "sar/nn/gat.hpp"
+#include "sar/nn/gcn.hpp"
+#include "sar/nn/sage.hpp"
+#include "sar/optim/adam.hpp"
+
+namespace sar {
+
+enum class model_kind { gcn, sage, gat };
+enum class sage_aggregation { mean, gcn, pool };
+
+struct model_config {
+  model_kind kind = model_kind::gcn;
+  sage_aggregation aggregation = sage_aggregation::mean;
+  int layers = 2;
+  Eigen::Index hidden = 16;          ///< per head for GAT
+  Eigen::Index heads = 8;            ///< GAT hidden layers (concatenated)
+  Eigen::Index output_heads = 1;     ///< GAT last layer (averaged)
+  double dropout = 0.5;              ///< on the input of every layer
+  double attention_dropout = 0.0;    ///< GAT
+  bool batch_norm = false;           ///< after every hidden layer, before the activation
+  double learning_rate = 0.01;
+  double weight_decay = 5e-4;
+  bool decay_first_layer_only = true;  ///< the GCN paper's choice
+  int epochs = 200;
+  int patience = 0;
+};
+
+/// The published settings: GCN (Kipf & Welling 2017), GAT (Velickovic et al. 2018), and for
+/// GraphSAGE the GCN recipe with a wider hidden layer (Hamilton et al. use 256 on Reddit).
+inline model_config paper_defaults(model_kind kind) {
+  model_config c;
+  c.kind = kind;
+  switch (kind) {
+    case model_kind::gcn:
+      break;
+    case model_kind::sage:
+      c.hidden = 64;
+      c.decay_first_layer_only = false;
+      break;
+    case model_kind::gat:
+      c.hidden = 8;
+      c.heads = 8;
+      c.dropout = 0.6;
+      c.attention_dropout = 0.6;
+      c.learning_rate = 0.005;
+      c.decay_first_layer_only = false;
+      c.epochs = 1000;
+      c.patience = 100;
+      break;
+  }
+  return c;
+}
+
+/// Builds the model for input width `features` and `classes` outputs (initialised from
+/// `seed`). Throws sar::invalid_argument for fewer than one layer or non-positive widths.
+template <class T, class Schedule>
+dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index features,
+                                           Eigen::Index classes, std::uint64_t seed) {
+  SAR_CHECK(c.layers >= 1 && c.hidden >= 1 && features >= 1 && classes >= 1 && c.heads >= 1,
+            invalid_argument, "sar::make_model: layers ", c.layers, ", hidden ", c.hidden,
+            ", heads ", c.heads, ", features ", features, ", classes ", classes);
+  std::vector<any_layer<T, Schedule>> layers;
+  Eigen::Index width = features;
+  for (int k = 0; k < c.layers; ++k) {
+    const bool last = k + 1 == c.layers;
+    if (c.dropout > 0) layers.emplace_back(dropout<T>(width, c.dropout));
+    Eigen::Index out = last ? classes : c.hidden;
+    switch (c.kind) {
+      case model_kind::gcn:
+        layers.emplace_back(gcn_layer<T>(width, out));
+        break;
+      case model_kind::sage:
+        if (c.aggregation == sage_aggregation::mean)
+          layers.emplace_back(sage_layer<T, mean_aggregator>(width, out));
+        else if (c.aggregation == sage_aggregation::gcn)
+          layers.emplace_back(sage_layer<T, gcn_aggregator>(width, out));
+        else
+          layers.emplace_back(sage_layer<T, pool_aggregator>(width, out));
+        break;
+      case model_kind::gat: {
+        gat_options o;
+        o.heads = last ? c.output_heads : c.heads;
+        o.merge = last ? gat_merge::mean : gat_merge::concat;
+        o.attention_dropout = c.attention_dropout;
+        layers.emplace_back(gat_layer<T>(width, out, o));
+        if (!last) out *= c.heads;
+        break;
+      }
+    }
+    width = out;
+    if (last) break;
+    if (c.batch_norm) layers.emplace_back(batch_norm<T>(width));
+    if (c.kind == model_kind::gat) layers.emplace_back(elu<T>(width));
+    else layers.emplace_back(relu<T>(width));
+  }
+  dynamic_sequential<T, Schedule> model(std::move(layers));
+  model.initialise(seed);
+  return model;
+}
+
+/// Adam with the config's learning rate and weight decay (L2 added to the gradient, as the
+/// papers' TensorFlow/PyTorch code does). With decay_first_layer_only, every parameter after
+/// the first graph layer moves to group 1, which gets no decay.
+template <class Model>
+adam<typename Model::scalar> make_optimiser(const model_config& c, Model& model) {
+  adam_options o;
+  o.learning_rate = c.learning_rate;
+  if (c.decay_first_layer_only) {
+    const std::size_t first_graph_layer = c.dropout > 0 ? 1 : 0;
+    auto& store = model.parameters();
+    for (std::size_t p = 0; p < store.size(); ++p) store.set_group(p, 1);
+    const auto [begin, end] = model.layer_parameters(first_graph_layer);
+    for (std::size_t p = begin; p < end; ++p)
+      if (store.shape(p).name.ends_with("weight")) store.set_group(p, 0);
+    o.weight_decay = {c.weight_decay, 0.0};
+  } else {
+    o.weight_decay = {c.weight_decay, c.weight_decay};
+  }
+  return adam<typename Model::scalar>(o);
+}
+
+}  // namespace sar
