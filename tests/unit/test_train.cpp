@@ -585,12 +585,12 @@ TEST_CASE("a float model computes what the double model computes") {
   const matrixd dy = random_matrix(g.num_rows, 3, 52);
   f.backward(graph, {}, dy.cast<float>());
   d.backward(graph, {}, dy);
-  const auto gf = f.parameters().grads();
-  const auto gd = d.parameters().grads();
-  REQUIRE(gf.size() == gd.size());
+  REQUIRE(f.parameters().size() == d.parameters().size());
   double worst = 0;
-  for (std::size_t k = 0; k < gf.size(); ++k)
-    worst = std::max(worst, std::abs(static_cast<double>(gf[k]) - gd[k]));
+  for (std::size_t p = 0; p < d.parameters().size(); ++p)  // per parameter: padding differs
+    worst = std::max(worst, (f.parameters().grad(p).cast<double>() - d.parameters().grad(p))
+                                .cwiseAbs()
+                                .maxCoeff());
   CHECK(worst < 1e-4);
 }
 

@@ -1,12 +1,17 @@
 // One flat parameter buffer and one flat gradient buffer for a whole model. Layers declare
 // their parameter shapes once, the store allocates, and layers read views (Eigen::Map) into
 // it by index. One all-reduce of grads() syncs every gradient; optimisers step values().
+// Every parameter starts on a 64-byte boundary of a buffer aligned for Eigen's widest packet (gaps:
+// zeros no layer touches), so vectorised kernels split their work identically on every run
+// and every rank, whatever address the buffer got, so results are bitwise reproducible.
 #pragma once
 
 #include <cmath>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <Eigen/Core>
 
 #include "sar/core/error.hpp"
 #include "sar/core/rng.hpp"
@@ -44,7 +49,8 @@ class parameter_store {
               "sar::parameter_store::declare: '", shape.name, "' has shape ", shape.rows, " x ",
               shape.cols);
     entries_.push_back({std::move(shape), total_});
-    total_ += entries_.back().shape.rows * entries_.back().shape.cols;
+    const Eigen::Index size = entries_.back().shape.rows * entries_.back().shape.cols;
+    total_ += (size + alignment - 1) / alignment * alignment;
     return entries_.size() - 1;
   }
 
@@ -80,6 +86,7 @@ class parameter_store {
   void set_group(std::size_t p, int group) { entries_.at(p).shape.group = group; }
 
   std::size_t size() const { return entries_.size(); }
+  /// Length of values() and grads(): the parameters plus the padding between them.
   Eigen::Index total_size() const { return total_; }
   const parameter_shape& shape(std::size_t p) const { return entries_[p].shape; }
   Eigen::Index offset(std::size_t p) const { return entries_[p].offset; }
@@ -111,9 +118,12 @@ class parameter_store {
     SAR_CHECK(allocated_, invalid_argument, "sar::parameter_store: used before allocate()");
   }
 
+  static constexpr Eigen::Index alignment = 64 / sizeof(T);  // elements per 64 bytes
+  using buffer = std::vector<T, Eigen::aligned_allocator<T>>;
+
   std::vector<entry> entries_;
-  Eigen::Index total_ = 0;
-  std::vector<T> values_, grads_;
+  Eigen::Index total_ = 0;  // including the padding after each parameter
+  buffer values_, grads_;
   bool allocated_ = false;
 };
 

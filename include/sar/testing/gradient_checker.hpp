@@ -179,13 +179,20 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
 
   // (b) backward three times: sentinel/garbage, zeros, empty dx.
   const auto grads = store.grads();
+  std::vector<bool> in_parameter(grads.size(), false);
+  for (std::size_t p = 0; p < store.size(); ++p)
+    std::fill_n(in_parameter.begin() + store.offset(p), store.shape(p).rows * store.shape(p).cols,
+                true);
   const auto backward = [&](matrix<double>& dx, double grad_fill) {
     std::fill(grads.begin(), grads.end(), grad_fill);
     matrix<double> y_again;
     layer.forward(graph, ctx, x, y_again);
     layer.backward(graph, ctx, x, static_cast<const matrix<double>&>(y_again),
                    static_cast<const matrix<double>&>(r), dx);
-    return std::vector<double>(grads.begin(), grads.end());
+    std::vector<double> copy(grads.begin(), grads.end());
+    for (std::size_t k = 0; k < copy.size(); ++k)  // the store's padding belongs to no layer
+      if (!in_parameter[k]) copy[k] = 0.0;
+    return copy;
   };
   matrix<double> dx_sentinel = matrix<double>::Constant(n, x.cols(), options.sentinel);
   const std::vector<double> grads_garbage = backward(dx_sentinel, options.garbage);
