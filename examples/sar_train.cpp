@@ -1,6 +1,9 @@
-// sar-train: trains GCN, GraphSAGE or GAT on a dataset (an OGB raw directory, a graph file,
-// or the built-in planted-partition graph) and reports per-epoch progress, the accuracy at
-// the best validation epoch, epoch time and peak memory.
+// sar-train: trains GCN, GraphSAGE or GAT, either on one process from a dataset (an OGB raw
+// directory, a graph file, or the built-in planted-partition graph) or on P MPI ranks from a
+// partition store written by sar-partition (each rank reads only its own part), with the
+// sequential (SAR), keep_halo or one_shot schedule. Reports per-epoch progress, the accuracy
+// at the best validation epoch, epoch time, bytes sent and peak memory (largest over ranks).
+// An error on any rank ends every rank with the message and exit code 1.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,9 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <tbb/task_arena.h>
 
+#include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
+#include "sar/dist/distributed_schedule.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/graph/io/load.hpp"
+#include "sar/partition/store.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
 
@@ -29,6 +35,9 @@ struct program_options {
   int threads = 0;
   std::string metrics_out, csv_log;
   bool quiet = false;
+  std::string partitions;               // a partition store: distributed training
+  std::string schedule = "sequential";  // sequential | keep_halo | one_shot
+  int prefetch = 1;
 };
 
 /// Divides every feature row by its sum (the GCN paper's preprocessing); zero rows stay zero.
@@ -39,40 +48,163 @@ void row_normalise(sar::matrixf& features) {
   }
 }
 
-template <class T>
-nlohmann::json train(const program_options& p, const sar::model_config& config,
-                     sar::graph_dataset& data) {
-  const auto loops = config.kind == sar::model_kind::sage ? sar::self_loop_policy::keep
-                                                          : sar::self_loop_policy::add;
-  sar::local_schedule graph(sar::with_self_loops(data.graph, loops));
-  data.graph = {};  // the schedule holds the graph now
+/// The local nodes' data (a whole dataset on one process, or one rank's part).
+struct local_data {
+  std::string name;
+  sar::matrixf features;
+  std::vector<std::int32_t> labels;
+  std::vector<sar::node_split> split;
+  std::int32_t num_classes = 0;
+};
+
+/// Trains on `graph` (local_schedule or a distributed schedule) and returns the metrics.
+/// Collective over comm: per-epoch times, memory and bytes are reduced over the ranks, and
+/// rank 0 prints the progress lines.
+template <class T, class Schedule>
+nlohmann::json train(const program_options& p, const sar::model_config& config, Schedule& graph,
+                     local_data& data, sar::mpi_communicator& comm) {
   const sar::matrix<T> features = data.features.template cast<T>();
   data.features = {};
-  auto model = sar::make_model<T, sar::local_schedule>(config, features.cols(),
-                                                       data.num_classes, p.seed);
+  auto model = sar::make_model<T, Schedule>(config, features.cols(), data.num_classes, p.seed);
   auto optimiser = sar::make_optimiser(config, model);
+  const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
-                             .seed = p.seed, .log_progress = !p.quiet, .csv_log = p.csv_log};
+                             .seed = p.seed, .log_progress = false,
+                             .csv_log = root ? p.csv_log : ""};
+
+  std::vector<double> epoch_seconds;  // slowest rank
+  std::vector<std::int64_t> epoch_bytes;  // all ranks
+  std::int64_t peak_memory = 0;          // largest rank
+  std::int64_t bytes_before = 0;
+  auto on_epoch = [&](const sar::epoch_stats& e) {
+    std::int64_t bytes = 0;
+    if constexpr (requires { graph.traffic().total_bytes(); })
+      bytes = graph.traffic().total_bytes() - bytes_before;
+    if constexpr (requires { graph.traffic().total_bytes(); })
+      bytes_before = graph.traffic().total_bytes();
+    std::int64_t maxima[2] = {e.peak_memory_bytes, 0};
+    double seconds = e.seconds;
+    comm.all_reduce(std::span<std::int64_t>(&bytes, 1), sar::reduce_op::sum);
+    comm.all_reduce(std::span<std::int64_t>(maxima, 1), sar::reduce_op::max);
+    comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
+    epoch_seconds.push_back(seconds);
+    epoch_bytes.push_back(bytes);
+    peak_memory = maxima[0];
+    if (root && !p.quiet) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs  "
+                    "sent %.2f MiB  peak/rank %.1f MiB",
+                    e.epoch, e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds,
+                    bytes / 1048576.0, maxima[0] / 1048576.0);
+      sar::log_info(line);
+    }
+  };
   const auto result = sar::train_full_batch(
-      model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options);
+      model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options,
+      on_epoch);
 
   nlohmann::json metrics;
   metrics["model"] = p.model;
   metrics["dataset"] = data.name;
   metrics["precision"] = p.precision;
   metrics["seed"] = p.seed;
-  metrics["ranks"] = 1;
-  metrics["schedule"] = "local";
+  metrics["ranks"] = comm.size();
+  metrics["schedule"] = p.partitions.empty() ? "local" : p.schedule;
   metrics["epochs"] = result.history.size();
   metrics["best_epoch"] = result.best_epoch;
   metrics["best_val_acc"] = result.best_valid_acc;
   metrics["test_acc"] = result.test_acc;
-  metrics["epoch_seconds_median"] = result.median_epoch_seconds();
-  metrics["peak_memory_bytes"] = sar::peak_memory_bytes();
+  std::vector<double> sorted = epoch_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  metrics["epoch_seconds_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  metrics["peak_memory_bytes"] = peak_memory;
   std::vector<double> losses;
   for (const auto& e : result.history) losses.push_back(e.train_loss);
   metrics["train_loss"] = losses;
+  std::sort(epoch_bytes.begin(), epoch_bytes.end());
+  metrics["bytes_sent_per_epoch"] = epoch_bytes.empty() ? 0 : epoch_bytes[epoch_bytes.size() / 2];
   return metrics;
+}
+
+/// One process: the whole dataset under local_schedule.
+template <class T>
+nlohmann::json train_single(const program_options& p, const sar::model_config& config,
+                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
+                            sar::mpi_communicator& comm) {
+  sar::local_schedule graph(sar::with_self_loops(dataset.graph, loops));
+  dataset.graph = {};  // the schedule holds the graph now
+  local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
+                  std::move(dataset.split), dataset.num_classes};
+  return train<T>(p, config, graph, data, comm);
+}
+
+/// P ranks: this rank's part under the chosen distributed schedule. Collective.
+template <class T, class Exchange>
+nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
+                                 sar::graph_part& part, const std::string& name,
+                                 sar::mpi_communicator& comm) {
+  sar::distributed_schedule<Exchange, sar::mpi_communicator> graph(
+      comm, part, sar::schedule_options{.prefetch_depth = p.prefetch});
+  part.in_edges = {};  // the schedule holds its shard now
+  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
+                  part.num_classes};
+  return train<T>(p, config, graph, data, comm);
+}
+
+template <class T>
+nlohmann::json run(const program_options& p, const sar::model_config& config,
+                   sar::mpi_communicator& comm) {
+  const auto loops = config.kind == sar::model_kind::sage ? sar::self_loop_policy::keep
+                                                          : sar::self_loop_policy::add;
+  const bool normalise_on = p.normalise == "on";
+  if (p.partitions.empty()) {
+    SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
+              " ranks but no --partitions; write a partition store with sar-partition "
+              "--parts ", comm.size(), " and pass it with --partitions");
+    std::string spec = p.dataset;
+    if (p.nodes > 0) {
+      SAR_CHECK(spec == "planted" || spec.starts_with("planted:"), sar::invalid_argument,
+                "sar-train: --nodes applies only to --dataset planted, not '", spec, "'");
+      spec += (spec == "planted" ? ":" : ",") + std::string("nodes=") + std::to_string(p.nodes);
+    }
+    sar::log_info("loading " + spec + " ...");
+    sar::graph_dataset data = sar::load_dataset(spec);
+    SAR_CHECK(data.num_classes > 0 && !data.labels.empty() && !data.split.empty() &&
+                  data.features.cols() > 0,
+              sar::invalid_argument, "sar-train: dataset '", spec,
+              "' has no features, labels or split to train on");
+    if (normalise_on || (p.normalise == "auto" && data.features.minCoeff() >= 0))
+      row_normalise(data.features);
+    sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
+                               data.graph.num_edges(), " edges, ", data.features.cols(),
+                               " features, ", data.num_classes, " classes, ",
+                               data.count(sar::node_split::train), " training nodes"));
+    return train_single<T>(p, config, data, loops, comm);
+  }
+
+  const auto meta = sar::read_partition_metadata(p.partitions);
+  SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
+            "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
+            comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
+  SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
+            sar::invalid_argument, "sar-train: the partition store ", p.partitions,
+            " has no features, labels or split to train on");
+  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank());
+  part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
+  // "auto" must decide alike on every rank: is any feature negative anywhere?
+  double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
+  comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
+  if (normalise_on || (p.normalise == "auto" && negative == 0)) row_normalise(part.features);
+  if (comm.rank() == 0)
+    sar::log_info(sar::message("partition store ", p.partitions, ": ", meta.dataset, ", ",
+                               meta.num_nodes, " nodes, ", meta.num_edges, " edges over ",
+                               meta.num_parts, " ranks; schedule ", p.schedule));
+  if (p.schedule == "sequential")
+    return train_distributed<T, sar::exchange::sequential>(p, config, part, meta.dataset, comm);
+  if (p.schedule == "keep_halo")
+    return train_distributed<T, sar::exchange::keep_halo>(p, config, part, meta.dataset, comm);
+  return train_distributed<T, sar::exchange::one_shot>(p, config, part, meta.dataset, comm);
 }
 
 }  // namespace
@@ -121,9 +253,19 @@ int main(int argc, char** argv) {
   app.add_option("--threads", p.threads, "worker threads (0 = all cores)")->capture_default_str();
   app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
   app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
+  app.add_option("--partitions", p.partitions,
+                 "partition store from sar-partition: train on its parts, one per MPI rank "
+                 "(run under mpirun -np <parts>); --dataset is then ignored");
+  app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
+      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
+  app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   CLI11_PARSE(app, argc, argv);
 
+  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
+  sar::mpi_communicator comm;
+  if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
   try {
     auto config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
                                       : p.model == "sage" ? sar::model_kind::sage
@@ -142,44 +284,30 @@ int main(int argc, char** argv) {
     if (patience) config.patience = *patience;
     config.batch_norm = batch_norm;
 
-    std::string spec = p.dataset;
-    if (p.nodes > 0) {
-      if (spec != "planted" && !spec.starts_with("planted:"))
-        throw sar::invalid_argument("--nodes applies only to --dataset planted");
-      spec += (spec == "planted" ? ":" : ",") + std::string("nodes=") + std::to_string(p.nodes);
-    }
-    sar::log_info("loading " + spec + " ...");
-    sar::graph_dataset data = sar::load_dataset(spec);
-    SAR_CHECK(data.num_classes > 0 && !data.labels.empty() && !data.split.empty() &&
-                  data.features.cols() > 0,
-              sar::invalid_argument, "sar-train: dataset '", spec,
-              "' has no features, labels or split to train on");
-    if (p.normalise == "on" || (p.normalise == "auto" && data.features.minCoeff() >= 0))
-      row_normalise(data.features);
-    sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
-                               data.graph.num_edges(), " edges, ", data.features.cols(),
-                               " features, ", data.num_classes, " classes, ",
-                               data.count(sar::node_split::train), " training nodes"));
-
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);
     nlohmann::json metrics;
     arena.execute([&] {
-      metrics = p.precision == "double" ? train<double>(p, config, data)
-                                        : train<float>(p, config, data);
+      metrics = p.precision == "double" ? run<double>(p, config, comm) : run<float>(p, config, comm);
     });
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "best epoch %d: val %.4f test %.4f; median epoch %.4fs; peak memory %.1f MiB",
-                  metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
-                  metrics["test_acc"].get<double>(), metrics["epoch_seconds_median"].get<double>(),
-                  metrics["peak_memory_bytes"].get<double>() / 1048576.0);
-    sar::log_info(line);
-    if (!p.metrics_out.empty()) {
-      std::ofstream out(p.metrics_out);
-      SAR_CHECK(out << metrics.dump(2) << '\n', sar::io_error, "sar-train: cannot write ",
-                p.metrics_out);
+    if (comm.rank() == 0) {
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "best epoch %d: val %.4f test %.4f; median epoch %.4fs; peak memory per rank "
+                    "%.1f MiB",
+                    metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
+                    metrics["test_acc"].get<double>(),
+                    metrics["epoch_seconds_median"].get<double>(),
+                    metrics["peak_memory_bytes"].get<double>() / 1048576.0);
+      sar::log_info(line);
+      if (!p.metrics_out.empty()) {
+        std::ofstream out(p.metrics_out);
+        SAR_CHECK(out << metrics.dump(2) << '\n', sar::io_error, "sar-train: cannot write ",
+                  p.metrics_out);
+      }
     }
   } catch (const std::exception& e) {
+    // Every rank may be blocked in a collective: end them all, with this rank's message.
+    if (comm.size() > 1) comm.abort(e.what());
     std::cerr << "sar-train: " << e.what() << '\n';
     return 1;
   }
