@@ -154,7 +154,9 @@ class batch_norm {
         dgamma(0, j) = static_cast<T>(sums[2 * j + 1]);
       }
     }
-    if (dx.size() == 0) return;
+    // Not wanted: empty, except the 0 x dim dx of a rank without nodes, which must still join
+    // the collective reduction below.
+    if (dx.size() == 0 && !(dx.rows() == n && dx.cols() == f)) return;
     SAR_CHECK(dx.rows() == n && dx.cols() == f, invalid_argument,
               "sar::batch_norm::backward: dx is ", dx.rows(), " x ", dx.cols(), ", expected ", n,
               " x ", f);

@@ -99,7 +99,9 @@ class gcn_layer {
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     detail::check_shape(where, "dy", dy.rows(), dy.cols(), n, output_dim_);
     detail::check_input_gradient(where, dx.rows(), dx.cols(), n, input_dim_);
-    const bool want_dx = dx.size() != 0;
+    // Wanted unless empty; on a rank without nodes a 0 x input_dim() dx is wanted (every rank
+    // must make the same collective calls), only 0 x 0 is not.
+    const bool want_dx = dx.rows() == n && dx.cols() == input_dim_;
     const auto w = store_->value(weight_);
     const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());

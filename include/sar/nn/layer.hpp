@@ -14,9 +14,11 @@
 //                                      given the x and y of the matching forward (same ctx) and
 //                                      dy = dLoss/dy: ADDS dLoss/dx into dx and ASSIGNS
 //                                      dLoss/dparameters into the store's gradient views.
-//                                      dx must be sized like x, or be EMPTY (size 0): then the
+//                                      dx must be sized like x, or be EMPTY (0 x 0): then the
 //                                      input gradient is not wanted (first layer) and the layer
-//                                      skips computing it.
+//                                      skips computing it. A rank without local nodes passes
+//                                      0 x input_dim() when it wants it, so that every rank
+//                                      makes the same collective calls.
 // "Added" makes skip connections and halo rows compose; "assigned" means no zeroing step.
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
