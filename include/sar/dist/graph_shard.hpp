@@ -49,8 +49,8 @@ struct shard_block {
   node_t num_columns() const { return adjacency.num_cols; }
 
   /// The same edges with one row per local node (num_rows = num_local, rows without edges
-  /// from peer empty): the form of sar::graph_block::edges. O(num_local) extra memory, meant
-  /// to be built for one block at a time and dropped after use.
+  /// from peer empty): the uncompressed form (sar::graph_block takes the compressed one
+  /// directly through graph_block::rows). O(num_local) extra memory: tests and one-off use.
   /// Requires num_local >= every entry of rows.
   csr full_adjacency(node_t num_local) const {
     csr out;
