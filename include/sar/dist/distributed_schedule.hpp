@@ -475,7 +475,7 @@ class distributed_schedule {
   void run_ring(kind k, const const_rows_ref<T>* x, rows_ref<T>* dx, Call& call,
                 kept_halos<T>* use_kept, kept_halos<T>* keep_into, std::exception_ptr& failure) {
     const int p = comm_->rank(), P = comm_->size();
-    const int d = options_.prefetch_depth;
+    const int d = std::min(options_.prefetch_depth, std::max(P - 1, 0));  // no overflow below
     const bool features = k != kind::scatter && use_kept == nullptr;
     const bool gradients = k != kind::gather;
     const Eigen::Index f = x ? x->cols() : dx->cols();
