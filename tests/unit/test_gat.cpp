@@ -65,13 +65,17 @@ class block_schedule {
       part->transposed = sar::transpose(part->edges);
       part->transposed.num_cols = graph.num_rows;
       for (node_t& r : part->transposed.columns) r = compressed ? part->rows[r] : r;
-      part->block = {&part->edges, &part->transposed, 0, 0, part->sources, part->rows};
+      part->block.edges = &part->edges;
+      part->block.transposed = &part->transposed;
+      part->block.source_ids = part->sources;
+      part->block.rows = part->rows;
       parts_.push_back(std::move(part));
     }
   }
 
   node_t num_local() const { return num_local_; }
   node_t first_global() const { return 0; }
+  node_t node_id(node_t row) const { return row; }
   node_t num_global() const { return num_local_; }
   std::span<const node_t> in_degrees() const { return in_degrees_; }
   std::span<const node_t> out_degrees() const { return out_degrees_; }
@@ -411,11 +415,15 @@ TEST_CASE("compressed-row blocks give the results of one block (GAT, GCN, SAGE m
   two.num_cols = 1;
   two.offsets = {0, 1, 2};
   two.columns = {0, 0};
-  const sar::graph_block bad{&two, nullptr, 0, 0, {}, rows};
+  sar::graph_block bad;
+  bad.edges = &two;
+  bad.rows = rows;
   matrixd halo = matrixd::Ones(1, 3), out = matrixd::Zero(16, 3);
   CHECK_THROWS_AS(sar::spmm_add(bad, halo, out), sar::invalid_argument);
   const std::vector<node_t> good_rows{2, 15};
-  const sar::graph_block good{&two, nullptr, 0, 0, {}, good_rows};
+  sar::graph_block good;
+  good.edges = &two;
+  good.rows = good_rows;
   sar::spmm_add(good, halo, out);
   CHECK(out.row(2).sum() == 3.0);
   CHECK(out.row(15).sum() == 3.0);

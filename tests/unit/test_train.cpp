@@ -58,12 +58,17 @@ class split_schedule {
       p.transposed = transpose(p.edges);
     }
     if (reverse_order) std::reverse(parts_.begin(), parts_.end());
-    for (part& p : parts_) p.block = {&p.edges, &p.transposed, 0, 0, p.ids};
+    for (part& p : parts_) {
+      p.block.edges = &p.edges;
+      p.block.transposed = &p.transposed;
+      p.block.source_ids = p.ids;
+    }
   }
   split_schedule(const split_schedule&) = delete;
 
   node_t num_local() const { return graph_.num_rows; }
   node_t first_global() const { return 0; }
+  node_t node_id(node_t row) const { return row; }
   node_t num_global() const { return graph_.num_rows; }
   std::span<const node_t> in_degrees() const { return in_; }
   std::span<const node_t> out_degrees() const { return out_; }

@@ -227,6 +227,8 @@ class distributed_schedule {
   // --- the schedule interface (as local_schedule) ---
   node_t num_local() const { return shard_->num_local(); }
   node_t first_global() const { return shard_->first_global(); }
+  /// The dataset id of local row `row` (keys random numbers; see graph_block).
+  node_t node_id(node_t row) const { return shard_->node_ids()[static_cast<std::size_t>(row)]; }
   node_t num_global() const { return shard_->book().num_nodes(); }
   /// Global in-degree of every local node (all in-edges live on the owner).
   std::span<const node_t> in_degrees() const { return shard_->in_degree(); }
@@ -665,10 +667,32 @@ class distributed_schedule {
       graph_block& b = blocks_[q];
       b.edges = &sb.adjacency;
       b.transposed = &sb.transposed;
-      b.first_destination = shard.first_global();
-      b.first_source = q == p ? shard.first_global() : 0;
-      b.source_ids = q == p ? std::span<const node_t>() : std::span<const node_t>(shard.sources(q));
+      b.destination_ids = shard.node_ids();
       b.rows = sb.rows;
+    }
+
+    // Dataset ids of the halo rows (owners send their rows' ids once, along the plan).
+    {
+      std::vector<std::int64_t> send_counts(P), recv_counts(P), ids;
+      ids.reserve(static_cast<std::size_t>(plan.total_send()));
+      for (int q = 0; q < P; ++q) {
+        send_counts[q] = static_cast<std::int64_t>(plan.send_rows[q].size());
+        recv_counts[q] = plan.recv_count[q];
+        for (node_t row : plan.send_rows[q]) ids.push_back(shard.node_ids()[row]);
+      }
+      std::vector<std::int64_t> received(static_cast<std::size_t>(plan.total_recv()));
+      comm.all_to_all_v(std::span<const std::int64_t>(ids),
+                        std::span<const std::int64_t>(send_counts),
+                        std::span<std::int64_t>(received),
+                        std::span<const std::int64_t>(recv_counts));
+      halo_ids_.assign(P, {});
+      std::size_t at = 0;
+      for (int q = 0; q < P; ++q) {
+        halo_ids_[q].assign(received.begin() + at, received.begin() + at + recv_counts[q]);
+        at += recv_counts[q];
+        blocks_[q].source_ids = q == p ? std::span<const node_t>(shard.node_ids())
+                                       : std::span<const node_t>(halo_ids_[q]);
+      }
     }
 
     // Out-degrees: local block counts, plus one reverse exchange of per-halo-row counts.
@@ -702,6 +726,7 @@ class distributed_schedule {
   const halo_plan* plan_ = nullptr;
   schedule_options options_;
   std::vector<graph_block> blocks_;
+  std::vector<std::vector<node_t>> halo_ids_;  // [q]: dataset ids of block q's halo rows
   std::vector<node_t> out_degrees_;
   schedule_traffic traffic_;
   int open_blocks_ = 0, kept_blocks_ = 0, peak_live_ = 0;

@@ -94,6 +94,9 @@ class graph_shard {
   const std::vector<node_t>& in_degree() const { return in_degree_; }
 
   /// The global id behind column `column` of block q (see the column convention).
+  /// The id in the dataset (before relabelling) of each local row: part.original_ids, or the
+  /// global id when the part has none. Partition independent: it keys random numbers.
+  const std::vector<node_t>& node_ids() const { return node_ids_; }
   node_t global_source(int q, node_t column) const {
     return q == rank_ ? first_global() + column : sources_[q][column];
   }
@@ -103,7 +106,7 @@ class graph_shard {
     return total;
   }
   std::size_t memory_bytes() const {
-    std::size_t total = in_degree_.capacity() * sizeof(node_t);
+    std::size_t total = (in_degree_.capacity() + node_ids_.capacity()) * sizeof(node_t);
     for (const auto& s : sources_) total += s.capacity() * sizeof(node_t);
     for (const auto& b : blocks_) total += b.memory_bytes();
     return total;
@@ -121,6 +124,7 @@ class graph_shard {
   std::vector<std::vector<node_t>> sources_{1};
   std::vector<shard_block> blocks_{1};
   std::vector<node_t> in_degree_;
+  std::vector<node_t> node_ids_;
 };
 
 inline void graph_shard::build(const graph_part& part) {
@@ -142,6 +146,13 @@ inline void graph_shard::build(const graph_part& part) {
   num_local_ = g.num_rows;
   const node_t n = g.num_rows;
   const edge_t m = g.num_edges();
+
+  SAR_CHECK(part.original_ids.empty() || static_cast<node_t>(part.original_ids.size()) == n,
+            invalid_argument, where, ": part ", p, " has ", part.original_ids.size(),
+            " original ids for ", n, " nodes");
+  node_ids_ = part.original_ids;
+  if (node_ids_.empty())
+    for (node_t i = 0; i < n; ++i) node_ids_.push_back(first_global() + i);
 
   in_degree_.resize(n);
   tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {

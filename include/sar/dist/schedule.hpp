@@ -50,16 +50,22 @@ using const_rows_ref = Eigen::Ref<const matrix<T>>;
 struct graph_block {
   const csr* edges = nullptr;       ///< num_cols = halo rows; num_rows: see the row convention
   const csr* transposed = nullptr;  ///< edges transposed (row = halo row), for atomic-free backward
-  node_t first_destination = 0;     ///< global id of local row 0
-  node_t first_source = 0;          ///< global id of halo row 0 when source_ids is empty
-  std::span<const node_t> source_ids;  ///< global id of each halo row (empty: contiguous)
+  // Node ids are the nodes' ids in the DATASET (before relabelling): partition independent,
+  // so random numbers keyed by them (dropout, attention dropout) and ties broken by them
+  // (max-pool) come out the same on 1 or P ranks.
+  node_t first_destination = 0;     ///< id of local row 0 when destination_ids is empty
+  node_t first_source = 0;          ///< id of halo row 0 when source_ids is empty
+  std::span<const node_t> source_ids;       ///< id of each halo row (empty: contiguous)
+  std::span<const node_t> destination_ids;  ///< id of each LOCAL row (empty: contiguous)
   std::span<const node_t> rows{};   ///< local row of each edges row (empty: identity)
 
   bool compressed() const { return !rows.empty(); }
   /// The local row of edges row k.
   node_t local_row(node_t k) const { return rows.empty() ? k : rows[k]; }
-  /// Global id of LOCAL row `row` (not of an edges row of a compressed block).
-  node_t destination_id(node_t row) const { return first_destination + row; }
+  /// Id of LOCAL row `row` (not of an edges row of a compressed block).
+  node_t destination_id(node_t row) const {
+    return destination_ids.empty() ? first_destination + row : destination_ids[row];
+  }
   node_t source_id(node_t halo_row) const {
     return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
   }
@@ -76,11 +82,15 @@ class local_schedule {
     graph_.validate("sar::local_schedule");
     SAR_CHECK(graph_.num_rows == graph_.num_cols, invalid_argument,
               "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols);
-    block_ = {&graph_, &transposed_, first_global, first_global, {}};
+    block_.edges = &graph_;
+    block_.transposed = &transposed_;
+    block_.first_destination = block_.first_source = first_global;
   }
 
   node_t num_local() const { return graph_.num_rows; }
   node_t first_global() const { return block_.first_destination; }
+  /// The dataset id of local row `row` (keys random numbers; see graph_block).
+  node_t node_id(node_t row) const { return block_.first_destination + row; }
   node_t num_global() const { return graph_.num_rows; }
   /// In-degree (edges into each local node) and out-degree (edges out of each local node,
   /// over the whole graph) — what GCN normalisation and mean aggregation need.

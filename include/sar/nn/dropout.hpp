@@ -78,7 +78,7 @@ class dropout {
   void declare(parameter_store<T>&) {}
 
   /// y := x * mask / (1 - p) in training, y := x otherwise. Requires x.cols() == input_dim()
-  /// and a schedule with first_global() (global id of local row 0).
+  /// and a schedule with node_id(row) (the dataset id that keys the mask).
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
     check(x, "forward");
@@ -115,11 +115,11 @@ class dropout {
   void apply(Schedule& graph, const layer_context& ctx, const matrix<T>& x, F&& f) const {
     const dropout_mask mask(ctx, p_);
     const T scale = static_cast<T>(1.0 / (1.0 - mask.dropped_fraction()));
-    const node_t first = graph.first_global();
+
     for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_),
                    [&](Eigen::Index b, Eigen::Index e) {
                      for (Eigen::Index i = b; i < e; ++i)
-                       mask.for_node(first + i, dim_, [&](Eigen::Index c, bool keep) {
+                       mask.for_node(graph.node_id(i), dim_, [&](Eigen::Index c, bool keep) {
                          f(i, c, keep ? scale : T(0));
                        });
                    });
