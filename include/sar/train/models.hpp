@@ -30,6 +30,7 @@ struct model_config {
   double dropout = 0.5;              ///< on the input of every layer
   double attention_dropout = 0.0;    ///< GAT
   bool batch_norm = false;           ///< after every hidden layer, before the activation
+                                     ///< (hidden graph layers then have no bias)
   double learning_rate = 0.01;
   double weight_decay = 5e-4;
   bool decay_first_layer_only = true;  ///< the GCN paper's choice
@@ -77,23 +78,28 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     const bool last = k + 1 == c.layers;
     if (c.dropout > 0) layers.emplace_back(dropout<T>(width, c.dropout));
     Eigen::Index out = last ? classes : c.hidden;
+    // Before batch norm a bias is redundant (beta replaces it) and its gradient is exactly
+    // zero up to rounding, which Adam would amplify into steps of size lr: leave it out.
+    const bool bias = last || !c.batch_norm;
     switch (c.kind) {
       case model_kind::gcn:
-        layers.emplace_back(gcn_layer<T>(width, out));
+        layers.emplace_back(gcn_layer<T>(width, out, bias));
         break;
       case model_kind::sage:
         if (c.aggregation == sage_aggregation::mean)
-          layers.emplace_back(sage_layer<T, mean_aggregator>(width, out));
+          layers.emplace_back(sage_layer<T, mean_aggregator>(width, out, {.bias = bias}));
         else if (c.aggregation == sage_aggregation::gcn)
-          layers.emplace_back(sage_layer<T, gcn_aggregator>(width, out));
+          layers.emplace_back(sage_layer<T, gcn_aggregator>(width, out, {.bias = bias}));
         else
-          layers.emplace_back(sage_layer<T, pool_aggregator>(width, out));
+          layers.emplace_back(
+              sage_layer<T, pool_aggregator>(width, out, {.bias = bias, .pool_dim = c.hidden}));
         break;
       case model_kind::gat: {
         gat_options o;
         o.heads = last ? c.output_heads : c.heads;
         o.merge = last ? gat_merge::mean : gat_merge::concat;
         o.attention_dropout = c.attention_dropout;
+        o.bias = bias;
         layers.emplace_back(gat_layer<T>(width, out, o));
         if (!last) out *= c.heads;
         break;
