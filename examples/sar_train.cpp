@@ -4,7 +4,9 @@
 // sequential (SAR), keep_halo or one_shot schedule. Reports per-epoch progress, the accuracy
 // at the best validation epoch, epoch time, bytes sent and peak memory (largest over ranks).
 // An error on any rank ends every rank with the message and exit code 1.
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -38,6 +40,7 @@ struct program_options {
   std::string partitions;               // a partition store: distributed training
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
+  int fail_epoch = -1, fail_rank = 0;  // fault injection for the fault tests
 };
 
 /// Divides every feature row by its sum (the GCN paper's preprocessing); zero rows stay zero.
@@ -77,6 +80,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::int64_t peak_memory = 0;          // largest rank
   std::int64_t bytes_before = 0;
   auto on_epoch = [&](const sar::epoch_stats& e) {
+    if (e.epoch == p.fail_epoch && comm.rank() == p.fail_rank)
+      throw sar::error(sar::message("injected failure on rank ", comm.rank(), " at epoch ",
+                                    e.epoch, " (--fail-at-epoch)"));
     std::int64_t bytes = 0;
     if constexpr (requires { graph.traffic().total_bytes(); })
       bytes = graph.traffic().total_bytes() - bytes_before;
@@ -261,6 +267,11 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
+  app.add_option("--fail-at-epoch", p.fail_epoch,
+                 "fault injection: throw on --fail-rank after this epoch (tests that every "
+                 "rank then ends)")->group("Testing");
+  app.add_option("--fail-rank", p.fail_rank, "fault injection: the rank that throws")
+      ->group("Testing")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
@@ -306,9 +317,14 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    // Every rank may be blocked in a collective: end them all, with this rank's message.
-    if (comm.size() > 1) comm.abort(e.what());
     std::cerr << "sar-train: " << e.what() << '\n';
+    if (comm.size() > 1) {
+      // Other ranks may be blocked in a collective: end them all. Errors every rank detects
+      // alike (a non-finite loss) make all ranks abort at once, which crashes Open MPI 4.1's
+      // mpirun; letting lower ranks go first avoids that.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(comm.rank(), 40)));
+      comm.abort(e.what());
+    }
     return 1;
   }
 }
