@@ -94,14 +94,8 @@ class gcn_layer {
   void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
-    detail::check_declared(where, store_);
     const Eigen::Index n = graph.num_local();
-    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
-    detail::check_shape(where, "dy", dy.rows(), dy.cols(), n, output_dim_);
-    detail::check_input_gradient(where, dx.rows(), dx.cols(), n, input_dim_);
-    // Wanted unless empty; on a rank without nodes a 0 x input_dim() dx is wanted (every rank
-    // must make the same collective calls), only 0 x 0 is not.
-    const bool want_dx = dx.rows() == n && dx.cols() == input_dim_;
+    const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
     const auto w = store_->value(weight_);
     const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
