@@ -69,6 +69,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   const sar::matrix<T> features = data.features.template cast<T>();
   data.features = {};
   auto model = sar::make_model<T, Schedule>(config, features.cols(), data.num_classes, p.seed);
+  // Counter-based initialisation is already identical on every rank; the broadcast makes rank
+  // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
+  comm.broadcast(model.parameters().values(), 0);
   auto optimiser = sar::make_optimiser(config, model);
   const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
