@@ -220,6 +220,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
 
 int main(int argc, char** argv) {
   CLI::App app{"sar-train: full-batch GNN training (GCN, GraphSAGE, GAT)"};
+  // An option given twice takes its last value (so wrappers like scripts/main.sh can be
+  // overridden by appending arguments).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   program_options p;
   std::optional<int> layers, epochs, patience;
   std::optional<Eigen::Index> hidden, heads;
