@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sar/comm/mpi.hpp"
+#include "mpi_check.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/dist/graph_shard.hpp"
 #include "sar/dist/halo_plan.hpp"
@@ -20,17 +21,7 @@ using namespace sar;
 
 namespace {
 
-mpi_communicator* the_comm = nullptr;
-
-#define EXPECT(cond, ...)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "rank %d: FAILED %s (line %d): %s\n", the_comm->rank(), #cond, \
-                   __LINE__, sar::message(__VA_ARGS__).c_str());                           \
-      std::fflush(stderr);                                                                 \
-      the_comm->abort("test failure");                                                     \
-    }                                                                                      \
-  } while (false)
+using mpi_test::the_comm;
 
 /// The same graph parts on every rank: R-MAT (duplicates, self-loops, isolated nodes),
 /// relabelled by a random permutation, cut into P ranges with part P/2 empty when P >= 3.

@@ -23,6 +23,7 @@
 #include <tbb/global_control.h>
 
 #include "sar/comm/mpi.hpp"
+#include "mpi_check.hpp"
 #include "sar/comm/serial.hpp"
 #include "sar/dist/distributed_schedule.hpp"
 #include "sar/graph/builders.hpp"
@@ -40,17 +41,7 @@ using namespace sar;
 
 namespace {
 
-mpi_communicator* the_comm = nullptr;
-
-#define EXPECT(cond, ...)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "rank %d: FAILED %s (line %d): %s\n", the_comm->rank(), #cond, \
-                   __LINE__, sar::message(__VA_ARGS__).c_str());                           \
-      std::fflush(stderr);                                                                 \
-      the_comm->abort("test failure");                                                     \
-    }                                                                                      \
-  } while (false)
+using mpi_test::the_comm;
 
 /// A relabelled graph (every rank holds it whole, for the reference) and this rank's part.
 struct test_graph {

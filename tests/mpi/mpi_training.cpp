@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sar/comm/mpi.hpp"
+#include "mpi_check.hpp"
 #include "sar/dist/distributed_schedule.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
@@ -26,14 +27,7 @@ using namespace sar;
 
 namespace {
 
-mpi_communicator* the_comm = nullptr;
-
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", the_comm->rank(), what.c_str());
-  std::fflush(stderr);
-  the_comm->abort("test failure");
-}
+using mpi_test::the_comm;
 
 /// This rank's part of `data` under `assignment`, relabelled, with original ids (what
 /// read_partition_part returns for a store written by sar-partition).
@@ -94,7 +88,7 @@ run_result train(Schedule& graph, const model_config& config, const matrixf& fea
 
 void compare(const run_result& reference, const run_result& got, double loss_tolerance,
              double parameter_tolerance, const std::string& what) {
-  expect(got.losses.size() == reference.losses.size(), what + ": epoch count differs");
+  EXPECT(got.losses.size() == reference.losses.size(), what, ": epoch count differs");
   double worst_loss = 0, worst_parameter = 0;
   std::string worst_name;
   for (std::size_t e = 0; e < got.losses.size(); ++e)
@@ -107,7 +101,7 @@ void compare(const run_result& reference, const run_result& got, double loss_tol
       if (d > worst_parameter) worst_name = message(reference.names[q], "[", k, "]");
       worst_parameter = std::max(worst_parameter, d);
     }
-  expect(worst_loss <= loss_tolerance && worst_parameter <= parameter_tolerance,
+  EXPECT(worst_loss <= loss_tolerance && worst_parameter <= parameter_tolerance,
          message(what, ": loss differs by ", worst_loss, " (relative; tolerance ",
                  loss_tolerance, "), parameters by ", worst_parameter, " at ", worst_name,
                  " (tolerance ", parameter_tolerance, ")"));
@@ -135,7 +129,7 @@ void check_model(mpi_communicator& comm, const graph_dataset& data,
   local_schedule whole(with_self_loops(data.graph, loops));
   const run_result reference =
       train<T>(whole, config, data.features, data.labels, data.split, data.num_classes);
-  expect(reference.losses.back() < reference.losses.front(),
+  EXPECT(reference.losses.back() < reference.losses.front(),
          name + ": the reference run did not learn");
   graph_part part = cut_part(data, assignment, comm.size(), comm.rank());
   part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
@@ -181,7 +175,7 @@ int main(int argc, char** argv) {
   const int P = comm.size();
   try {
     const char* dir = std::getenv("SAR_DATA_DIR");
-    expect(dir != nullptr, "SAR_DATA_DIR is not set");
+    EXPECT(dir != nullptr, "SAR_DATA_DIR is not set");
     graph_dataset cora = read_ogb_raw(std::string(dir) + "/cora");
     check_graph(comm, cora, partition_metis(cora, P, {.seed = 1}));
 
@@ -195,7 +189,7 @@ int main(int argc, char** argv) {
       isolated += rmat.graph.degree(i) == 0;
       for (node_t c : rmat.graph.row(i)) loops += c == i;
     }
-    expect(isolated > 0 && loops > 0, "the R-MAT graph needs isolated nodes and self-loops");
+    EXPECT(isolated > 0 && loops > 0, "the R-MAT graph needs isolated nodes and self-loops");
     check_graph(comm, rmat, assignment);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
