@@ -86,11 +86,11 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     if (e.epoch == p.fail_epoch && comm.rank() == p.fail_rank)
       throw sar::error(sar::message("injected failure on rank ", comm.rank(), " at epoch ",
                                     e.epoch, " (--fail-at-epoch)"));
-    std::int64_t bytes = 0;
-    if constexpr (requires { graph.traffic().total_bytes(); })
+    std::int64_t bytes = 0;  // local_schedule sends nothing
+    if constexpr (requires { graph.traffic().total_bytes(); }) {
       bytes = graph.traffic().total_bytes() - bytes_before;
-    if constexpr (requires { graph.traffic().total_bytes(); })
       bytes_before = graph.traffic().total_bytes();
+    }
     std::int64_t maxima[2] = {e.peak_memory_bytes, 0};
     double seconds = e.seconds;
     comm.all_reduce(std::span<std::int64_t>(&bytes, 1), sar::reduce_op::sum);
