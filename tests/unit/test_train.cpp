@@ -553,6 +553,47 @@ TEST_CASE("sequential's backward matches central differences of the whole model"
   CHECK(worst < 1e-6);
 }
 
+namespace {
+/// A parameterless layer that passes x through and records how backward was called.
+struct backward_probe {
+  using scalar = double;
+  Eigen::Index width;
+  int* backward_calls;
+  Eigen::Index* dx_size;
+  Eigen::Index input_dim() const { return width; }
+  Eigen::Index output_dim() const { return width; }
+  void declare(parameter_store<double>&) {}
+  void forward(local_schedule&, const layer_context&, const matrixd& x, matrixd& y) { y = x; }
+  void backward(local_schedule&, const layer_context&, const matrixd&, const matrixd&,
+                const matrixd& dy, matrixd& dx) {
+    ++*backward_calls;
+    *dx_size = dx.size();
+    if (dx.size() != 0) dx += dy;
+  }
+};
+}  // namespace
+
+TEST_CASE("backward skips the layers before the first one with parameters") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  int calls[3] = {0, 0, 0};
+  Eigen::Index dx_sizes[3] = {-1, -1, -1};
+  sequential<backward_probe, backward_probe, gcn_layer<double>, backward_probe> model(
+      backward_probe{6, &calls[0], &dx_sizes[0]}, backward_probe{6, &calls[1], &dx_sizes[1]},
+      gcn_layer<double>(6, 3), backward_probe{3, &calls[2], &dx_sizes[2]});
+  model.initialise(5);
+  const matrixd x = random_matrix(g.num_rows, 6, 51);
+  model.forward(graph, {}, x);
+  model.backward(graph, {}, random_matrix(g.num_rows, 3, 52));
+  CHECK(calls[0] == 0);  // before the GCN: nothing to learn, not called
+  CHECK(calls[1] == 0);
+  CHECK(calls[2] == 1);  // after it: called, with an input gradient for the GCN
+  CHECK(dx_sizes[2] == g.num_rows * 3);
+  // The GCN's own weight gradient is still assigned (it got an empty dx).
+  const auto grads = model.parameters().grads();
+  CHECK(std::any_of(grads.begin(), grads.end(), [](double v) { return v != 0.0; }));
+}
+
 TEST_CASE("models reject mismatched widths, wrong inputs and a backward without forward") {
   const csr g = small_directed_graph();
   local_schedule graph(g);

@@ -148,7 +148,10 @@ class model_base {
     return outputs_.back();
   }
 
-  /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., 0; dx_0 is empty.
+  /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., f, where f is the first layer
+  /// with parameters: the layers before it have nothing to learn and nothing upstream that
+  /// does, so they are not called and dx_f is empty (no input-gradient product, SpMM or
+  /// exchange in the first graph layer).
   template <class Call>
   void run_backward(const layer_context& ctx, const matrix<T>& dlogits, Call&& call,
                     const char* where) {
@@ -157,12 +160,16 @@ class model_base {
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
-    for (std::size_t k = num_layers(); k-- > 0;) {
+    std::size_t first_trainable = 0;
+    while (first_trainable + 1 < num_layers() &&
+           first_parameter_[first_trainable] == first_parameter_[first_trainable + 1])
+      ++first_trainable;
+    for (std::size_t k = num_layers(); k-- > first_trainable;) {
       layer_context c = ctx;
       c.layer = k;
       const matrix<T>& dy = k + 1 == num_layers() ? dlogits : gradients_[(k + 1) % 2];
       matrix<T>& dx = gradients_[k % 2];  // never the buffer dy lives in
-      if (k == 0) dx.resize(0, 0);        // first layer: no input gradient wanted
+      if (k == first_trainable) dx.resize(0, 0);  // no input gradient wanted
       else dx.setZero(input_->rows(), input_dims_[k]);
       call(k, c, k == 0 ? *input_ : outputs_[k - 1], outputs_[k], dy, dx);
     }
@@ -248,8 +255,8 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   }
 
   /// Back-propagates dlogits = dLoss/dlogits through every layer in reverse order, ASSIGNING
-  /// every parameter gradient in parameters().grads(); the first layer computes no input
-  /// gradient. Requires the matching forward (same graph and ctx). Throws
+  /// every parameter gradient in parameters().grads(); layers before the first one with
+  /// parameters are skipped and that one computes no input gradient. Requires the matching forward (same graph and ctx). Throws
   /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& dlogits) {
