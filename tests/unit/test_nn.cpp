@@ -330,6 +330,32 @@ TEST_CASE("dropout: the mask depends on the global id, not the row; evaluation i
   CHECK_THROWS_AS(dropout<double>(3, 1.0), invalid_argument);
 }
 
+TEST_CASE("dropout: backward applies the forward's mask at widths across 64-bit words") {
+  for (const Eigen::Index width : {1, 16, 63, 64, 65, 130}) {
+    CAPTURE(width);
+    const layer_context ctx{.training = true, .seed = 3, .epoch = 1, .layer = 0};
+    local_schedule graph(random_graph(40, 2, 17), 7);
+    const matrixd x = random_matrix<double>(40, width, 61).array() + 2.0;  // no exact zeros
+    const matrixd dy = random_matrix<double>(40, width, 62);
+    dropout<double> l(width, 0.3);
+    matrixd y, dx = matrixd::Ones(40, width);
+    l.forward(graph, ctx, x, y);
+    l.backward(graph, ctx, x, y, dy, dx);
+    const double scale = 1.0 / (1.0 - std::round(0.3 * 65536) / 65536);  // p in 2^-16 steps
+    const Eigen::ArrayXXd kept = (y.array() != 0).cast<double>();
+    CHECK((y.array() - kept * x.array() * scale).abs().maxCoeff() < 1e-12);
+    CHECK((dx.array() - (1.0 + kept * dy.array() * scale)).abs().maxCoeff() < 1e-12);
+    if (width >= 64) CHECK(std::abs(1.0 - kept.mean() - 0.3) < 0.05);
+  }
+  // Backward without the matching training forward is an error, not a random mask.
+  local_schedule graph(random_graph(4, 2, 18));
+  dropout<double> l(3, 0.5);
+  matrixd x = matrixd::Ones(4, 3), y, dx = matrixd::Zero(4, 3);
+  l.forward(graph, layer_context{.training = true, .epoch = 1}, x, y);
+  CHECK_THROWS_AS(l.backward(graph, layer_context{.training = true, .epoch = 2}, x, y, x, dx),
+                  invalid_argument);
+}
+
 TEST_CASE("batch_norm normalises in training and uses the running statistics in evaluation") {
   local_schedule graph(random_graph(200, 2, 17));
   matrixd x = random_matrix<double>(200, 3, 18);

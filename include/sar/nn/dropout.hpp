@@ -2,12 +2,14 @@
 // 1 / (1 - p); in evaluation (ctx.training == false) the layer is the identity.
 // The mask is a pure function of (ctx.seed, ctx.epoch, ctx.layer, global node id, column)
 // through counter_rng, so it does not depend on the partition, the rank count or the thread
-// count, and backward recomputes it instead of storing it: nothing is kept between passes.
+// count. Forward keeps the mask as bits (n x ceil(F / 64) words, 1/32 of a float matrix) so
+// backward needs no random numbers.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "sar/core/error.hpp"
 #include "sar/core/rng.hpp"
@@ -18,7 +20,7 @@
 
 namespace sar {
 
-/// Visits the dropout decision of every column of one node: keep(column) -> bool.
+/// The dropout decisions of one layer and epoch, node by node, as bits (1 = kept).
 /// A decision compares 16 random bits with round(p * 2^16), so one Philox call (256 bits)
 /// covers 16 columns; the probability actually used is dropped_fraction() (within 2^-17 of p).
 class dropout_mask {
@@ -33,19 +35,21 @@ class dropout_mask {
   /// The exact drop probability (p rounded to a multiple of 2^-16).
   double dropped_fraction() const { return threshold_ / 65536.0; }
 
-  /// Calls f(column, kept) for columns [0, width) of the node with this global id.
-  template <class F>
-  void for_node(node_t global_id, Eigen::Index width, F&& f) const {
+  /// Sets bit c of `bits` (ceil(width / 64) words, all written) iff column c of the node with
+  /// this global id is kept.
+  void node_bits(node_t global_id, Eigen::Index width, std::uint64_t* bits) const {
+    std::fill_n(bits, words_for(width), std::uint64_t{0});
     for (Eigen::Index c0 = 0; c0 < width; c0 += columns_per_draw) {
       const auto words = draw(global_id, c0);
-      const Eigen::Index last = std::min<Eigen::Index>(c0 + columns_per_draw, width);
-      for (Eigen::Index c = c0; c < last; ++c) f(c, lane(words, c - c0) >= threshold_);
+      const Eigen::Index count = std::min<Eigen::Index>(columns_per_draw, width - c0);
+      std::uint64_t kept = 0;
+      for (Eigen::Index k = 0; k < count; ++k)
+        kept |= std::uint64_t{lane(words, k) >= threshold_} << k;
+      bits[c0 / 64] |= kept << (c0 % 64);  // 16 divides 64: a draw never straddles words
     }
   }
-  /// Whether (global_id, column) is kept.
-  bool kept(node_t global_id, Eigen::Index column) const {
-    return lane(draw(global_id, column), column % columns_per_draw) >= threshold_;
-  }
+  /// Words of node_bits for `width` columns.
+  static Eigen::Index words_for(Eigen::Index width) { return (width + 63) / 64; }
 
  private:
   counter_rng::bits_t draw(node_t global_id, Eigen::Index column) const {
@@ -82,19 +86,31 @@ class dropout {
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
     check(x, "forward");
+    mask_rows_ = -1;
     if (!ctx.training || p_ == 0) {
       y = x;
       return;
     }
+    const dropout_mask mask(ctx, p_);
+    const Eigen::Index words = dropout_mask::words_for(dim_);
+    kept_.resize(static_cast<std::size_t>(x.rows() * words));
     y.resize(x.rows(), x.cols());
-    apply(graph, ctx, x, [&](Eigen::Index i, Eigen::Index c, T factor) {
-      y(i, c) = x(i, c) * factor;
+    const T scale = scale_of(mask);
+    for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i) {
+        std::uint64_t* bits = kept_.data() + i * words;
+        mask.node_bits(graph.node_id(i), dim_, bits);
+        scale_kept(bits, x.row(i).data(), scale, y.row(i).data(), false);
+      }
     });
+    mask_rows_ = x.rows();
+    mask_epoch_ = ctx.epoch;
   }
 
   /// dx += dy * mask / (1 - p) in training, dx += dy otherwise (nothing when dx is empty).
+  /// Requires the training forward of the same ctx to be this layer's last forward.
   template <class Schedule>
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, const matrix<T>&,
+  void backward(Schedule&, const layer_context& ctx, const matrix<T>& x, const matrix<T>&,
                 const matrix<T>& dy, matrix<T>& dx) {
     check(x, "backward");
     if (dx.size() == 0) return;
@@ -105,24 +121,31 @@ class dropout {
       dx += dy;
       return;
     }
-    apply(graph, ctx, x, [&](Eigen::Index i, Eigen::Index c, T factor) {
-      dx(i, c) += dy(i, c) * factor;
+    SAR_CHECK(mask_rows_ == x.rows() && mask_epoch_ == ctx.epoch, invalid_argument,
+              "sar::dropout::backward: no matching training forward (epoch ", ctx.epoch, ")");
+    const Eigen::Index words = dropout_mask::words_for(dim_);
+    const T scale = scale_of(dropout_mask(ctx, p_));
+    for_row_chunks(x.rows(), 2.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i)
+        scale_kept(kept_.data() + i * words, dy.row(i).data(), scale, dx.row(i).data(), true);
     });
   }
 
  private:
-  template <class Schedule, class F>
-  void apply(Schedule& graph, const layer_context& ctx, const matrix<T>& x, F&& f) const {
-    const dropout_mask mask(ctx, p_);
-    const T scale = static_cast<T>(1.0 / (1.0 - mask.dropped_fraction()));
-
-    for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_),
-                   [&](Eigen::Index b, Eigen::Index e) {
-                     for (Eigen::Index i = b; i < e; ++i)
-                       mask.for_node(graph.node_id(i), dim_, [&](Eigen::Index c, bool keep) {
-                         f(i, c, keep ? scale : T(0));
-                       });
-                   });
+  T scale_of(const dropout_mask& mask) const {
+    return static_cast<T>(1.0 / (1.0 - mask.dropped_fraction()));
+  }
+  /// out[c] (+)= in[c] * (bit c set ? scale : 0) for the dim_ columns of one row.
+  void scale_kept(const std::uint64_t* bits, const T* in, T scale, T* out, bool add) const {
+    for (Eigen::Index c0 = 0; c0 < dim_; c0 += 64) {
+      const std::uint64_t word = bits[c0 / 64];
+      const Eigen::Index count = std::min<Eigen::Index>(64, dim_ - c0);
+      for (Eigen::Index c = 0; c < count; ++c) {
+        const T factor = ((word >> c) & 1u) ? scale : T(0);
+        if (add) out[c0 + c] += in[c0 + c] * factor;
+        else out[c0 + c] = in[c0 + c] * factor;
+      }
+    }
   }
   void check(const matrix<T>& x, const char* what) const {
     SAR_CHECK(x.cols() == dim_, invalid_argument, "sar::dropout::", what, ": x has ", x.cols(),
@@ -131,6 +154,9 @@ class dropout {
 
   Eigen::Index dim_;
   double p_;
+  std::vector<std::uint64_t> kept_;  // the last training forward's mask, row-major bits
+  Eigen::Index mask_rows_ = -1;      // rows of that forward (-1: none)
+  std::uint64_t mask_epoch_ = 0;
 };
 
 }  // namespace sar
