@@ -2,28 +2,21 @@
 // write the partition store that each rank of sar-train reads its own part from.
 //
 //   sar-partition --dataset /data/ogbn-arxiv --parts 8 --method metis --out arxiv.8
-#include <chrono>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "sar/core/error.hpp"
-#include "sar/core/memory.hpp"
-#include "sar/graph/io/load.hpp"
+#include "program_support.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point start) {
-  return std::chrono::duration<double>(clock_type::now() - start).count();
-}
+using sar_programs::clock_type;
+using sar_programs::seconds_since;
 
 int run(int argc, char** argv) {
   CLI::App app{"Partition a graph dataset and write a sar partition store (one file set per part)",
@@ -52,24 +45,11 @@ int run(int argc, char** argv) {
                  "METIS: allowed imbalance per constraint (nodes, edges, training nodes)")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // prints help (exit 0) or the problem and a hint (non-zero)
-  }
+  CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
+
+  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
 
   auto start = clock_type::now();
-  std::printf("loading %s ...\n", dataset.c_str());
-  std::fflush(stdout);
-  const sar::graph_dataset data = sar::load_dataset(dataset);
-  std::printf("loaded %s: %lld nodes, %lld edges, %lld features, %d classes, %lld train nodes "
-              "(%.2f s)\n",
-              data.name.c_str(), static_cast<long long>(data.num_nodes()),
-              static_cast<long long>(data.graph.num_edges()),
-              static_cast<long long>(data.features.cols()), data.num_classes,
-              static_cast<long long>(data.count(sar::node_split::train)), seconds_since(start));
-
-  start = clock_type::now();
   std::printf("partitioning into %d parts with %s ...\n", parts, method.c_str());
   std::fflush(stdout);
   std::vector<int> part;
@@ -95,19 +75,12 @@ int run(int argc, char** argv) {
   std::printf("wrote %d parts (%.2f s)\n", parts, seconds_since(start));
 
   std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
-  std::printf("peak memory %.1f MiB\n",
-              static_cast<double>(sar::peak_memory_bytes()) / (1024.0 * 1024.0));
+  sar_programs::print_peak_memory();
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "sar-partition: %s\n", e.what());
-    return 1;
-  }
+  return sar_programs::run_reporting_errors("sar-partition", run, argc, argv);
 }

@@ -1,7 +1,7 @@
 // Everything sar offers for training on one process: core vocabulary, graphs and generators,
 // layers, models, losses, optimisers, the trainer and the gradient checker. Needs only Eigen,
 // oneTBB and Random123. The parts with heavy dependencies are opt-in leaf headers:
-//   sar/graph/io/load.hpp (and io/*)   loaders; zlib
+//   sar/graph/io/load.hpp (and io/*)   loaders; zlib, nlohmann-json (io/npy.hpp)
 //   sar/partition/metis.hpp            METIS
 //   sar/partition/store.hpp            partition store; nlohmann-json
 //   sar/comm/mpi.hpp                   Boost.MPI / MPI

@@ -1,5 +1,5 @@
 // Graph loaders: OGB raw layout (real Cora / CiteSeer and malformed fixtures), SNAP edge
-// lists, Matrix Market, gzip handling and the number parsers.
+// lists, Matrix Market, gzip handling, the number parsers, and .npy files and datasets.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,7 +12,9 @@
 
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/gzip.hpp"
+#include "sar/graph/io/load.hpp"
 #include "sar/graph/io/matrix_market.hpp"
+#include "sar/graph/io/npy.hpp"
 #include "sar/graph/io/ogb.hpp"
 #include "sar/graph/io/text.hpp"
 #include "test_support.hpp"
@@ -712,4 +714,266 @@ TEST_CASE("io number parsers accept whole tokens only") {
   CHECK_FALSE(io::parse_float("0x10", f));
 
   CHECK(io::trim(" \t 3 \r") == "3");
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npy files and the sar .npy dataset directory
+
+namespace {
+
+/// A .npy file as numpy would write it by hand: version major.0, header `dict` padded with
+/// spaces to a multiple of `alignment` bytes (numpy < 1.14 used 16), then `payload`.
+void write_raw_npy(const fs::path& file, const std::string& dict, const std::string& payload,
+                   int major = 1, std::size_t alignment = 64) {
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  std::string header = dict;
+  header.append((alignment - (prefix + header.size() + 1) % alignment) % alignment, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
+  for (std::size_t b = 0; b < prefix - 8; ++b) bytes += static_cast<char>(header.size() >> (8 * b));
+  io::write_text_file(file, bytes + header + payload);
+}
+
+void check_same_dataset(const graph_dataset& expected, const graph_dataset& actual) {
+  CHECK(actual.name == expected.name);
+  CHECK(actual.graph == expected.graph);
+  REQUIRE(actual.features.rows() == expected.features.rows());
+  REQUIRE(actual.features.cols() == expected.features.cols());
+  CHECK((actual.features.array() == expected.features.array()).all());
+  CHECK(actual.labels == expected.labels);
+  CHECK(actual.num_classes == expected.num_classes);
+  CHECK(actual.split == expected.split);
+}
+
+/// A small planted dataset written to <temp>/ds, which each test case then breaks in one place.
+struct npy_fixture {
+  temp_dir dir{"npy"};
+  graph_dataset data = load_dataset("planted:nodes=50,classes=3,degree=4,features=4,seed=5");
+  fs::path root() const { return dir.path / "ds"; }
+  fs::path path(const std::string& name) const { return root() / name; }
+  npy_fixture() { write_npy_dataset(root(), data); }
+  std::string error() const {
+    return io_error_of([&] { read_npy_dataset(root()); });
+  }
+  /// Replaces the file `name` by its bytes with `from` (first occurrence) replaced by `to`.
+  void edit(const std::string& name, const std::string& from, const std::string& to) const {
+    std::string bytes = read_binary(path(name));
+    const auto at = bytes.find(from);
+    REQUIRE(at != std::string::npos);
+    io::write_text_file(path(name), bytes.replace(at, from.size(), to));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, load_dataset)") {
+  temp_dir dir("npy");
+  const graph_dataset data = load_dataset("planted:nodes=500,classes=4,degree=6,features=7,seed=3");
+  REQUIRE(!data.labels.empty());
+  REQUIRE(!data.split.empty());
+  const fs::path out = dir.path / "planted";
+  write_npy_dataset(out, data);
+  check_same_dataset(data, read_npy_dataset(out));
+  check_same_dataset(data, load_dataset(out.string()));
+
+  // Exactly the bytes numpy.save writes: version 1.0, the dict as numpy prints it, data at 64.
+  const std::string indptr = read_binary(out / "indptr.npy");
+  CHECK(indptr.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
+  const std::string dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (501,), }";
+  CHECK(indptr.substr(10, dict.size() + 1) == dict + " ");
+  CHECK(indptr[127] == '\n');
+  const std::pair<std::string, npy_dtype> files[] = {{"indptr.npy", npy_dtype::int64},
+                                                     {"indices.npy", npy_dtype::int64},
+                                                     {"features.npy", npy_dtype::float32},
+                                                     {"labels.npy", npy_dtype::int32},
+                                                     {"split.npy", npy_dtype::uint8}};
+  for (const auto& [name, dtype] : files) {
+    const npy_header h = read_npy_header(out / name);
+    CHECK(h.dtype == dtype);
+    CHECK(h.data_offset % 64 == 0);
+  }
+  CHECK(read_npy_header(out / "features.npy").shape == std::vector<std::int64_t>{500, 7});
+
+  SUBCASE("a graph without features, labels or split replaces it (stale files removed)") {
+    edge_list edges;
+    edges.num_nodes = 4;
+    edges.push_back(0, 1);
+    edges.push_back(2, 3);
+    graph_dataset small;
+    small.name = "pairs";
+    small.graph = build_csr(edges, {.symmetrise = true});
+    small.features.resize(4, 0);
+    write_npy_dataset(out, small);
+    CHECK_FALSE(fs::exists(out / "labels.npy"));
+    CHECK_FALSE(fs::exists(out / "split.npy"));
+    check_same_dataset(small, read_npy_dataset(out));
+  }
+  SUBCASE("a non-empty directory that is not a dataset is refused") {
+    const fs::path other = dir.path / "other";
+    fs::create_directories(other);
+    io::write_text_file(other / "notes.txt", "mine\n");
+    check_contains(io_error_of([&] { write_npy_dataset(other, data); }),
+                   {"sar::write_npy_dataset: ", other.string(), "refusing"});
+    CHECK(fs::exists(other / "notes.txt"));
+  }
+}
+
+TEST_CASE("npy files: every dtype and shape round trips; numpy's other header layouts are read") {
+  temp_dir dir("npy");
+  const std::vector<std::int64_t> wide = {-5, 0, std::int64_t{1} << 40};
+  write_npy(dir.path / "wide.npy", npy_dtype::int64, std::vector<std::int64_t>{3}, wide.data());
+  const float grid[] = {0.5f, -1.0f, 2.0f, 3.25f, 0.0f, -0.0f};
+  write_npy(dir.path / "grid.npy", npy_dtype::float32, std::vector<std::int64_t>{2, 3}, grid);
+  write_npy(dir.path / "empty.npy", npy_dtype::float32, std::vector<std::int64_t>{5, 0}, nullptr);
+
+  npy_header h = read_npy_header(dir.path / "wide.npy");
+  std::vector<std::int64_t> wide_back(3);
+  read_npy_data(dir.path / "wide.npy", h, wide_back.data());
+  CHECK(wide_back == wide);
+  h = read_npy_header(dir.path / "grid.npy");
+  CHECK(h.shape == std::vector<std::int64_t>{2, 3});
+  float grid_back[6] = {};
+  read_npy_data(dir.path / "grid.npy", h, grid_back);
+  CHECK(std::equal(grid, grid + 6, grid_back));
+  h = read_npy_header(dir.path / "empty.npy");
+  CHECK(h.shape == std::vector<std::int64_t>{5, 0});
+  CHECK(h.data_bytes() == 0);
+  CHECK_THROWS_AS(write_npy(dir.path / "cube.npy", npy_dtype::uint8,
+                            std::vector<std::int64_t>{2, 2, 2}, grid),
+                  sar::invalid_argument);
+
+  const std::int32_t ints[] = {7, -1, 2};
+  const std::string payload(reinterpret_cast<const char*>(ints), sizeof ints);
+  for (int major : {1, 2, 3}) {
+    const fs::path file = dir.path / ("v" + std::to_string(major) + ".npy");
+    write_raw_npy(file, "{\"descr\":\"<i4\",\"shape\":(3L,),\"fortran_order\":False}", payload,
+                  major, 16);
+    h = read_npy_header(file);
+    CHECK(h.dtype == npy_dtype::int32);
+    CHECK(h.shape == std::vector<std::int64_t>{3});
+    std::int32_t back[3] = {};
+    read_npy_data(file, h, back);
+    CHECK(std::equal(ints, ints + 3, back));
+  }
+}
+
+TEST_CASE("npy files: unsupported or malformed headers name the file and the field") {
+  temp_dir dir("npy");
+  const fs::path file = dir.path / "bad.npy";
+  const auto error_for = [&](const std::string& dict, const std::string& payload = "") {
+    write_raw_npy(file, dict, payload);
+    return io_error_of([&] { read_npy_header(file); });
+  };
+  check_contains(error_for("{'descr': '>f4', 'fortran_order': False, 'shape': (0,), }"),
+                 {file.string(), "'descr'", "'>f4'"});
+  check_contains(error_for("{'descr': '<f8', 'fortran_order': False, 'shape': (0,), }"),
+                 {file.string(), "'descr'", "'<f8'"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': True, 'shape': (0, 0), }"),
+                 {file.string(), "'fortran_order'"});
+  check_contains(
+      error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1), }", "abcd"),
+      {file.string(), "'shape'", "(1, 1, 1)", "3 dimensions"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "abcd"),
+                 {file.string(), "'shape'", "0 dimensions"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, }"),
+                 {file.string(), "missing header field 'shape'"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}"),
+                 {file.string(), "unexpected key 'x'"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }"),
+                 {file.string(), "'shape'"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "abcd"),
+                 {file.string(), "truncated", "expected 136"});
+  check_contains(error_for("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "abcdef"),
+                 {file.string(), "2 unexpected bytes after the data"});
+
+  io::write_text_file(file, "x,y\n1,2\n");
+  check_contains(io_error_of([&] { read_npy_header(file); }), {file.string(), "not a .npy file"});
+  io::write_text_file(file, std::string("\x93NUMPY\x01\x00\x40\x00{'descr'", 17));
+  check_contains(io_error_of([&] { read_npy_header(file); }), {file.string(), "truncated header"});
+  io::write_text_file(file, std::string("\x93NUMPY\x04\x00\x00\x00", 10));
+  check_contains(io_error_of([&] { read_npy_header(file); }), {file.string(), "version 4.0"});
+}
+
+TEST_CASE("npy dataset: broken files give sar::io_error naming the file") {
+  npy_fixture fx;
+  const std::int64_t n = fx.data.num_nodes(), edges = fx.data.graph.num_edges();
+  CHECK_NOTHROW(read_npy_dataset(fx.root()));
+
+  SUBCASE("truncated features.npy") {
+    const std::string bytes = read_binary(fx.path("features.npy"));
+    io::write_text_file(fx.path("features.npy"), bytes.substr(0, bytes.size() - 5));
+    check_contains(fx.error(), {fx.path("features.npy").string(), "truncated"});
+    check_contains(io_error_of([&] { load_dataset(fx.root().string()); }),
+                   {fx.path("features.npy").string(), "truncated"});
+  }
+  SUBCASE("wrong dtype: labels.npy holds int64") {
+    const std::vector<std::int64_t> labels(n, 0);
+    write_npy(fx.path("labels.npy"), npy_dtype::int64, std::vector{n}, labels.data());
+    check_contains(fx.error(), {"sar::read_npy_dataset: ", fx.path("labels.npy").string(),
+                                "holds int64 ('<i8'), expected int32 ('<i4')"});
+  }
+  SUBCASE("big-endian features.npy") {
+    fx.edit("features.npy", "'<f4'", "'>f4'");
+    check_contains(fx.error(), {fx.path("features.npy").string(), "'descr'", "'>f4'"});
+  }
+  SUBCASE("Fortran-order features.npy") {
+    fx.edit("features.npy", "False", "True ");
+    check_contains(fx.error(), {fx.path("features.npy").string(), "'fortran_order'"});
+  }
+  SUBCASE("a shape that disagrees with meta.json") {
+    const std::vector<float> wider(static_cast<std::size_t>(n) * 5, 1.0f);
+    write_npy(fx.path("features.npy"), npy_dtype::float32, std::vector<std::int64_t>{n, 5},
+              wider.data());
+    check_contains(fx.error(), {fx.path("features.npy").string(), "(50, 5)", "meta.json",
+                                "feature_dim = 4", "(50, 4)"});
+  }
+  SUBCASE("missing features.npy") {
+    fs::remove(fx.path("features.npy"));
+    check_contains(fx.error(), {"missing file", fx.path("features.npy").string()});
+  }
+  SUBCASE("indptr.npy not monotone") {
+    std::vector<edge_t> offsets = fx.data.graph.offsets;
+    std::swap(offsets[10], offsets[11]);
+    REQUIRE(offsets[10] != offsets[11]);
+    write_npy(fx.path("indptr.npy"), npy_dtype::int64, std::vector{n + 1}, offsets.data());
+    check_contains(fx.error(), {fx.path("indptr.npy").string(), fx.path("indices.npy").string(),
+                                "offsets decrease at row 10"});
+  }
+  SUBCASE("indices.npy: a source out of range, an unsorted row") {
+    std::vector<node_t> columns = fx.data.graph.columns;
+    columns[3] = n;
+    write_npy(fx.path("indices.npy"), npy_dtype::int64, std::vector{edges}, columns.data());
+    check_contains(fx.error(), {fx.path("indices.npy").string(), "column 50 at edge 3 outside"});
+    columns = fx.data.graph.columns;
+    node_t row = 0;
+    while (fx.data.graph.degree(row) < 2) ++row;
+    std::swap(columns[fx.data.graph.offsets[row]], columns[fx.data.graph.offsets[row] + 1]);
+    write_npy(fx.path("indices.npy"), npy_dtype::int64, std::vector{edges}, columns.data());
+    check_contains(fx.error(), {fx.path("indices.npy").string(),
+                                message("row ", row, " are not sorted")});
+  }
+  SUBCASE("labels and split codes out of range") {
+    std::vector<std::int32_t> labels = fx.data.labels;
+    labels[7] = fx.data.num_classes;
+    write_npy(fx.path("labels.npy"), npy_dtype::int32, std::vector{n}, labels.data());
+    check_contains(fx.error(), {fx.path("labels.npy").string(), "label 3 of node 7"});
+    write_npy(fx.path("labels.npy"), npy_dtype::int32, std::vector{n}, fx.data.labels.data());
+    std::vector<std::uint8_t> split(n, 1);
+    split[9] = 4;
+    write_npy(fx.path("split.npy"), npy_dtype::uint8, std::vector{n}, split.data());
+    check_contains(fx.error(), {fx.path("split.npy").string(), "split code 4 of node 9"});
+  }
+  SUBCASE("meta.json: malformed, a missing field, another format") {
+    const std::string meta = fx.path("meta.json").string();
+    io::write_text_file(fx.path("meta.json"), "{\"format\": ");
+    check_contains(fx.error(), {meta, "not a JSON object"});
+    io::write_text_file(fx.path("meta.json"),
+                        "{\"format\": \"sar-npy-dataset\", \"version\": 1, \"name\": \"x\"}");
+    check_contains(fx.error(), {meta, "\"num_nodes\""});
+    io::write_text_file(fx.path("meta.json"), "{\"format\": \"sar-partition-store\"}");
+    check_contains(io_error_of([&] { load_dataset(fx.root().string()); }),
+                   {meta, "format 'sar-partition-store', expected 'sar-npy-dataset'"});
+    fs::remove(fx.path("meta.json"));
+    check_contains(fx.error(), {"missing file", meta});
+  }
 }

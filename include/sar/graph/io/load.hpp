@@ -1,4 +1,7 @@
 // One entry point for every supported input, chosen by a dataset spec string:
+//   DIR with meta.json        a sar .npy dataset directory (format "sar-npy-dataset", see
+//                             io/npy.hpp and docs/npy-dataset.md); meta.json of any other
+//                             format is refused
 //   DIR                       an Open Graph Benchmark raw node-property directory
 //   FILE.mtx[.gz]             a Matrix Market coordinate file (graph only)
 //   FILE (anything else)      a whitespace-separated edge list, SNAP style (graph only)
@@ -18,6 +21,7 @@
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/matrix_market.hpp"
+#include "sar/graph/io/npy.hpp"
 #include "sar/graph/io/ogb.hpp"
 
 namespace sar {
@@ -115,7 +119,10 @@ inline graph_dataset load_dataset(const std::string& spec) {
   const std::filesystem::path path(spec);
   SAR_CHECK(std::filesystem::exists(path), io_error, "sar::load_dataset: '", spec,
             "' is neither an existing file or directory nor a generator (planted, rmat)");
-  if (std::filesystem::is_directory(path)) return read_ogb_raw(path);
+  if (std::filesystem::is_directory(path)) {
+    if (std::filesystem::exists(path / "meta.json")) return read_npy_dataset(path);
+    return read_ogb_raw(path);
+  }
   const std::string name = path.filename().string();
   const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
   edge_list edges = mtx ? read_matrix_market(path) : read_edge_list(path);

@@ -1,0 +1,581 @@
+// NumPy .npy files (the subset sar needs) and the sar .npy dataset directory, one graph file
+// set that both sar and Python (numpy.load, then torch.from_numpy) read fast.
+//
+// Dataset directory, format "sar-npy-dataset" version 1 (docs/npy-dataset.md):
+//   meta.json     {"format": "sar-npy-dataset", "version": 1, "name": s, "num_nodes": n,
+//                  "num_edges": E, "feature_dim": F, "num_classes": C}
+//   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
+//   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
+//   features.npy  float32 (n, F)  C order; always present (F may be 0)
+//   labels.npy    int32 (n,)      -1 = unlabelled; present only if the dataset has labels
+//   split.npy     uint8 (n,)      sar::node_split (0 none, 1 train, 2 valid, 3 test); present
+//                                 only if the dataset has a split
+// Every .npy file sar writes: "\x93NUMPY", version 1.0, a uint16 little-endian header length,
+// then the header, a Python dict {'descr': '<f4', 'fortran_order': False, 'shape': (n, F), }
+// padded with spaces and a final "\n" so that the data starts at a multiple of 64 bytes, then
+// the data, little-endian, C order. The reader accepts the dtypes '<i8', '<i4', '|u1', '<f4',
+// 1-D and 2-D C-order arrays, header versions 1.0, 2.0 and 3.0 (numpy uses 2.0/3.0 only for
+// headers over 64 KiB), and refuses anything else.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/graph/dataset.hpp"
+
+namespace sar {
+
+/// The element types of the .npy files sar reads and writes.
+enum class npy_dtype : std::uint8_t { int64, int32, uint8, float32 };
+
+/// Bytes per element of `dtype`.
+inline std::size_t npy_element_size(npy_dtype dtype) {
+  switch (dtype) {
+    case npy_dtype::int64: return 8;
+    case npy_dtype::int32: return 4;
+    case npy_dtype::uint8: return 1;
+    case npy_dtype::float32: return 4;
+  }
+  return 0;
+}
+
+/// NumPy's type string of `dtype`: '<i8', '<i4', '|u1', '<f4'.
+inline const char* npy_descr(npy_dtype dtype) {
+  switch (dtype) {
+    case npy_dtype::int64: return "<i8";
+    case npy_dtype::int32: return "<i4";
+    case npy_dtype::uint8: return "|u1";
+    case npy_dtype::float32: return "<f4";
+  }
+  return "?";
+}
+
+/// The NumPy name of `dtype`: int64, int32, uint8, float32.
+inline const char* npy_dtype_name(npy_dtype dtype) {
+  switch (dtype) {
+    case npy_dtype::int64: return "int64";
+    case npy_dtype::int32: return "int32";
+    case npy_dtype::uint8: return "uint8";
+    case npy_dtype::float32: return "float32";
+  }
+  return "?";
+}
+
+/// A shape as Python prints it: "(5,)", "(3, 4)", "()".
+inline std::string npy_shape_string(std::span<const std::int64_t> shape) {
+  std::string text = "(";
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+/// What the header of a .npy file says.
+struct npy_header {
+  npy_dtype dtype = npy_dtype::float32;
+  std::vector<std::int64_t> shape;  ///< 1 or 2 dimensions, each >= 0, C order
+  std::uint64_t data_offset = 0;    ///< bytes before the data
+
+  std::uint64_t element_count() const {
+    std::uint64_t count = 1;
+    for (std::int64_t d : shape) count *= static_cast<std::uint64_t>(d);
+    return count;
+  }
+  std::uint64_t data_bytes() const { return element_count() * npy_element_size(dtype); }
+};
+
+namespace detail::npy {
+
+inline constexpr char magic[] = "\x93NUMPY";  // 6 bytes and the terminating '\0'
+inline constexpr std::size_t data_alignment = 64;
+/// Largest single read or write: keeps every stream call far below 2^31 bytes.
+inline constexpr std::uint64_t max_transfer_bytes = std::uint64_t{1} << 30;
+
+/// Throws sar::io_error "<where>: <file>: ..." unless the host is little-endian.
+inline void require_little_endian_host(const char* where, const std::filesystem::path& file) {
+  SAR_CHECK(std::endian::native == std::endian::little, io_error, where, ": ", file.string(),
+            ": .npy files are read and written only on little-endian hosts");
+}
+
+/// Parser of the Python dict literal in a .npy header; every error names the file and the field.
+class header_parser {
+ public:
+  header_parser(std::string_view text, const std::filesystem::path& file)
+      : text_(text), file_(file) {}
+
+  /// Fills dtype and shape of `out`. Throws sar::io_error for a malformed dict, a missing,
+  /// repeated or unknown key, or an unsupported 'descr', 'fortran_order' or 'shape'.
+  void parse(npy_header& out) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    expect('{', "the header dict");
+    for (;;) {
+      skip_blanks();
+      if (peek() == '}') break;
+      const std::string key = quoted_string("a key");
+      expect(':', "'" + key + "'");
+      skip_blanks();
+      if (key == "descr") {
+        refuse_repeat(have_descr, key);
+        out.dtype = dtype_of(quoted_string("'descr'"));
+      } else if (key == "fortran_order") {
+        refuse_repeat(have_order, key);
+        if (!take_word("False")) {
+          if (take_word("True")) fail("'fortran_order': True is not supported (C order only)");
+          fail("'fortran_order' must be False or True");
+        }
+      } else if (key == "shape") {
+        refuse_repeat(have_shape, key);
+        out.shape = shape();
+      } else {
+        fail("unexpected key '" + key + "' (expected 'descr', 'fortran_order', 'shape')");
+      }
+      skip_blanks();
+      if (peek() == ',') ++at_;
+      else if (peek() != '}') fail("expected ',' or '}' after '" + key + "'");
+    }
+    ++at_;  // '}'
+    skip_blanks();
+    if (at_ != text_.size()) fail("unexpected text after the header dict");
+    if (!have_descr || !have_order || !have_shape)
+      fail(std::string("missing header field '") +
+           (!have_descr ? "descr" : !have_order ? "fortran_order" : "shape") + "'");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw io_error(message("sar::read_npy_header: ", file_.string(), ": ", what));
+  }
+  char peek() const { return at_ < text_.size() ? text_[at_] : '\0'; }
+  void skip_blanks() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t'))
+      ++at_;
+  }
+  void expect(char c, const std::string& after) {
+    skip_blanks();
+    if (peek() != c) fail(message("malformed header: expected '", c, "' for ", after));
+    ++at_;
+  }
+  void refuse_repeat(bool& seen, const std::string& key) {
+    if (seen) fail("header field '" + key + "' appears twice");
+    seen = true;
+  }
+  bool take_word(std::string_view word) {
+    if (text_.substr(at_, word.size()) != word) return false;
+    at_ += word.size();
+    return true;
+  }
+  std::string quoted_string(const std::string& what) {
+    skip_blanks();
+    const char quote = peek();
+    if (quote != '\'' && quote != '"')
+      fail("malformed header: expected a quoted string for " + what);
+    const std::size_t end = text_.find(quote, at_ + 1);
+    if (end == std::string_view::npos) fail("malformed header: unterminated string for " + what);
+    std::string value(text_.substr(at_ + 1, end - at_ - 1));
+    at_ = end + 1;
+    return value;
+  }
+  npy_dtype dtype_of(const std::string& descr) {
+    for (npy_dtype t : {npy_dtype::int64, npy_dtype::int32, npy_dtype::uint8, npy_dtype::float32})
+      if (descr == npy_descr(t)) return t;
+    fail("unsupported 'descr': '" + descr +
+         "' (sar reads '<i8', '<i4', '|u1', '<f4': little-endian int64, int32, uint8, float32)");
+  }
+  std::vector<std::int64_t> shape() {
+    std::vector<std::int64_t> dims;
+    expect('(', "'shape'");
+    const std::size_t start = at_ - 1;
+    for (;;) {
+      skip_blanks();
+      if (peek() == ')') break;
+      std::int64_t d = 0;
+      bool digits = false;
+      while (peek() >= '0' && peek() <= '9') {
+        if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10)
+          fail("'shape': dimension too large");
+        d = 10 * d + (text_[at_++] - '0');
+        digits = true;
+      }
+      if (peek() == 'L') ++at_;  // Python 2 long
+      if (!digits) fail("malformed 'shape': expected a non-negative integer");
+      dims.push_back(d);
+      skip_blanks();
+      if (peek() == ',') ++at_;
+      else if (peek() != ')') fail("malformed 'shape': expected ',' or ')'");
+    }
+    ++at_;
+    const std::string written(text_.substr(start, at_ - start));
+    if (dims.size() != 1 && dims.size() != 2)
+      fail(message("'shape': ", written, " has ", dims.size(),
+                   " dimensions; sar reads 1-D and 2-D arrays only"));
+    std::uint64_t elements = 1;
+    for (std::int64_t d : dims) {
+      if (d != 0 && elements > (std::uint64_t{1} << 60) / static_cast<std::uint64_t>(d))
+        fail("'shape': " + written + " is too large");
+      elements *= static_cast<std::uint64_t>(d);
+    }
+    return dims;
+  }
+
+  std::string_view text_;
+  const std::filesystem::path& file_;
+  std::size_t at_ = 0;
+};
+
+/// Writes `bytes` bytes in pieces of at most max_transfer_bytes; false on a stream failure.
+inline bool write_all(std::ofstream& out, const char* data, std::uint64_t bytes) {
+  while (bytes > 0 && out) {
+    const std::uint64_t piece = std::min(bytes, max_transfer_bytes);
+    out.write(data, static_cast<std::streamsize>(piece));
+    data += piece;
+    bytes -= piece;
+  }
+  return static_cast<bool>(out);
+}
+
+}  // namespace detail::npy
+
+/// Reads and checks the header of the .npy file `file`.
+/// Ensures: the file's size is exactly data_offset + data_bytes().
+/// Throws sar::io_error "sar::read_npy_header: <file>: <problem>" for a missing or unreadable
+/// file, a missing magic string, a version other than 1.x/2.x/3.x, a truncated or malformed
+/// header, an unsupported 'descr', 'fortran_order': True, a shape that is not 1-D or 2-D,
+/// truncated data or bytes after the data.
+inline npy_header read_npy_header(const std::filesystem::path& file) {
+  namespace fs = std::filesystem;
+  constexpr const char* where = "sar::read_npy_header";
+  detail::npy::require_little_endian_host(where, file);
+  std::error_code ec;
+  SAR_CHECK(fs::is_regular_file(file, ec), io_error, where, ": missing file ", file.string());
+  const std::uint64_t size = fs::file_size(file, ec);
+  SAR_CHECK(!ec, io_error, where, ": cannot stat ", file.string(), ": ", ec.message());
+  std::ifstream in(file, std::ios::binary);
+  SAR_CHECK(in.good(), io_error, where, ": cannot open ", file.string());
+
+  unsigned char preamble[12] = {};
+  in.read(reinterpret_cast<char*>(preamble), 10);
+  SAR_CHECK(in.gcount() >= 6 && std::memcmp(preamble, detail::npy::magic, 6) == 0, io_error,
+            where, ": ", file.string(), " is not a .npy file (it does not start with \\x93NUMPY)");
+  SAR_CHECK(in.gcount() == 10, io_error, where, ": ", file.string(),
+            ": truncated header (file has ", size, " bytes)");
+  const int major = preamble[6], minor = preamble[7];
+  SAR_CHECK(major >= 1 && major <= 3, io_error, where, ": ", file.string(),
+            ": unsupported .npy format version ", major, ".", minor,
+            " (sar reads 1.0, 2.0 and 3.0)");
+  std::uint64_t header_length = preamble[8] | (std::uint64_t{preamble[9]} << 8);
+  std::uint64_t prefix = 10;
+  if (major >= 2) {  // 2.0 and 3.0: a uint32 header length
+    in.read(reinterpret_cast<char*>(preamble + 10), 2);
+    SAR_CHECK(in.gcount() == 2, io_error, where, ": ", file.string(),
+              ": truncated header (file has ", size, " bytes)");
+    header_length |= (std::uint64_t{preamble[10]} << 16) | (std::uint64_t{preamble[11]} << 24);
+    prefix = 12;
+  }
+  SAR_CHECK(size >= prefix + header_length, io_error, where, ": ", file.string(),
+            ": truncated header (file has ", size, " bytes, the header ends at byte ",
+            prefix + header_length, ")");
+  std::string text(header_length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_length));
+  SAR_CHECK(in.good(), io_error, where, ": cannot read the header of ", file.string());
+
+  npy_header header;
+  detail::npy::header_parser(text, file).parse(header);
+  header.data_offset = prefix + header_length;
+  const std::uint64_t expected = header.data_offset + header.data_bytes();
+  SAR_CHECK(size >= expected, io_error, where, ": ", file.string(), " is truncated (", size,
+            " bytes, expected ", expected, " for shape ", npy_shape_string(header.shape), " of ",
+            npy_dtype_name(header.dtype), ")");
+  SAR_CHECK(size == expected, io_error, where, ": ", file.string(), " has ", size - expected,
+            " unexpected bytes after the data (shape ", npy_shape_string(header.shape), " of ",
+            npy_dtype_name(header.dtype), ")");
+  return header;
+}
+
+/// Reads the data of `file`, whose header is `header` (from read_npy_header), into `out`.
+/// Requires: out has room for header.data_bytes() bytes. Reads in large sequential pieces
+/// straight into `out` (no parsing; arrays over 2^31 bytes work).
+/// Throws sar::io_error naming the file if it cannot be opened or read to the end.
+inline void read_npy_data(const std::filesystem::path& file, const npy_header& header, void* out) {
+  constexpr const char* where = "sar::read_npy_data";
+  std::ifstream in(file, std::ios::binary);
+  SAR_CHECK(in.good(), io_error, where, ": cannot open ", file.string());
+  in.seekg(static_cast<std::streamoff>(header.data_offset));
+  char* to = static_cast<char*>(out);
+  std::uint64_t left = header.data_bytes();
+  while (left > 0 && in) {
+    const std::uint64_t piece = std::min(left, detail::npy::max_transfer_bytes);
+    in.read(to, static_cast<std::streamsize>(piece));
+    to += in.gcount();
+    left -= static_cast<std::uint64_t>(in.gcount());
+  }
+  SAR_CHECK(left == 0, io_error, where, ": ", file.string(), ": read failed or file shrank with ",
+            left, " of ", header.data_bytes(), " data bytes unread");
+}
+
+/// Writes `data` (C order, shape.size() = 1 or 2, the product of `shape` elements of `dtype`)
+/// to `file` as a version 1.0 .npy file whose data starts at a multiple of 64 bytes.
+/// Throws sar::invalid_argument for a shape that is not 1-D or 2-D or has a negative
+/// dimension; sar::io_error naming the file if it cannot be created or written.
+inline void write_npy(const std::filesystem::path& file, npy_dtype dtype,
+                      std::span<const std::int64_t> shape, const void* data) {
+  constexpr const char* where = "sar::write_npy";
+  detail::npy::require_little_endian_host(where, file);
+  SAR_CHECK((shape.size() == 1 || shape.size() == 2) &&
+                std::all_of(shape.begin(), shape.end(), [](std::int64_t d) { return d >= 0; }),
+            invalid_argument, where, ": ", file.string(), ": shape ", npy_shape_string(shape),
+            " is not a 1-D or 2-D shape of non-negative sizes");
+  std::string header =
+      message("{'descr': '", npy_descr(dtype),
+              "', 'fortran_order': False, 'shape': ", npy_shape_string(shape), ", }");
+  const std::size_t unpadded = 10 + header.size() + 1;  // preamble, dict, "\n"
+  const std::size_t alignment = detail::npy::data_alignment;
+  header.append((alignment - unpadded % alignment) % alignment, ' ');
+  header += '\n';
+  std::string preamble(detail::npy::magic, 6);
+  preamble += {'\x01', '\x00', static_cast<char>(header.size() & 0xff),
+               static_cast<char>(header.size() >> 8)};
+
+  npy_header written{dtype, {shape.begin(), shape.end()}, 0};
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  SAR_CHECK(out.good(), io_error, where, ": cannot create ", file.string());
+  const bool ok = detail::npy::write_all(out, preamble.data(), preamble.size()) &&
+                  detail::npy::write_all(out, header.data(), header.size()) &&
+                  detail::npy::write_all(out, static_cast<const char*>(data), written.data_bytes());
+  out.close();
+  SAR_CHECK(ok && !out.fail(), io_error, where, ": writing ", file.string(),
+            " failed (disk full?)");
+}
+
+namespace detail::npy {
+
+inline constexpr const char* dataset_format = "sar-npy-dataset";
+inline constexpr int dataset_version = 1;
+inline constexpr const char* array_files[] = {"indptr.npy", "indices.npy", "features.npy",
+                                              "labels.npy", "split.npy"};
+
+/// The first row of `graph` whose columns are not sorted, or -1 if every row is sorted.
+inline node_t first_unsorted_row(const csr& graph) {
+  for (node_t i = 0; i < graph.num_rows; ++i) {
+    const auto row = graph.row(i);
+    if (!std::is_sorted(row.begin(), row.end())) return i;
+  }
+  return -1;
+}
+
+/// The "format" of dir/meta.json, or "" if it is missing or not a JSON object with a string
+/// "format" (never throws for a malformed file: callers only use it to decide).
+inline std::string meta_format(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "meta.json");
+  if (!in) return "";
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string()) return "";
+  return j["format"].get<std::string>();
+}
+
+/// Reads and checks the header of `file`: dtype `dtype` and shape `shape` (implied by
+/// meta.json through `origin`, e.g. "num_nodes = 4"). Throws sar::io_error naming the file.
+inline npy_header expect_array(const std::filesystem::path& file, npy_dtype dtype,
+                               std::vector<std::int64_t> shape, const std::string& origin) {
+  constexpr const char* where = "sar::read_npy_dataset";
+  const npy_header header = read_npy_header(file);
+  SAR_CHECK(header.dtype == dtype, io_error, where, ": ", file.string(), " holds ",
+            npy_dtype_name(header.dtype), " ('", npy_descr(header.dtype), "'), expected ",
+            npy_dtype_name(dtype), " ('", npy_descr(dtype), "')");
+  SAR_CHECK(header.shape == shape, io_error, where, ": ", file.string(), " has shape ",
+            npy_shape_string(header.shape), ", but meta.json (", origin, ") implies ",
+            npy_shape_string(shape));
+  return header;
+}
+
+}  // namespace detail::npy
+
+/// Writes `data` as a sar .npy dataset directory `dir` (format at the top of this file):
+/// the arrays first, meta.json last (under a temporary name, then renamed), so a directory
+/// without meta.json is incomplete. `dir` is created if missing; an existing sar .npy dataset
+/// there is replaced (its labels.npy / split.npy removed if `data` has none); any other
+/// non-empty directory is refused.
+/// Requires: data.validate() passes and every row of data.graph is sorted.
+/// Throws sar::invalid_argument if not; sar::io_error naming the path for a refused directory
+/// or any file-system failure.
+inline void write_npy_dataset(const std::filesystem::path& dir, const graph_dataset& data) {
+  namespace fs = std::filesystem;
+  namespace np = detail::npy;
+  constexpr const char* where = "sar::write_npy_dataset";
+  data.validate(where);
+  const node_t unsorted = np::first_unsorted_row(data.graph);
+  SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
+            " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
+
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    SAR_CHECK(fs::is_directory(dir, ec), io_error, where, ": ", dir.string(),
+              " exists and is not a directory");
+    if (!fs::is_empty(dir, ec)) {
+      const std::string format = np::meta_format(dir);
+      SAR_CHECK(format == np::dataset_format, io_error, where, ": ", dir.string(),
+                " is a non-empty directory that is not a sar .npy dataset (",
+                format.empty() ? std::string("no readable meta.json")
+                               : "its meta.json has format '" + format + "'",
+                "); refusing to overwrite it");
+      fs::remove(dir / "meta.json", ec);
+      for (const char* name : np::array_files)
+        if (!ec) fs::remove(dir / name, ec);
+      SAR_CHECK(!ec, io_error, where, ": cannot clear the old dataset in ", dir.string(), ": ",
+                ec.message());
+    }
+  } else {
+    fs::create_directories(dir, ec);
+    SAR_CHECK(!ec, io_error, where, ": cannot create directory ", dir.string(), ": ",
+              ec.message());
+  }
+
+  const std::int64_t n = data.num_nodes();
+  const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
+  const std::int64_t edges = data.graph.num_edges();
+  write_npy(dir / "indptr.npy", npy_dtype::int64, std::vector{n + 1}, data.graph.offsets.data());
+  write_npy(dir / "indices.npy", npy_dtype::int64, std::vector{edges}, data.graph.columns.data());
+  write_npy(dir / "features.npy", npy_dtype::float32, std::vector{n, dim}, data.features.data());
+  if (!data.labels.empty())
+    write_npy(dir / "labels.npy", npy_dtype::int32, std::vector{n}, data.labels.data());
+  if (!data.split.empty())
+    write_npy(dir / "split.npy", npy_dtype::uint8, std::vector{n}, data.split.data());
+
+  const nlohmann::ordered_json meta = {
+      {"format", np::dataset_format}, {"version", np::dataset_version},
+      {"name", data.name},            {"num_nodes", n},
+      {"num_edges", edges},           {"feature_dim", dim},
+      {"num_classes", data.num_classes}};
+  const fs::path tmp = dir / "meta.json.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << meta.dump(2) << '\n';
+    out.close();
+    SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", tmp.string());
+  }
+  fs::rename(tmp, dir / "meta.json", ec);
+  SAR_CHECK(!ec, io_error, where, ": cannot rename ", tmp.string(), " to meta.json: ",
+            ec.message());
+}
+
+/// Reads the sar .npy dataset directory `dir` (format at the top of this file).
+/// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
+/// without labels.npy), num_classes and split (empty without split.npy) as written, and
+/// data.validate() passes.
+/// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
+/// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
+/// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
+/// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
+/// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); split codes
+/// above 3.
+inline graph_dataset read_npy_dataset(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  namespace np = detail::npy;
+  constexpr const char* where = "sar::read_npy_dataset";
+  std::error_code ec;
+  SAR_CHECK(fs::is_directory(dir, ec), io_error, where, ": missing directory ", dir.string());
+  const fs::path meta_file = dir / "meta.json";
+  SAR_CHECK(fs::is_regular_file(meta_file, ec), io_error, where, ": missing file ",
+            meta_file.string(), " (not a sar .npy dataset, or an incomplete one)");
+
+  graph_dataset data;
+  std::int64_t n = 0, edges = 0, dim = 0;
+  {
+    std::ifstream in(meta_file);
+    SAR_CHECK(in.good(), io_error, where, ": cannot open ", meta_file.string());
+    const nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    SAR_CHECK(meta.is_object(), io_error, where, ": ", meta_file.string(),
+              " is not a JSON object (malformed JSON?)");
+    const auto text = [&](const char* key) {
+      SAR_CHECK(meta.contains(key) && meta[key].is_string(), io_error, where, ": ",
+                meta_file.string(), ": missing string field \"", key, "\"");
+      return meta[key].get<std::string>();
+    };
+    const auto count = [&](const char* key) {
+      const bool valid = meta.contains(key) && meta[key].is_number_integer() &&
+                         meta[key].get<std::int64_t>() >= 0;
+      SAR_CHECK(valid, io_error, where, ": ", meta_file.string(), ": field \"", key,
+                "\" is missing or not a non-negative integer");
+      return meta[key].get<std::int64_t>();
+    };
+    const std::string format = text("format");
+    SAR_CHECK(format == np::dataset_format, io_error, where, ": ", meta_file.string(),
+              " has format '", format, "', expected '", np::dataset_format, "'");
+    const std::int64_t version = count("version");
+    SAR_CHECK(version == np::dataset_version, io_error, where, ": ", meta_file.string(),
+              " has version ", version, ", expected ", np::dataset_version);
+    data.name = text("name");
+    n = count("num_nodes");
+    edges = count("num_edges");
+    dim = count("feature_dim");
+    const std::int64_t classes = count("num_classes");
+    SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
+              meta_file.string(), ": num_classes ", classes, " is too large");
+    data.num_classes = static_cast<std::int32_t>(classes);
+  }
+  const std::string nodes = message("num_nodes = ", n);
+
+  const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
+  auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
+  data.graph.num_rows = data.graph.num_cols = n;
+  data.graph.offsets.resize(static_cast<std::size_t>(n) + 1);
+  read_npy_data(indptr_file, header, data.graph.offsets.data());
+  header =
+      np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
+  data.graph.columns.resize(static_cast<std::size_t>(edges));
+  read_npy_data(indices_file, header, data.graph.columns.data());
+  const std::string graph_files =
+      message(where, ": ", indptr_file.string(), ", ", indices_file.string());
+  try {
+    data.graph.validate(graph_files.c_str());
+  } catch (const invalid_argument& e) {
+    throw io_error(e.what());
+  }
+  const node_t unsorted = np::first_unsorted_row(data.graph);
+  SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", unsorted,
+            " are not sorted");
+
+  const fs::path features_file = dir / "features.npy";
+  header = np::expect_array(features_file, npy_dtype::float32, {n, dim},
+                            message(nodes, ", feature_dim = ", dim));
+  data.features.resize(n, dim);
+  read_npy_data(features_file, header, data.features.data());
+
+  if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
+    header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
+    data.labels.resize(static_cast<std::size_t>(n));
+    read_npy_data(file, header, data.labels.data());
+    const auto bad = std::find_if(data.labels.begin(), data.labels.end(), [&](std::int32_t label) {
+      return label < -1 || label >= data.num_classes;
+    });
+    SAR_CHECK(bad == data.labels.end(), io_error, where, ": ", file.string(), ": label ",
+              bad == data.labels.end() ? 0 : *bad, " of node ", bad - data.labels.begin(),
+              " outside [-1, ", data.num_classes, ") (num_classes in meta.json)");
+  }
+  if (const fs::path file = dir / "split.npy"; fs::exists(file, ec)) {
+    header = np::expect_array(file, npy_dtype::uint8, {n}, nodes);
+    data.split.resize(static_cast<std::size_t>(n));
+    read_npy_data(file, header, data.split.data());
+    const auto bad = std::find_if(data.split.begin(), data.split.end(), [](node_split s) {
+      return static_cast<std::uint8_t>(s) > static_cast<std::uint8_t>(node_split::test);
+    });
+    SAR_CHECK(bad == data.split.end(), io_error, where, ": ", file.string(), ": split code ",
+              bad == data.split.end() ? 0 : static_cast<int>(*bad), " of node ",
+              bad - data.split.begin(), " is not 0 (none), 1 (train), 2 (valid) or 3 (test)");
+  }
+  return data;
+}
+
+}  // namespace sar
