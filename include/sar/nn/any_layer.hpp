@@ -153,8 +153,8 @@ class dynamic_sequential : public detail::model_base<T> {
   }
 
   /// As sequential::backward: ASSIGNS every parameter gradient; layers before the first
-  /// one with parameters are skipped and that one computes no input gradient. Throws sar::invalid_argument without a forward or on a shape mismatch.
-  /// Collective.
+  /// one with parameters are skipped and that one computes no input gradient. Throws
+  /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
   void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& dlogits) {
     this->run_backward(
         ctx, dlogits,
