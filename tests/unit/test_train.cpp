@@ -15,6 +15,7 @@
 #include "sar/optim/adam.hpp"
 #include "sar/nn/any_layer.hpp"
 #include "sar/nn/gcn.hpp"
+#include "sar/nn/linear.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"
 #include "sar/testing/gradient_checker.hpp"
@@ -592,6 +593,66 @@ TEST_CASE("backward skips the layers before the first one with parameters") {
   // The GCN's own weight gradient is still assigned (it got an empty dx).
   const auto grads = model.parameters().grads();
   CHECK(std::any_of(grads.begin(), grads.end(), [](double v) { return v != 0.0; }));
+}
+
+namespace {
+/// Holds a layer but hides its optional traits: the model then keeps every activation and
+/// runs nothing in place (the reference for the buffer-sharing model).
+template <class L>
+struct opaque {
+  using scalar = typename L::scalar;
+  L layer;
+  Eigen::Index input_dim() const { return layer.input_dim(); }
+  Eigen::Index output_dim() const { return layer.output_dim(); }
+  void declare(parameter_store<scalar>& s) { layer.declare(s); }
+  void forward(local_schedule& g, const layer_context& c, const matrix<scalar>& x,
+               matrix<scalar>& y) {
+    layer.forward(g, c, x, y);
+  }
+  void backward(local_schedule& g, const layer_context& c, const matrix<scalar>& x,
+                const matrix<scalar>& y, const matrix<scalar>& dy, matrix<scalar>& dx) {
+    layer.backward(g, c, x, y, dy, dx);
+  }
+};
+}  // namespace
+
+TEST_CASE("models release unread activations and run element-wise layers in place, with "
+          "the numbers of a model that keeps everything") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  // dropout -> gcn (W after: reads neither x nor y) -> relu (in place over the gcn output)
+  // -> dropout -> gcn (W first: reads x) -> elu -> linear
+  sequential<dropout<double>, gcn_layer<double>, relu<double>, dropout<double>,
+             gcn_layer<double>, elu<double>, linear<double>>
+      shared(dropout<double>(6, 0.3), gcn_layer<double>(6, 6), relu<double>(6),
+             dropout<double>(6, 0.3), gcn_layer<double>(6, 4), elu<double>(4),
+             linear<double>(4, 2));
+  sequential<opaque<dropout<double>>, opaque<gcn_layer<double>>, opaque<relu<double>>,
+             opaque<dropout<double>>, opaque<gcn_layer<double>>, opaque<elu<double>>,
+             opaque<linear<double>>>
+      kept({dropout<double>(6, 0.3)}, {gcn_layer<double>(6, 6)}, {relu<double>(6)},
+           {dropout<double>(6, 0.3)}, {gcn_layer<double>(6, 4)}, {elu<double>(4)},
+           {linear<double>(4, 2)});
+  shared.initialise(8);
+  kept.initialise(8);
+  const matrixd x = random_matrix(g.num_rows, 6, 71);
+  const matrixd dlogits = random_matrix(g.num_rows, 2, 72);
+  for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {  // later epochs reuse pooled buffers
+    const layer_context ctx{.training = true, .seed = 4, .epoch = epoch};
+    const matrixd ys = shared.forward(graph, ctx, x);
+    CHECK(shared.activation(0).size() == 0);  // dropout output: the W-after gcn does not read it
+    CHECK(shared.activation(1).size() == 0);  // gcn output: relu overwrote it in place
+    CHECK(shared.activation(2).size() > 0);   // relu output: relu's backward reads it
+    CHECK(ys == kept.forward(graph, ctx, x));
+    shared.backward(graph, ctx, dlogits);
+    kept.backward(graph, ctx, dlogits);
+    const auto gs = shared.parameters().grads(), gk = kept.parameters().grads();
+    CHECK(std::equal(gs.begin(), gs.end(), gk.begin(), gk.end()));
+    CHECK(shared.activation(shared.num_layers() - 1).size() > 0);  // the logits stay
+    // An evaluation forward between training steps does not disturb the next epoch.
+    CHECK(shared.forward(graph, {.training = false}, x) ==
+          kept.forward(graph, {.training = false}, x));
+  }
 }
 
 TEST_CASE("models reject mismatched widths, wrong inputs and a backward without forward") {

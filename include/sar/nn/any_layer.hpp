@@ -43,6 +43,8 @@ class any_layer {
 
   Eigen::Index input_dim() const { return self_->input_dim(); }
   Eigen::Index output_dim() const { return self_->output_dim(); }
+  /// The held layer's optional traits (sar/nn/layer.hpp), as a model reads them.
+  detail::layer_traits traits() const { return self_->traits(); }
   void declare(parameter_store<T>& store) { self_->declare(store); }
   /// As the held layer's forward (collective if it is).
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
@@ -73,6 +75,7 @@ class any_layer {
     virtual ~interface() = default;
     virtual Eigen::Index input_dim() const = 0;
     virtual Eigen::Index output_dim() const = 0;
+    virtual detail::layer_traits traits() const = 0;
     virtual void declare(parameter_store<T>& store) = 0;
     virtual void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
                          matrix<T>& y) = 0;
@@ -86,6 +89,7 @@ class any_layer {
     explicit model(L l) : layer(std::move(l)) {}
     Eigen::Index input_dim() const override { return layer.input_dim(); }
     Eigen::Index output_dim() const override { return layer.output_dim(); }
+    detail::layer_traits traits() const override { return detail::traits_of(layer); }
     void declare(parameter_store<T>& store) override { layer.declare(store); }
     void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
                  matrix<T>& y) override {
@@ -126,13 +130,16 @@ class dynamic_sequential : public detail::model_base<T> {
     SAR_CHECK(!layers_.empty(), invalid_argument,
               "sar::dynamic_sequential: a model needs at least one layer");
     std::vector<Eigen::Index> in, out;
+    std::vector<detail::layer_traits> traits;
     for (auto& l : layers_) {
       this->declare_layer(l);
       in.push_back(l.input_dim());
       out.push_back(l.output_dim());
+      traits.push_back(l.traits());
     }
     this->store_->allocate();
-    this->set_dimensions(std::move(in), std::move(out), "sar::dynamic_sequential");
+    this->set_dimensions(std::move(in), std::move(out), std::move(traits),
+                         "sar::dynamic_sequential");
   }
   dynamic_sequential(dynamic_sequential&&) noexcept = default;
   dynamic_sequential& operator=(dynamic_sequential&&) noexcept = default;

@@ -70,6 +70,7 @@ template <class T>
 class dropout {
  public:
   using scalar = T;
+  static constexpr bool in_place = true;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
   dropout(Eigen::Index dim, double p) : dim_(dim), p_(p) {
@@ -80,12 +81,14 @@ class dropout {
   Eigen::Index output_dim() const { return dim_; }
   double probability() const { return p_; }
   void declare(parameter_store<T>&) {}
+  reads_in_backward backward_reads() const { return {.input = false, .output = false}; }
 
   /// y := x * mask / (1 - p) in training, y := x otherwise. Requires x.cols() == input_dim()
-  /// and a schedule with node_id(row) (the dataset id that keys the mask).
+  /// and a schedule with node_id(row) (the dataset id that keys the mask); x and y may be the
+  /// same matrix.
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
-    check(x, "forward");
+    check(x.cols(), "forward: x");
     mask_rows_ = -1;
     if (!ctx.training || p_ == 0) {
       y = x;
@@ -107,27 +110,29 @@ class dropout {
     mask_epoch_ = ctx.epoch;
   }
 
-  /// dx += dy * mask / (1 - p) in training, dx += dy otherwise (nothing when dx is empty).
-  /// Requires the training forward of the same ctx to be this layer's last forward.
+  /// dx += dy * mask / (1 - p) in training, dx += dy otherwise; when dx is dy, dx := those
+  /// (nothing when dx is empty). Requires the training forward of the same ctx to be this
+  /// layer's last forward; x and y are not read.
   template <class Schedule>
-  void backward(Schedule&, const layer_context& ctx, const matrix<T>& x, const matrix<T>&,
+  void backward(Schedule&, const layer_context& ctx, const matrix<T>&, const matrix<T>&,
                 const matrix<T>& dy, matrix<T>& dx) {
-    check(x, "backward");
+    check(dy.cols(), "backward: dy");
     if (dx.size() == 0) return;
-    SAR_CHECK(dy.rows() == x.rows() && dy.cols() == dim_ && dx.rows() == x.rows() &&
-                  dx.cols() == dim_,
-              invalid_argument, "sar::dropout::backward: dy or dx is not shaped like x");
+    SAR_CHECK(dx.rows() == dy.rows() && dx.cols() == dim_, invalid_argument,
+              "sar::dropout::backward: dx is ", dx.rows(), " x ", dx.cols(), ", dy ", dy.rows(),
+              " x ", dy.cols());
+    const bool assign = &dx == &dy;
     if (!ctx.training || p_ == 0) {
-      dx += dy;
+      if (!assign) dx += dy;
       return;
     }
-    SAR_CHECK(mask_rows_ == x.rows() && mask_epoch_ == ctx.epoch, invalid_argument,
+    SAR_CHECK(mask_rows_ == dy.rows() && mask_epoch_ == ctx.epoch, invalid_argument,
               "sar::dropout::backward: no matching training forward (epoch ", ctx.epoch, ")");
     const Eigen::Index words = dropout_mask::words_for(dim_);
     const T scale = scale_of(dropout_mask(ctx, p_));
-    for_row_chunks(x.rows(), 2.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+    for_row_chunks(dy.rows(), 2.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
       for (Eigen::Index i = b; i < e; ++i)
-        scale_kept(kept_.data() + i * words, dy.row(i).data(), scale, dx.row(i).data(), true);
+        scale_kept(kept_.data() + i * words, dy.row(i).data(), scale, dx.row(i).data(), !assign);
     });
   }
 
@@ -147,8 +152,8 @@ class dropout {
       }
     }
   }
-  void check(const matrix<T>& x, const char* what) const {
-    SAR_CHECK(x.cols() == dim_, invalid_argument, "sar::dropout::", what, ": x has ", x.cols(),
+  void check(Eigen::Index cols, const char* what) const {
+    SAR_CHECK(cols == dim_, invalid_argument, "sar::dropout::", what, " has ", cols,
               " columns, expected ", dim_);
   }
 

@@ -43,6 +43,8 @@ class gcn_layer {
   Eigen::Index output_dim() const { return output_dim_; }
   /// True when W is applied before aggregating (output_dim() < input_dim()).
   bool weight_first() const { return output_dim_ < input_dim_; }
+  /// Backward reads x only when W comes first (else the kept aggregate); never y.
+  reads_in_backward backward_reads() const { return {.input = weight_first(), .output = false}; }
 
   /// Declares "gcn.weight" (F_in x F_out, Glorot, group 0) and, with bias, "gcn.bias"
   /// (1 x F_out, zeros, group 1). The store must outlive the layer and not move.
@@ -95,7 +97,8 @@ class gcn_layer {
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
     const Eigen::Index n = graph.num_local();
-    const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
+    const bool want_dx =
+        detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx, weight_first());
     const auto w = store_->value(weight_);
     const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());

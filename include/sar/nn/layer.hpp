@@ -20,6 +20,12 @@
 //                                      0 x input_dim() when it wants it, so that every rank
 //                                      makes the same collective calls.
 // "Added" makes skip connections and halo rows compose; "assigned" means no zeroing step.
+// Optional, so that a model can release or reuse activation buffers (sar/nn/sequential.hpp):
+//   l.backward_reads() -> sar::reads_in_backward  which of x and y backward reads (absent: both);
+//                                      one it does not read may be passed EMPTY to backward.
+//   L::in_place (static constexpr bool) forward accepts x and y being the same matrix, and
+//                                      backward dy and dx being the same matrix, in which case
+//                                      it ASSIGNS dLoss/dx to it (element-wise layers).
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
 // from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
@@ -42,6 +48,12 @@ struct layer_context {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
+};
+
+/// Which of its forward's input x and output y a layer's backward reads.
+struct reads_in_backward {
+  bool input = true;
+  bool output = true;
 };
 
 template <class L, class Schedule>

@@ -36,6 +36,8 @@ class linear {
   Eigen::Index input_dim() const { return in_; }
   Eigen::Index output_dim() const { return out_; }
   bool has_bias() const { return options_.bias; }
+  /// Backward reads x, never y.
+  reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
   /// Declares W (input_dim x output_dim) and, with a bias, b (1 x output_dim, zeros).
   void declare(parameter_store<T>& store) {

@@ -92,6 +92,8 @@ class sage_layer {
   /// True when the neighbour weight is applied before aggregating (mean, gcn with
   /// output_dim() < input_dim()); never for pool.
   bool weight_first() const { return !is_pool && output_dim_ < input_dim_; }
+  /// Backward reads x, never y.
+  reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
   /// Declares, in order: mean: "sage.self_weight", "sage.neighbour_weight" (F_in x F_out);
   /// gcn: "sage.weight" (F_in x F_out); pool: "sage.pool_weight" (F_in x pool_dim),

@@ -11,6 +11,7 @@
 //   model.backward(graph, ctx, dlogits);   // gradients in model.parameters().grads()
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <memory>
@@ -92,8 +93,29 @@ constexpr bool check_layer_calls() {
   return true;
 }
 
+/// A layer's optional traits (sar/nn/layer.hpp), with the defaults of a layer without them.
+struct layer_traits {
+  reads_in_backward reads;
+  bool in_place = false;
+};
+template <class L>
+layer_traits traits_of(const L& l) {
+  layer_traits t;
+  if constexpr (requires { { l.backward_reads() } -> std::convertible_to<reads_in_backward>; })
+    t.reads = l.backward_reads();
+  if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; }) t.in_place = L::in_place;
+  return t;
+}
+
 /// What sequential and dynamic_sequential share: the parameter store, the activations of the
-/// last forward, the gradient buffers, and the forward/backward walk.
+/// last forward, the forward/backward walk, and a pool of activation and gradient buffers.
+///
+/// Memory: an activation that no backward reads (layer k's output when layer k does not read
+/// its y and layer k + 1 does not read its x) is returned to the pool as soon as layer k + 1
+/// has run; an in-place layer whose input is such an activation overwrites it; in backward,
+/// in-place layers work on the incoming gradient, and activations and gradients go back to the
+/// pool as soon as they are dead. Buffers are matched by size, so after the first epoch a
+/// training loop allocates nothing.
 template <class T>
 class model_base {
  public:
@@ -113,22 +135,24 @@ class model_base {
   std::pair<std::size_t, std::size_t> layer_parameters(std::size_t k) const {
     return {first_parameter_.at(k), first_parameter_.at(k + 1)};
   }
-  /// Output of layer k in the last forward (k < num_layers()).
+  /// Output of layer k in the last forward (k < num_layers()), or an empty matrix if it was
+  /// released (no backward reads it) or backward has run since (it then keeps only the logits).
   const matrix<T>& activation(std::size_t k) const { return outputs_.at(k); }
 
  protected:
   model_base() : store_(std::make_unique<parameter_store<T>>()) {}
 
-  /// Records the layer widths and checks the chain. Throws sar::invalid_argument naming the
-  /// first pair of layers whose widths do not match.
+  /// Records the layer widths and traits and checks the chain. Throws sar::invalid_argument
+  /// naming the first pair of layers whose widths do not match.
   void set_dimensions(std::vector<Eigen::Index> in, std::vector<Eigen::Index> out,
-                      const char* where) {
+                      std::vector<layer_traits> traits, const char* where) {
     SAR_CHECK(!in.empty(), invalid_argument, where, ": a model needs at least one layer");
     for (std::size_t k = 0; k + 1 < in.size(); ++k)
       SAR_CHECK(out[k] == in[k + 1], invalid_argument, where, ": layer ", k, " outputs ", out[k],
                 " columns but layer ", k + 1, " takes ", in[k + 1]);
     input_dims_ = std::move(in);
     output_dims_ = std::move(out);
+    traits_ = std::move(traits);
     outputs_.assign(input_dims_.size(), matrix<T>());
   }
 
@@ -139,10 +163,18 @@ class model_base {
     SAR_CHECK(x.rows() == num_local && x.cols() == input_dim(), invalid_argument, where, ": x is ",
               x.rows(), " x ", x.cols(), ", expected ", num_local, " x ", input_dim());
     input_ = nullptr;
+    for (auto& y : outputs_) give(y);
     for (std::size_t k = 0; k < num_layers(); ++k) {
       layer_context c = ctx;
       c.layer = k;
-      call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
+      if (k > 0 && traits_[k].in_place && released_after_forward(k - 1)) {
+        outputs_[k] = std::move(outputs_[k - 1]);  // outputs_[k - 1] is left empty
+        call(k, c, outputs_[k], outputs_[k]);
+      } else {
+        outputs_[k] = take(num_local, output_dims_[k]);
+        call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
+        if (k > 0 && released_after_forward(k - 1)) give(outputs_[k - 1]);
+      }
     }
     input_ = &x;
     return outputs_.back();
@@ -151,7 +183,8 @@ class model_base {
   /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., f, where f is the first layer
   /// with parameters: the layers before it have nothing to learn and nothing upstream that
   /// does, so they are not called and dx_f is empty (no input-gradient product, SpMM or
-  /// exchange in the first graph layer).
+  /// exchange in the first graph layer). For an in-place layer dy_k and dx_k are the same
+  /// matrix (except for the last layer, whose dy is the caller's dlogits).
   template <class Call>
   void run_backward(const layer_context& ctx, const matrix<T>& dlogits, Call&& call,
                     const char* where) {
@@ -160,19 +193,32 @@ class model_base {
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
+    const Eigen::Index n = logits.rows();
     std::size_t first_trainable = 0;
     while (first_trainable + 1 < num_layers() &&
            first_parameter_[first_trainable] == first_parameter_[first_trainable + 1])
       ++first_trainable;
+    matrix<T> gradient;  // dy of the layer about to run, once it is not dlogits
     for (std::size_t k = num_layers(); k-- > first_trainable;) {
       layer_context c = ctx;
       c.layer = k;
-      const matrix<T>& dy = k + 1 == num_layers() ? dlogits : gradients_[(k + 1) % 2];
-      matrix<T>& dx = gradients_[k % 2];  // never the buffer dy lives in
-      if (k == first_trainable) dx.resize(0, 0);  // no input gradient wanted
-      else dx.setZero(input_->rows(), input_dims_[k]);
-      call(k, c, k == 0 ? *input_ : outputs_[k - 1], outputs_[k], dy, dx);
+      const matrix<T>& x = k == 0 ? *input_ : outputs_[k - 1];
+      const bool last = k + 1 == num_layers();
+      if (k == first_trainable) {
+        matrix<T> none;  // no input gradient wanted
+        call(k, c, x, outputs_[k], last ? dlogits : gradient, none);
+      } else if (traits_[k].in_place && !last) {
+        call(k, c, x, outputs_[k], gradient, gradient);
+      } else {
+        matrix<T> dx = take(n, input_dims_[k]);
+        dx.setZero();
+        call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
+        give(gradient);
+        gradient = std::move(dx);
+      }
+      if (!last) give(outputs_[k]);  // the logits stay readable
     }
+    give(gradient);
   }
 
   /// Declares layer `l`'s parameters, recording where they start. Call in layer order.
@@ -186,9 +232,32 @@ class model_base {
   std::unique_ptr<parameter_store<T>> store_;  // a unique_ptr: layers keep its address
   std::vector<std::size_t> first_parameter_;   // layer k's parameters: [first[k], first[k+1])
   std::vector<Eigen::Index> input_dims_, output_dims_;
+  std::vector<layer_traits> traits_;
   std::vector<matrix<T>> outputs_;
-  matrix<T> gradients_[2];
   const matrix<T>* input_ = nullptr;
+
+ private:
+  /// Does no backward read layer k's output (so it can go once layer k + 1 has run)?
+  bool released_after_forward(std::size_t k) const {
+    return k + 1 < num_layers() && !traits_[k].reads.output && !traits_[k + 1].reads.input;
+  }
+  /// A rows x cols matrix (contents undefined), from the pool if it has one of that size.
+  matrix<T> take(Eigen::Index rows, Eigen::Index cols) {
+    const auto it = std::find_if(idle_.begin(), idle_.end(),
+                                 [&](const matrix<T>& m) { return m.size() == rows * cols; });
+    if (it == idle_.end()) return matrix<T>(rows, cols);
+    matrix<T> m = std::move(*it);
+    idle_.erase(it);
+    m.resize(rows, cols);  // same size: no reallocation
+    return m;
+  }
+  /// Returns m's buffer to the pool and leaves m empty.
+  void give(matrix<T>& m) {
+    if (m.size() > 0) idle_.push_back(std::move(m));
+    m = matrix<T>();
+  }
+
+  std::vector<matrix<T>> idle_;  // buffers no activation or gradient uses right now
 };
 
 /// The scalar of the first layer; float when it names none (its static_assert reports that).
@@ -226,7 +295,7 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
         [&](const auto&... l) {
           this->set_dimensions({static_cast<Eigen::Index>(l.input_dim())...},
                                {static_cast<Eigen::Index>(l.output_dim())...},
-                               "sar::sequential");
+                               {detail::traits_of(l)...}, "sar::sequential");
         },
         layers_);
   }

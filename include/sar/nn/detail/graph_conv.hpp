@@ -87,15 +87,16 @@ void check_declared(const char* where, const Store* store) {
             "store.allocate() first)");
 }
 
-/// The checks every graph layer's backward starts with: declared, x (n x in) and dy (n x out)
-/// shaped, dx empty or n x in. Returns whether the input gradient is wanted: unless dx is
+/// The checks every graph layer's backward starts with: declared, x (n x in; unless reads_x is
+/// false) and dy (n x out) shaped, dx empty or n x in. Returns whether the input gradient is wanted: unless dx is
 /// 0 x 0 (on a rank without nodes a 0 x in dx IS wanted, so every rank makes the same
 /// collective calls). Throws sar::invalid_argument naming `where` otherwise.
 template <class Store>
 bool check_backward(const char* where, const Store* store, Eigen::Index n, Eigen::Index in,
-                    Eigen::Index out, const auto& x, const auto& dy, const auto& dx) {
+                    Eigen::Index out, const auto& x, const auto& dy, const auto& dx,
+                    bool reads_x = true) {
   check_declared(where, store);
-  check_shape(where, "x", x.rows(), x.cols(), n, in);
+  if (reads_x) check_shape(where, "x", x.rows(), x.cols(), n, in);
   check_shape(where, "dy", dy.rows(), dy.cols(), n, out);
   check_input_gradient(where, dx.rows(), dx.cols(), n, in);
   return dx.rows() == n && dx.cols() == in;
