@@ -35,10 +35,8 @@ class pointwise_layer {
   void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
     check(x, "forward");
     y.resize(x.rows(), x.cols());
-    const T* in = x.data();
-    T* out = y.data();
     for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
-      for (Eigen::Index k = b * dim_; k < e * dim_; ++k) out[k] = op_.value(in[k]);
+      y.middleRows(b, e - b).array() = op_.value(x.middleRows(b, e - b).array());
     });
   }
 
@@ -52,15 +50,13 @@ class pointwise_layer {
     SAR_CHECK(dy.rows() == y.rows() && dy.cols() == y.cols() && dx.rows() == y.rows() &&
                   dx.cols() == y.cols(),
               invalid_argument, "sar::", Op::name, "::backward: y, dy, dx shapes differ");
-    const T *out = y.data(), *grad = dy.data();
-    T* dxp = dx.data();
     const bool assign = &dx == &dy;
+    // Eigen array expressions: branch-free and vectorised (a data-dependent branch per
+    // element mispredicts half the time on ReLU outputs).
     for_row_chunks(y.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
-      if (assign) {
-        for (Eigen::Index k = b * dim_; k < e * dim_; ++k) dxp[k] = grad[k] * op_.slope(out[k]);
-      } else {
-        for (Eigen::Index k = b * dim_; k < e * dim_; ++k) dxp[k] += grad[k] * op_.slope(out[k]);
-      }
+      const auto term = dy.middleRows(b, e - b).array() * op_.slope(y.middleRows(b, e - b).array());
+      if (assign) dx.middleRows(b, e - b).array() = term;
+      else dx.middleRows(b, e - b).array() += term;
     });
   }
 
@@ -74,27 +70,37 @@ class pointwise_layer {
 };
 
 namespace detail {
+// value(x) = f(x) and slope(y) = f'(x) as Eigen array expressions; the slope is a function of
+// the output y (y > 0 exactly when x > 0 for these three).
 struct relu_op {
   static constexpr const char* name = "relu";
-  template <class T> T value(T x) const { return x > T(0) ? x : T(0); }
-  template <class T> T slope(T y) const { return y > T(0) ? T(1) : T(0); }
+  template <class A> auto value(const A& x) const { return x.cwiseMax(typename A::Scalar(0)); }
+  template <class A> auto slope(const A& y) const {
+    return (y > typename A::Scalar(0)).template cast<typename A::Scalar>();
+  }
 };
 struct leaky_relu_op {
   static constexpr const char* name = "leaky_relu";
   double negative_slope = 0.01;
-  template <class T> T value(T x) const { return x > T(0) ? x : static_cast<T>(negative_slope) * x; }
-  template <class T> T slope(T y) const {  // y > 0 exactly when x > 0 (negative_slope >= 0)
-    return y > T(0) ? T(1) : static_cast<T>(negative_slope);
+  template <class A> auto value(const A& x) const {
+    using T = typename A::Scalar;
+    return (x > T(0)).select(x, static_cast<T>(negative_slope) * x);
+  }
+  template <class A> auto slope(const A& y) const {
+    using T = typename A::Scalar;
+    return (y > T(0)).select(A::Constant(y.rows(), y.cols(), T(1)), static_cast<T>(negative_slope));
   }
 };
 struct elu_op {
   static constexpr const char* name = "elu";
   double alpha = 1.0;
-  template <class T> T value(T x) const {
-    return x > T(0) ? x : static_cast<T>(alpha) * std::expm1(x);
+  template <class A> auto value(const A& x) const {
+    using T = typename A::Scalar;
+    return (x > T(0)).select(x, static_cast<T>(alpha) * x.expm1());
   }
-  template <class T> T slope(T y) const {  // y > 0 exactly when x > 0; else f' = y + alpha
-    return y > T(0) ? T(1) : y + static_cast<T>(alpha);
+  template <class A> auto slope(const A& y) const {  // f' = y + alpha where x <= 0
+    using T = typename A::Scalar;
+    return (y > T(0)).select(T(1), y + static_cast<T>(alpha));
   }
 };
 }  // namespace detail
