@@ -127,6 +127,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::vector<double> sorted = epoch_seconds;
   std::sort(sorted.begin(), sorted.end());
   metrics["epoch_seconds_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  metrics["epoch_seconds"] = epoch_seconds;
   metrics["peak_memory_bytes"] = peak_memory;
   std::vector<double> losses;
   for (const auto& e : result.history) losses.push_back(e.train_loss);
