@@ -12,6 +12,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/dist/graph_shard.hpp"
 #include "sar/dist/halo_plan.hpp"
+#include "sar/dist/schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
@@ -395,4 +396,24 @@ TEST_CASE("graph_shard and halo_plan on Cora, P = 1..8") {
     check_partitioning(g, random_permutation(n, 40 + P), equal_ranges(n, P));
     check_partitioning(g, random_permutation(n, 60 + P), random_ranges(n, P, P >= 2 ? 0 : -1, P));
   }
+}
+
+TEST_CASE("local_schedule keeps one copy of a symmetric graph and a transpose otherwise") {
+  // 0 <-> 1, 1 <-> 2 (symmetric); then a directed edge 0 -> 2 added (not symmetric).
+  edge_list symmetric_edges;
+  symmetric_edges.num_nodes = 3;
+  for (auto [from, to] : {std::pair{0, 1}, {1, 0}, {1, 2}, {2, 1}}) symmetric_edges.push_back(from, to);
+  local_schedule symmetric(build_csr(symmetric_edges));
+  const graph_block* seen = nullptr;
+  const matrixd x = matrixd::Ones(3, 2);
+  symmetric.gather(x, [&](const graph_block& b, const auto&) { seen = &b; });
+  REQUIRE(seen != nullptr);
+  CHECK(seen->transposed == seen->edges);
+
+  edge_list directed_edges = symmetric_edges;
+  directed_edges.push_back(0, 2);
+  local_schedule directed(build_csr(directed_edges));
+  directed.gather(x, [&](const graph_block& b, const auto&) { seen = &b; });
+  CHECK(seen->transposed != seen->edges);
+  CHECK(*seen->transposed == transpose(*seen->edges));
 }

@@ -75,15 +75,18 @@ struct graph_block {
 /// Also what each distributed schedule reduces to at P = 1.
 class local_schedule {
  public:
-  /// Requires a square CSR of in-edges (row = destination). Builds the transpose once.
+  /// Requires a square CSR of in-edges (row = destination). Builds the transpose once, and
+  /// keeps it only if it differs from the graph (a symmetric graph is its own transpose).
   explicit local_schedule(csr graph, node_t first_global = 0)
       : graph_(std::move(graph)), transposed_(transpose(graph_)),
         in_degrees_(sar::in_degrees(graph_)), out_degrees_(sar::out_degrees(graph_)) {
     graph_.validate("sar::local_schedule");
     SAR_CHECK(graph_.num_rows == graph_.num_cols, invalid_argument,
               "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols);
+    const bool symmetric = transposed_ == graph_;
+    if (symmetric) transposed_ = csr{};
     block_.edges = &graph_;
-    block_.transposed = &transposed_;
+    block_.transposed = symmetric ? &graph_ : &transposed_;
     block_.first_destination = block_.first_source = first_global;
   }
 
