@@ -9,17 +9,30 @@
 // The transpose product (backward, dx += A^T dout) is the same kernel applied to the
 // transposed CSR (graph_block::transposed), so no atomics are ever needed.
 //
-// Parallel over destination rows with oneTBB: the rows are cut into chunks of about equal
-// edge count (a power-law degree distribution does not leave one thread with the hubs), and
-// each destination row is summed by one thread in CSR order, so the result is bitwise the
-// same for every thread count. Each row's sum runs over contiguous feature rows with Eigen's
-// vectorised row operations, four source rows per pass over the destination row.
+// Parallel over destination rows with oneTBB (inside the caller's task_arena): the rows are
+// cut into chunks of about equal edge count (a power-law degree distribution does not leave
+// one thread with the hubs), and each destination row is summed by one thread in CSR order,
+// so the result is bitwise the same for every thread count.
+//
+// Why it is fast: on a graph larger than the cache the product is bound by gathering source
+// rows from random places in x, not by arithmetic, so the kernel is built to keep many of
+// those misses in flight and to add as little work around them as it can:
+//  (1) each gathered row is read whole and contiguously (row-major features) and added with
+//      SIMD packets over the feature columns;
+//  (2) the destination row stays in registers while all its source rows are added (blocks of
+//      up to 16 packets, sizes fixed at compile time so the loops are fully unrolled), and is
+//      stored once, instead of being read and written in memory for every few source rows;
+//  (3) every cache line of the source row 8 edges ahead is prefetched, so the next rows'
+//      misses overlap the current ones (prefetch_line: how to keep GCC from deleting it).
+// Each element gets exactly the additions of a plain loop over the row's edges in CSR order
+// (old value + x_j1 + x_j2 + ...), whatever the width and however it is cut into blocks.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -82,19 +95,26 @@ void for_edge_balanced_rows(const csr& a, Eigen::Index cols, Body&& body) {
       tbb::simple_partitioner());
 }
 
-/// Prefetches the rows of x listed in cols[0, count) (count <= 0: nothing), every cache line.
-template <class X>
-inline void prefetch_rows(const X& x, const node_t* cols, edge_t count) {
-  const auto bytes = static_cast<std::size_t>(x.cols()) * sizeof(typename X::Scalar);
-  for (edge_t k = 0; k < count; ++k) {
-    const char* row = reinterpret_cast<const char*>(x.data() + cols[k] * x.outerStride());
+/// Calls f(0), f(1), ..., f(N - 1), unrolled at compile time (so an array indexed by the
+/// argument can live in registers).
+template <int N, class F>
+inline void unrolled(F&& f) {
+  [&]<int... K>(std::integer_sequence<int, K...>) {
+    (f(K), ...);
+  }(std::make_integer_sequence<int, N>());
+}
+
+/// Prefetches the cache line holding p.
+inline void prefetch_line(const void* p) {
 #if defined(__GNUC__) || defined(__clang__)
-    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
+  __builtin_prefetch(p, 0, 3);
+  // GCC treats the prefetch as having no effect and, depending on how it inlines the callers,
+  // may delete a helper or a loop that only prefetches (GCC 12 at -O1 and up left no
+  // prefetch at all in a first version of this kernel). The empty asm counts as an effect.
+  asm volatile("");
 #else
-    (void)row;
-    (void)bytes;
+  (void)p;
 #endif
-  }
 }
 
 inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_rows,
@@ -116,35 +136,117 @@ inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_ro
             " columns but out has ", out_cols);
 }
 
-/// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null).
-template <class T>
-void spmm_rows_add(const csr& a, const node_t* rows, const_rows_ref<T> x, rows_ref<T> out) {
+/// Sums source rows into one destination row at a time: out.row(d) += x.row(j) (times
+/// weights[e] when Weighted) for each edge e = (d, j) of a CSR row, in CSR order. The columns
+/// go in blocks of up to 16 SIMD packets whose sums stay in registers over all the row's edges
+/// and are stored once; block sizes are compile-time constants (16, 8, 4, 2, 1 packets), so
+/// their loops are fully unrolled; the last columns, fewer than a packet, are added in memory.
+/// The packets are Eigen's (Eigen::internal's packet primitives, stable since Eigen 3.0): SSE,
+/// AVX, AVX-512 or NEON as Eigen is configured, scalars when it does not vectorise. Each lane
+/// is one column and every operation is per lane, so each element gets exactly the additions
+/// of a plain loop over the edges, in order, whatever the width and the blocks.
+template <class T, bool Weighted>
+class row_summer {
+  using packet = typename Eigen::internal::packet_traits<T>::type;
+  static constexpr int lanes = Eigen::internal::unpacket_traits<packet>::size;
+  static constexpr int max_packets = 16;  // x86-64 with AVX has 16 vector registers
+  // Gathered rows are random accesses: latency bounds them unless several are in flight, so
+  // each step prefetches the source row `distance` edges ahead (in this row or a later one).
+  static constexpr edge_t distance = 8;
+
+ public:
+  /// prefetch_end: the first edge not to prefetch (the end of the caller's rows).
+  row_summer(const_rows_ref<T> x, const node_t* columns, const T* weights, edge_t prefetch_end)
+      : x_(x.data()), stride_(x.outerStride()), width_(x.cols()), columns_(columns),
+        weights_(weights), prefetch_end_(prefetch_end) {}
+
+  /// destination[0, width) += the sum over edges [begin, end).
+  void sum(T* destination, edge_t begin, edge_t end) const {
+    // Only the first pass over the edges prefetches (the rows of the edges `distance` ahead).
+    bool first = true;
+    Eigen::Index c = 0;
+    const auto block = [&]<int Packets>(std::integral_constant<int, Packets>) {
+      add_block<Packets>(destination, c, begin, end, std::exchange(first, false));
+      c += Packets * lanes;
+    };
+    while (width_ - c >= max_packets * lanes) block(std::integral_constant<int, max_packets>());
+    const Eigen::Index packets = (width_ - c) / lanes;  // < max_packets
+    static_assert(max_packets == 16, "the blocks below cover 0-15 packets");
+    if (packets & 8) block(std::integral_constant<int, 8>());
+    if (packets & 4) block(std::integral_constant<int, 4>());
+    if (packets & 2) block(std::integral_constant<int, 2>());
+    if (packets & 1) block(std::integral_constant<int, 1>());
+    if (c < width_) add_columns(destination, c, begin, end, first);
+  }
+
+ private:
+  const T* source(edge_t e) const { return x_ + columns_[e] * stride_; }
+
+  /// Prefetches every cache line of the source row `distance` edges after e.
+  void prefetch(edge_t e) const {
+    if (e + distance >= prefetch_end_) return;
+    const char* row = reinterpret_cast<const char*>(source(e + distance));
+    const auto bytes = static_cast<std::size_t>(width_) * sizeof(T);
+    for (std::size_t offset = 0; offset < bytes; offset += 64) prefetch_line(row + offset);
+    prefetch_line(row + bytes - 1);  // the last line when the row does not start one
+  }
+
+  /// destination[c, c + Packets * lanes) += the sum over edges [begin, end), in registers.
+  template <int Packets>
+  void add_block(T* destination, Eigen::Index c, edge_t begin, edge_t end,
+                 bool prefetching) const {
+    using namespace Eigen::internal;
+    packet acc[Packets];
+    unrolled<Packets>([&](int j) { acc[j] = ploadu<packet>(destination + c + j * lanes); });
+    for (edge_t e = begin; e < end; ++e) {
+      if (prefetching) prefetch(e);
+      const T* row = source(e) + c;
+      if constexpr (Weighted) {
+        const packet w = pset1<packet>(weights_[e]);
+        unrolled<Packets>([&](int j) {
+          acc[j] = padd(acc[j], pmul(w, ploadu<packet>(row + j * lanes)));
+        });
+      } else {
+        unrolled<Packets>([&](int j) { acc[j] = padd(acc[j], ploadu<packet>(row + j * lanes)); });
+      }
+    }
+    unrolled<Packets>([&](int j) { pstoreu(destination + c + j * lanes, acc[j]); });
+  }
+
+  /// destination[c, width) += the sum over edges [begin, end), for fewer columns than a packet
+  /// holds: added in memory, edge by edge.
+  void add_columns(T* destination, Eigen::Index c, edge_t begin, edge_t end,
+                   bool prefetching) const {
+    for (edge_t e = begin; e < end; ++e) {
+      if (prefetching) prefetch(e);
+      const T* row = source(e);
+      for (Eigen::Index k = c; k < width_; ++k) {
+        if constexpr (Weighted) destination[k] += weights_[e] * row[k];
+        else destination[k] += row[k];
+      }
+    }
+  }
+
+  const T* x_;
+  Eigen::Index stride_, width_;
+  const node_t* columns_;
+  const T* weights_;
+  edge_t prefetch_end_;
+};
+
+/// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), edge e scaled by
+/// weights[e] when Weighted; each destination row summed by one thread (row_summer's order).
+template <bool Weighted, class T>
+void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_rows_ref<T> x,
+                   rows_ref<T> out) {
   if (x.cols() == 0) return;
   const edge_t* offsets = a.offsets.data();
-  const node_t* columns = a.columns.data();
-  // Gathered source rows are random accesses: prefetch the rows a few edges ahead when a row
-  // spans at least one cache line (latency, not bandwidth, bounds a random gather).
-  const bool prefetch = x.cols() * static_cast<Eigen::Index>(sizeof(T)) >= 64;
-  constexpr edge_t prefetch_distance = 8;
   for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
-    const edge_t end_edge = offsets[end];
+    const row_summer<T, Weighted> summer(x, a.columns.data(), weights, offsets[end]);
     for (node_t i = begin; i < end; ++i) {
-      edge_t e = offsets[i];
-      const edge_t stop = offsets[i + 1];
-      if (e == stop) continue;
-      auto acc = out.row(rows ? rows[i] : i);
-      for (; e + 4 <= stop; e += 4) {
-        if (prefetch) prefetch_rows(x, columns + e + prefetch_distance,
-                                    std::min<edge_t>(4, end_edge - e - prefetch_distance));
-        acc += (x.row(columns[e]) + x.row(columns[e + 1])) +
-               (x.row(columns[e + 2]) + x.row(columns[e + 3]));
-      }
-      switch (stop - e) {
-        case 3: acc += (x.row(columns[e]) + x.row(columns[e + 1])) + x.row(columns[e + 2]); break;
-        case 2: acc += x.row(columns[e]) + x.row(columns[e + 1]); break;
-        case 1: acc += x.row(columns[e]); break;
-        default: break;
-      }
+      if (offsets[i] == offsets[i + 1]) continue;
+      summer.sum(out.data() + (rows != nullptr ? rows[i] : i) * out.outerStride(), offsets[i],
+                 offsets[i + 1]);
     }
   });
 }
@@ -159,7 +261,7 @@ template <class T>
 void spmm_add(const csr& a, std::type_identity_t<const_rows_ref<T>> x,
               std::type_identity_t<rows_ref<T>> out) {
   detail::check_spmm_shapes("sar::spmm_add", a, x.rows(), x.cols(), out.rows(), out.cols());
-  detail::spmm_rows_add<T>(a, nullptr, x, out);
+  detail::spmm_rows_add<false, T>(a, nullptr, nullptr, x, out);
 }
 
 /// out += A_block halo for one graph_block: out.row(block.local_row(k)) += sum of the halo rows
@@ -174,7 +276,8 @@ void spmm_add(const graph_block& block, std::type_identity_t<const_rows_ref<T>> 
   const csr& a = *block.edges;
   detail::check_spmm_shapes("sar::spmm_add (block)", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols(), block.rows);
-  detail::spmm_rows_add<T>(a, block.rows.empty() ? nullptr : block.rows.data(), halo, out);
+  detail::spmm_rows_add<false, T>(a, block.rows.empty() ? nullptr : block.rows.data(), nullptr,
+                                  halo, out);
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does
@@ -187,21 +290,7 @@ void spmm_add(const csr& a, std::span<const T> weights, std::type_identity_t<con
   SAR_CHECK(static_cast<edge_t>(weights.size()) == a.num_edges(), invalid_argument,
             "sar::spmm_add (weighted): ", weights.size(), " weights for ", a.num_edges(),
             " edges");
-  if (x.cols() == 0) return;
-  const edge_t* offsets = a.offsets.data();
-  const node_t* columns = a.columns.data();
-  const T* w = weights.data();
-  detail::for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
-    for (node_t i = begin; i < end; ++i) {
-      edge_t e = offsets[i];
-      const edge_t stop = offsets[i + 1];
-      if (e == stop) continue;
-      auto acc = out.row(i);
-      for (; e + 2 <= stop; e += 2)
-        acc += w[e] * x.row(columns[e]) + w[e + 1] * x.row(columns[e + 1]);
-      if (e < stop) acc += w[e] * x.row(columns[e]);
-    }
-  });
+  detail::spmm_rows_add<true, T>(a, nullptr, weights.data(), x, out);
 }
 
 /// Deducing forms: any Eigen row-major dense operands of one scalar type (matrix, Map, Ref,
