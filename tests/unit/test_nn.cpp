@@ -431,6 +431,27 @@ TEST_CASE("dropout: backward applies the forward's mask at widths across 64-bit 
                   invalid_argument);
 }
 
+TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with the threshold") {
+  // The vectorised compare (AVX2 builds) must agree with the definition, lane by lane.
+  for (const double p : {0.0, 0.3, 0.5, 0.999}) {
+    const dropout_mask mask(layer_context{.training = true, .seed = 5, .epoch = 2, .layer = 1}, p);
+    for (const Eigen::Index width : {1, 15, 16, 17, 64, 130}) {
+      CAPTURE(p);
+      CAPTURE(width);
+      std::vector<std::uint64_t> bits(static_cast<std::size_t>(dropout_mask::words_for(width)));
+      for (const node_t id : {0, 1, 77, 123456}) {
+        mask.node_bits(id, width, bits.data());
+        for (Eigen::Index c = 0; c < dropout_mask::words_for(width) * 64; ++c) {
+          const bool bit = (bits[static_cast<std::size_t>(c / 64)] >> (c % 64)) & 1u;
+          const bool expected =
+              c < width && dropout_mask::lane(mask.draw(id, c - c % 16), c % 16) >= mask.threshold();
+          if (bit != expected) FAIL("node ", id, " column ", c);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("batch_norm normalises in training and uses the running statistics in evaluation") {
   local_schedule graph(random_graph(200, 2, 17));
   matrixd x = random_matrix<double>(200, 3, 18);

@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "sar/core/error.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
@@ -40,27 +44,47 @@ class dropout_mask {
   void node_bits(node_t global_id, Eigen::Index width, std::uint64_t* bits) const {
     std::fill_n(bits, words_for(width), std::uint64_t{0});
     for (Eigen::Index c0 = 0; c0 < width; c0 += columns_per_draw) {
-      const auto words = draw(global_id, c0);
-      const Eigen::Index count = std::min<Eigen::Index>(columns_per_draw, width - c0);
-      std::uint64_t kept = 0;
-      for (Eigen::Index k = 0; k < count; ++k)
-        kept |= std::uint64_t{lane(words, k) >= threshold_} << k;
+      std::uint64_t kept = kept_lanes(draw(global_id, c0));
+      if (width - c0 < columns_per_draw) kept &= (std::uint64_t{1} << (width - c0)) - 1;
       bits[c0 / 64] |= kept << (c0 % 64);  // 16 divides 64: a draw never straddles words
     }
   }
-  /// Words of node_bits for `width` columns.
-  static Eigen::Index words_for(Eigen::Index width) { return (width + 63) / 64; }
-
- private:
-  counter_rng::bits_t draw(node_t global_id, Eigen::Index column) const {
-    return rng_.bits(epoch_, static_cast<std::uint64_t>(global_id),
-                     static_cast<std::uint64_t>(column / columns_per_draw));
+  /// Bit k (k < 16) set iff 16-bit lane k of the draw (little-endian order) is >= the threshold.
+  std::uint64_t kept_lanes(const counter_rng::bits_t& words) const {
+#if defined(__AVX2__)
+    // Unsigned 16-bit compare as a signed one on lanes offset by 2^15; the 16 lane masks are
+    // packed to bytes (each 128-bit half twice) and read out with one movemask.
+    if (threshold_ == 0) return 0xffff;
+    const __m256i offset = _mm256_set1_epi16(static_cast<short>(0x8000));
+    const __m256i lanes =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words.data())), offset);
+    const __m256i limit = _mm256_set1_epi16(static_cast<short>((threshold_ - 1) ^ 0x8000u));
+    const __m256i keep = _mm256_cmpgt_epi16(lanes, limit);
+    const auto m = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_packs_epi16(keep, keep)));
+    return (m & 0xffu) | ((m >> 8) & 0xff00u);
+#else
+    std::uint64_t kept = 0;
+    for (Eigen::Index k = 0; k < columns_per_draw; ++k)
+      kept |= std::uint64_t{lane(words, k) >= threshold_} << k;
+    return kept;
+#endif
   }
+  /// 16-bit lane k of a draw: the draws a decision compares with the threshold.
   static std::uint32_t lane(const counter_rng::bits_t& words, Eigen::Index k) {
     return static_cast<std::uint32_t>((words[static_cast<std::size_t>(k / 4)] >> (16 * (k % 4))) &
                                       0xffffu);
   }
+  /// The draw for the 16 columns starting at `column` (a multiple of 16).
+  counter_rng::bits_t draw(node_t global_id, Eigen::Index column) const {
+    return rng_.bits(epoch_, static_cast<std::uint64_t>(global_id),
+                     static_cast<std::uint64_t>(column / columns_per_draw));
+  }
+  /// Lanes at or above this value are kept.
+  std::uint32_t threshold() const { return threshold_; }
+  /// Words of node_bits for `width` columns.
+  static Eigen::Index words_for(Eigen::Index width) { return (width + 63) / 64; }
 
+ private:
   counter_rng rng_;
   std::uint64_t epoch_;
   std::uint32_t threshold_;
