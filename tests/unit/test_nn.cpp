@@ -143,6 +143,9 @@ void check_blocks_equal_plain_sum(const csr& a) {
   graph_block block;
   block.edges = &a;
   block.rows = rows;
+  std::vector<T> source_scale(static_cast<std::size_t>(a.num_cols));
+  for (std::size_t j = 0; j < source_scale.size(); ++j)
+    source_scale[j] = T(1) / std::sqrt(static_cast<T>(1 + j % 7));
   const T tolerance = std::is_same_v<T, float> ? T(1e-5) : T(1e-13);
   for (Eigen::Index f : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128,
                          129, 130, 255, 256, 257, 300}) {
@@ -161,6 +164,20 @@ void check_blocks_equal_plain_sum(const csr& a) {
             plain);
       CHECK(spmm_in_arena<T>(threads, tall_start,
                              [&](matrix<T>& out) { spmm_add(block, x, out); }) == plain_in_tall);
+      // Scaling halo rows as they are added is the sum of a scaled copy (to rounding: the
+      // compiler may fuse the multiply into the add), bitwise the same on every thread count.
+      const matrix<T> x_scaled =
+          Eigen::Map<const column_vector<T>>(source_scale.data(), a.num_cols).asDiagonal() * x;
+      const matrix<T> of_copy = spmm_in_arena<T>(
+          1, tall_start, [&](matrix<T>& out) { spmm_add(block, x_scaled, out); });
+      const auto scaled = [&](int t) {
+        return spmm_in_arena<T>(t, tall_start, [&](matrix<T>& out) {
+          spmm_add_scaled(block, std::span<const T>(source_scale), x, out);
+        });
+      };
+      CHECK((scaled(threads) - of_copy).cwiseAbs().maxCoeff() <=
+            tolerance * (1 + of_copy.cwiseAbs().maxCoeff()));
+      CHECK(scaled(threads) == scaled(1));
       const matrix<T> weighted = spmm_in_arena<T>(threads, start, [&](matrix<T>& out) {
         spmm_add(a, std::span<const T>(weights), x, out);
       });

@@ -717,6 +717,26 @@ class distributed_schedule {
     std::size_t at = 0;
     for (int q = 0; q < P; ++q)
       for (node_t row : plan.send_rows[q]) out_degrees_[row] += received[at++];
+
+    // Out-degrees of the halo rows, sent by their owners along the plan (as the ids above).
+    std::vector<std::int64_t> degrees;
+    degrees.reserve(static_cast<std::size_t>(plan.total_send()));
+    for (int q = 0; q < P; ++q)
+      for (node_t row : plan.send_rows[q]) degrees.push_back(out_degrees_[row]);
+    std::vector<std::int64_t> halo_degrees(static_cast<std::size_t>(plan.total_recv()));
+    comm.all_to_all_v(std::span<const std::int64_t>(degrees),
+                      std::span<const std::int64_t>(recv_counts),
+                      std::span<std::int64_t>(halo_degrees),
+                      std::span<const std::int64_t>(send_counts));
+    halo_degrees_.assign(P, {});
+    at = 0;
+    for (int q = 0; q < P; ++q) {
+      halo_degrees_[q].assign(halo_degrees.begin() + at,
+                              halo_degrees.begin() + at + plan.recv_count[q]);
+      at += plan.recv_count[q];
+      blocks_[q].source_degrees = q == p ? std::span<const node_t>(out_degrees_)
+                                         : std::span<const node_t>(halo_degrees_[q]);
+    }
   }
 
   Comm* comm_;
@@ -728,6 +748,7 @@ class distributed_schedule {
   std::vector<graph_block> blocks_;
   std::vector<std::vector<node_t>> halo_ids_;  // [q]: dataset ids of block q's halo rows
   std::vector<node_t> out_degrees_;
+  std::vector<std::vector<node_t>> halo_degrees_;  // [q]: out-degrees of block q's halo rows
   schedule_traffic traffic_;
   int open_blocks_ = 0, kept_blocks_ = 0, peak_live_ = 0;
   bool backward_seen_ = false;

@@ -58,6 +58,9 @@ struct graph_block {
   std::span<const node_t> source_ids;       ///< id of each halo row (empty: contiguous)
   std::span<const node_t> destination_ids;  ///< id of each LOCAL row (empty: contiguous)
   std::span<const node_t> rows{};   ///< local row of each edges row (empty: identity)
+  /// Out-degree in the whole graph of each halo row (the source side of GCN's normalisation,
+  /// so a layer can scale halo rows as it sums them instead of scaling a copy before sending).
+  std::span<const node_t> source_degrees;
 
   bool compressed() const { return !rows.empty(); }
   /// The local row of edges row k.
@@ -88,6 +91,7 @@ class local_schedule {
     block_.edges = &graph_;
     block_.transposed = symmetric ? &graph_ : &transposed_;
     block_.first_destination = block_.first_source = first_global;
+    block_.source_degrees = out_degrees_;
   }
 
   node_t num_local() const { return graph_.num_rows; }

@@ -6,6 +6,8 @@
 //   spmm_add(block, halo, out):    the same for one graph_block, honouring its row convention:
 //                                  out.row(block.local_row(k)) += sum of halo rows in edges
 //                                  row k (out has one row per LOCAL node). What layers call.
+//   spmm_add_scaled(block, s, halo, out): the same with halo row j scaled by s[j] (GCN's
+//                                  source normalisation, without a scaled copy of the input)
 // The transpose product (backward, dx += A^T dout) is the same kernel applied to the
 // transposed CSR (graph_block::transposed), so no atomics are ever needed.
 //
@@ -136,16 +138,21 @@ inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_ro
             " columns but out has ", out_cols);
 }
 
-/// Sums source rows into one destination row at a time: out.row(d) += x.row(j) (times
-/// weights[e] when Weighted) for each edge e = (d, j) of a CSR row, in CSR order. The columns
+/// How row_summer scales a gathered source row: not at all, by weights[e] for edge e, or by
+/// weights[j] for source row j.
+enum class row_scale { none, by_edge, by_source };
+
+/// Sums source rows into one destination row at a time: out.row(d) += x.row(j) (times its
+/// row_scale weight) for each edge e = (d, j) of a CSR row, in CSR order. The columns
 /// go in blocks of up to 16 SIMD packets whose sums stay in registers over all the row's edges
 /// and are stored once; block sizes are compile-time constants (16, 8, 4, 2, 1 packets), so
 /// their loops are fully unrolled; the last columns, fewer than a packet, are added in memory.
 /// The packets are Eigen's (Eigen::internal's packet primitives, stable since Eigen 3.0): SSE,
 /// AVX, AVX-512 or NEON as Eigen is configured, scalars when it does not vectorise. Each lane
 /// is one column and every operation is per lane, so each element gets exactly the additions
-/// of a plain loop over the edges, in order, whatever the width and the blocks.
-template <class T, bool Weighted>
+/// of a plain loop over the edges, in order, whatever the width and the blocks (a scaled row
+/// is multiplied and added, which the compiler may fuse into one rounding).
+template <class T, row_scale Scale>
 class row_summer {
   using packet = typename Eigen::internal::packet_traits<T>::type;
   static constexpr int lanes = Eigen::internal::unpacket_traits<packet>::size;
@@ -181,6 +188,9 @@ class row_summer {
 
  private:
   const T* source(edge_t e) const { return x_ + columns_[e] * stride_; }
+  T weight(edge_t e) const {
+    return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
+  }
 
   /// Prefetches every cache line of the source row `distance` edges after e.
   void prefetch(edge_t e) const {
@@ -201,8 +211,8 @@ class row_summer {
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch(e);
       const T* row = source(e) + c;
-      if constexpr (Weighted) {
-        const packet w = pset1<packet>(weights_[e]);
+      if constexpr (Scale != row_scale::none) {
+        const packet w = pset1<packet>(weight(e));
         unrolled<Packets>([&](int j) {
           acc[j] = padd(acc[j], pmul(w, ploadu<packet>(row + j * lanes)));
         });
@@ -221,7 +231,7 @@ class row_summer {
       if (prefetching) prefetch(e);
       const T* row = source(e);
       for (Eigen::Index k = c; k < width_; ++k) {
-        if constexpr (Weighted) destination[k] += weights_[e] * row[k];
+        if constexpr (Scale != row_scale::none) destination[k] += weight(e) * row[k];
         else destination[k] += row[k];
       }
     }
@@ -234,15 +244,15 @@ class row_summer {
   edge_t prefetch_end_;
 };
 
-/// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), edge e scaled by
-/// weights[e] when Weighted; each destination row summed by one thread (row_summer's order).
-template <bool Weighted, class T>
+/// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), gathered rows
+/// scaled as Scale says; each destination row summed by one thread (row_summer's order).
+template <row_scale Scale, class T>
 void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_rows_ref<T> x,
                    rows_ref<T> out) {
   if (x.cols() == 0) return;
   const edge_t* offsets = a.offsets.data();
   for_edge_balanced_rows(a, x.cols(), [&](node_t begin, node_t end) {
-    const row_summer<T, Weighted> summer(x, a.columns.data(), weights, offsets[end]);
+    const row_summer<T, Scale> summer(x, a.columns.data(), weights, offsets[end]);
     for (node_t i = begin; i < end; ++i) {
       if (offsets[i] == offsets[i + 1]) continue;
       summer.sum(out.data() + (rows != nullptr ? rows[i] : i) * out.outerStride(), offsets[i],
@@ -261,7 +271,7 @@ template <class T>
 void spmm_add(const csr& a, std::type_identity_t<const_rows_ref<T>> x,
               std::type_identity_t<rows_ref<T>> out) {
   detail::check_spmm_shapes("sar::spmm_add", a, x.rows(), x.cols(), out.rows(), out.cols());
-  detail::spmm_rows_add<false, T>(a, nullptr, nullptr, x, out);
+  detail::spmm_rows_add<detail::row_scale::none, T>(a, nullptr, nullptr, x, out);
 }
 
 /// out += A_block halo for one graph_block: out.row(block.local_row(k)) += sum of the halo rows
@@ -276,8 +286,25 @@ void spmm_add(const graph_block& block, std::type_identity_t<const_rows_ref<T>> 
   const csr& a = *block.edges;
   detail::check_spmm_shapes("sar::spmm_add (block)", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols(), block.rows);
-  detail::spmm_rows_add<false, T>(a, block.rows.empty() ? nullptr : block.rows.data(), nullptr,
-                                  halo, out);
+  detail::spmm_rows_add<detail::row_scale::none, T>(
+      a, block.rows.empty() ? nullptr : block.rows.data(), nullptr, halo, out);
+}
+
+/// out += A_block diag(scale) halo: as spmm_add(block, halo, out) with halo row j multiplied
+/// by scale[j] as it is added (what adding a scaled copy of halo gives, to rounding).
+/// Requires scale.size() == halo.rows() and everything spmm_add(block, ...) requires. Throws
+/// sar::invalid_argument on a mismatch.
+template <class T>
+void spmm_add_scaled(const graph_block& block, std::span<const T> scale,
+                     std::type_identity_t<const_rows_ref<T>> halo,
+                     std::type_identity_t<rows_ref<T>> out) {
+  const csr& a = *block.edges;
+  detail::check_spmm_shapes("sar::spmm_add_scaled", a, halo.rows(), halo.cols(), out.rows(),
+                            out.cols(), block.rows);
+  SAR_CHECK(static_cast<Eigen::Index>(scale.size()) == halo.rows(), invalid_argument,
+            "sar::spmm_add_scaled: ", scale.size(), " scales for ", halo.rows(), " halo rows");
+  detail::spmm_rows_add<detail::row_scale::by_source, T>(
+      a, block.rows.empty() ? nullptr : block.rows.data(), scale.data(), halo, out);
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does
@@ -290,7 +317,7 @@ void spmm_add(const csr& a, std::span<const T> weights, std::type_identity_t<con
   SAR_CHECK(static_cast<edge_t>(weights.size()) == a.num_edges(), invalid_argument,
             "sar::spmm_add (weighted): ", weights.size(), " weights for ", a.num_edges(),
             " edges");
-  detail::spmm_rows_add<true, T>(a, nullptr, weights.data(), x, out);
+  detail::spmm_rows_add<detail::row_scale::by_edge, T>(a, nullptr, weights.data(), x, out);
 }
 
 /// Deducing forms: any Eigen row-major dense operands of one scalar type (matrix, Map, Ref,

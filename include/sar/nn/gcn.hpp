@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
@@ -63,9 +64,9 @@ class gcn_layer {
     const Eigen::Index n = graph.num_local();
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     const auto w = store_->value(weight_);
-    const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
     if (weight_first()) {
+      const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
       matrix<T> h;
       detail::product<T>(x, w, h);
       detail::scale_rows(h, src);
@@ -76,10 +77,12 @@ class gcn_layer {
       detail::scale_rows(y, dst);
       aggregated_.resize(0, 0);
     } else {
-      matrix<T> xs = src.asDiagonal() * x;
+      // The source side is scaled as the halo rows are summed (no scaled copy of x).
       aggregated_.setZero(n, input_dim_);
-      graph.gather(xs, [&](const graph_block& block, const auto& halo) {
-        spmm_add(block, halo, aggregated_);
+      graph.gather(x, [&](const graph_block& block, const auto& halo) {
+        const column_vector<T> src = detail::inverse_sqrt_degrees<T>(block.source_degrees);
+        spmm_add_scaled<T>(block, std::span<const T>(src.data(), static_cast<std::size_t>(src.size())),
+                           halo, aggregated_);
       });
       detail::scale_rows(aggregated_, dst);
       detail::product<T>(aggregated_, w, y);
