@@ -147,7 +147,11 @@ class sage_layer {
       matrix<T> h;
       if (weight_first()) detail::product<T>(x, w_nbr, h);
       const_rows_ref<T> input = weight_first() ? const_rows_ref<T>(h) : x;
-      matrix<T> agg = matrix<T>::Zero(n, input.cols());
+      // With W after aggregating the sum is kept for backward: sum straight into the kept
+      // buffer (same size every epoch, so no allocation).
+      matrix<T> summed;
+      matrix<T>& agg = weight_first() ? summed : aggregated_;
+      agg.setZero(n, input.cols());
       if constexpr (is_gcn) self_missing_.setOnes(n);
       graph.gather(input, [&](const graph_block& block, const auto& halo) {
         spmm_add(block, halo, agg);
@@ -164,7 +168,6 @@ class sage_layer {
           y = std::move(agg);
         }
       } else {
-        aggregated_ = std::move(agg);
         if constexpr (is_mean) {
           detail::product<T>(x, store_->value(self_weight_), y);
           dense_product<true, T>(aggregated_, w_nbr, y);
