@@ -19,6 +19,7 @@
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"
 #include "sar/testing/gradient_checker.hpp"
+#include "sar/train/models.hpp"
 
 using namespace sar;
 
@@ -63,6 +64,8 @@ class split_schedule {
       p.block.edges = &p.edges;
       p.block.transposed = &p.transposed;
       p.block.source_ids = p.ids;
+      for (node_t id : p.ids) p.degrees.push_back(out_[static_cast<std::size_t>(id)]);
+      p.block.source_degrees = p.degrees;
     }
   }
   split_schedule(const split_schedule&) = delete;
@@ -110,7 +113,7 @@ class split_schedule {
 
  private:
   struct part {
-    std::vector<node_t> ids;
+    std::vector<node_t> ids, degrees;  // dataset id and out-degree of each halo row
     csr edges, transposed;
     graph_block block;
   };
@@ -652,6 +655,27 @@ TEST_CASE("models release unread activations and run element-wise layers in plac
     // An evaluation forward between training steps does not disturb the next epoch.
     CHECK(shared.forward(graph, {.training = false}, x) ==
           kept.forward(graph, {.training = false}, x));
+  }
+}
+
+TEST_CASE("make_model: between relu graph layers dropout comes first, so one activation is "
+          "kept per hidden layer") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  model_config c;
+  c.hidden = 5;
+  c.dropout = 0.5;
+  for (const model_kind kind : {model_kind::gcn, model_kind::sage}) {
+    c.kind = kind;
+    auto model = make_model<double, local_schedule>(c, 6, 2, 3);
+    REQUIRE(model.num_layers() == 5);  // dropout, graph, dropout, relu, graph
+    CHECK(model.layer(2).target<dropout<double>>() != nullptr);
+    CHECK(model.layer(3).target<relu<double>>() != nullptr);
+    model.forward(graph, {.training = true, .seed = 1}, random_matrix(g.num_rows, 6, 5));
+    int hidden_kept = 0;
+    for (std::size_t k = 0; k + 1 < model.num_layers(); ++k)
+      hidden_kept += model.activation(k).cols() == 5 ? 1 : 0;
+    CHECK(hidden_kept == 1);  // relu's output, which its backward and the next layer read
   }
 }
 

@@ -74,9 +74,13 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
             ", heads ", c.heads, ", features ", features, ", classes ", classes);
   std::vector<any_layer<T, Schedule>> layers;
   Eigen::Index width = features;
+  // Relu commutes with dropout (a non-negative scale), so between graph layers the order is
+  // dropout, relu: then both run in place on one buffer that relu's backward and the next
+  // layer read, where relu, dropout would keep two (elu does not commute: elu, dropout).
+  const bool relu_model = c.kind != model_kind::gat;
   for (int k = 0; k < c.layers; ++k) {
     const bool last = k + 1 == c.layers;
-    if (c.dropout > 0) layers.emplace_back(dropout<T>(width, c.dropout));
+    if (c.dropout > 0 && (k == 0 || !relu_model)) layers.emplace_back(dropout<T>(width, c.dropout));
     Eigen::Index out = last ? classes : c.hidden;
     // Before batch norm a bias is redundant (beta replaces it) and its gradient is exactly
     // zero up to rounding, which Adam would amplify into steps of size lr: leave it out.
@@ -108,8 +112,12 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     width = out;
     if (last) break;
     if (c.batch_norm) layers.emplace_back(batch_norm<T>(width));
-    if (c.kind == model_kind::gat) layers.emplace_back(elu<T>(width));
-    else layers.emplace_back(relu<T>(width));
+    if (relu_model) {
+      if (c.dropout > 0) layers.emplace_back(dropout<T>(width, c.dropout));
+      layers.emplace_back(relu<T>(width));
+    } else {
+      layers.emplace_back(elu<T>(width));
+    }
   }
   dynamic_sequential<T, Schedule> model(std::move(layers));
   model.initialise(seed);
