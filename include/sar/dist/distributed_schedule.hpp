@@ -672,28 +672,10 @@ class distributed_schedule {
     }
 
     // Dataset ids of the halo rows (owners send their rows' ids once, along the plan).
-    {
-      std::vector<std::int64_t> send_counts(P), recv_counts(P), ids;
-      ids.reserve(static_cast<std::size_t>(plan.total_send()));
-      for (int q = 0; q < P; ++q) {
-        send_counts[q] = static_cast<std::int64_t>(plan.send_rows[q].size());
-        recv_counts[q] = plan.recv_count[q];
-        for (node_t row : plan.send_rows[q]) ids.push_back(shard.node_ids()[row]);
-      }
-      std::vector<std::int64_t> received(static_cast<std::size_t>(plan.total_recv()));
-      comm.all_to_all_v(std::span<const std::int64_t>(ids),
-                        std::span<const std::int64_t>(send_counts),
-                        std::span<std::int64_t>(received),
-                        std::span<const std::int64_t>(recv_counts));
-      halo_ids_.assign(P, {});
-      std::size_t at = 0;
-      for (int q = 0; q < P; ++q) {
-        halo_ids_[q].assign(received.begin() + at, received.begin() + at + recv_counts[q]);
-        at += recv_counts[q];
-        blocks_[q].source_ids = q == p ? std::span<const node_t>(shard.node_ids())
-                                       : std::span<const node_t>(halo_ids_[q]);
-      }
-    }
+    halo_ids_ = to_halo_rows(comm, plan, [&](node_t row) { return shard.node_ids()[row]; });
+    for (int q = 0; q < P; ++q)
+      blocks_[q].source_ids = q == p ? std::span<const node_t>(shard.node_ids())
+                                     : std::span<const node_t>(halo_ids_[q]);
 
     // Out-degrees: local block counts, plus one reverse exchange of per-halo-row counts.
     const node_t n = shard.num_local();
@@ -718,25 +700,37 @@ class distributed_schedule {
     for (int q = 0; q < P; ++q)
       for (node_t row : plan.send_rows[q]) out_degrees_[row] += received[at++];
 
-    // Out-degrees of the halo rows, sent by their owners along the plan (as the ids above).
-    std::vector<std::int64_t> degrees;
-    degrees.reserve(static_cast<std::size_t>(plan.total_send()));
+    // Out-degrees of the halo rows, sent by their owners the same way.
+    halo_degrees_ = to_halo_rows(comm, plan, [&](node_t row) { return out_degrees_[row]; });
     for (int q = 0; q < P; ++q)
-      for (node_t row : plan.send_rows[q]) degrees.push_back(out_degrees_[row]);
-    std::vector<std::int64_t> halo_degrees(static_cast<std::size_t>(plan.total_recv()));
-    comm.all_to_all_v(std::span<const std::int64_t>(degrees),
-                      std::span<const std::int64_t>(recv_counts),
-                      std::span<std::int64_t>(halo_degrees),
-                      std::span<const std::int64_t>(send_counts));
-    halo_degrees_.assign(P, {});
-    at = 0;
-    for (int q = 0; q < P; ++q) {
-      halo_degrees_[q].assign(halo_degrees.begin() + at,
-                              halo_degrees.begin() + at + plan.recv_count[q]);
-      at += plan.recv_count[q];
       blocks_[q].source_degrees = q == p ? std::span<const node_t>(out_degrees_)
                                          : std::span<const node_t>(halo_degrees_[q]);
+  }
+
+  /// Sends value(row) for every row of the plan's send lists to the rank that receives it;
+  /// returns, for each rank q, the values of block q's halo rows in halo order. Collective.
+  template <class Value>
+  static std::vector<std::vector<node_t>> to_halo_rows(Comm& comm, const halo_plan& plan,
+                                                       Value&& value) {
+    const int P = plan.num_parts;
+    std::vector<std::int64_t> send_counts(P), recv_counts(P), values;
+    values.reserve(static_cast<std::size_t>(plan.total_send()));
+    for (int q = 0; q < P; ++q) {
+      send_counts[q] = static_cast<std::int64_t>(plan.send_rows[q].size());
+      recv_counts[q] = plan.recv_count[q];
+      for (node_t row : plan.send_rows[q]) values.push_back(value(row));
     }
+    std::vector<std::int64_t> received(static_cast<std::size_t>(plan.total_recv()));
+    comm.all_to_all_v(std::span<const std::int64_t>(values),
+                      std::span<const std::int64_t>(send_counts), std::span<std::int64_t>(received),
+                      std::span<const std::int64_t>(recv_counts));
+    std::vector<std::vector<node_t>> out(static_cast<std::size_t>(P));
+    std::size_t at = 0;
+    for (int q = 0; q < P; ++q) {
+      out[q].assign(received.begin() + at, received.begin() + at + recv_counts[q]);
+      at += static_cast<std::size_t>(recv_counts[q]);
+    }
+    return out;
   }
 
   Comm* comm_;
