@@ -6,7 +6,7 @@
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
           libopenmpi-dev openmpi-bin libmetis-dev doctest-dev zlib1g-dev libcli11-dev
-          nlohmann-json3-dev librandom123-dev libopenblas-serial-dev)
+          nlohmann-json3-dev librandom123-dev)
 if [[ ${1:-} == --bench ]]; then
   packages+=(python3-torch libopenblas0-pthread python3-matplotlib jq)
 fi
