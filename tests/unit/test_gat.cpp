@@ -68,6 +68,8 @@ class block_schedule {
       part->block.edges = &part->edges;
       part->block.transposed = &part->transposed;
       part->block.source_ids = part->sources;
+      for (node_t j : part->sources) part->source_degrees.push_back(out_degrees_[j]);
+      part->block.source_degrees = part->source_degrees;
       part->block.rows = part->rows;
       parts_.push_back(std::move(part));
     }
@@ -120,6 +122,7 @@ class block_schedule {
  private:
   struct part_data {
     std::vector<node_t> sources;  // global ids of the halo rows
+    std::vector<node_t> source_degrees;  // their out-degrees
     std::vector<node_t> rows;     // compressed: local row of each edges row
     sar::csr edges, transposed;
     sar::graph_block block;
