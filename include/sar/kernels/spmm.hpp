@@ -192,13 +192,15 @@ class row_summer {
     return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
   }
 
-  /// Prefetches every cache line of the source row `distance` edges after e.
+  /// Prefetches every cache line of the source row `distance` edges after e (and its scale).
   void prefetch(edge_t e) const {
     if (e + distance >= prefetch_end_) return;
     const char* row = reinterpret_cast<const char*>(source(e + distance));
     const auto bytes = static_cast<std::size_t>(width_) * sizeof(T);
     for (std::size_t offset = 0; offset < bytes; offset += 64) prefetch_line(row + offset);
     prefetch_line(row + bytes - 1);  // the last line when the row does not start one
+    // A source's scale is a random access too, and every add of its row waits for it.
+    if constexpr (Scale == row_scale::by_source) prefetch_line(weights_ + columns_[e + distance]);
   }
 
   /// destination[c, c + Packets * lanes) += the sum over edges [begin, end), in registers.
