@@ -27,6 +27,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/spmm.hpp"
 
 namespace sar {
 
@@ -97,6 +98,60 @@ using array_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using const_array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+/// A per-thread buffer of per-edge values, sized in whole SIMD packets for exp_in_place.
+template <class T>
+class edge_values {
+  using packet = typename Eigen::internal::packet_traits<T>::type;
+  static constexpr std::size_t lanes = Eigen::internal::unpacket_traits<packet>::size;
+
+ public:
+  /// Ensures room for `count` values (rounded up to whole packets, the padding zeroed);
+  /// returns the first.
+  T* resize(std::size_t count) {
+    const std::size_t padded = (count + lanes - 1) / lanes * lanes;
+    values_.resize(padded);
+    std::fill(values_.begin() + static_cast<std::ptrdiff_t>(count), values_.end(), T(0));
+    count_ = count;
+    return values_.data();
+  }
+  /// values[k] := exp(values[k]) for every k < count, with Eigen's vectorised exp applied to
+  /// whole packets, so that a result depends on its argument only, not on its position.
+  void exp_in_place() {
+    using namespace Eigen::internal;
+    for (std::size_t k = 0; k < count_; k += lanes)
+      pstoreu(values_.data() + k, pexp(ploadu<packet>(values_.data() + k)));
+  }
+  T operator[](std::size_t k) const { return values_[k]; }
+
+ private:
+  std::vector<T> values_;
+  std::size_t count_ = 0;
+};
+
+/// Prefetches the rows of `rows` (all their cache lines) that the edges of a CSR point at, a
+/// fixed number of edges ahead, so that the random row accesses of the next edges overlap.
+template <class T>
+class edge_row_prefetcher {
+ public:
+  static constexpr edge_t distance = 8;
+  /// Requires columns[e] < rows.rows() for every e < end (the caller's last edge + 1).
+  edge_row_prefetcher(const_rows_ref<T> rows, const node_t* columns, edge_t end)
+      : data_(rows.data()), stride_(rows.outerStride()),
+        bytes_(static_cast<std::size_t>(rows.cols()) * sizeof(T)), columns_(columns), end_(end) {}
+  /// Prefetches the row of edge e + distance, if that edge is before the end.
+  void operator()(edge_t e) const {
+    if (e + distance < end_ && bytes_ > 0)
+      prefetch_bytes(data_ + columns_[e + distance] * stride_, bytes_);
+  }
+
+ private:
+  const T* data_;
+  Eigen::Index stride_;
+  std::size_t bytes_;
+  const node_t* columns_;
+  edge_t end_;
+};
+
 /// Throws sar::invalid_argument unless block's rows fit n local rows (row convention of
 /// graph_block: uncompressed blocks have exactly n rows).
 inline void check_gat_block_rows(const char* where, const graph_block& block, Eigen::Index n) {
@@ -145,21 +200,26 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
             invalid_argument, "sar::gat_forward_block: er, max, sum or acc mis-shaped for ", n,
             " rows and ", H, " heads");
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
-    std::vector<T> logits, block_max(H), scale(H);
+    detail::edge_values<T> p;  // logits, then exp(e - m'), of one row's edges: degree x H
+    std::vector<T> block_max(H), scale(H);
+    const detail::edge_row_prefetcher<T> prefetch(halo, edges.columns.data(),
+                                                  edges.offsets[range.end()]);
     for (node_t k = range.begin(); k != range.end(); ++k) {
       const auto sources = edges.row(k);
       const node_t i = block.local_row(k);
       if (sources.empty()) continue;
       const std::size_t degree = sources.size();
-      logits.resize(degree * H);
-      // 1. Logits of this block's in-edges and their maximum per head.
+      T* logits = p.resize(degree * H);
+      // 1. Logits of this block's in-edges and their maximum per head; the halo rows of the
+      // edges ahead are prefetched (for this step and step 3).
       std::fill(block_max.begin(), block_max.end(), -std::numeric_limits<T>::infinity());
-      for (std::size_t k = 0; k < degree; ++k) {
-        const T* el = halo.row(sources[k]).data() + HF;
+      for (std::size_t e = 0; e < degree; ++e) {
+        prefetch(edges.offsets[k] + static_cast<edge_t>(e));
+        const T* el = halo.row(sources[e]).data() + HF;
         for (Eigen::Index h = 0; h < H; ++h) {
-          const T e = detail::leaky_relu(el[h] + er(i, h), slope);
-          logits[k * H + h] = e;
-          block_max[h] = std::max(block_max[h], e);
+          const T logit = detail::leaky_relu(el[h] + er(i, h), slope);
+          logits[e * H + h] = logit;
+          block_max[h] = std::max(block_max[h], logit);
         }
       }
       // 2. Rescale the running state to the new maximum.
@@ -174,18 +234,20 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
         }
         max(i, h) = new_max;
       }
+      for (std::size_t e = 0; e < degree; ++e)
+        for (Eigen::Index h = 0; h < H; ++h) logits[e * H + h] -= max(i, h);
+      p.exp_in_place();
       // 3. Accumulate exp(e - m) into sum and exp(e - m) d z_j into acc (vectorised over F).
       const node_t destination = block.destination_id(i);
-      for (std::size_t k = 0; k < degree; ++k) {
-        const node_t j = sources[k];
+      for (std::size_t e = 0; e < degree; ++e) {
+        const node_t j = sources[e];
         dropout.scales(destination, block.source_id(j), H, scale.data());
         const T* z = halo.row(j).data();
         for (Eigen::Index h = 0; h < H; ++h) {
-          const T p = std::exp(logits[k * H + h] - max(i, h));
-          sum(i, h) += p;
+          sum(i, h) += p[e * H + h];
           if (scale[h] != T(0))
             detail::array_map<T>(acc_row + h * F, F) +=
-                (p * scale[h]) * detail::const_array_map<T>(z + h * F, F);
+                (p[e * H + h] * scale[h]) * detail::const_array_map<T>(z + h * F, F);
         }
       }
     }
@@ -229,8 +291,29 @@ struct gat_backward_rows {
 };
 
 namespace detail {
-/// de_ij(h) * LeakyReLU'(el_j(h) + er_i(h)) for one edge and head, and beta_ij(h); with
-/// de = beta <dout_i, z_j> - alpha <dout_i, out_i> (see gat_backward_block).
+/// For the edges (i_e, j_e), e < count, given by edge(e) -> {i, j} (local row, halo row):
+/// alpha[e H + h] := alpha_{i_e j_e}(h) = exp(LeakyReLU(el_j(h) + er_i(h)) - log-normaliser_i(h)).
+/// prefetch(e) is called before edge e is read.
+template <class T, class Edge, class Prefetch>
+void gat_coefficients(const gat_backward_rows<T>& rows, const_rows_ref<T> halo, Eigen::Index H,
+                      T slope, std::size_t count, Edge edge, Prefetch prefetch,
+                      edge_values<T>& alpha) {
+  T* logits = alpha.resize(count * static_cast<std::size_t>(H));
+  const Eigen::Index HF = halo.cols() - H;
+  for (std::size_t e = 0; e < count; ++e) {
+    prefetch(e);
+    const auto [i, j] = edge(e);
+    const T* terms = rows.node_terms.row(i).data();  // [er | log-normaliser | <dout, out>]
+    const T* el = halo.row(j).data() + HF;
+    for (Eigen::Index h = 0; h < H; ++h)
+      logits[e * H + h] = leaky_relu(el[h] + terms[h], slope) - terms[H + h];
+  }
+  alpha.exp_in_place();
+}
+
+/// Edge (i, j), head h, with alpha = alpha_ij(h) and scale = d_ij(h): returns beta_ij(h) and
+/// de_ij(h) LeakyReLU'(el_j(h) + er_i(h)), where de = beta <dout_i, z_j> - alpha <dout_i, out_i>
+/// (see gat_backward_block). z_j is the halo row of j.
 template <class T>
 struct gat_edge_grad {
   T beta;
@@ -238,19 +321,17 @@ struct gat_edge_grad {
 };
 template <class T>
 inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node_t i,
-                                          Eigen::Index h, Eigen::Index F, const T* z_j, T el_j,
-                                          T scale, T slope) {
-  const T* terms = rows.node_terms.row(i).data();  // [er | log-normaliser | <dout, out>]
+                                          Eigen::Index h, Eigen::Index F, const T* z_j,
+                                          T alpha, T scale, T slope) {
+  const T* terms = rows.node_terms.row(i).data();
   const Eigen::Index H = rows.node_terms.cols() / 3;
-  const T raw = el_j + terms[h];
-  const T alpha = std::exp(leaky_relu(raw, slope) - terms[H + h]);
   const T beta = alpha * scale;
   T de = -alpha * terms[2 * H + h];
   if (beta != T(0))
     de += beta * (const_array_map<T>(rows.dout.row(i).data() + h * F, F) *
                   const_array_map<T>(z_j + h * F, F))
                      .sum();
-  return {beta, de * leaky_relu_derivative(raw, slope)};
+  return {beta, de * leaky_relu_derivative(z_j[H * F + h] + terms[h], slope)};
 }
 }  // namespace detail
 
@@ -287,19 +368,36 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
             "block mis-shaped for ", n, " local rows");
   const csr& by_source = *block.transposed;
 
-  // Pass 1, per source (halo) row j: dz_j and d el_j.
+  // Pass 1, per source (halo) row j: dz_j and d el_j. The rows of the destinations ahead are
+  // prefetched (node_terms and dout are read at random rows).
   tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
+    detail::edge_values<T> alpha;
     std::vector<T> scale(H);
+    const edge_t end = by_source.offsets[range.end()];
+    const detail::edge_row_prefetcher<T> prefetch_terms(rows.node_terms,
+                                                        by_source.columns.data(), end);
+    const detail::edge_row_prefetcher<T> prefetch_dout(rows.dout, by_source.columns.data(), end);
     for (node_t j = range.begin(); j != range.end(); ++j) {
       const auto destinations = by_source.row(j);
       if (destinations.empty()) continue;
+      const edge_t first = by_source.offsets[j];
+      detail::gat_coefficients<T>(
+          rows, halo, H, slope, destinations.size(),
+          [&](std::size_t e) { return std::pair{destinations[e], j}; },
+          [&](std::size_t e) {
+            prefetch_terms(first + static_cast<edge_t>(e));
+            prefetch_dout(first + static_cast<edge_t>(e));
+          },
+          alpha);
       const T* z = halo.row(j).data();
       T* dz = dhalo.row(j).data();
       const node_t source = block.source_id(j);
-      for (const node_t i : destinations) {
+      for (std::size_t e = 0; e < destinations.size(); ++e) {
+        const node_t i = destinations[e];
         dropout.scales(block.destination_id(i), source, H, scale.data());
         for (Eigen::Index h = 0; h < H; ++h) {
-          const auto g = detail::gat_edge_backward(rows, i, h, F, z, z[HF + h], scale[h], slope);
+          const auto g = detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h],
+                                                   slope);
           if (g.beta != T(0))
             detail::array_map<T>(dz + h * F, F) +=
                 g.beta * detail::const_array_map<T>(rows.dout.row(i).data() + h * F, F);
@@ -309,17 +407,29 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
     }
   });
 
-  // Pass 2, per destination row i: d er_i.
+  // Pass 2, per destination row i: d er_i. The halo rows of the sources ahead are prefetched.
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
+    detail::edge_values<T> alpha;
     std::vector<T> scale(H);
+    const detail::edge_row_prefetcher<T> prefetch(halo, edges.columns.data(),
+                                                  edges.offsets[range.end()]);
     for (node_t k = range.begin(); k != range.end(); ++k) {
+      const auto sources = edges.row(k);
+      if (sources.empty()) continue;
       const node_t i = block.local_row(k);
+      const edge_t first = edges.offsets[k];
+      detail::gat_coefficients<T>(
+          rows, halo, H, slope, sources.size(),
+          [&](std::size_t e) { return std::pair{i, sources[e]}; },
+          [&](std::size_t e) { prefetch(first + static_cast<edge_t>(e)); }, alpha);
       const node_t destination = block.destination_id(i);
-      for (const node_t j : edges.row(k)) {
+      for (std::size_t e = 0; e < sources.size(); ++e) {
+        const node_t j = sources[e];
         dropout.scales(destination, block.source_id(j), H, scale.data());
         const T* z = halo.row(j).data();
         for (Eigen::Index h = 0; h < H; ++h)
-          der(i, h) += detail::gat_edge_backward(rows, i, h, F, z, z[HF + h], scale[h], slope).dlogit;
+          der(i, h) +=
+              detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h], slope).dlogit;
       }
     }
   });

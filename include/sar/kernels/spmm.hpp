@@ -119,6 +119,13 @@ inline void prefetch_line(const void* p) {
 #endif
 }
 
+/// Prefetches every cache line of [p, p + bytes), bytes > 0.
+inline void prefetch_bytes(const void* p, std::size_t bytes) {
+  const char* begin = static_cast<const char*>(p);
+  for (std::size_t offset = 0; offset < bytes; offset += 64) prefetch_line(begin + offset);
+  prefetch_line(begin + bytes - 1);  // the last line when p does not start one
+}
+
 inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_rows,
                               Eigen::Index x_cols, Eigen::Index out_rows, Eigen::Index out_cols,
                               std::span<const node_t> rows = {}) {
@@ -195,10 +202,7 @@ class row_summer {
   /// Prefetches every cache line of the source row `distance` edges after e (and its scale).
   void prefetch(edge_t e) const {
     if (e + distance >= prefetch_end_) return;
-    const char* row = reinterpret_cast<const char*>(source(e + distance));
-    const auto bytes = static_cast<std::size_t>(width_) * sizeof(T);
-    for (std::size_t offset = 0; offset < bytes; offset += 64) prefetch_line(row + offset);
-    prefetch_line(row + bytes - 1);  // the last line when the row does not start one
+    prefetch_bytes(source(e + distance), static_cast<std::size_t>(width_) * sizeof(T));
     // A source's scale is a random access too, and every add of its row waits for it.
     if constexpr (Scale == row_scale::by_source) prefetch_line(weights_ + columns_[e + distance]);
   }
