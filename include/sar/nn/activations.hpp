@@ -94,9 +94,9 @@ struct leaky_relu_op {
 struct elu_op {
   static constexpr const char* name = "elu";
   double alpha = 1.0;
-  template <class A> auto value(const A& x) const {
-    using T = typename A::Scalar;
-    return (x > T(0)).select(x, static_cast<T>(alpha) * x.expm1());
+  template <class A> auto value(const A& x) const {  // max(x, 0) + alpha expm1(min(x, 0))
+    using T = typename A::Scalar;  // (not a select: Eigen 3.4 does not vectorise select)
+    return x.cwiseMax(T(0)) + static_cast<T>(alpha) * x.cwiseMin(T(0)).expm1();
   }
   template <class A> auto slope(const A& y) const {  // f' = y + alpha where x <= 0
     using T = typename A::Scalar;
