@@ -488,8 +488,9 @@ TEST_CASE("gat: keeps only O(nodes) between forward and backward; rejects bad ar
     store.allocate();
     matrixd y;
     layer.forward(graph, training_ctx, x, y);
-    // [z | el] + er + log-normaliser (+ per-head out for mean): 12+3 + 3 + 3 (+ 12) per node.
-    const std::size_t per_node = merge == sar::gat_merge::concat ? 21 : 33;
+    // [z | el] + er + log-normaliser + slope_sum + slope_acc (+ per-head out for mean):
+    // 12+3 + 3 + 3 + 3 + 12 (+ 12) per node.
+    const std::size_t per_node = merge == sar::gat_merge::concat ? 36 : 48;
     CHECK(layer.saved_bytes() == 16 * per_node * sizeof(double));
   }
   CHECK_THROWS_AS(sar::gat_layer<double>(5, 0), sar::invalid_argument);

@@ -10,9 +10,9 @@
 //   of i (over ALL blocks); with attention dropout the coefficient used is
 //   beta_ij(h) = alpha_ij(h) * d_ij(h), d in {0, 1/(1-rate)}, while the softmax normaliser
 //   still runs over all in-edges. out_i(h) = sum_j beta_ij(h) z_j(h).
-// Forward kernels parallelise over destination rows; backward kernels over source rows (for
-// the halo's gradient, through block.transposed) and over destination rows (for d er): no
-// atomics anywhere, so results do not depend on the thread count.
+// The forward kernel parallelises over destination rows, the backward one over source rows
+// (for the halo's gradient, through block.transposed); d er is per node, from sums the
+// forward keeps. No atomics anywhere, so results do not depend on the thread count.
 #pragma once
 
 #include <cmath>
@@ -98,6 +98,17 @@ using array_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using const_array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+/// a[f] += x v[f] and b[f] += y v[f] for f < F, in one pass over v (vectorised by the
+/// compiler). Requires a, b and v not to overlap.
+template <class T>
+inline void add_scaled_twice(T* __restrict a, T x, T* __restrict b, T y, const T* __restrict v,
+                             Eigen::Index F) {
+  for (Eigen::Index f = 0; f < F; ++f) {
+    a[f] += x * v[f];
+    b[f] += y * v[f];
+  }
+}
+
 /// A per-thread buffer of per-edge values, sized in whole SIMD packets for exp_in_place.
 template <class T>
 class edge_values {
@@ -167,27 +178,39 @@ inline void check_gat_block_rows(const char* where, const graph_block& block, Ei
 }
 }  // namespace detail
 
-/// Resets the online-softmax state of n destination rows: max = -inf, sum = 0, acc = 0.
-/// max and sum become n x H, acc n x HF.
+/// The online-softmax state of n destination rows, indexed by local row. Besides the running
+/// max m, sum and acc of the softmax it keeps the same sums weighted by the LeakyReLU slope
+/// l_ij(h) = LeakyReLU'(el_j(h) + er_i(h)), from which the backward gets d er_i without a
+/// pass over the edges (see gat_backward_er):
+///   slope_sum_i(h) = sum_j exp(e_ij - m_i) l_ij
+///   slope_acc_i(h) = sum_j exp(e_ij - m_i) l_ij d_ij z_j(h)
 template <class T>
-void gat_softmax_reset(node_t n, gat_dims dims, matrix<T>& max, matrix<T>& sum, matrix<T>& acc) {
-  max.setConstant(n, dims.heads, -std::numeric_limits<T>::infinity());
-  sum.setZero(n, dims.heads);
-  acc.setZero(n, dims.width());
-}
+struct gat_softmax_state {
+  matrix<T> max, sum, slope_sum;  ///< n x H
+  matrix<T> acc, slope_acc;       ///< n x HF
 
-/// Folds one block's in-edges into the running (max, sum, acc) of every destination row:
+  /// Ensures the state of n rows that have seen no edge: max = -inf, sums 0.
+  void reset(node_t n, gat_dims dims) {
+    max.setConstant(n, dims.heads, -std::numeric_limits<T>::infinity());
+    sum.setZero(n, dims.heads);
+    slope_sum.setZero(n, dims.heads);
+    acc.setZero(n, dims.width());
+    slope_acc.setZero(n, dims.width());
+  }
+};
+
+/// Folds one block's in-edges into the running state of every destination row:
 ///   m' = max(m, max_j e_ij); c = exp(m - m'); sum = c sum + sum_j exp(e_ij - m');
-///   acc = c acc + sum_j exp(e_ij - m') d_ij z_j; m = m'.
-/// Requires halo.rows() == block.edges->num_cols, halo.cols() == dims.halo_width(), er, max,
-/// sum (n x H) and acc (n x HF) indexed by LOCAL row, n = the number of local rows (equal to
-/// block.edges->num_rows for an uncompressed block; compressed rows inside [0, n)). Parallel
-/// over destination rows, no atomics. Rows without edges in this block are left untouched.
-/// Throws sar::invalid_argument on a shape mismatch. Not collective.
+///   acc = c acc + sum_j exp(e_ij - m') d_ij z_j; m = m'; likewise slope_sum, slope_acc.
+/// Requires halo.rows() == block.edges->num_cols, halo.cols() == dims.halo_width(), er (n x H)
+/// and the state of n rows (after state.reset(n, dims)), n = the number of local rows (equal
+/// to block.edges->num_rows for an uncompressed block; compressed rows inside [0, n)).
+/// Parallel over destination rows, no atomics. Rows without edges in this block are left
+/// untouched. Throws sar::invalid_argument on a shape mismatch. Not collective.
 template <class T>
 void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_rows_ref<T> er,
                        gat_dims dims, T slope, const gat_attention_dropout<T>& dropout,
-                       rows_ref<T> max, rows_ref<T> sum, rows_ref<T> acc) {
+                       gat_softmax_state<T>& state) {
   const csr& edges = *block.edges;
   const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
   SAR_CHECK(halo.rows() == edges.num_cols && halo.cols() == dims.halo_width(), invalid_argument,
@@ -195,10 +218,14 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
             edges.num_cols, " x ", dims.halo_width());
   const Eigen::Index n = er.rows();
   detail::check_gat_block_rows("sar::gat_forward_block", block, n);
+  auto &max = state.max, &sum = state.sum, &slope_sum = state.slope_sum;
+  auto &acc = state.acc, &slope_acc = state.slope_acc;
   SAR_CHECK(er.cols() == H && max.rows() == n && max.cols() == H && sum.rows() == n &&
-                sum.cols() == H && acc.rows() == n && acc.cols() == HF,
-            invalid_argument, "sar::gat_forward_block: er, max, sum or acc mis-shaped for ", n,
-            " rows and ", H, " heads");
+                sum.cols() == H && slope_sum.rows() == n && slope_sum.cols() == H &&
+                acc.rows() == n && acc.cols() == HF && slope_acc.rows() == n &&
+                slope_acc.cols() == HF,
+            invalid_argument, "sar::gat_forward_block: er or the softmax state mis-shaped for ",
+            n, " rows and ", H, " heads");
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
     detail::edge_values<T> p;  // logits, then exp(e - m'), of one row's edges: degree x H
     std::vector<T> block_max(H), scale(H);
@@ -224,56 +251,67 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
       }
       // 2. Rescale the running state to the new maximum.
       T* acc_row = acc.row(i).data();
+      T* slope_acc_row = slope_acc.row(i).data();
       for (Eigen::Index h = 0; h < H; ++h) {
         const T old_max = max(i, h), new_max = std::max(old_max, block_max[h]);
         const T c = old_max == -std::numeric_limits<T>::infinity() ? T(0)
                                                                     : std::exp(old_max - new_max);
         if (c != T(1)) {
           sum(i, h) *= c;
+          slope_sum(i, h) *= c;
           detail::array_map<T>(acc_row + h * F, F) *= c;
+          detail::array_map<T>(slope_acc_row + h * F, F) *= c;
         }
         max(i, h) = new_max;
       }
       for (std::size_t e = 0; e < degree; ++e)
         for (Eigen::Index h = 0; h < H; ++h) logits[e * H + h] -= max(i, h);
       p.exp_in_place();
-      // 3. Accumulate exp(e - m) into sum and exp(e - m) d z_j into acc (vectorised over F).
+      // 3. Accumulate p = exp(e - m) into sum, p d z_j into acc (vectorised over F), and the
+      // same times the slope l into slope_sum and slope_acc.
       const node_t destination = block.destination_id(i);
       for (std::size_t e = 0; e < degree; ++e) {
         const node_t j = sources[e];
         dropout.scales(destination, block.source_id(j), H, scale.data());
         const T* z = halo.row(j).data();
         for (Eigen::Index h = 0; h < H; ++h) {
-          sum(i, h) += p[e * H + h];
+          const T p_e = p[e * H + h];
+          const T p_slope = p_e * detail::leaky_relu_derivative(z[HF + h] + er(i, h), slope);
+          sum(i, h) += p_e;
+          slope_sum(i, h) += p_slope;
           if (scale[h] != T(0))
-            detail::array_map<T>(acc_row + h * F, F) +=
-                (p[e * H + h] * scale[h]) * detail::const_array_map<T>(z + h * F, F);
+            detail::add_scaled_twice(acc_row + h * F, p_e * scale[h], slope_acc_row + h * F,
+                                     p_slope * scale[h], z + h * F, F);
         }
       }
     }
   });
 }
 
-/// Ends the online softmax: acc(i, head h) /= sum(i, h), and log_normaliser(i, h) :=
-/// max(i, h) + log(sum(i, h)), so that alpha_ij(h) = exp(e_ij(h) - log_normaliser(i, h)).
-/// Rows with sum 0 (no in-edge in any block: isolated nodes) get acc = 0 and
-/// log_normaliser = 0. Requires max, sum, log_normaliser n x H and acc n x HF (log_normaliser
-/// may alias max). Parallel over rows. Not collective.
+/// Ends the online softmax: acc, slope_sum and slope_acc (head h of row i) /= sum(i, h), and
+/// max(i, h) := the log-normaliser max(i, h) + log(sum(i, h)), so that alpha_ij(h) =
+/// exp(e_ij(h) - max(i, h)) afterwards. Rows with sum 0 (no in-edge in any block: isolated
+/// nodes) get acc = slope_acc = 0, slope_sum = 0 and log-normaliser 0. Requires a state that
+/// gat_forward_block has filled. Parallel over rows. Not collective.
 template <class T>
-void gat_softmax_finish(gat_dims dims, const_rows_ref<T> max, const_rows_ref<T> sum,
-                        rows_ref<T> acc, rows_ref<T> log_normaliser) {
+void gat_softmax_finish(gat_dims dims, gat_softmax_state<T>& state) {
   const Eigen::Index H = dims.heads, F = dims.features;
-  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, acc.rows()), [&](const auto& range) {
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, state.acc.rows()), [&](const auto& range) {
     for (Eigen::Index i = range.begin(); i != range.end(); ++i)
       for (Eigen::Index h = 0; h < H; ++h) {
-        const T s = sum(i, h);
-        auto segment = acc.row(i).segment(h * F, F);
+        const T s = state.sum(i, h);
+        auto acc = state.acc.row(i).segment(h * F, F);
+        auto slope_acc = state.slope_acc.row(i).segment(h * F, F);
         if (s > T(0)) {
-          segment /= s;
-          log_normaliser(i, h) = max(i, h) + std::log(s);
+          acc /= s;
+          slope_acc /= s;
+          state.slope_sum(i, h) /= s;
+          state.max(i, h) += std::log(s);
         } else {
-          segment.setZero();
-          log_normaliser(i, h) = T(0);
+          acc.setZero();
+          slope_acc.setZero();
+          state.slope_sum(i, h) = T(0);
+          state.max(i, h) = T(0);
         }
       }
   });
@@ -291,26 +329,6 @@ struct gat_backward_rows {
 };
 
 namespace detail {
-/// For the edges (i_e, j_e), e < count, given by edge(e) -> {i, j} (local row, halo row):
-/// alpha[e H + h] := alpha_{i_e j_e}(h) = exp(LeakyReLU(el_j(h) + er_i(h)) - log-normaliser_i(h)).
-/// prefetch(e) is called before edge e is read.
-template <class T, class Edge, class Prefetch>
-void gat_coefficients(const gat_backward_rows<T>& rows, const_rows_ref<T> halo, Eigen::Index H,
-                      T slope, std::size_t count, Edge edge, Prefetch prefetch,
-                      edge_values<T>& alpha) {
-  T* logits = alpha.resize(count * static_cast<std::size_t>(H));
-  const Eigen::Index HF = halo.cols() - H;
-  for (std::size_t e = 0; e < count; ++e) {
-    prefetch(e);
-    const auto [i, j] = edge(e);
-    const T* terms = rows.node_terms.row(i).data();  // [er | log-normaliser | <dout, out>]
-    const T* el = halo.row(j).data() + HF;
-    for (Eigen::Index h = 0; h < H; ++h)
-      logits[e * H + h] = leaky_relu(el[h] + terms[h], slope) - terms[H + h];
-  }
-  alpha.exp_in_place();
-}
-
 /// Edge (i, j), head h, with alpha = alpha_ij(h) and scale = d_ij(h): returns beta_ij(h) and
 /// de_ij(h) LeakyReLU'(el_j(h) + er_i(h)), where de = beta <dout_i, z_j> - alpha <dout_i, out_i>
 /// (see gat_backward_block). z_j is the halo row of j.
@@ -340,17 +358,17 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
 /// sum_j beta_ij z_j (so sum_k alpha_ik d_ik <dout_i, z_k> = <dout_i, out_i>):
 ///   dz_j   += beta_ij dout_i
 ///   de_ij   = alpha_ij (d_ij <dout_i, z_j> - <dout_i, out_i>)
-///   d el_j += de_ij LeakyReLU'(el_j + er_i),   d er_i += the same.
-/// ADDS dz_j and d el_j into dhalo (same layout as halo) and d er_i into der (n x H).
-/// Requires block.transposed (the transpose of block.edges, entries = local rows), halo and
-/// dhalo of block.edges->num_cols rows and dims.halo_width() columns, node_terms, dout and
-/// der indexed by LOCAL row (n rows, the block's rows inside [0, n)). Two parallel passes,
-/// over source rows (dhalo) and over destination rows (der); no atomics. Throws
-/// sar::invalid_argument on a shape mismatch. Not collective.
+///   d el_j += de_ij LeakyReLU'(el_j + er_i)
+/// (d er_i, the same sum over j instead, comes from gat_backward_er.) ADDS dz_j and d el_j
+/// into dhalo (same layout as halo). Requires block.transposed (the transpose of
+/// block.edges, entries = local rows), halo and dhalo of block.edges->num_cols rows and
+/// dims.halo_width() columns, node_terms and dout indexed by LOCAL row (n rows, the block's
+/// rows inside [0, n)). Parallel over source rows through block.transposed; no atomics.
+/// Throws sar::invalid_argument on a shape mismatch. Not collective.
 template <class T>
 void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_ref<T> dhalo,
                         const gat_backward_rows<T>& rows, gat_dims dims, T slope,
-                        const gat_attention_dropout<T>& dropout, rows_ref<T> der) {
+                        const gat_attention_dropout<T>& dropout) {
   const csr& edges = *block.edges;
   const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
   SAR_CHECK(block.transposed != nullptr && block.transposed->num_rows == edges.num_cols,
@@ -363,12 +381,12 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
   const Eigen::Index n = rows.node_terms.rows();
   detail::check_gat_block_rows("sar::gat_backward_block", block, n);
   SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.cols() == HF && rows.dout.rows() == n &&
-                der.rows() == n && der.cols() == H && block.transposed->num_cols == n,
-            invalid_argument, "sar::gat_backward_block: node_terms, dout, der or the transposed "
+                block.transposed->num_cols == n,
+            invalid_argument, "sar::gat_backward_block: node_terms, dout or the transposed "
             "block mis-shaped for ", n, " local rows");
   const csr& by_source = *block.transposed;
 
-  // Pass 1, per source (halo) row j: dz_j and d el_j. The rows of the destinations ahead are
+  // Per source (halo) row j: dz_j and d el_j. The rows of the destinations ahead are
   // prefetched (node_terms and dout are read at random rows).
   tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
     detail::edge_values<T> alpha;
@@ -380,16 +398,18 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
     for (node_t j = range.begin(); j != range.end(); ++j) {
       const auto destinations = by_source.row(j);
       if (destinations.empty()) continue;
-      const edge_t first = by_source.offsets[j];
-      detail::gat_coefficients<T>(
-          rows, halo, H, slope, destinations.size(),
-          [&](std::size_t e) { return std::pair{destinations[e], j}; },
-          [&](std::size_t e) {
-            prefetch_terms(first + static_cast<edge_t>(e));
-            prefetch_dout(first + static_cast<edge_t>(e));
-          },
-          alpha);
       const T* z = halo.row(j).data();
+      // alpha_ij(h) = exp(LeakyReLU(el_j(h) + er_i(h)) - log-normaliser_i(h)) of every i.
+      T* logits = alpha.resize(destinations.size() * static_cast<std::size_t>(H));
+      for (std::size_t e = 0; e < destinations.size(); ++e) {
+        const edge_t edge = by_source.offsets[j] + static_cast<edge_t>(e);
+        prefetch_terms(edge);
+        prefetch_dout(edge);
+        const T* terms = rows.node_terms.row(destinations[e]).data();  // [er | log-norm. | ..]
+        for (Eigen::Index h = 0; h < H; ++h)
+          logits[e * H + h] = detail::leaky_relu(z[HF + h] + terms[h], slope) - terms[H + h];
+      }
+      alpha.exp_in_place();
       T* dz = dhalo.row(j).data();
       const node_t source = block.source_id(j);
       for (std::size_t e = 0; e < destinations.size(); ++e) {
@@ -406,33 +426,27 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
       }
     }
   });
+}
 
-  // Pass 2, per destination row i: d er_i. The halo rows of the sources ahead are prefetched.
-  tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
-    detail::edge_values<T> alpha;
-    std::vector<T> scale(H);
-    const detail::edge_row_prefetcher<T> prefetch(halo, edges.columns.data(),
-                                                  edges.offsets[range.end()]);
-    for (node_t k = range.begin(); k != range.end(); ++k) {
-      const auto sources = edges.row(k);
-      if (sources.empty()) continue;
-      const node_t i = block.local_row(k);
-      const edge_t first = edges.offsets[k];
-      detail::gat_coefficients<T>(
-          rows, halo, H, slope, sources.size(),
-          [&](std::size_t e) { return std::pair{i, sources[e]}; },
-          [&](std::size_t e) { prefetch(first + static_cast<edge_t>(e)); }, alpha);
-      const node_t destination = block.destination_id(i);
-      for (std::size_t e = 0; e < sources.size(); ++e) {
-        const node_t j = sources[e];
-        dropout.scales(destination, block.source_id(j), H, scale.data());
-        const T* z = halo.row(j).data();
-        for (Eigen::Index h = 0; h < H; ++h)
-          der(i, h) +=
-              detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h], slope).dlogit;
-      }
-    }
-  });
+/// d er_i(h) := sum_j de_ij(h) LeakyReLU'(el_j(h) + er_i(h)) over ALL in-edges of i, which
+/// with the forward's slope sums (after gat_softmax_finish) is
+///   <dout_i(h), slope_acc_i(h)> - <dout_i(h), out_i(h)> slope_sum_i(h).
+/// Requires slope_sum and der n x H, slope_acc n x HF, rows as for gat_backward_block (all
+/// indexed by local row); resizes der. Not collective.
+template <class T>
+void gat_backward_er(gat_dims dims, const gat_backward_rows<T>& rows,
+                     const_rows_ref<T> slope_sum, const_rows_ref<T> slope_acc, matrix<T>& der) {
+  const Eigen::Index H = dims.heads, F = dims.features, n = rows.node_terms.rows();
+  SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.rows() == n &&
+                rows.dout.cols() == dims.width() && slope_sum.rows() == n &&
+                slope_sum.cols() == H && slope_acc.rows() == n && slope_acc.cols() == dims.width(),
+            invalid_argument, "sar::gat_backward_er: node_terms, dout, slope_sum or slope_acc "
+            "mis-shaped for ", n, " rows and ", H, " heads");
+  der.resize(n, H);
+  for (Eigen::Index h = 0; h < H; ++h)
+    der.col(h) = rows.dout.middleCols(h * F, F).cwiseProduct(slope_acc.middleCols(h * F, F))
+                     .rowwise().sum() -
+                 rows.node_terms.col(2 * H + h).cwiseProduct(slope_sum.col(h));
 }
 
 }  // namespace sar

@@ -11,9 +11,11 @@
 //
 // Communication: forward gathers [z | el] once per block (H F + H columns); backward gathers
 // it again (rematerialisation) and scatters its gradient to the owners (gather_scatter).
-// Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er and
-// the softmax log-normaliser m + log s (n x H each) and, with merge = mean, the per-head output (n x HF; with
-// concat it is recovered from y - b). See saved_bytes().
+// Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er, the
+// softmax log-normaliser m + log s and slope_sum (n x H each), slope_acc (n x HF: with
+// slope_sum it gives d er without a second pass over the edges, see gat_softmax_state) and,
+// with merge = mean, the per-head output (n x HF; with concat it is recovered from y - b).
+// See saved_bytes().
 #pragma once
 
 #include <cstdint>
@@ -121,13 +123,20 @@ class gat_layer {
     }
 
     const auto dropout = make_dropout(ctx);
-    matrix<T> max, sum;
-    gat_softmax_reset<T>(n, dims_, max, sum, out_);
+    gat_softmax_state<T> state;  // in the buffers the last forward kept (none kept twice)
+    state.max.swap(log_normaliser_);
+    state.slope_sum.swap(slope_sum_);
+    state.slope_acc.swap(slope_acc_);
+    state.acc.swap(out_);
+    state.reset(n, dims_);
     graph.gather(z_el_, [&](const graph_block& block, const auto& halo) {
-      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, max, sum, out_);
+      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, state);
     });
-    log_normaliser_.resize(n, H);
-    gat_softmax_finish<T>(dims_, max, sum, out_, log_normaliser_);
+    gat_softmax_finish<T>(dims_, state);
+    log_normaliser_ = std::move(state.max);
+    slope_sum_ = std::move(state.slope_sum);
+    slope_acc_ = std::move(state.slope_acc);
+    out_ = std::move(state.acc);
 
     if (options_.merge == gat_merge::concat) {
       y = std::move(out_);  // backward recovers out from y - b, so it is not kept twice
@@ -187,16 +196,18 @@ class gat_layer {
       }
     }
 
-    // Per block: dz_j and d el_j into d[z | el] (delivered to the owners), d er_i locally.
+    // Per block: dz_j and d el_j into d[z | el] (delivered to the owners); d er_i locally from
+    // the forward's slope sums.
     matrix<T> dz_el = matrix<T>::Zero(n, dims_.halo_width());
-    matrix<T> der = matrix<T>::Zero(n, H);
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
     graph.gather_scatter(z_el_, dz_el,
                          [&](const graph_block& block, const auto& halo, auto& dhalo) {
                            gat_backward_block<T>(block, halo, dhalo, rows, dims_, slope(),
-                                                 dropout, der);
+                                                 dropout);
                          });
+    matrix<T> der;
+    gat_backward_er<T>(dims_, rows, slope_sum_, slope_acc_, der);
 
     // Local chain rule: el = z a_l, er = z a_r (per head), z = x W.
     const auto W = store_->value(ids_.weight);
@@ -221,7 +232,8 @@ class gat_layer {
   /// Bytes this layer keeps between forward and backward (all O(local nodes)).
   std::size_t saved_bytes() const {
     return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() +
-                                                log_normaliser_.size() + out_.size());
+                                                log_normaliser_.size() + slope_sum_.size() +
+                                                slope_acc_.size() + out_.size());
   }
 
  private:
@@ -244,7 +256,7 @@ class gat_layer {
   parameter_store<T>* store_ = nullptr;
   detail::gat_parameter_ids<T> ids_;
   // Saved by forward for backward.
-  matrix<T> z_el_, er_, log_normaliser_, out_;  // out_ only with merge = mean
+  matrix<T> z_el_, er_, log_normaliser_, slope_sum_, slope_acc_, out_;  // out_: merge = mean
   Eigen::Index forward_rows_ = -1;
 };
 
