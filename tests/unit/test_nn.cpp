@@ -5,8 +5,10 @@
 #include <tbb/task_arena.h>
 
 #include <random>
+#include <tuple>
 
 #include "sar/graph/builders.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 
 using namespace sar;
@@ -196,6 +198,25 @@ TEST_CASE("spmm_add: every width (register blocks, single columns) equals the pl
   const csr a = random_graph(2000, 9, 9);  // large enough to split over 2 threads
   check_blocks_equal_plain_sum<float>(a);
   check_blocks_equal_plain_sum<double>(a);
+}
+
+TEST_CASE("dense products are bitwise the same on 1 and 2 threads") {
+  // Eigen rounds a row by its place in the call, so a scheduler-dependent cut would differ.
+  const matrix<float> x = random_matrix<float>(20000, 67, 21);
+  const matrix<float> w = random_matrix<float>(67, 45, 22);
+  const matrix<float> d = random_matrix<float>(20000, 45, 23);
+  const auto products = [&](int threads) {
+    matrix<float> y(x.rows(), w.cols()), back = matrix<float>::Zero(x.rows(), x.cols());
+    matrix<float> grad(x.cols(), d.cols());
+    tbb::task_arena(threads).execute([&] {
+      dense_product<false, float>(x, w, y);
+      dense_product_transposed_add<float>(d, w, back);
+      transposed_product<float>(x, d, grad);
+    });
+    return std::tuple{y, back, grad};
+  };
+  const auto one = products(1);
+  for (int run = 0; run < 3; ++run) CHECK(products(2) == one);
 }
 
 // ---------------------------------------------------------------------------------------------

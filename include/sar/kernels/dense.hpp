@@ -1,6 +1,7 @@
 // Row-parallel dense helpers for layers: products, transposed products, and deterministic
-// column reductions. Everything is chunked over rows with oneTBB; reductions use a fixed split
-// (parallel_deterministic_reduce), so results do not depend on the thread count.
+// column reductions. Everything is chunked over rows with oneTBB; products and reductions use
+// a split fixed by the row count (for_product_chunks, parallel_deterministic_reduce), so
+// results do not depend on the thread count.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +38,30 @@ void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
                     [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
 }
 
+/// Rows per call of a row-chunked product (see for_product_chunks).
+inline constexpr Eigen::Index product_chunk_rows = 512;
+
+/// Calls body(begin, end) on the chunks [k c, (k + 1) c) of [0, rows) with c =
+/// product_chunk_rows, in parallel. Products are cut this way, never by the scheduler: Eigen
+/// rounds a row of a product differently depending on where the row sits in its call (edge
+/// rows take other kernels), so only a cut fixed by the row count keeps results independent
+/// of the thread count.
+template <class Body>
+void for_product_chunks(Eigen::Index rows, Body&& body) {
+  if (rows <= 0) return;
+  constexpr Eigen::Index c = product_chunk_rows;
+  const Eigen::Index chunks = (rows + c - 1) / c;
+  if (chunks == 1) {
+    body(Eigen::Index{0}, rows);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, chunks, 1),
+                    [&](const tbb::blocked_range<Eigen::Index>& r) {
+                      for (Eigen::Index k = r.begin(); k != r.end(); ++k)
+                        body(k * c, std::min(rows, (k + 1) * c));
+                    });
+}
+
 /// Sums per-row contributions into `width` doubles: add_row(i, acc) adds row i's contribution
 /// into acc[0 .. width). The split into chunks is fixed by rows and width, so the result is
 /// bitwise the same for every thread count.
@@ -62,32 +87,31 @@ std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& 
       tbb::simple_partitioner());
 }
 
-/// y = x w (Add = false) or y += x w (Add = true), parallel over rows of x. Requires y sized
+/// y = x w (Add = false) or y += x w (Add = true), parallel over fixed chunks of rows of x
+/// (bitwise the same on every thread count). Requires y sized
 /// x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
 template <bool Add = false, class T>
 void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
-  for_row_chunks(x.rows(), static_cast<double>(x.cols() * w.cols()),
-                 [&](Eigen::Index b, Eigen::Index e) {
-                   if constexpr (Add)
-                     y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w;
-                   else
-                     y.middleRows(b, e - b).noalias() = x.middleRows(b, e - b) * w;
-                 });
+  for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
+    if constexpr (Add)
+      y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w;
+    else
+      y.middleRows(b, e - b).noalias() = x.middleRows(b, e - b) * w;
+  });
 }
 
-/// y += x w^T, parallel over rows of x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
+/// y += x w^T, parallel over fixed chunks of rows of x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
 template <class T>
 void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
             invalid_argument, "sar::dense_product_transposed_add: shapes ", x.rows(), "x",
             x.cols(), " * (", w.rows(), "x", w.cols(), ")^T -> ", y.rows(), "x", y.cols());
-  for_row_chunks(x.rows(), static_cast<double>(x.cols() * w.rows()),
-                 [&](Eigen::Index b, Eigen::Index e) {
-                   y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w.transpose();
-                 });
+  for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
+    y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w.transpose();
+  });
 }
 
 /// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over row chunks.
