@@ -25,6 +25,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/kernels/gat.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
@@ -115,7 +116,7 @@ class gat_layer {
     const auto a_r = store_->value(ids_.attention_right);
 
     z_el_.resize(n, dims_.halo_width());
-    z_el_.leftCols(HF).noalias() = x * W;
+    dense_product<false, T>(x, W, z_el_.leftCols(HF));
     er_.resize(n, H);
     for (Eigen::Index h = 0; h < H; ++h) {
       z_el_.col(HF + h).noalias() = z_el_.middleCols(h * F, F) * a_l.row(h).transpose();
@@ -224,9 +225,9 @@ class gat_layer {
       dz.middleCols(h * F, F).noalias() += del_h * a_l.row(h);
       dz.middleCols(h * F, F).noalias() += der.col(h) * a_r.row(h);
     }
-    store_->grad(ids_.weight).noalias() = x.transpose() * dz;
-    if (dx.size() != 0) dx.noalias() += dz * W.transpose();
-    if (options_.bias) store_->grad(ids_.bias) = dy.colwise().sum();
+    transposed_product<T>(x, dz, rows_ref<T>(store_->grad(ids_.weight)));
+    if (dx.size() != 0) dense_product_transposed_add<T>(dz, W, dx);
+    if (options_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(ids_.bias)));
   }
 
   /// Bytes this layer keeps between forward and backward (all O(local nodes)).
