@@ -482,7 +482,8 @@ TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with t
         for (Eigen::Index c = 0; c < dropout_mask::words_for(width) * 64; ++c) {
           const bool bit = (bits[static_cast<std::size_t>(c / 64)] >> (c % 64)) & 1u;
           const bool expected =
-              c < width && dropout_mask::lane(mask.draw(id, c - c % 16), c % 16) >= mask.threshold();
+              c < width &&
+          dropout_mask::lane(mask.draw(id, c - c % 16), c % 16) >= mask.threshold();
           if (bit != expected) FAIL("node ", id, " column ", c);
         }
       }

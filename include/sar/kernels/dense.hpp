@@ -103,7 +103,8 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   });
 }
 
-/// y += x w^T, parallel over fixed chunks of rows of x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
+/// y += x w^T, parallel over fixed chunks of rows of x. Requires y sized x.rows() x w.rows(),
+/// x.cols() == w.cols().
 template <class T>
 void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),

@@ -56,11 +56,12 @@ class dropout_mask {
     // packed to bytes (each 128-bit half twice) and read out with one movemask.
     if (threshold_ == 0) return 0xffff;
     const __m256i offset = _mm256_set1_epi16(static_cast<short>(0x8000));
-    const __m256i lanes =
-        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words.data())), offset);
+    const auto* draw = reinterpret_cast<const __m256i*>(words.data());
+    const __m256i lanes = _mm256_xor_si256(_mm256_loadu_si256(draw), offset);
     const __m256i limit = _mm256_set1_epi16(static_cast<short>((threshold_ - 1) ^ 0x8000u));
     const __m256i keep = _mm256_cmpgt_epi16(lanes, limit);
-    const auto m = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_packs_epi16(keep, keep)));
+    const auto m =
+        static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_packs_epi16(keep, keep)));
     return (m & 0xffu) | ((m >> 8) & 0xff00u);
 #else
     std::uint64_t kept = 0;

@@ -81,8 +81,8 @@ class gcn_layer {
       aggregated_.setZero(n, input_dim_);
       graph.gather(x, [&](const graph_block& block, const auto& halo) {
         const column_vector<T> src = detail::inverse_sqrt_degrees<T>(block.source_degrees);
-        spmm_add_scaled<T>(block, std::span<const T>(src.data(), static_cast<std::size_t>(src.size())),
-                           halo, aggregated_);
+        const std::span<const T> scale(src.data(), static_cast<std::size_t>(src.size()));
+        spmm_add_scaled<T>(block, scale, halo, aggregated_);
       });
       detail::scale_rows(aggregated_, dst);
       detail::product<T>(aggregated_, w, y);

@@ -80,7 +80,8 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
   const bool relu_model = c.kind != model_kind::gat;
   for (int k = 0; k < c.layers; ++k) {
     const bool last = k + 1 == c.layers;
-    if (c.dropout > 0 && (k == 0 || !relu_model)) layers.emplace_back(dropout<T>(width, c.dropout));
+    if (c.dropout > 0 && (k == 0 || !relu_model))
+      layers.emplace_back(dropout<T>(width, c.dropout));
     Eigen::Index out = last ? classes : c.hidden;
     // Before batch norm a bias is redundant (beta replaces it) and its gradient is exactly
     // zero up to rounding, which Adam would amplify into steps of size lr: leave it out.
