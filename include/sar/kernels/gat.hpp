@@ -139,30 +139,6 @@ class edge_values {
   std::size_t count_ = 0;
 };
 
-/// Prefetches the rows of `rows` (all their cache lines) that the edges of a CSR point at, a
-/// fixed number of edges ahead, so that the random row accesses of the next edges overlap.
-template <class T>
-class edge_row_prefetcher {
- public:
-  static constexpr edge_t distance = 8;
-  /// Requires columns[e] < rows.rows() for every e < end (the caller's last edge + 1).
-  edge_row_prefetcher(const_rows_ref<T> rows, const node_t* columns, edge_t end)
-      : data_(rows.data()), stride_(rows.outerStride()),
-        bytes_(static_cast<std::size_t>(rows.cols()) * sizeof(T)), columns_(columns), end_(end) {}
-  /// Prefetches the row of edge e + distance, if that edge is before the end.
-  void operator()(edge_t e) const {
-    if (e + distance < end_ && bytes_ > 0)
-      prefetch_bytes(data_ + columns_[e + distance] * stride_, bytes_);
-  }
-
- private:
-  const T* data_;
-  Eigen::Index stride_;
-  std::size_t bytes_;
-  const node_t* columns_;
-  edge_t end_;
-};
-
 /// Throws sar::invalid_argument unless block's rows fit n local rows (row convention of
 /// graph_block: uncompressed blocks have exactly n rows).
 inline void check_gat_block_rows(const char* where, const graph_block& block, Eigen::Index n) {

@@ -126,6 +126,37 @@ inline void prefetch_bytes(const void* p, std::size_t bytes) {
   prefetch_line(begin + bytes - 1);  // the last line when p does not start one
 }
 
+/// Prefetches what the edge `distance` edges ahead in a CSR will read: every cache line of
+/// its source row of `rows` and, when per_row is given, per_row[its source]. Gathered rows are
+/// random accesses, bound by latency unless several are in flight; an add that waits for a
+/// per-row scalar waits as long as for the row.
+template <class T>
+class edge_row_prefetcher {
+ public:
+  static constexpr edge_t distance = 8;
+  /// Requires columns[e] < rows.rows() for every e < end (the caller's last edge + 1).
+  edge_row_prefetcher(const_rows_ref<T> rows, const node_t* columns, edge_t end,
+                      const T* per_row = nullptr)
+      : data_(rows.data()), stride_(rows.outerStride()),
+        bytes_(static_cast<std::size_t>(rows.cols()) * sizeof(T)), columns_(columns),
+        per_row_(per_row), end_(end) {}
+  /// Prefetches for edge e + distance, if that edge is before the end.
+  void operator()(edge_t e) const {
+    if (e + distance >= end_) return;
+    const node_t j = columns_[e + distance];
+    if (bytes_ > 0) prefetch_bytes(data_ + j * stride_, bytes_);
+    if (per_row_ != nullptr) prefetch_line(per_row_ + j);
+  }
+
+ private:
+  const T* data_;
+  Eigen::Index stride_;
+  std::size_t bytes_;
+  const node_t* columns_;
+  const T* per_row_;
+  edge_t end_;
+};
+
 inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_rows,
                               Eigen::Index x_cols, Eigen::Index out_rows, Eigen::Index out_cols,
                               std::span<const node_t> rows = {}) {
@@ -164,15 +195,13 @@ class row_summer {
   using packet = typename Eigen::internal::packet_traits<T>::type;
   static constexpr int lanes = Eigen::internal::unpacket_traits<packet>::size;
   static constexpr int max_packets = 16;  // x86-64 with AVX has 16 vector registers
-  // Gathered rows are random accesses: latency bounds them unless several are in flight, so
-  // each step prefetches the source row `distance` edges ahead (in this row or a later one).
-  static constexpr edge_t distance = 8;
 
  public:
   /// prefetch_end: the first edge not to prefetch (the end of the caller's rows).
   row_summer(const_rows_ref<T> x, const node_t* columns, const T* weights, edge_t prefetch_end)
       : x_(x.data()), stride_(x.outerStride()), width_(x.cols()), columns_(columns),
-        weights_(weights), prefetch_end_(prefetch_end) {}
+        weights_(weights),
+        prefetch_(x, columns, prefetch_end, Scale == row_scale::by_source ? weights : nullptr) {}
 
   /// destination[0, width) += the sum over edges [begin, end).
   void sum(T* destination, edge_t begin, edge_t end) const {
@@ -199,14 +228,6 @@ class row_summer {
     return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
   }
 
-  /// Prefetches every cache line of the source row `distance` edges after e (and its scale).
-  void prefetch(edge_t e) const {
-    if (e + distance >= prefetch_end_) return;
-    prefetch_bytes(source(e + distance), static_cast<std::size_t>(width_) * sizeof(T));
-    // A source's scale is a random access too, and every add of its row waits for it.
-    if constexpr (Scale == row_scale::by_source) prefetch_line(weights_ + columns_[e + distance]);
-  }
-
   /// destination[c, c + Packets * lanes) += the sum over edges [begin, end), in registers.
   template <int Packets>
   void add_block(T* destination, Eigen::Index c, edge_t begin, edge_t end,
@@ -215,7 +236,7 @@ class row_summer {
     packet acc[Packets];
     unrolled<Packets>([&](int j) { acc[j] = ploadu<packet>(destination + c + j * lanes); });
     for (edge_t e = begin; e < end; ++e) {
-      if (prefetching) prefetch(e);
+      if (prefetching) prefetch_(e);
       const T* row = source(e) + c;
       if constexpr (Scale != row_scale::none) {
         const packet w = pset1<packet>(weight(e));
@@ -234,7 +255,7 @@ class row_summer {
   void add_columns(T* destination, Eigen::Index c, edge_t begin, edge_t end,
                    bool prefetching) const {
     for (edge_t e = begin; e < end; ++e) {
-      if (prefetching) prefetch(e);
+      if (prefetching) prefetch_(e);
       const T* row = source(e);
       for (Eigen::Index k = c; k < width_; ++k) {
         if constexpr (Scale != row_scale::none) destination[k] += weight(e) * row[k];
@@ -247,7 +268,7 @@ class row_summer {
   Eigen::Index stride_, width_;
   const node_t* columns_;
   const T* weights_;
-  edge_t prefetch_end_;
+  edge_row_prefetcher<T> prefetch_;  // the rows (and by_source scales) of the edges ahead
 };
 
 /// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), gathered rows
