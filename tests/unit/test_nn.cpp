@@ -219,6 +219,73 @@ TEST_CASE("dense products are bitwise the same on 1 and 2 threads") {
   for (int run = 0; run < 3; ++run) CHECK(products(2) == one);
 }
 
+namespace {
+
+/// Max |a - b| over the entries, relative to the largest |b| (b in double).
+double relative_error(const matrix<float>& a, const matrix<double>& b) {
+  return (a.cast<double>() - b).cwiseAbs().maxCoeff() / std::max(1.0, b.cwiseAbs().maxCoeff());
+}
+
+}  // namespace
+
+TEST_CASE("dense products equal the double reference for every row count and panel width") {
+  // Row counts around the 6-row kernel and the 512-row chunk; widths around the 8- and
+  // 16-column panels (masked tails). Outputs are views into wider matrices whose other columns
+  // hold a sentinel, so a store past the panel is caught.
+  constexpr float sentinel = 12345.0f;
+  std::uint64_t seed = 100;
+  for (const Eigen::Index rows : {1, 5, 6, 7, 517, 1031, 9001})
+    for (const Eigen::Index inner : {1, 3, 128})
+      for (const Eigen::Index width : {1, 7, 8, 9, 16, 17, 33}) {
+        CAPTURE(rows);
+        CAPTURE(inner);
+        CAPTURE(width);
+        const matrix<float> x_wide = random_matrix<float>(rows, inner + 2, ++seed);
+        const const_rows_ref<float> x = x_wide.middleCols(1, inner);  // strided view
+        const matrix<float> w = random_matrix<float>(inner, width, ++seed);
+        const matrix<float> start = random_matrix<float>(rows, width, ++seed);
+        const matrix<double> xd = x.cast<double>(), wd = w.cast<double>();
+
+        matrix<float> y_wide = matrix<float>::Constant(rows, width + 3, sentinel);
+        y_wide.middleCols(1, width) = start;
+        dense_product<true, float>(x, w, y_wide.middleCols(1, width));
+        CHECK(relative_error(y_wide.middleCols(1, width), start.cast<double>() + xd * wd) < 1e-5);
+        dense_product<false, float>(x, w, y_wide.middleCols(1, width));
+        CHECK(relative_error(y_wide.middleCols(1, width), xd * wd) < 1e-5);
+        CHECK((y_wide.col(0).array() == sentinel).all());
+        CHECK((y_wide.rightCols(2).array() == sentinel).all());
+
+        // x^T d (inner x width) and d w^T (rows x inner).
+        const matrix<float> d = random_matrix<float>(rows, width, ++seed);
+        matrix<float> grad_wide = matrix<float>::Constant(inner, width + 1, sentinel);
+        transposed_product<float>(x, d, grad_wide.leftCols(width));
+        CHECK(relative_error(grad_wide.leftCols(width), xd.transpose() * d.cast<double>()) < 1e-5);
+        CHECK((grad_wide.col(width).array() == sentinel).all());
+        const matrix<float> w_back = random_matrix<float>(inner, width, ++seed);
+        matrix<float> back = x;
+        dense_product_transposed_add<float>(d, w_back, back);
+        CHECK(relative_error(back, xd + d.cast<double>() * w_back.cast<double>().transpose()) <
+              1e-5);
+      }
+}
+
+TEST_CASE("a row of a float product depends on that row alone (row_gemm)") {
+  // This is what makes a product the same on 1 and P ranks: a rank holds other rows around it.
+  if (!detail::uses_row_gemm<float>) {
+    MESSAGE("built without AVX2 + FMA: float products use Eigen, which does not promise this");
+    return;
+  }
+  const matrix<float> x = random_matrix<float>(3000, 130, 31);
+  const matrix<float> w = random_matrix<float>(130, 40, 32);
+  matrix<float> all(x.rows(), w.cols());
+  dense_product<false, float>(x, w, all);
+  for (const auto& [first, count] : {std::pair<Eigen::Index, Eigen::Index>{0, 1}, {5, 7}, {511, 600}}) {
+    matrix<float> part(count, w.cols());
+    dense_product<false, float>(x.middleRows(first, count), w, part);
+    CHECK(part == all.middleRows(first, count));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The gradient checker, on a small test layer with deliberate bugs.
 #include "sar/testing/gradient_checker.hpp"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -16,8 +17,15 @@
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/row_gemm.hpp"
 
 namespace sar {
+
+namespace detail {
+/// Whether T's products run on the row_gemm micro-kernels (float with AVX2 + FMA).
+template <class T>
+inline constexpr bool uses_row_gemm = std::is_same_v<T, float> && row_gemm_available;
+}  // namespace detail
 
 /// Rows per task so that a task does at least ~16k scalar operations.
 inline Eigen::Index row_grain(double work_per_row) {
@@ -95,6 +103,18 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
+#if SAR_ROW_GEMM
+  if constexpr (detail::uses_row_gemm<T>) {
+    detail::packed_right packed;
+    packed.pack(w.data(), w.outerStride(), w.rows(), w.cols());
+    for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
+      const detail::gemm_left rows{x.data() + b * x.outerStride(), x.outerStride(), 1};
+      detail::row_gemm(e - b, rows, packed, w.rows(), y.data() + b * y.outerStride(),
+                       y.outerStride(), Add);
+    });
+    return;
+  }
+#endif
   for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
     if constexpr (Add)
       y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w;
@@ -110,6 +130,11 @@ void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows
   SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
             invalid_argument, "sar::dense_product_transposed_add: shapes ", x.rows(), "x",
             x.cols(), " * (", w.rows(), "x", w.cols(), ")^T -> ", y.rows(), "x", y.cols());
+  if constexpr (detail::uses_row_gemm<T>) {
+    const matrix<T> w_transposed = w.transpose();
+    dense_product<true, T>(x, w_transposed, y);
+    return;
+  }
   for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
     y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w.transpose();
   });
@@ -127,16 +152,29 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
   // 200k x 128 x 128 product: packing and the join of ~3000 partial results dominated).
   const Eigen::Index grain =
       std::max<Eigen::Index>(4096, row_grain(static_cast<double>(a.cols() * b.cols())));
+  // acc += a^T b over rows [begin, begin + len).
+  const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, matrix<T>& acc) {
+#if SAR_ROW_GEMM
+    if constexpr (detail::uses_row_gemm<T>) {
+      detail::row_gemm_transposed_add(a.data() + begin * a.outerStride(), a.outerStride(),
+                                      b.data() + begin * b.outerStride(), b.outerStride(),
+                                      acc.data(), acc.cols(), len, a.cols(), b.cols());
+      return;
+    }
+#endif
+    acc.noalias() += a.middleRows(begin, len).transpose() * b.middleRows(begin, len);
+  };
   if (n <= grain) {
-    out.noalias() = a.transpose() * b;
+    matrix<T> acc = matrix<T>::Zero(a.cols(), b.cols());
+    add_rows(0, n, acc);
+    out = acc;
     return;
   }
   out = tbb::parallel_deterministic_reduce(
       tbb::blocked_range<Eigen::Index>(0, n, grain),
       matrix<T>(matrix<T>::Zero(a.cols(), b.cols())),
       [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
-        const Eigen::Index len = static_cast<Eigen::Index>(r.size());
-        acc.noalias() += a.middleRows(r.begin(), len).transpose() * b.middleRows(r.begin(), len);
+        add_rows(r.begin(), static_cast<Eigen::Index>(r.size()), acc);
         return acc;
       },
       [](matrix<T> x, const matrix<T>& y) {

@@ -1,0 +1,175 @@
+// Float GEMM micro-kernels for the tall, narrow products of graph layers (n x K times K x N
+// with K, N of a few hundred at most), on AVX2 + FMA.
+//
+// Every output element is one FMA chain over the inner index in increasing order, started
+// from zero and then assigned or added to the output. A row of x w therefore depends on that
+// row alone, not on how the rows are cut into chunks and threads, and a^T b over a range of
+// rows depends only on where the range's fixed sub-blocks start. Without AVX2 and FMA,
+// `row_gemm_available` is false and callers use Eigen.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "sar/core/types.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SAR_ROW_GEMM 1
+#else
+#define SAR_ROW_GEMM 0
+#endif
+
+namespace sar::detail {
+
+inline constexpr bool row_gemm_available = SAR_ROW_GEMM == 1;
+
+#if SAR_ROW_GEMM
+
+/// The left operand of a micro-kernel: element (r, s) is data[r * row_stride + s * step_stride]
+/// (r: output row, s: step of the inner index).
+struct gemm_left {
+  const float* data;
+  Eigen::Index row_stride, step_stride;
+};
+
+/// A right operand (steps x columns) packed panel by panel: a panel is 16 columns (8 when at
+/// most 8 are left), stored step-major and padded with zeros, so the kernels read it
+/// contiguously (a row-major operand 512 bytes wide would map every step of a panel onto the
+/// same few L1 sets).
+class packed_right {
+ public:
+  struct panel {
+    Eigen::Index first;  // first column
+    int vectors, live;   // 8-lane vectors per step (1 or 2); live columns
+    std::size_t offset;  // into data
+  };
+
+  /// Packs rows [0, steps) of b (row-major, rows `stride` apart, `columns` wide).
+  void pack(const float* b, Eigen::Index stride, Eigen::Index steps, Eigen::Index columns) {
+    panels_.clear();
+    std::size_t size = 0;
+    for (Eigen::Index first = 0; first < columns;) {
+      const int vectors = columns - first > 8 ? 2 : 1;
+      const int live = static_cast<int>(std::min<Eigen::Index>(8 * vectors, columns - first));
+      panels_.push_back({first, vectors, live, size});
+      size += static_cast<std::size_t>(steps * 8 * vectors);
+      first += live;
+    }
+    data_.assign(size, 0.0f);
+    for (const panel& p : panels_)
+      for (Eigen::Index s = 0; s < steps; ++s)
+        std::copy_n(b + s * stride + p.first, p.live, data_.data() + p.offset + s * 8 * p.vectors);
+  }
+
+  const std::vector<panel>& panels() const { return panels_; }
+  const float* data(const panel& p) const { return data_.data() + p.offset; }
+
+ private:
+  std::vector<panel> panels_;
+  std::vector<float> data_;
+};
+
+inline __m256i lanes_below(int count) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), index);
+}
+
+/// c[r][0 .. 8V) (+)= sum_s a(r, s) * b[s][0 .. 8V) for r < R and s < steps, b packed
+/// (8V floats per step). Requires R <= 6, V in {1, 2}, steps >= 0. Unless Full, the last
+/// vector of c is read and written only in the lanes of `mask`.
+template <int R, int V, bool Full>
+void row_gemm_block(gemm_left a, const float* b, Eigen::Index steps, __m256i mask, float* c,
+                    Eigen::Index c_stride, bool add) {
+  // The pragmas keep acc in registers: without them GCC stores it every step.
+  __m256 acc[R][V];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+  const float* a_step = a.data;
+  for (Eigen::Index s = 0; s < steps; ++s, b += 8 * V, a_step += a.step_stride) {
+    __m256 bv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a_step + r * a.row_stride);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(x, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* p = c + r * c_stride + 8 * v;
+      const bool whole = Full || v + 1 < V;
+      __m256 value = acc[r][v];
+      if (add)
+        value = _mm256_add_ps(whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask), value);
+      if (whole)
+        _mm256_storeu_ps(p, value);
+      else
+        _mm256_maskstore_ps(p, mask, value);
+    }
+  }
+}
+
+/// c[0 .. rows) (+)= a b for one packed panel of b: a is rows x steps, c the panel's columns.
+template <int V, bool Full>
+void row_gemm_panel(Eigen::Index rows, gemm_left a, const float* b, Eigen::Index steps,
+                    __m256i mask, float* c, Eigen::Index c_stride, bool add) {
+  Eigen::Index r = 0;
+  for (; r + 6 <= rows; r += 6)
+    row_gemm_block<6, V, Full>({a.data + r * a.row_stride, a.row_stride, a.step_stride}, b, steps,
+                               mask, c + r * c_stride, c_stride, add);
+  const gemm_left rest{a.data + r * a.row_stride, a.row_stride, a.step_stride};
+  float* c_rest = c + r * c_stride;
+  switch (rows - r) {
+    case 5: return row_gemm_block<5, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    case 4: return row_gemm_block<4, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    case 3: return row_gemm_block<3, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    case 2: return row_gemm_block<2, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    case 1: return row_gemm_block<1, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    default: return;
+  }
+}
+
+/// c (+)= a b over every panel of b (packed with `steps` steps); c's rows c_stride apart.
+inline void row_gemm(Eigen::Index rows, gemm_left a, const packed_right& b, Eigen::Index steps,
+                     float* c, Eigen::Index c_stride, bool add) {
+  for (const packed_right::panel& p : b.panels()) {
+    const bool full = p.live == 8 * p.vectors;
+    const __m256i mask = lanes_below(p.live - 8 * (p.vectors - 1));
+    float* c_panel = c + p.first;
+    if (p.vectors == 2)
+      full ? row_gemm_panel<2, true>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add)
+           : row_gemm_panel<2, false>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add);
+    else
+      full ? row_gemm_panel<1, true>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add)
+           : row_gemm_panel<1, false>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add);
+  }
+}
+
+/// Rows of a^T b summed per fixed block (see row_gemm_transposed_add).
+inline constexpr Eigen::Index transposed_block_rows = 256;
+
+/// out += a^T b over rows [0, rows) of a (rows x p) and b (rows x q); out is p x q, row-major.
+/// The rows are summed in blocks of transposed_block_rows from row 0 (one FMA chain per block,
+/// added to out in order), so the result depends only on the rows given.
+inline void row_gemm_transposed_add(const float* a, Eigen::Index a_stride, const float* b,
+                                    Eigen::Index b_stride, float* out, Eigen::Index out_stride,
+                                    Eigen::Index rows, Eigen::Index p, Eigen::Index q) {
+  packed_right block;
+  for (Eigen::Index i = 0; i < rows; i += transposed_block_rows) {
+    const Eigen::Index steps = std::min(transposed_block_rows, rows - i);
+    block.pack(b + i * b_stride, b_stride, steps, q);
+    // Output row r is column r of a: a(r, s) = a[(i + s) * a_stride + r].
+    row_gemm(p, gemm_left{a + i * a_stride, 1, a_stride}, block, steps, out, out_stride, true);
+  }
+}
+
+#endif  // SAR_ROW_GEMM
+
+}  // namespace sar::detail
