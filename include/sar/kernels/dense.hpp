@@ -46,6 +46,29 @@ void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
                     [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
 }
 
+/// m := 0, in parallel over rows.
+template <class T>
+void set_zero(rows_ref<T> m) {
+  for_row_chunks(m.rows(), static_cast<double>(m.cols()),
+                 [&](Eigen::Index b, Eigen::Index e) { m.middleRows(b, e - b).setZero(); });
+}
+
+/// m.row(i) *= s[i] for every row, in parallel. Requires s.size() == m.rows().
+template <class T>
+void scale_rows(rows_ref<T> m, const column_vector<T>& s) {
+  for_row_chunks(m.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
+    m.middleRows(b, e - b).array().colwise() *= s.segment(b, e - b).array();
+  });
+}
+
+/// m.row(i) += v for every row, in parallel. Requires v: 1 x m.cols().
+template <class T>
+void add_to_rows(rows_ref<T> m, const_rows_ref<T> v) {
+  for_row_chunks(m.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
+    m.middleRows(b, e - b).rowwise() += v.row(0);
+  });
+}
+
 /// Rows per call of a row-chunked product (see for_product_chunks).
 inline constexpr Eigen::Index product_chunk_rows = 512;
 

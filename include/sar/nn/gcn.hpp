@@ -69,25 +69,25 @@ class gcn_layer {
       const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
       matrix<T> h;
       detail::product<T>(x, w, h);
-      detail::scale_rows(h, src);
-      y.setZero(n, output_dim_);
+      scale_rows<T>(h, src);
+      detail::resize_zero(y, n, output_dim_);
       graph.gather(h, [&](const graph_block& block, const auto& halo) {
         spmm_add(block, halo, y);
       });
-      detail::scale_rows(y, dst);
+      scale_rows<T>(y, dst);
       aggregated_.resize(0, 0);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      aggregated_.setZero(n, input_dim_);
+      detail::resize_zero(aggregated_, n, input_dim_);
       graph.gather(x, [&](const graph_block& block, const auto& halo) {
         const column_vector<T> src = detail::inverse_sqrt_degrees<T>(block.source_degrees);
         const std::span<const T> scale(src.data(), static_cast<std::size_t>(src.size()));
         spmm_add_scaled<T>(block, scale, halo, aggregated_);
       });
-      detail::scale_rows(aggregated_, dst);
+      scale_rows<T>(aggregated_, dst);
       detail::product<T>(aggregated_, w, y);
     }
-    if (bias_) y.rowwise() += store_->value(bias_id_).row(0);
+    if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
   }
 
   /// Given the x and y of the matching forward and dy: assigns dW (and db), and ADDS dLoss/dx
@@ -105,7 +105,7 @@ class gcn_layer {
     const auto w = store_->value(weight_);
     const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
-    if (bias_) store_->grad(bias_id_) = dy.colwise().sum();
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if (weight_first()) {
       // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx += dH W^T.
       matrix<T> dagg = dst.asDiagonal() * dy;
@@ -113,7 +113,7 @@ class gcn_layer {
       graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
         spmm_add(*block.transposed, dagg, dhalo);
       });
-      detail::scale_rows(dh, src);
+      scale_rows<T>(dh, src);
       detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
       if (want_dx) dense_product_transposed_add<T>(dh, w, dx);
     } else {
@@ -125,7 +125,7 @@ class gcn_layer {
       if (!want_dx) return;
       matrix<T> dz;
       detail::product_transposed<T>(dy, w, dz);
-      detail::scale_rows(dz, dst);
+      scale_rows<T>(dz, dst);
       matrix<T> dxs = matrix<T>::Zero(n, input_dim_);
       graph.scatter(dxs, [&](const graph_block& block, auto&& dhalo) {
         spmm_add(*block.transposed, dz, dhalo);

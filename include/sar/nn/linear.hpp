@@ -57,12 +57,7 @@ class linear {
     check_ready("sar::linear::forward", x);
     y.resize(x.rows(), out_);
     dense_product<false, T>(x, store_->value(weight_), y);
-    if (options_.bias) {
-      const auto b = store_->value(bias_);
-      for_row_chunks(y.rows(), static_cast<double>(out_), [&](Eigen::Index lo, Eigen::Index hi) {
-        y.middleRows(lo, hi - lo).rowwise() += b.row(0);
-      });
-    }
+    if (options_.bias) add_to_rows<T>(y, store_->value(bias_));
   }
 
   /// dW := x^T dy, db := column sums of dy, dx += dy W^T (skipped when dx is empty).

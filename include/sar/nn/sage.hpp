@@ -133,7 +133,7 @@ class sage_layer {
 
     if constexpr (is_pool) {
       detail::product<T>(x, store_->value(pool_weight_), pooled_);
-      pooled_.rowwise() += store_->value(pool_bias_).row(0);
+      add_to_rows<T>(pooled_, store_->value(pool_bias_));
       pooled_ = pooled_.cwiseMax(T(0));
       max_.setZero(n, pool_dim_);
       argmax_.setConstant(n, pool_dim_, no_argmax);
@@ -151,14 +151,14 @@ class sage_layer {
       // buffer (same size every epoch, so no allocation).
       matrix<T> summed;
       matrix<T>& agg = weight_first() ? summed : aggregated_;
-      agg.setZero(n, input.cols());
+      detail::resize_zero(agg, n, input.cols());
       if constexpr (is_gcn) self_missing_.setOnes(n);
       graph.gather(input, [&](const graph_block& block, const auto& halo) {
         spmm_add(block, halo, agg);
         if constexpr (is_gcn) mark_self_loops(block);
       });
       if constexpr (is_gcn) agg.noalias() += self_missing_.asDiagonal() * input;
-      detail::scale_rows(agg, scale(graph));
+      scale_rows<T>(agg, scale(graph));
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {
@@ -176,7 +176,7 @@ class sage_layer {
         }
       }
     }
-    if (bias_) y.rowwise() += store_->value(bias_id_).row(0);
+    if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
   }
 
   /// Given the x and y of the matching forward and dy: assigns every parameter gradient and
@@ -191,7 +191,7 @@ class sage_layer {
     const Eigen::Index n = graph.num_local();
     const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
     const auto w_nbr = store_->value(neighbour_weight_);
-    if (bias_) store_->grad(bias_id_) = dy.colwise().sum();
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if constexpr (!is_gcn) {
       detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
       if (want_dx) dense_product_transposed_add<T>(dy, store_->value(self_weight_), dx);
@@ -210,7 +210,7 @@ class sage_layer {
       // Through the relu (relu'(0) = 0), then the pool linear map.
       dpooled = (pooled_.array() > T(0)).select(dpooled, T(0));
       detail::assign_transposed_product<T>(x, dpooled, store_->grad(pool_weight_));
-      store_->grad(pool_bias_) = dpooled.colwise().sum();
+      column_sums<T>(dpooled, rows_ref<T>(store_->grad(pool_bias_)));
       if (want_dx) dense_product_transposed_add<T>(dpooled, store_->value(pool_weight_), dx);
     } else {
       const column_vector<T> s = scale(graph);
@@ -235,7 +235,7 @@ class sage_layer {
         if (!want_dx) return;
         matrix<T> dagg;
         detail::product_transposed<T>(dy, w_nbr, dagg);
-        detail::scale_rows(dagg, s);
+        scale_rows<T>(dagg, s);
         if constexpr (is_gcn) dx.noalias() += self_missing_.asDiagonal() * dagg;
         graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
           spmm_add(*block.transposed, dagg, dhalo);

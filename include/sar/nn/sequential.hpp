@@ -22,6 +22,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
 
@@ -211,7 +212,7 @@ class model_base {
         call(k, c, x, outputs_[k], gradient, gradient);
       } else {
         matrix<T> dx = take(n, input_dims_[k]);
-        dx.setZero();
+        set_zero<T>(dx);
         call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
         give(gradient);
         gradient = std::move(dx);

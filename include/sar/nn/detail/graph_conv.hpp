@@ -48,8 +48,16 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
 /// out := a b^T (out resized), parallel over rows.
 template <class T>
 void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
-  out.setZero(a.rows(), b.rows());
+  out.resize(a.rows(), b.rows());
+  set_zero<T>(out);
   dense_product_transposed_add<T>(a, b, out);
+}
+
+/// m resized to rows x cols and zeroed in parallel.
+template <class T>
+void resize_zero(matrix<T>& m, Eigen::Index rows, Eigen::Index cols) {
+  m.resize(rows, cols);
+  set_zero<T>(m);
 }
 
 /// grad := a^T b into a parameter-gradient view (assigned), deterministic over threads.
@@ -57,12 +65,6 @@ template <class T, class View>
 void assign_transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, View&& grad) {
   rows_ref<T> out(grad);
   transposed_product<T>(a, b, out);
-}
-
-/// Rows of m scaled by s (m_i *= s_i).
-template <class T>
-void scale_rows(matrix<T>& m, const column_vector<T>& s) {
-  m.array().colwise() *= s.array();
 }
 
 /// Checks x against (rows, cols); names the layer and the argument.
