@@ -3,8 +3,9 @@
 //   triad   a[i] = b[i] + s * c[i] on float arrays far larger than the last-level cache
 //           (STREAM convention: bytes = 3 arrays, no write-allocate counted), the arrays
 //           first-touched in parallel with the partitioning the timed loop uses;
-//   sgemm   sar::dense_product<float> (Eigen GEMM per row chunk, what the layers call) on the
-//           layers' tall-skinny shape (rows x 128 times 128 x 128) and a square n^3, GFLOP/s;
+//   sgemm   sar::dense_product<float> (what the layers call: the row_gemm micro-kernels with
+//           AVX2 + FMA, else Eigen's GEMM per row chunk) on the layers' tall-skinny shape
+//           (rows x 128 times 128 x 128) and a square n^3, GFLOP/s;
 //   spmm    sar::spmm_add(block, x, out) (out += A x, the forward of a layer) and
 //           sar::spmm_add(*block.transposed, dy, dx) (the backward) on the planted-partition
 //           graph with self-loops (GCN's A + I), GB/s with bytes = CSR arrays (offsets +
