@@ -176,21 +176,20 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
   const Eigen::Index grain =
       std::max<Eigen::Index>(4096, row_grain(static_cast<double>(a.cols() * b.cols())));
   // acc += a^T b over rows [begin, begin + len).
-  const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, matrix<T>& acc) {
+  const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, rows_ref<T> acc) {
 #if SAR_ROW_GEMM
     if constexpr (detail::uses_row_gemm<T>) {
       detail::row_gemm_transposed_add(a.data() + begin * a.outerStride(), a.outerStride(),
                                       b.data() + begin * b.outerStride(), b.outerStride(),
-                                      acc.data(), acc.cols(), len, a.cols(), b.cols());
+                                      acc.data(), acc.outerStride(), len, a.cols(), b.cols());
       return;
     }
 #endif
     acc.noalias() += a.middleRows(begin, len).transpose() * b.middleRows(begin, len);
   };
   if (n <= grain) {
-    matrix<T> acc = matrix<T>::Zero(a.cols(), b.cols());
-    add_rows(0, n, acc);
-    out = acc;
+    out.setZero();
+    add_rows(0, n, out);
     return;
   }
   out = tbb::parallel_deterministic_reduce(

@@ -45,19 +45,18 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
   dense_product<false, T>(a, b, out);
 }
 
-/// out := a b^T (out resized), parallel over rows.
-template <class T>
-void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
-  out.resize(a.rows(), b.rows());
-  set_zero<T>(out);
-  dense_product_transposed_add<T>(a, b, out);
-}
-
 /// m resized to rows x cols and zeroed in parallel.
 template <class T>
 void resize_zero(matrix<T>& m, Eigen::Index rows, Eigen::Index cols) {
   m.resize(rows, cols);
   set_zero<T>(m);
+}
+
+/// out := a b^T (out resized), parallel over rows.
+template <class T>
+void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
+  resize_zero(out, a.rows(), b.rows());
+  dense_product_transposed_add<T>(a, b, out);
 }
 
 /// grad := a^T b into a parameter-gradient view (assigned), deterministic over threads.
