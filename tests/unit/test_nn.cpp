@@ -228,7 +228,7 @@ double relative_error(const matrix<float>& a, const matrix<double>& b) {
 
 }  // namespace
 
-TEST_CASE("dense products equal the double reference for every row count and panel width") {
+TEST_CASE("dense products (with and without bias) equal the double reference for every shape") {
   // Row counts around the 6-row kernel and the 512-row chunk; widths around the 8- and
   // 16-column panels (masked tails). Outputs are views into wider matrices whose other columns
   // hold a sentinel, so a store past the panel is caught.
@@ -252,6 +252,12 @@ TEST_CASE("dense products equal the double reference for every row count and pan
         CHECK(relative_error(y_wide.middleCols(1, width), start.cast<double>() + xd * wd) < 1e-5);
         dense_product<false, float>(x, w, y_wide.middleCols(1, width));
         CHECK(relative_error(y_wide.middleCols(1, width), xd * wd) < 1e-5);
+        const matrix<float> bias = random_matrix<float>(1, width, ++seed);
+        const matrix<double> with_bias = (xd * wd).rowwise() + bias.cast<double>().row(0);
+        dense_product<true, float>(x, w, y_wide.middleCols(1, width), bias.data());
+        CHECK(relative_error(y_wide.middleCols(1, width), xd * wd + with_bias) < 1e-5);
+        dense_product<false, float>(x, w, y_wide.middleCols(1, width), bias.data());
+        CHECK(relative_error(y_wide.middleCols(1, width), with_bias) < 1e-5);
         CHECK((y_wide.col(0).array() == sentinel).all());
         CHECK((y_wide.rightCols(2).array() == sentinel).all());
 

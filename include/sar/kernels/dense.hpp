@@ -118,31 +118,35 @@ std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& 
       tbb::simple_partitioner());
 }
 
-/// y = x w (Add = false) or y += x w (Add = true), parallel over fixed chunks of rows of x
-/// (bitwise the same on every thread count). Requires y sized
+/// y = x w (+ b) (Add = false) or y += x w (+ b) (Add = true), parallel over fixed chunks of
+/// rows of x (bitwise the same on every thread count); b, unless null, holds w.cols() values
+/// added to every row (in the product's epilogue, no extra pass). Requires y sized
 /// x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
 template <bool Add = false, class T>
-void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
+void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
+                   const T* b = nullptr) {
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
 #if SAR_ROW_GEMM
   if constexpr (detail::uses_row_gemm<T>) {
     detail::packed_right packed;
-    packed.pack(w.data(), w.outerStride(), w.rows(), w.cols());
-    for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
-      const detail::gemm_left rows{x.data() + b * x.outerStride(), x.outerStride(), 1};
-      detail::row_gemm(e - b, rows, packed, w.rows(), y.data() + b * y.outerStride(),
+    packed.pack(w.data(), w.outerStride(), w.rows(), w.cols(), b);
+    for_product_chunks(x.rows(), [&](Eigen::Index begin, Eigen::Index end) {
+      const detail::gemm_left rows{x.data() + begin * x.outerStride(), x.outerStride(), 1};
+      detail::row_gemm(end - begin, rows, packed, w.rows(), y.data() + begin * y.outerStride(),
                        y.outerStride(), Add);
     });
     return;
   }
 #endif
-  for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
+  for_product_chunks(x.rows(), [&](Eigen::Index begin, Eigen::Index end) {
+    auto rows = y.middleRows(begin, end - begin);
     if constexpr (Add)
-      y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w;
+      rows.noalias() += x.middleRows(begin, end - begin) * w;
     else
-      y.middleRows(b, e - b).noalias() = x.middleRows(b, e - b) * w;
+      rows.noalias() = x.middleRows(begin, end - begin) * w;
+    if (b != nullptr) rows.rowwise() += Eigen::Map<const row_vector<T>>(b, w.cols());
   });
 }
 

@@ -45,8 +45,10 @@ class packed_right {
     std::size_t offset;  // into data
   };
 
-  /// Packs rows [0, steps) of b (row-major, rows `stride` apart, `columns` wide).
-  void pack(const float* b, Eigen::Index stride, Eigen::Index steps, Eigen::Index columns) {
+  /// Packs rows [0, steps) of b (row-major, rows `stride` apart, `columns` wide) and, unless
+  /// null, a bias of `columns` values that the kernels start their sums from.
+  void pack(const float* b, Eigen::Index stride, Eigen::Index steps, Eigen::Index columns,
+            const float* bias = nullptr) {
     panels_.clear();
     std::size_t size = 0;
     for (Eigen::Index first = 0; first < columns;) {
@@ -57,17 +59,23 @@ class packed_right {
       first += live;
     }
     data_.assign(size, 0.0f);
-    for (const panel& p : panels_)
+    bias_.assign(bias != nullptr ? 16 * panels_.size() : 0, 0.0f);
+    for (std::size_t k = 0; k < panels_.size(); ++k) {
+      const panel& p = panels_[k];
       for (Eigen::Index s = 0; s < steps; ++s)
         std::copy_n(b + s * stride + p.first, p.live, data_.data() + p.offset + s * 8 * p.vectors);
+      if (bias != nullptr) std::copy_n(bias + p.first, p.live, bias_.data() + 16 * k);
+    }
   }
 
   const std::vector<panel>& panels() const { return panels_; }
   const float* data(const panel& p) const { return data_.data() + p.offset; }
+  /// Panel k's bias (16 floats, zero-padded), or null without a bias.
+  const float* bias(std::size_t k) const { return bias_.empty() ? nullptr : bias_.data() + 16 * k; }
 
  private:
   std::vector<panel> panels_;
-  std::vector<float> data_;
+  std::vector<float> data_, bias_;
 };
 
 inline __m256i lanes_below(int count) {
@@ -75,18 +83,19 @@ inline __m256i lanes_below(int count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), index);
 }
 
-/// c[r][0 .. 8V) (+)= sum_s a(r, s) * b[s][0 .. 8V) for r < R and s < steps, b packed
-/// (8V floats per step). Requires R <= 6, V in {1, 2}, steps >= 0. Unless Full, the last
-/// vector of c is read and written only in the lanes of `mask`.
+/// c[r][0 .. 8V) (+)= bias + sum_s a(r, s) * b[s][0 .. 8V) for r < R and s < steps, b packed
+/// (8V floats per step), bias 8V floats or null (zero). Requires R <= 6, V in {1, 2},
+/// steps >= 0. Unless Full, the last vector of c is read and written only in `mask`'s lanes.
 template <int R, int V, bool Full>
-void row_gemm_block(gemm_left a, const float* b, Eigen::Index steps, __m256i mask, float* c,
-                    Eigen::Index c_stride, bool add) {
+void row_gemm_block(gemm_left a, const float* b, const float* bias, Eigen::Index steps,
+                    __m256i mask, float* c, Eigen::Index c_stride, bool add) {
   // The pragmas keep acc in registers: without them GCC stores it every step.
   __m256 acc[R][V];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int v = 0; v < V; ++v)
+      acc[r][v] = bias != nullptr ? _mm256_loadu_ps(bias + 8 * v) : _mm256_setzero_ps();
   const float* a_step = a.data;
   for (Eigen::Index s = 0; s < steps; ++s, b += 8 * V, a_step += a.step_stride) {
     __m256 bv[V];
@@ -118,37 +127,40 @@ void row_gemm_block(gemm_left a, const float* b, Eigen::Index steps, __m256i mas
 
 /// c[0 .. rows) (+)= a b for one packed panel of b: a is rows x steps, c the panel's columns.
 template <int V, bool Full>
-void row_gemm_panel(Eigen::Index rows, gemm_left a, const float* b, Eigen::Index steps,
-                    __m256i mask, float* c, Eigen::Index c_stride, bool add) {
+void row_gemm_panel(Eigen::Index rows, gemm_left a, const float* b, const float* bias,
+                    Eigen::Index steps, __m256i mask, float* c, Eigen::Index c_stride, bool add) {
   Eigen::Index r = 0;
   for (; r + 6 <= rows; r += 6)
-    row_gemm_block<6, V, Full>({a.data + r * a.row_stride, a.row_stride, a.step_stride}, b, steps,
-                               mask, c + r * c_stride, c_stride, add);
+    row_gemm_block<6, V, Full>({a.data + r * a.row_stride, a.row_stride, a.step_stride}, b, bias,
+                               steps, mask, c + r * c_stride, c_stride, add);
   const gemm_left rest{a.data + r * a.row_stride, a.row_stride, a.step_stride};
   float* c_rest = c + r * c_stride;
   switch (rows - r) {
-    case 5: return row_gemm_block<5, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
-    case 4: return row_gemm_block<4, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
-    case 3: return row_gemm_block<3, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
-    case 2: return row_gemm_block<2, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
-    case 1: return row_gemm_block<1, V, Full>(rest, b, steps, mask, c_rest, c_stride, add);
+    case 5: return row_gemm_block<5, V, Full>(rest, b, bias, steps, mask, c_rest, c_stride, add);
+    case 4: return row_gemm_block<4, V, Full>(rest, b, bias, steps, mask, c_rest, c_stride, add);
+    case 3: return row_gemm_block<3, V, Full>(rest, b, bias, steps, mask, c_rest, c_stride, add);
+    case 2: return row_gemm_block<2, V, Full>(rest, b, bias, steps, mask, c_rest, c_stride, add);
+    case 1: return row_gemm_block<1, V, Full>(rest, b, bias, steps, mask, c_rest, c_stride, add);
     default: return;
   }
 }
 
-/// c (+)= a b over every panel of b (packed with `steps` steps); c's rows c_stride apart.
+/// c (+)= a b (+ b's bias) over every panel of b (packed with `steps` steps); c's rows
+/// c_stride apart.
 inline void row_gemm(Eigen::Index rows, gemm_left a, const packed_right& b, Eigen::Index steps,
                      float* c, Eigen::Index c_stride, bool add) {
-  for (const packed_right::panel& p : b.panels()) {
+  for (std::size_t k = 0; k < b.panels().size(); ++k) {
+    const packed_right::panel& p = b.panels()[k];
     const bool full = p.live == 8 * p.vectors;
     const __m256i mask = lanes_below(p.live - 8 * (p.vectors - 1));
-    float* c_panel = c + p.first;
+    const auto panel = [&]<int V, bool Full>() {
+      row_gemm_panel<V, Full>(rows, a, b.data(p), b.bias(k), steps, mask, c + p.first, c_stride,
+                              add);
+    };
     if (p.vectors == 2)
-      full ? row_gemm_panel<2, true>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add)
-           : row_gemm_panel<2, false>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add);
+      full ? panel.template operator()<2, true>() : panel.template operator()<2, false>();
     else
-      full ? row_gemm_panel<1, true>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add)
-           : row_gemm_panel<1, false>(rows, a, b.data(p), steps, mask, c_panel, c_stride, add);
+      full ? panel.template operator()<1, true>() : panel.template operator()<1, false>();
   }
 }
 

@@ -65,6 +65,7 @@ class gcn_layer {
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     const auto w = store_->value(weight_);
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
+    const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;
     if (weight_first()) {
       const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
       matrix<T> h;
@@ -75,6 +76,7 @@ class gcn_layer {
         spmm_add(block, halo, y);
       });
       scale_rows<T>(y, dst);
+      if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       aggregated_.resize(0, 0);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
@@ -85,9 +87,8 @@ class gcn_layer {
         spmm_add_scaled<T>(block, scale, halo, aggregated_);
       });
       scale_rows<T>(aggregated_, dst);
-      detail::product<T>(aggregated_, w, y);
+      detail::product<T>(aggregated_, w, y, bias);
     }
-    if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
   }
 
   /// Given the x and y of the matching forward and dy: assigns dW (and db), and ADDS dLoss/dx

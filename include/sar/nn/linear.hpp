@@ -56,8 +56,8 @@ class linear {
   void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
     check_ready("sar::linear::forward", x);
     y.resize(x.rows(), out_);
-    dense_product<false, T>(x, store_->value(weight_), y);
-    if (options_.bias) add_to_rows<T>(y, store_->value(bias_));
+    dense_product<false, T>(x, store_->value(weight_), y,
+                            options_.bias ? store_->value(bias_).data() : nullptr);
   }
 
   /// dW := x^T dy, db := column sums of dy, dx += dy W^T (skipped when dx is empty).

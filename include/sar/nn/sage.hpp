@@ -130,17 +130,18 @@ class sage_layer {
     const Eigen::Index n = graph.num_local();
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     const auto w_nbr = store_->value(neighbour_weight_);
+    const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;  // added by a product
 
     if constexpr (is_pool) {
-      detail::product<T>(x, store_->value(pool_weight_), pooled_);
-      add_to_rows<T>(pooled_, store_->value(pool_bias_));
+      detail::product<T>(x, store_->value(pool_weight_), pooled_,
+                         store_->value(pool_bias_).data());
       pooled_ = pooled_.cwiseMax(T(0));
       max_.setZero(n, pool_dim_);
       argmax_.setConstant(n, pool_dim_, no_argmax);
       graph.gather(pooled_, [&](const graph_block& block, const auto& halo) {
         running_max(block, halo);
       });
-      detail::product<T>(x, store_->value(self_weight_), y);
+      detail::product<T>(x, store_->value(self_weight_), y, bias);
       dense_product<true, T>(max_, w_nbr, y);
     } else {
       // agg = sum over in-neighbours of the input (h = x W first, or x itself).
@@ -162,21 +163,21 @@ class sage_layer {
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {
-          detail::product<T>(x, store_->value(self_weight_), y);
+          detail::product<T>(x, store_->value(self_weight_), y, bias);
           y += agg;
         } else {
           y = std::move(agg);
+          if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
         }
       } else {
         if constexpr (is_mean) {
-          detail::product<T>(x, store_->value(self_weight_), y);
+          detail::product<T>(x, store_->value(self_weight_), y, bias);
           dense_product<true, T>(aggregated_, w_nbr, y);
         } else {
-          detail::product<T>(aggregated_, w_nbr, y);
+          detail::product<T>(aggregated_, w_nbr, y, bias);
         }
       }
     }
-    if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
   }
 
   /// Given the x and y of the matching forward and dy: assigns every parameter gradient and

@@ -38,11 +38,12 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
   return s;
 }
 
-/// out := a b (out resized), parallel over rows (sar/kernels/dense.hpp).
+/// out := a b (+ bias unless null: b.cols() values per row), out resized; parallel over rows
+/// (sar/kernels/dense.hpp).
 template <class T>
-void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
+void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr) {
   out.resize(a.rows(), b.cols());
-  dense_product<false, T>(a, b, out);
+  dense_product<false, T>(a, b, out, bias);
 }
 
 /// m resized to rows x cols and zeroed in parallel.
