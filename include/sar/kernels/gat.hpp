@@ -27,6 +27,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 
 namespace sar {
@@ -165,13 +166,22 @@ struct gat_softmax_state {
   matrix<T> max, sum, slope_sum;  ///< n x H
   matrix<T> acc, slope_acc;       ///< n x HF
 
-  /// Ensures the state of n rows that have seen no edge: max = -inf, sums 0.
+  /// Ensures the state of n rows that have seen no edge: max = -inf, sums 0. Filled in
+  /// parallel over rows (fresh buffers are also first touched by several threads).
   void reset(node_t n, gat_dims dims) {
-    max.setConstant(n, dims.heads, -std::numeric_limits<T>::infinity());
-    sum.setZero(n, dims.heads);
-    slope_sum.setZero(n, dims.heads);
-    acc.setZero(n, dims.width());
-    slope_acc.setZero(n, dims.width());
+    const Eigen::Index H = dims.heads, HF = dims.width();
+    max.resize(n, H);
+    sum.resize(n, H);
+    slope_sum.resize(n, H);
+    acc.resize(n, HF);
+    slope_acc.resize(n, HF);
+    for_row_chunks(n, 2.0 * static_cast<double>(HF + H), [&](Eigen::Index b, Eigen::Index e) {
+      max.middleRows(b, e - b).setConstant(-std::numeric_limits<T>::infinity());
+      sum.middleRows(b, e - b).setZero();
+      slope_sum.middleRows(b, e - b).setZero();
+      acc.middleRows(b, e - b).setZero();
+      slope_acc.middleRows(b, e - b).setZero();
+    });
   }
 };
 
@@ -408,7 +418,8 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
 /// with the forward's slope sums (after gat_softmax_finish) is
 ///   <dout_i(h), slope_acc_i(h)> - <dout_i(h), out_i(h)> slope_sum_i(h).
 /// Requires slope_sum and der n x H, slope_acc n x HF, rows as for gat_backward_block (all
-/// indexed by local row); resizes der. Not collective.
+/// indexed by local row); resizes der. Parallel over rows (each row's result is independent
+/// of the split). Not collective.
 template <class T>
 void gat_backward_er(gat_dims dims, const gat_backward_rows<T>& rows,
                      const_rows_ref<T> slope_sum, const_rows_ref<T> slope_acc, matrix<T>& der) {
@@ -419,10 +430,17 @@ void gat_backward_er(gat_dims dims, const gat_backward_rows<T>& rows,
             invalid_argument, "sar::gat_backward_er: node_terms, dout, slope_sum or slope_acc "
             "mis-shaped for ", n, " rows and ", H, " heads");
   der.resize(n, H);
-  for (Eigen::Index h = 0; h < H; ++h)
-    der.col(h) = rows.dout.middleCols(h * F, F).cwiseProduct(slope_acc.middleCols(h * F, F))
-                     .rowwise().sum() -
-                 rows.node_terms.col(2 * H + h).cwiseProduct(slope_sum.col(h));
+  for_row_chunks(n, 2.0 * static_cast<double>(dims.width()), [&](Eigen::Index b, Eigen::Index e) {
+    for (Eigen::Index i = b; i != e; ++i) {
+      const T* dout = rows.dout.row(i).data();
+      const T* acc = slope_acc.row(i).data();
+      for (Eigen::Index h = 0; h < H; ++h)
+        der(i, h) = (detail::const_array_map<T>(dout + h * F, F) *
+                     detail::const_array_map<T>(acc + h * F, F))
+                        .sum() -
+                    rows.node_terms(i, 2 * H + h) * slope_sum(i, h);
+    }
+  });
 }
 
 }  // namespace sar
