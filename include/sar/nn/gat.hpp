@@ -118,10 +118,16 @@ class gat_layer {
     z_el_.resize(n, dims_.halo_width());
     dense_product<false, T>(x, W, z_el_.leftCols(HF));
     er_.resize(n, H);
-    for (Eigen::Index h = 0; h < H; ++h) {
-      z_el_.col(HF + h).noalias() = z_el_.middleCols(h * F, F) * a_l.row(h).transpose();
-      er_.col(h).noalias() = z_el_.middleCols(h * F, F) * a_r.row(h).transpose();
-    }
+    // el and er of every head in one row-parallel pass over z.
+    for_row_chunks(n, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i != e; ++i) {
+        const auto z_i = z_el_.row(i);
+        for (Eigen::Index h = 0; h < H; ++h) {
+          z_el_(i, HF + h) = z_i.segment(h * F, F).cwiseProduct(a_l.row(h)).sum();
+          er_(i, h) = z_i.segment(h * F, F).cwiseProduct(a_r.row(h)).sum();
+        }
+      }
+    });
 
     const auto dropout = make_dropout(ctx);
     gat_softmax_state<T> state;  // in the buffers the last forward kept (none kept twice)
@@ -139,15 +145,24 @@ class gat_layer {
     slope_acc_ = std::move(state.slope_acc);
     out_ = std::move(state.acc);
 
-    if (options_.merge == gat_merge::concat) {
+    const bool concat = options_.merge == gat_merge::concat;
+    if (concat) {
       y = std::move(out_);  // backward recovers out from y - b, so it is not kept twice
       out_ = matrix<T>();
     } else {
-      y.setZero(n, F);
-      for (Eigen::Index h = 0; h < H; ++h) y += out_.middleCols(h * F, F);
-      y /= static_cast<T>(H);
+      y.resize(n, F);
     }
-    if (options_.bias) y.rowwise() += store_->value(ids_.bias).row(0);
+    // y = mean_h out(h) (merge = mean) and + b, in one row-parallel pass.
+    for_row_chunks(n, static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+      auto y_rows = y.middleRows(b, e - b);
+      if (!concat) {
+        const auto out_rows = out_.middleRows(b, e - b);
+        y_rows = out_rows.leftCols(F);
+        for (Eigen::Index h = 1; h < H; ++h) y_rows += out_rows.middleCols(h * F, F);
+        y_rows /= static_cast<T>(H);
+      }
+      if (options_.bias) y_rows.rowwise() += store_->value(ids_.bias).row(0);
+    });
     forward_rows_ = n;
   }
 
@@ -173,33 +188,37 @@ class gat_layer {
     const node_t n = static_cast<node_t>(x.rows());
 
     // dLoss/dout per head, and the per-node terms [er | log-normaliser | <dout(h), out(h)>]
-    // (the last is the softmax term: no extra pass over the edges).
+    // (the last is the softmax term: no extra pass over the edges), in one row-parallel pass.
+    const bool mean = options_.merge == gat_merge::mean;
     matrix<T> dout_mean;
-    if (options_.merge == gat_merge::mean) {
-      dout_mean.resize(n, HF);
-      for (Eigen::Index h = 0; h < H; ++h) dout_mean.middleCols(h * F, F) = dy / static_cast<T>(H);
-    }
-    const matrix<T>& dout = options_.merge == gat_merge::concat ? dy : dout_mean;
+    if (mean) dout_mean.resize(n, HF);
+    const matrix<T>& dout = mean ? dout_mean : dy;
     matrix<T> node_terms(n, 3 * H);
-    node_terms.leftCols(H) = er_;
-    node_terms.middleCols(H, H) = log_normaliser_;
-    for (Eigen::Index h = 0; h < H; ++h) {
-      auto dout_out = node_terms.col(2 * H + h);
-      if (options_.merge == gat_merge::mean) {
-        dout_out = dout.middleCols(h * F, F).cwiseProduct(out_.middleCols(h * F, F)).rowwise().sum();
-      } else if (options_.bias) {  // concat: out = y - b
-        const auto b_h = store_->value(ids_.bias).middleCols(h * F, F);
-        dout_out =
-            dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F).rowwise() - b_h.row(0))
-                .rowwise().sum();
-      } else {
-        dout_out = dy.middleCols(h * F, F).cwiseProduct(y.middleCols(h * F, F)).rowwise().sum();
+    const row_vector<T> bias = options_.bias ? row_vector<T>(store_->value(ids_.bias).row(0))
+                                             : row_vector<T>::Zero(output_dim());
+    for_row_chunks(n, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i != e; ++i) {
+        node_terms.row(i).head(H) = er_.row(i);
+        node_terms.row(i).segment(H, H) = log_normaliser_.row(i);
+        for (Eigen::Index h = 0; h < H; ++h) {
+          T& dout_out = node_terms(i, 2 * H + h);
+          if (mean) {
+            auto dout_h = dout_mean.row(i).segment(h * F, F);
+            dout_h = dy.row(i) / static_cast<T>(H);
+            dout_out = dout_h.cwiseProduct(out_.row(i).segment(h * F, F)).sum();
+          } else {  // concat: out = y - b
+            const auto out_h = y.row(i).segment(h * F, F) - bias.segment(h * F, F);
+            dout_out = dy.row(i).segment(h * F, F).cwiseProduct(out_h).sum();
+          }
+        }
       }
-    }
+    });
 
     // Per block: dz_j and d el_j into d[z | el] (delivered to the owners); d er_i locally from
     // the forward's slope sums.
-    matrix<T> dz_el = matrix<T>::Zero(n, dims_.halo_width());
+    matrix<T> dz_el(n, dims_.halo_width());
+    for_row_chunks(n, static_cast<double>(dz_el.cols()),
+                   [&](Eigen::Index b, Eigen::Index e) { dz_el.middleRows(b, e - b).setZero(); });
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
     graph.gather_scatter(z_el_, dz_el,
@@ -217,14 +236,31 @@ class gat_layer {
     auto da_l = store_->grad(ids_.attention_left);
     auto da_r = store_->grad(ids_.attention_right);
     auto dz = dz_el.leftCols(HF);
-    for (Eigen::Index h = 0; h < H; ++h) {
-      const auto z_h = z_el_.middleCols(h * F, F);
-      const auto del_h = dz_el.col(HF + h);
-      da_l.row(h).noalias() = del_h.transpose() * z_h;
-      da_r.row(h).noalias() = der.col(h).transpose() * z_h;
-      dz.middleCols(h * F, F).noalias() += del_h * a_l.row(h);
-      dz.middleCols(h * F, F).noalias() += der.col(h) * a_r.row(h);
-    }
+    // d a_l(h) = sum_i d el_i(h) z_i(h), d a_r(h) = sum_i d er_i(h) z_i(h): a deterministic
+    // reduction (fixed split, in double) over rows, one pass over z for all heads.
+    const auto da = reduce_rows(n, 2 * HF, [&](Eigen::Index i, double* acc) {
+      const T* z = z_el_.row(i).data();
+      for (Eigen::Index h = 0; h < H; ++h) {
+        const double del = dz_el(i, HF + h), der_h = der(i, h);
+        double* acc_l = acc + h * F;
+        double* acc_r = acc + HF + h * F;
+        for (Eigen::Index f = 0; f < F; ++f) {
+          acc_l[f] += del * static_cast<double>(z[h * F + f]);
+          acc_r[f] += der_h * static_cast<double>(z[h * F + f]);
+        }
+      }
+    });
+    for (Eigen::Index h = 0; h < H; ++h)
+      for (Eigen::Index f = 0; f < F; ++f) {
+        da_l(h, f) = static_cast<T>(da[static_cast<std::size_t>(h * F + f)]);
+        da_r(h, f) = static_cast<T>(da[static_cast<std::size_t>(HF + h * F + f)]);
+      }
+    // dz(h) += d el(h) a_l(h) + d er(h) a_r(h), row-parallel, one pass over dz for all heads.
+    for_row_chunks(n, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i != e; ++i)
+        for (Eigen::Index h = 0; h < H; ++h)
+          dz.row(i).segment(h * F, F) += dz_el(i, HF + h) * a_l.row(h) + der(i, h) * a_r.row(h);
+    });
     transposed_product<T>(x, dz, rows_ref<T>(store_->grad(ids_.weight)));
     if (dx.size() != 0) dense_product_transposed_add<T>(dz, W, dx);
     if (options_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(ids_.bias)));
