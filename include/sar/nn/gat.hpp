@@ -217,8 +217,7 @@ class gat_layer {
     // Per block: dz_j and d el_j into d[z | el] (delivered to the owners); d er_i locally from
     // the forward's slope sums.
     matrix<T> dz_el(n, dims_.halo_width());
-    for_row_chunks(n, static_cast<double>(dz_el.cols()),
-                   [&](Eigen::Index b, Eigen::Index e) { dz_el.middleRows(b, e - b).setZero(); });
+    set_zero<T>(dz_el);
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
     graph.gather_scatter(z_el_, dz_el,
