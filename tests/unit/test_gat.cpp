@@ -168,6 +168,16 @@ sar::csr small_graph(std::uint64_t seed = 7) {
   return sar::build_csr(edges, {.symmetrise = false, .deduplicate = true});
 }
 
+/// A random symmetric graph on n nodes with about 2 * draws edges, plus self-loops.
+sar::csr random_symmetric_graph(node_t n, int draws, std::uint64_t seed) {
+  sar::edge_list edges;
+  edges.num_nodes = n;
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<node_t> pick(0, n - 1);
+  for (int k = 0; k < draws; ++k) edges.push_back(pick(gen), pick(gen));
+  return sar::build_csr(edges, {.symmetrise = true, .self_loops = sar::self_loop_policy::add});
+}
+
 matrixd random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -436,12 +446,7 @@ TEST_CASE("compressed-row blocks give the results of one block (GAT, GCN, SAGE m
 }
 
 TEST_CASE("gat: results do not depend on the thread count; float agrees with double") {
-  sar::edge_list edges;
-  edges.num_nodes = 3000;
-  std::mt19937_64 gen(99);
-  std::uniform_int_distribution<node_t> pick(0, 2999);
-  for (int k = 0; k < 40000; ++k) edges.push_back(pick(gen), pick(gen));
-  const sar::csr g = sar::build_csr(edges, {.symmetrise = true, .self_loops = sar::self_loop_policy::add});
+  const sar::csr g = random_symmetric_graph(3000, 40000, 99);
   sar::local_schedule graph(g);
   const matrixd x = random_matrix(3000, 16, 4);
   const sar::gat_options options{.heads = 4, .attention_dropout = 0.2};
@@ -483,13 +488,7 @@ TEST_CASE("gat: results do not depend on the thread count; float agrees with dou
 TEST_CASE("gat: float forward and backward are bitwise the same on 1 and 2 threads") {
   // Large enough that every row-parallel pass and row reduction of the layer is cut in
   // several chunks; float, as in training, where a changed rounding shows at once.
-  sar::edge_list edges;
-  edges.num_nodes = 20000;
-  std::mt19937_64 gen(5);
-  std::uniform_int_distribution<node_t> pick(0, 19999);
-  for (int k = 0; k < 100000; ++k) edges.push_back(pick(gen), pick(gen));
-  const sar::csr g =
-      sar::build_csr(edges, {.symmetrise = true, .self_loops = sar::self_loop_policy::add});
+  const sar::csr g = random_symmetric_graph(20000, 100000, 5);
   sar::local_schedule graph(g);
   const sar::matrixf x = random_matrix(20000, 16, 6).cast<float>();
   for (auto merge : {sar::gat_merge::concat, sar::gat_merge::mean}) {

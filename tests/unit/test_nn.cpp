@@ -285,7 +285,8 @@ TEST_CASE("a row of a float product depends on that row alone (row_gemm)") {
   const matrix<float> w = random_matrix<float>(130, 40, 32);
   matrix<float> all(x.rows(), w.cols());
   dense_product<false, float>(x, w, all);
-  for (const auto& [first, count] : {std::pair<Eigen::Index, Eigen::Index>{0, 1}, {5, 7}, {511, 600}}) {
+  using rows_span = std::pair<Eigen::Index, Eigen::Index>;  // first row, count
+  for (const auto& [first, count] : {rows_span{0, 1}, {5, 7}, {511, 600}}) {
     matrix<float> part(count, w.cols());
     dense_product<false, float>(x.middleRows(first, count), w, part);
     CHECK(part == all.middleRows(first, count));
