@@ -4,6 +4,7 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <random>
 #include <tuple>
 
@@ -198,6 +199,67 @@ TEST_CASE("spmm_add: every width (register blocks, single columns) equals the pl
   const csr a = random_graph(2000, 9, 9);  // large enough to split over 2 threads
   check_blocks_equal_plain_sum<float>(a);
   check_blocks_equal_plain_sum<double>(a);
+}
+
+TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one-pass sum") {
+  const csr sorted = random_graph(3000, 12, 31);
+  csr shuffled = sorted;  // the same edges, rows in random order: tiles must keep CSR order
+  std::mt19937_64 gen(32);
+  for (node_t i = 0; i < shuffled.num_rows; ++i)
+    std::shuffle(shuffled.columns.begin() + shuffled.offsets[i],
+                 shuffled.columns.begin() + shuffled.offsets[i + 1], gen);
+  REQUIRE(shuffled != sorted);
+  std::vector<float> scale(static_cast<std::size_t>(sorted.num_cols));
+  for (std::size_t j = 0; j < scale.size(); ++j) scale[j] = 1.0f / static_cast<float>(1 + j % 5);
+  std::vector<node_t> rows(static_cast<std::size_t>(sorted.num_rows));  // into a taller out
+  for (node_t k = 0; k < sorted.num_rows; ++k) rows[k] = 2 * k + 1;
+  using detail::row_scale;
+  for (const csr* a : {&sorted, static_cast<const csr*>(&shuffled)})
+    for (const Eigen::Index f : {1, 8, 17, 128}) {
+      CAPTURE(f);
+      const matrix<float> x = random_matrix<float>(a->num_cols, f, 33);
+      const matrix<float> start = random_matrix<float>(2 * a->num_rows, f, 34);
+      const auto product = [&](int threads, node_t span, bool scaled) {
+        return spmm_in_arena<float>(threads, start, [&](matrix<float>& out) {
+          if (scaled)
+            detail::spmm_rows_add<row_scale::by_source, float>(*a, rows.data(), scale.data(), x,
+                                                               out, span);
+          else
+            detail::spmm_rows_add<row_scale::none, float>(*a, rows.data(), nullptr, x, out, span);
+        });
+      };
+      for (const bool scaled : {false, true}) {
+        const matrix<float> one_pass = product(1, 0, scaled);
+        for (const node_t span : {1, 7, 500, 2999})  // 3000, 429, 6 and 2 tiles
+          for (const int threads : {1, 2}) {
+            CAPTURE(span);
+            CAPTURE(threads);
+            CHECK(product(threads, span, scaled) == one_pass);
+          }
+      }
+    }
+  // The tiles hold every edge once, in each row's CSR order.
+  const detail::source_tiles tiles(shuffled, 500);
+  REQUIRE(tiles.count() == 6);
+  for (node_t i = 0; i < shuffled.num_rows; ++i) {
+    std::vector<node_t> row;
+    for (int t = 0; t < tiles.count(); ++t)
+      for (edge_t e = tiles.offsets(t)[i]; e < tiles.offsets(t)[i + 1]; ++e)
+        row.push_back(tiles.columns()[e]);
+    const auto csr_row = shuffled.row(i);
+    CHECK(std::equal(row.begin(), row.end(), csr_row.begin(), csr_row.end()));
+  }
+  // The automatic choice: a 100 MB x of 128 floats a row on ~21 edges a row takes several
+  // tiles; 8 floats a row (6.4 MB) or a sparse graph takes none.
+  csr wide;
+  wide.num_rows = wide.num_cols = 200000;
+  wide.offsets.assign(200001, 0);
+  for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 21;
+  CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) > 0);
+  CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) < 200000 / 2);
+  CHECK(detail::spmm_tile_span(wide, 8 * sizeof(float)) == 0);
+  for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 3;
+  CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) == 0);
 }
 
 TEST_CASE("dense products are bitwise the same on 1 and 2 threads") {
