@@ -219,24 +219,28 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
       CAPTURE(f);
       const matrix<float> x = random_matrix<float>(a->num_cols, f, 33);
       const matrix<float> start = random_matrix<float>(2 * a->num_rows, f, 34);
-      const auto product = [&](int threads, node_t span, bool scaled) {
+      spmm_tile_cache cache;  // kept tilings must give what fresh ones give
+      const auto product = [&](int threads, node_t span, bool scaled, spmm_tile_cache* tiles) {
         return spmm_in_arena<float>(threads, start, [&](matrix<float>& out) {
           if (scaled)
             detail::spmm_rows_add<row_scale::by_source, float>(*a, rows.data(), scale.data(), x,
-                                                               out, span);
+                                                               out, tiles, span);
           else
-            detail::spmm_rows_add<row_scale::none, float>(*a, rows.data(), nullptr, x, out, span);
+            detail::spmm_rows_add<row_scale::none, float>(*a, rows.data(), nullptr, x, out,
+                                                          tiles, span);
         });
       };
       for (const bool scaled : {false, true}) {
-        const matrix<float> one_pass = product(1, 0, scaled);
+        const matrix<float> one_pass = product(1, 0, scaled, nullptr);
         for (const node_t span : {1, 7, 500, 2999})  // 3000, 429, 6 and 2 tiles
           for (const int threads : {1, 2}) {
             CAPTURE(span);
             CAPTURE(threads);
-            CHECK(product(threads, span, scaled) == one_pass);
+            CHECK(product(threads, span, scaled, nullptr) == one_pass);
+            CHECK(product(threads, span, scaled, &cache) == one_pass);
           }
       }
+      CHECK(&cache.tiles(*a, 7) == &cache.tiles(*a, 7));  // made once per span
     }
   // The tiles hold every edge once, in each row's CSR order.
   const detail::source_tiles tiles(shuffled, 500);

@@ -667,6 +667,8 @@ class distributed_schedule {
       graph_block& b = blocks_[q];
       b.edges = &sb.adjacency;
       b.transposed = &sb.transposed;
+      for (spmm_tile_cache** tiles : {&b.edge_tiles, &b.transposed_tiles})
+        *tiles = tile_caches_.emplace_back(std::make_unique<spmm_tile_cache>()).get();
       b.destination_ids = shard.node_ids();
       b.rows = sb.rows;
     }
@@ -740,6 +742,7 @@ class distributed_schedule {
   const halo_plan* plan_ = nullptr;
   schedule_options options_;
   std::vector<graph_block> blocks_;
+  std::vector<std::unique_ptr<spmm_tile_cache>> tile_caches_;  // the blocks' SpMM tilings
   std::vector<std::vector<node_t>> halo_ids_;  // [q]: dataset ids of block q's halo rows
   std::vector<node_t> out_degrees_;
   std::vector<std::vector<node_t>> halo_degrees_;  // [q]: out-degrees of block q's halo rows

@@ -21,6 +21,7 @@
 // kernels (spmm_add(block, ...), the GAT kernels) do this mapping.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/kernels/source_tiles.hpp"
 
 namespace sar {
 
@@ -61,6 +63,10 @@ struct graph_block {
   /// Out-degree in the whole graph of each halo row (the source side of GCN's normalisation,
   /// so a layer can scale halo rows as it sums them instead of scaling a copy before sending).
   std::span<const node_t> source_degrees;
+  /// Where the SpMM kernels keep their tilings of `edges` and `transposed` between calls
+  /// (sar/kernels/source_tiles.hpp); owned by the schedule. Null: each product tiles anew.
+  spmm_tile_cache* edge_tiles = nullptr;
+  spmm_tile_cache* transposed_tiles = nullptr;
 
   bool compressed() const { return !rows.empty(); }
   /// The local row of edges row k.
@@ -90,6 +96,8 @@ class local_schedule {
     if (symmetric) transposed_ = csr{};
     block_.edges = &graph_;
     block_.transposed = symmetric ? &graph_ : &transposed_;
+    block_.edge_tiles = edge_tiles_.get();
+    block_.transposed_tiles = symmetric ? edge_tiles_.get() : transposed_tiles_.get();
     block_.first_destination = block_.first_source = first_global;
     block_.source_degrees = out_degrees_;
   }
@@ -135,6 +143,8 @@ class local_schedule {
   csr transposed_;
   std::vector<node_t> in_degrees_;
   std::vector<node_t> out_degrees_;
+  std::unique_ptr<spmm_tile_cache> edge_tiles_ = std::make_unique<spmm_tile_cache>(),
+                                   transposed_tiles_ = std::make_unique<spmm_tile_cache>();
   graph_block block_;
 };
 

@@ -8,8 +8,9 @@
 //                                  row k (out has one row per LOCAL node). What layers call.
 //   spmm_add_scaled(block, s, halo, out): the same with halo row j scaled by s[j] (GCN's
 //                                  source normalisation, without a scaled copy of the input)
-// The transpose product (backward, dx += A^T dout) is the same kernel applied to the
-// transposed CSR (graph_block::transposed), so no atomics are ever needed.
+//   spmm_add_transposed(block, dout, dhalo): dhalo += A_block^T dout, the backward.
+// The transpose product is the same kernel applied to the transposed CSR
+// (graph_block::transposed), so no atomics are ever needed.
 //
 // Parallel over destination rows with oneTBB (inside the caller's task_arena): the rows are
 // cut into chunks of about equal edge count (a power-law degree distribution does not leave
@@ -35,22 +36,16 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
-#include <vector>
-
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/kernels/source_tiles.hpp"
 
 namespace sar {
 
@@ -60,58 +55,6 @@ namespace detail {
 template <class Derived>
 concept eigen_dense = std::is_base_of_v<Eigen::DenseBase<std::remove_cvref_t<Derived>>,
                                         std::remove_cvref_t<Derived>>;
-
-/// Calls body(row_begin, row_end) on chunks of the rows of a CSR given by its row offsets
-/// (num_rows + 1 of them, the first not necessarily 0) that hold about equal numbers of edges
-/// (plus rows, so empty rows still cost something), in parallel.
-template <class Body>
-void for_edge_balanced_rows(std::span<const edge_t> offsets, Eigen::Index cols, Body&& body) {
-  const auto n = static_cast<node_t>(offsets.size()) - 1;
-  if (n <= 0) return;
-  const edge_t base = offsets.front(), edges = offsets.back() - base;
-  // Work of the whole product in scalar additions (one unit per row for the row itself).
-  const double work = (static_cast<double>(edges) + static_cast<double>(n)) *
-                      static_cast<double>(std::max<Eigen::Index>(cols, 1));
-  constexpr double min_chunk_work = 16384.0;  // below this a task costs more than it saves
-  const auto threads = static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
-  const std::size_t chunks = static_cast<std::size_t>(std::clamp<double>(
-      work / min_chunk_work, 1.0, static_cast<double>(8 * threads)));
-  if (chunks <= 1) {
-    body(node_t{0}, n);
-    return;
-  }
-  const double total = static_cast<double>(edges + n);
-  // Row where chunk c starts: the first row whose (offset + row) reaches c/chunks of the total.
-  const auto chunk_start = [&](std::size_t c) -> node_t {
-    if (c == 0) return 0;
-    if (c >= chunks) return n;
-    const double target = total * static_cast<double>(c) / static_cast<double>(chunks);
-    node_t lo = 0, hi = n;  // smallest row r with offsets[r] - base + r >= target
-    while (lo < hi) {
-      const node_t mid = lo + (hi - lo) / 2;
-      if (static_cast<double>(offsets[static_cast<std::size_t>(mid)] - base + mid) < target)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    return lo;
-  };
-  tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, chunks, 1),
-      [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t c = r.begin(); c != r.end(); ++c) {
-          const node_t begin = chunk_start(c), end = chunk_start(c + 1);
-          if (begin < end) body(begin, end);
-        }
-      },
-      tbb::simple_partitioner());
-}
-
-/// The same over the rows of a.
-template <class Body>
-void for_edge_balanced_rows(const csr& a, Eigen::Index cols, Body&& body) {
-  for_edge_balanced_rows(std::span<const edge_t>(a.offsets), cols, std::forward<Body>(body));
-}
 
 /// Calls f(0), f(1), ..., f(N - 1), unrolled at compile time (so an array indexed by the
 /// argument can live in registers).
@@ -291,107 +234,19 @@ class row_summer {
   edge_row_prefetcher<T, Index> prefetch_;  // the rows (and by_source scales) of edges ahead
 };
 
-/// The edges of a CSR cut by source into tiles of `span` consecutive sources: tile t holds,
-/// for every row, the row's edges into sources [t span, (t + 1) span), in CSR order, columns
-/// as 32 bits. An edge that follows, in its row, an edge into a later tile goes with that
-/// later tile, so taking the tiles in order always takes each row's edges in CSR order (for
-/// sorted rows, as every CSR the library builds has, this moves no edge).
-class source_tiles {
- public:
-  /// Requires a valid CSR with num_cols <= 2^32 and span > 0. Holds (tiles x rows) row
-  /// offsets and 4 bytes per edge. Parallel over rows.
-  source_tiles(const csr& a, node_t span)
-      : rows_(a.num_rows),
-        count_(static_cast<int>(std::max<node_t>((a.num_cols + span - 1) / span, 1))) {
-    const auto tiles = static_cast<std::size_t>(count_), n = static_cast<std::size_t>(rows_);
-    // offsets_[t n + i]: where row i's edges of tile t start; each tile's offsets run on into
-    // the next tile's, and the last entry is the end.
-    offsets_.assign(tiles * n + 1, 0);
-    const edge_t* row_start = a.offsets.data();
-    const node_t* column = a.columns.data();
-    // Calls run(slot, first, end) for each tile's run of row i's edges [first, end), in order;
-    // slot = t n + i for tile t.
-    const auto for_each_run = [&](node_t i, auto&& run) {
-      node_t tile = 0, tile_end = span;
-      edge_t first = row_start[i];
-      const auto slot = [&] {
-        return static_cast<std::size_t>(tile) * n + static_cast<std::size_t>(i);
-      };
-      for (edge_t e = first; e < row_start[i + 1]; ++e) {
-        if (column[e] < tile_end) continue;
-        if (e > first) run(slot(), first, e);
-        first = e;
-        while (column[e] >= tile_end) ++tile, tile_end += span;
-      }
-      if (row_start[i + 1] > first) run(slot(), first, row_start[i + 1]);
-    };
-    edge_t* offsets = offsets_.data();
-    for_edge_balanced_rows(a, 1, [&](node_t begin, node_t end) {
-      for (node_t i = begin; i < end; ++i)
-        for_each_run(i, [&](std::size_t slot, edge_t first, edge_t end_edge) {
-          offsets[slot + 1] = end_edge - first;
-        });
-    });
-    for (std::size_t k = 1; k < offsets_.size(); ++k) offsets[k] += offsets[k - 1];
-    columns_.resize(static_cast<std::size_t>(a.num_edges()));
-    std::uint32_t* columns = columns_.data();
-    for_edge_balanced_rows(a, 1, [&](node_t begin, node_t end) {
-      for (node_t i = begin; i < end; ++i)
-        for_each_run(i, [&](std::size_t slot, edge_t first, edge_t end_edge) {
-          std::transform(column + first, column + end_edge, columns + offsets[slot],
-                         [](node_t c) { return static_cast<std::uint32_t>(c); });
-        });
-    });
-  }
-
-  int count() const { return count_; }
-  /// Tile t's row offsets into columns(): rows + 1 of them.
-  std::span<const edge_t> offsets(int t) const {
-    return {offsets_.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(rows_),
-            static_cast<std::size_t>(rows_) + 1};
-  }
-  /// Every tile's columns (tile t's row i at offsets(t)[i]).
-  const std::uint32_t* columns() const { return columns_.data(); }
-
- private:
-  node_t rows_;
-  int count_;
-  std::vector<edge_t> offsets_;
-  std::vector<std::uint32_t> columns_;
-};
-
-/// Bytes of source rows that one pass of a tiled product gathers from (spmm_rows_add): about
-/// half of a server's last-level cache. Only speed depends on it, never a result.
-inline constexpr std::size_t spmm_tile_bytes = std::size_t{16} << 20;
-/// A tile pass reloads and stores every destination row, which pays only when the rows take a
-/// few edges from each tile: at most average degree / this many tiles, or none.
-inline constexpr double spmm_min_edges_per_tile_row = 2;
-
-/// How many sources per tile a product of a with `row_bytes`-byte source rows should gather
-/// from, or 0 for no tiling (the sources fit spmm_tile_bytes, the rows are too short, or
-/// there are more sources than 32-bit tile columns can name).
-inline node_t spmm_tile_span(const csr& a, std::size_t row_bytes) {
-  const auto largest = static_cast<node_t>(std::max<std::size_t>(spmm_tile_bytes / row_bytes, 1));
-  const node_t tiles = (a.num_cols + largest - 1) / largest;  // each within spmm_tile_bytes
-  const double degree = static_cast<double>(a.num_edges()) / std::max<double>(a.num_rows, 1);
-  if (tiles <= 1 || static_cast<double>(tiles) * spmm_min_edges_per_tile_row > degree ||
-      a.num_cols > node_t{1} << 32)
-    return 0;
-  return (a.num_cols + tiles - 1) / tiles;  // equal tiles
-}
-
 /// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), gathered rows
 /// scaled as Scale says; each destination row summed by one thread (row_summer's order).
 ///
 /// With a tile span (spmm_tile_span's choice unless given; 0: none; ignored for by_edge) the
 /// product makes one pass per tile of sources (source_tiles), so its gathers hit the cache
-/// instead of memory: ~1.3x on a 100 MB x and a 32 MB cache, counting the ~20 ms it takes to
-/// cut 4M edges into tiles. Each row still gets its edges' additions in CSR order, and its
-/// partial sum is stored and reloaded exactly between passes, so the result is bitwise that
-/// of one pass. A tiled product allocates 4 bytes per edge and 8 per row and tile.
+/// instead of memory: ~1.5x on a 100 MB x and a 32 MB cache. Each row still gets its edges'
+/// additions in CSR order, and its partial sum is stored and reloaded exactly between passes,
+/// so the result is bitwise that of one pass. The tiling comes from `cache` when given, else
+/// is made for this call (4 bytes per edge and 8 per row and tile).
 template <row_scale Scale, class T>
 void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_rows_ref<T> x,
-                   rows_ref<T> out, std::optional<node_t> tile_span = std::nullopt) {
+                   rows_ref<T> out, spmm_tile_cache* cache = nullptr,
+                   std::optional<node_t> tile_span = std::nullopt) {
   if (x.cols() == 0) return;
   const auto destination = [&](node_t i) {
     return out.data() + (rows != nullptr ? rows[i] : i) * out.outerStride();
@@ -412,7 +267,8 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
     sum_rows(std::span<const edge_t>(a.offsets), a.columns.data());
     return;
   }
-  const source_tiles tiles(a, span);
+  std::optional<source_tiles> own;
+  const source_tiles& tiles = cache != nullptr ? cache->tiles(a, span) : own.emplace(a, span);
   for (int t = 0; t < tiles.count(); ++t) sum_rows(tiles.offsets(t), tiles.columns());
 }
 
@@ -434,7 +290,8 @@ void spmm_add(const csr& a, std::type_identity_t<const_rows_ref<T>> x,
 /// halo.rows() == block.edges->num_cols, equal column counts, out not aliasing halo, and
 /// either an uncompressed block with out.rows() == block.edges->num_rows or compressed rows
 /// (strictly increasing) inside [0, out.rows()). Throws sar::invalid_argument on a shape
-/// mismatch. Same parallelism and determinism as the CSR form.
+/// mismatch. Same parallelism and determinism as the CSR form; reuses the tiling the block's
+/// schedule keeps (graph_block::edge_tiles).
 template <class T>
 void spmm_add(const graph_block& block, std::type_identity_t<const_rows_ref<T>> halo,
               std::type_identity_t<rows_ref<T>> out) {
@@ -442,7 +299,22 @@ void spmm_add(const graph_block& block, std::type_identity_t<const_rows_ref<T>> 
   detail::check_spmm_shapes("sar::spmm_add (block)", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols(), block.rows);
   detail::spmm_rows_add<detail::row_scale::none, T>(
-      a, block.rows.empty() ? nullptr : block.rows.data(), nullptr, halo, out);
+      a, block.rows.empty() ? nullptr : block.rows.data(), nullptr, halo, out, block.edge_tiles);
+}
+
+/// dhalo += A_block^T dout, the backward of spmm_add(block, ...): dhalo.row(c) += the dout rows
+/// of the local destinations of halo row c (rows of *block.transposed). dout has one row per
+/// LOCAL node, dhalo one per halo row. Requires dout.rows() == block.transposed->num_cols,
+/// dhalo.rows() == block.transposed->num_rows, equal column counts, no aliasing. Throws
+/// sar::invalid_argument on a shape mismatch. Reuses graph_block::transposed_tiles.
+template <class T>
+void spmm_add_transposed(const graph_block& block, std::type_identity_t<const_rows_ref<T>> dout,
+                         std::type_identity_t<rows_ref<T>> dhalo) {
+  const csr& t = *block.transposed;
+  detail::check_spmm_shapes("sar::spmm_add_transposed", t, dout.rows(), dout.cols(),
+                            dhalo.rows(), dhalo.cols());
+  detail::spmm_rows_add<detail::row_scale::none, T>(t, nullptr, nullptr, dout, dhalo,
+                                                    block.transposed_tiles);
 }
 
 /// out += A_block diag(scale) halo: as spmm_add(block, halo, out) with halo row j multiplied
@@ -459,7 +331,8 @@ void spmm_add_scaled(const graph_block& block, std::span<const T> scale,
   SAR_CHECK(static_cast<Eigen::Index>(scale.size()) == halo.rows(), invalid_argument,
             "sar::spmm_add_scaled: ", scale.size(), " scales for ", halo.rows(), " halo rows");
   detail::spmm_rows_add<detail::row_scale::by_source, T>(
-      a, block.rows.empty() ? nullptr : block.rows.data(), scale.data(), halo, out);
+      a, block.rows.empty() ? nullptr : block.rows.data(), scale.data(), halo, out,
+      block.edge_tiles);
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does
@@ -475,38 +348,46 @@ void spmm_add(const csr& a, std::span<const T> weights, std::type_identity_t<con
   detail::spmm_rows_add<detail::row_scale::by_edge, T>(a, nullptr, weights.data(), x, out);
 }
 
+namespace detail {
+/// The scalar of a deducing form's operands: X's, which Out must share; both row-major.
+template <class X, class Out>
+using spmm_scalar = typename std::remove_cvref_t<X>::Scalar;
+template <class X, class Out>
+constexpr void check_spmm_operands() {
+  static_assert(std::is_same_v<spmm_scalar<X, Out>, typename std::remove_cvref_t<Out>::Scalar>,
+                "sar::spmm_add needs its dense operands of one scalar type; cast one of them.");
+  static_assert(std::remove_cvref_t<X>::IsRowMajor && std::remove_cvref_t<Out>::IsRowMajor,
+                "sar::spmm_add needs row-major operands (sar::matrix<T>): a node's features "
+                "must be one contiguous row.");
+}
+}  // namespace detail
+
 /// Deducing forms: any Eigen row-major dense operands of one scalar type (matrix, Map, Ref,
 /// block of rows). out may be an rvalue block (out.middleRows(...)).
 template <class X, class Out>
   requires detail::eigen_dense<X> && detail::eigen_dense<Out>
 void spmm_add(const csr& a, const X& x, Out&& out) {
-  using T = typename std::remove_cvref_t<X>::Scalar;
-  static_assert(std::is_same_v<T, typename std::remove_cvref_t<Out>::Scalar>,
-                "sar::spmm_add needs x and out of the same scalar type; cast one of them.");
-  static_assert(std::remove_cvref_t<X>::IsRowMajor && std::remove_cvref_t<Out>::IsRowMajor,
-                "sar::spmm_add needs row-major operands (sar::matrix<T>): a node's features "
-                "must be one contiguous row.");
-  spmm_add<T>(a, x, out);
+  detail::check_spmm_operands<X, Out>();
+  spmm_add<detail::spmm_scalar<X, Out>>(a, x, out);
 }
 template <class X, class Out>
   requires detail::eigen_dense<X> && detail::eigen_dense<Out>
 void spmm_add(const graph_block& block, const X& halo, Out&& out) {
-  using T = typename std::remove_cvref_t<X>::Scalar;
-  static_assert(std::is_same_v<T, typename std::remove_cvref_t<Out>::Scalar>,
-                "sar::spmm_add needs halo and out of the same scalar type; cast one of them.");
-  static_assert(std::remove_cvref_t<X>::IsRowMajor && std::remove_cvref_t<Out>::IsRowMajor,
-                "sar::spmm_add needs row-major operands (sar::matrix<T>): a node's features "
-                "must be one contiguous row.");
-  spmm_add<T>(block, halo, out);
+  detail::check_spmm_operands<X, Out>();
+  spmm_add<detail::spmm_scalar<X, Out>>(block, halo, out);
+}
+template <class D, class DHalo>
+  requires detail::eigen_dense<D> && detail::eigen_dense<DHalo>
+void spmm_add_transposed(const graph_block& block, const D& dout, DHalo&& dhalo) {
+  detail::check_spmm_operands<D, DHalo>();
+  spmm_add_transposed<detail::spmm_scalar<D, DHalo>>(block, dout, dhalo);
 }
 template <class X, class Out>
   requires detail::eigen_dense<X> && detail::eigen_dense<Out>
-void spmm_add(const csr& a, std::span<const typename std::remove_cvref_t<X>::Scalar> weights,
-              const X& x, Out&& out) {
-  using T = typename std::remove_cvref_t<X>::Scalar;
-  static_assert(std::is_same_v<T, typename std::remove_cvref_t<Out>::Scalar>,
-                "sar::spmm_add needs weights, x and out of the same scalar type.");
-  spmm_add<T>(a, weights, x, out);
+void spmm_add(const csr& a, std::span<const detail::spmm_scalar<X, Out>> weights, const X& x,
+              Out&& out) {
+  detail::check_spmm_operands<X, Out>();
+  spmm_add<detail::spmm_scalar<X, Out>>(a, weights, x, out);
 }
 
 }  // namespace sar

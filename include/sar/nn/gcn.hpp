@@ -112,7 +112,7 @@ class gcn_layer {
       matrix<T> dagg = dst.asDiagonal() * dy;
       matrix<T> dh = matrix<T>::Zero(n, output_dim_);
       graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
-        spmm_add(*block.transposed, dagg, dhalo);
+        spmm_add_transposed(block, dagg, dhalo);
       });
       scale_rows<T>(dh, src);
       detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
@@ -129,7 +129,7 @@ class gcn_layer {
       scale_rows<T>(dz, dst);
       matrix<T> dxs = matrix<T>::Zero(n, input_dim_);
       graph.scatter(dxs, [&](const graph_block& block, auto&& dhalo) {
-        spmm_add(*block.transposed, dz, dhalo);
+        spmm_add_transposed(block, dz, dhalo);
       });
       dx.noalias() += src.asDiagonal() * dxs;
     }

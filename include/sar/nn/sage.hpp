@@ -223,7 +223,7 @@ class sage_layer {
         matrix<T> dh = matrix<T>::Zero(n, output_dim_);
         if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
         graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
-          spmm_add(*block.transposed, dagg, dhalo);
+          spmm_add_transposed(block, dagg, dhalo);
         });
         detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
         if (want_dx) dense_product_transposed_add<T>(dh, w_nbr, dx);
@@ -239,7 +239,7 @@ class sage_layer {
         scale_rows<T>(dagg, s);
         if constexpr (is_gcn) dx.noalias() += self_missing_.asDiagonal() * dagg;
         graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
-          spmm_add(*block.transposed, dagg, dhalo);
+          spmm_add_transposed(block, dagg, dhalo);
         });
       }
     }
