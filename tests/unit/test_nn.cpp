@@ -241,6 +241,8 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
           }
       }
       CHECK(&cache.tiles(*a, 7) == &cache.tiles(*a, 7));  // made once per span
+      const csr& other = a == &sorted ? shuffled : sorted;
+      CHECK_THROWS_AS(cache.tiles(other, 7), invalid_argument);  // one cache, one CSR
     }
   // The tiles hold every edge once, in each row's CSR order.
   const detail::source_tiles tiles(shuffled, 500);

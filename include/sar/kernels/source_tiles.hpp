@@ -22,6 +22,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
 
@@ -179,9 +180,14 @@ inline node_t spmm_tile_span(const csr& a, std::size_t row_bytes) {
 /// Thread-safe.
 class spmm_tile_cache {
  public:
-  /// The tiling of a by `span` sources, made now if this cache has none yet.
+  /// The tiling of a by `span` sources, made now if this cache has none yet. Throws
+  /// sar::invalid_argument if a is not the CSR of this cache's first call.
   const detail::source_tiles& tiles(const csr& a, node_t span) {
     const std::lock_guard lock(mutex_);
+    if (csr_ == nullptr) csr_ = &a;
+    SAR_CHECK(csr_ == &a, invalid_argument,
+              "sar::spmm_tile_cache: asked for a tiling of another CSR than its own (a cache "
+              "belongs to one CSR, e.g. a block's edges or its transposed, not both)");
     for (const auto& [s, t] : tilings_)
       if (s == span) return *t;
     tilings_.emplace_back(span, std::make_unique<const detail::source_tiles>(a, span));
@@ -190,6 +196,7 @@ class spmm_tile_cache {
 
  private:
   std::mutex mutex_;
+  const csr* csr_ = nullptr;  // the CSR the tilings are of
   std::vector<std::pair<node_t, std::unique_ptr<const detail::source_tiles>>> tilings_;
 };
 
