@@ -159,8 +159,8 @@ inline constexpr std::size_t spmm_tile_bytes = std::size_t{16} << 20;
 inline constexpr double spmm_min_edges_per_tile_row = 2;
 
 /// How many sources per tile a product of a with `row_bytes`-byte source rows should gather
-/// from, or 0 for no tiling (the sources fit spmm_tile_bytes, the rows are too short, or
-/// there are more sources than 32-bit tile columns can name).
+/// from, or 0 for no tiling: the sources fit spmm_tile_bytes, a's rows hold too few edges
+/// for the tiles it would take, or there are more sources than 32-bit columns can name.
 inline node_t spmm_tile_span(const csr& a, std::size_t row_bytes) {
   const auto largest = static_cast<node_t>(std::max<std::size_t>(spmm_tile_bytes / row_bytes, 1));
   const node_t tiles = (a.num_cols + largest - 1) / largest;  // each within spmm_tile_bytes
