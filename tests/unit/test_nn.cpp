@@ -512,6 +512,14 @@ TEST_CASE("every dense layer passes the gradient checker") {
     dropout<double> l(6, 0.4);
     require_gradients(l, graph, layer_context{.training = false}, x);
   }
+  SUBCASE("relu_dropout, training, p = 0.4") {
+    relu_dropout<double> l(6, 0.4);
+    require_gradients(l, graph, ctx, x);
+  }
+  SUBCASE("relu_dropout, evaluation") {
+    relu_dropout<double> l(6, 0.4);
+    require_gradients(l, graph, layer_context{.training = false}, x);
+  }
   SUBCASE("batch_norm, training") {
     batch_norm<double> l(6);
     require_gradients(l, graph, ctx, x);
@@ -609,6 +617,46 @@ TEST_CASE("dropout: backward applies the forward's mask at widths across 64-bit 
   l.forward(graph, layer_context{.training = true, .epoch = 1}, x, y);
   CHECK_THROWS_AS(l.backward(graph, layer_context{.training = true, .epoch = 2}, x, y, x, dx),
                   invalid_argument);
+}
+
+TEST_CASE("relu_dropout equals relu then dropout, forward and backward, in float and double") {
+  // Float rows of 130 columns take the AVX2 path (8 columns at a time) and the scalar tail.
+  const auto compare = []<class T>(T) {
+    for (const Eigen::Index width : {1, 8, 13, 64, 130}) {
+      CAPTURE(width);
+      for (const bool training : {true, false}) {
+        const layer_context ctx{.training = training, .seed = 4, .epoch = 3, .layer = 2};
+        local_schedule graph(random_graph(50, 2, 19), 11);
+        using m = matrix<T>;
+        const m x = random_matrix<double>(50, width, 63).cast<T>();
+        const m dy = random_matrix<double>(50, width, 64).cast<T>();
+        relu<T> r(width);
+        dropout<T> d(width, 0.3);
+        relu_dropout<T> fused(width, 0.3);
+        m y_relu, y_two, y_fused, dx_fused = m::Ones(50, width);
+        r.forward(graph, ctx, x, y_relu);
+        d.forward(graph, ctx, y_relu, y_two);
+        fused.forward(graph, ctx, x, y_fused);
+        CHECK(y_fused == y_two);
+        // In place (dx is dy: assigned, as a model runs it): bitwise equal.
+        m g = dy, fused_in_place = dy;
+        d.backward(graph, ctx, y_relu, y_two, g, g);
+        r.backward(graph, ctx, x, y_relu, g, g);
+        fused.backward(graph, ctx, x, y_fused, fused_in_place, fused_in_place);
+        CHECK(fused_in_place == g);
+        // Into another dx: added (the compiler may fuse the multiply-add: one rounding).
+        fused.backward(graph, ctx, x, y_fused, dy, dx_fused);
+        CHECK(((dx_fused.array() - T(1) - g.array()).abs() <= T(1e-6)).all());
+        if (training && width >= 64) {
+          const double kept = (y_fused.array() != 0).template cast<double>().mean();
+          CHECK(std::abs(kept - 0.5 * 0.7) < 0.05);  // relu keeps about half
+        }
+      }
+    }
+  };
+  compare(0.0f);
+  compare(0.0);
+  CHECK_THROWS_AS(relu_dropout<float>(3, 1.0), invalid_argument);
 }
 
 TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with the threshold") {

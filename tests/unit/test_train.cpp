@@ -658,8 +658,8 @@ TEST_CASE("models release unread activations and run element-wise layers in plac
   }
 }
 
-TEST_CASE("make_model: between relu graph layers dropout comes first, so one activation is "
-          "kept per hidden layer") {
+TEST_CASE("make_model: between relu graph layers relu and dropout are one layer, so one "
+          "activation is kept per hidden layer") {
   const csr g = small_directed_graph();
   local_schedule graph(g);
   model_config c;
@@ -668,9 +668,9 @@ TEST_CASE("make_model: between relu graph layers dropout comes first, so one act
   for (const model_kind kind : {model_kind::gcn, model_kind::sage}) {
     c.kind = kind;
     auto model = make_model<double, local_schedule>(c, 6, 2, 3);
-    REQUIRE(model.num_layers() == 5);  // dropout, graph, dropout, relu, graph
-    CHECK(model.layer(2).target<dropout<double>>() != nullptr);
-    CHECK(model.layer(3).target<relu<double>>() != nullptr);
+    REQUIRE(model.num_layers() == 4);  // dropout, graph, relu_dropout, graph
+    CHECK(model.layer(0).target<dropout<double>>() != nullptr);
+    CHECK(model.layer(2).target<relu_dropout<double>>() != nullptr);
     model.forward(graph, {.training = true, .seed = 1}, random_matrix(g.num_rows, 6, 5));
     int hidden_kept = 0;
     for (std::size_t k = 0; k + 1 < model.num_layers(); ++k)

@@ -2,13 +2,19 @@
 // 1 / (1 - p); in evaluation (ctx.training == false) the layer is the identity.
 // The mask is a pure function of (ctx.seed, ctx.epoch, ctx.layer, global node id, column)
 // through counter_rng, so it does not depend on the partition, the rank count or the thread
-// count. Forward keeps the mask as bits (n x ceil(F / 64) words, 1/32 of a float matrix) so
-// backward needs no random numbers.
+// count.
+//   dropout<T>:       forward keeps the mask as bits (n x ceil(F / 64) words, 1/32 of a float
+//                     matrix) so backward needs no random numbers.
+//   relu_dropout<T>:  relu and dropout in one pass each way (between graph layers, where the
+//                     model would otherwise run two in-place passes over the same buffer each
+//                     way). Backward reads y instead of the mask: y > 0 exactly where the
+//                     entry was kept and x > 0.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -38,6 +44,8 @@ class dropout_mask {
 
   /// The exact drop probability (p rounded to a multiple of 2^-16).
   double dropped_fraction() const { return threshold_ / 65536.0; }
+  /// The factor of a kept entry, 1 / (1 - dropped_fraction()).
+  double kept_scale() const { return 1.0 / (1.0 - dropped_fraction()); }
 
   /// Sets bit c of `bits` (ceil(width / 64) words, all written) iff column c of the node with
   /// this global id is kept.
@@ -91,20 +99,99 @@ class dropout_mask {
   std::uint32_t threshold_;
 };
 
+namespace detail {
+
+/// out[c] (+)= g(in[c]) * (bit c of bits set ? scale : 0) for c < width, with g = relu when
+/// Relu, else the identity (add: +=, else :=). bits holds ceil(width / 64) words. A NaN input
+/// stays NaN where kept.
+template <bool Relu, class T>
+void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::Index width,
+                bool add) {
+  Eigen::Index c = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    // Byte k of the words holds columns 8k .. 8k + 7 (x86 is little-endian): broadcast it,
+    // keep lane l's bit l, and turn the set lanes into `scale`, the others into 0.
+    const auto* bytes = reinterpret_cast<const unsigned char*>(bits);
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 factor = _mm256_set1_ps(scale);
+    for (; c + 8 <= width; c += 8) {
+      const __m256i set = _mm256_and_si256(_mm256_set1_epi32(bytes[c / 8]), lane_bit);
+      const __m256 kept =
+          _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit)), factor);
+      __m256 v = _mm256_loadu_ps(in + c);
+      if constexpr (Relu) v = _mm256_max_ps(_mm256_setzero_ps(), v);  // NaN: v
+      v = _mm256_mul_ps(v, kept);
+      if (add) v = _mm256_add_ps(_mm256_loadu_ps(out + c), v);
+      _mm256_storeu_ps(out + c, v);
+    }
+  }
+#endif
+  for (; c < width; ++c) {
+    T v = in[c];
+    if constexpr (Relu) v = v < T(0) ? T(0) : v;
+    const T factor = ((bits[c / 64] >> (c % 64)) & 1u) ? scale : T(0);
+    if (add) out[c] += v * factor;
+    else out[c] = v * factor;
+  }
+}
+
+/// The forward of dropout (Relu = false) and relu_dropout (Relu = true) in training:
+/// y := g(x) * mask / (1 - p'), p' = dropped_fraction(). Keeps the mask in `kept` (x.rows() x
+/// words_for(x.cols()) words) unless it is null. x and y may be the same matrix.
+template <bool Relu, class T, class Schedule>
+void masked_forward(Schedule& graph, const layer_context& ctx, double p, const matrix<T>& x,
+                    matrix<T>& y, std::vector<std::uint64_t>* kept) {
+  const dropout_mask mask(ctx, p);
+  const Eigen::Index width = x.cols();
+  const Eigen::Index words = dropout_mask::words_for(width);
+  if (kept != nullptr) kept->resize(static_cast<std::size_t>(x.rows() * words));
+  y.resize(x.rows(), width);
+  const auto scale = static_cast<T>(mask.kept_scale());
+  for_row_chunks(x.rows(), 8.0 * static_cast<double>(width), [&](Eigen::Index b, Eigen::Index e) {
+    std::vector<std::uint64_t> row_bits(kept != nullptr ? 0 : static_cast<std::size_t>(words));
+    for (Eigen::Index i = b; i < e; ++i) {
+      std::uint64_t* bits = kept != nullptr ? kept->data() + i * words : row_bits.data();
+      mask.node_bits(graph.node_id(i), width, bits);
+      apply_kept<Relu>(bits, x.row(i).data(), scale, y.row(i).data(), width, false);
+    }
+  });
+}
+
+/// What dropout and relu_dropout share: the width, p, and the checks of both.
+class dropout_parameters {
+ public:
+  Eigen::Index input_dim() const { return dim_; }
+  Eigen::Index output_dim() const { return dim_; }
+  double probability() const { return p_; }
+
+ protected:
+  /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument naming `layer` otherwise.
+  dropout_parameters(const char* layer, Eigen::Index dim, double p)
+      : layer_(layer), dim_(dim), p_(p) {
+    SAR_CHECK(dim >= 0, invalid_argument, "sar::", layer, ": width ", dim);
+    SAR_CHECK(p >= 0 && p < 1, invalid_argument, "sar::", layer, ": p = ", p, " outside [0, 1)");
+  }
+  void check(Eigen::Index cols, const char* what) const {
+    SAR_CHECK(cols == dim_, invalid_argument, "sar::", layer_, "::", what, " has ", cols,
+              " columns, expected ", dim_);
+  }
+
+  const char* layer_;
+  Eigen::Index dim_;
+  double p_;
+};
+
+}  // namespace detail
+
 template <class T>
-class dropout {
+class dropout : public detail::dropout_parameters {
  public:
   using scalar = T;
   static constexpr bool in_place = true;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
-  dropout(Eigen::Index dim, double p) : dim_(dim), p_(p) {
-    SAR_CHECK(dim >= 0, invalid_argument, "sar::dropout: width ", dim);
-    SAR_CHECK(p >= 0 && p < 1, invalid_argument, "sar::dropout: p = ", p, " outside [0, 1)");
-  }
-  Eigen::Index input_dim() const { return dim_; }
-  Eigen::Index output_dim() const { return dim_; }
-  double probability() const { return p_; }
+  dropout(Eigen::Index dim, double p) : dropout_parameters("dropout", dim, p) {}
   void declare(parameter_store<T>&) {}
   reads_in_backward backward_reads() const { return {.input = false, .output = false}; }
 
@@ -119,18 +206,7 @@ class dropout {
       y = x;
       return;
     }
-    const dropout_mask mask(ctx, p_);
-    const Eigen::Index words = dropout_mask::words_for(dim_);
-    kept_.resize(static_cast<std::size_t>(x.rows() * words));
-    y.resize(x.rows(), x.cols());
-    const T scale = scale_of(mask);
-    for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
-      for (Eigen::Index i = b; i < e; ++i) {
-        std::uint64_t* bits = kept_.data() + i * words;
-        mask.node_bits(graph.node_id(i), dim_, bits);
-        scale_kept(bits, x.row(i).data(), scale, y.row(i).data(), false);
-      }
-    });
+    detail::masked_forward<false>(graph, ctx, p_, x, y, &kept_);
     mask_rows_ = x.rows();
     mask_epoch_ = ctx.epoch;
   }
@@ -154,39 +230,74 @@ class dropout {
     SAR_CHECK(mask_rows_ == dy.rows() && mask_epoch_ == ctx.epoch, invalid_argument,
               "sar::dropout::backward: no matching training forward (epoch ", ctx.epoch, ")");
     const Eigen::Index words = dropout_mask::words_for(dim_);
-    const T scale = scale_of(dropout_mask(ctx, p_));
+    const auto scale = static_cast<T>(dropout_mask(ctx, p_).kept_scale());
     for_row_chunks(dy.rows(), 2.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
       for (Eigen::Index i = b; i < e; ++i)
-        scale_kept(kept_.data() + i * words, dy.row(i).data(), scale, dx.row(i).data(), !assign);
+        detail::apply_kept<false>(kept_.data() + i * words, dy.row(i).data(), scale,
+                                  dx.row(i).data(), dim_, !assign);
     });
   }
 
  private:
-  T scale_of(const dropout_mask& mask) const {
-    return static_cast<T>(1.0 / (1.0 - mask.dropped_fraction()));
-  }
-  /// out[c] (+)= in[c] * (bit c set ? scale : 0) for the dim_ columns of one row.
-  void scale_kept(const std::uint64_t* bits, const T* in, T scale, T* out, bool add) const {
-    for (Eigen::Index c0 = 0; c0 < dim_; c0 += 64) {
-      const std::uint64_t word = bits[c0 / 64];
-      const Eigen::Index count = std::min<Eigen::Index>(64, dim_ - c0);
-      for (Eigen::Index c = 0; c < count; ++c) {
-        const T factor = ((word >> c) & 1u) ? scale : T(0);
-        if (add) out[c0 + c] += in[c0 + c] * factor;
-        else out[c0 + c] = in[c0 + c] * factor;
-      }
-    }
-  }
-  void check(Eigen::Index cols, const char* what) const {
-    SAR_CHECK(cols == dim_, invalid_argument, "sar::dropout::", what, " has ", cols,
-              " columns, expected ", dim_);
-  }
-
-  Eigen::Index dim_;
-  double p_;
   std::vector<std::uint64_t> kept_;  // the last training forward's mask, row-major bits
   Eigen::Index mask_rows_ = -1;      // rows of that forward (-1: none)
   std::uint64_t mask_epoch_ = 0;
+};
+
+/// relu then dropout, one pass each way: y := max(x, 0) * mask / (1 - p) in training,
+/// max(x, 0) otherwise; the same y as relu<T> followed by dropout<T> (or dropout then relu: a
+/// non-negative factor commutes with relu) with the same ctx, up to the sign of zeros. Keeps
+/// nothing: backward reads y, which is > 0 exactly where the entry was kept and x > 0.
+template <class T>
+class relu_dropout : public detail::dropout_parameters {
+ public:
+  using scalar = T;
+  static constexpr bool in_place = true;
+
+  /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
+  relu_dropout(Eigen::Index dim, double p) : dropout_parameters("relu_dropout", dim, p) {}
+  void declare(parameter_store<T>&) {}
+  reads_in_backward backward_reads() const { return {.input = false, .output = true}; }
+
+  /// y := max(x, 0) * mask / (1 - p) in training, max(x, 0) otherwise. Requires
+  /// x.cols() == input_dim() and a schedule with node_id(row) (the dataset id that keys the
+  /// mask); x and y may be the same matrix.
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+    check(x.cols(), "forward: x");
+    if (ctx.training && p_ > 0) {
+      detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr);
+      return;
+    }
+    y.resize(x.rows(), x.cols());
+    for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      y.middleRows(b, e - b) = x.middleRows(b, e - b).cwiseMax(T(0));
+    });
+  }
+
+  /// dx += dy * [y > 0] * s, or dx := that when dx is dy (nothing when dx is empty), with
+  /// s = 1 / (1 - p) in training and 1 otherwise. Requires y from the forward of the same ctx
+  /// and dy shaped like y; x is not read.
+  template <class Schedule>
+  void backward(Schedule&, const layer_context& ctx, const matrix<T>&, const matrix<T>& y,
+                const matrix<T>& dy, matrix<T>& dx) {
+    check(y.cols(), "backward: y");
+    if (dx.size() == 0) return;
+    SAR_CHECK(dy.rows() == y.rows() && dy.cols() == dim_ && dx.rows() == y.rows() &&
+                  dx.cols() == dim_,
+              invalid_argument, "sar::relu_dropout::backward: y is ", y.rows(), " x ", y.cols(),
+              ", dy ", dy.rows(), " x ", dy.cols(), ", dx ", dx.rows(), " x ", dx.cols());
+    const bool assign = &dx == &dy;
+    const auto scale =
+        static_cast<T>(ctx.training && p_ > 0 ? dropout_mask(ctx, p_).kept_scale() : 1.0);
+    // Eigen array expressions: branch-free and vectorised.
+    for_row_chunks(y.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      const auto term = dy.middleRows(b, e - b).array() *
+                        (y.middleRows(b, e - b).array() > T(0)).template cast<T>() * scale;
+      if (assign) dx.middleRows(b, e - b).array() = term;
+      else dx.middleRows(b, e - b).array() += term;
+    });
+  }
 };
 
 }  // namespace sar

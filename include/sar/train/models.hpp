@@ -74,9 +74,8 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
             ", heads ", c.heads, ", features ", features, ", classes ", classes);
   std::vector<any_layer<T, Schedule>> layers;
   Eigen::Index width = features;
-  // Relu commutes with dropout (a non-negative scale), so between graph layers the order is
-  // dropout, relu: then both run in place on one buffer that relu's backward and the next
-  // layer read, where relu, dropout would keep two (elu does not commute: elu, dropout).
+  // Between graph layers relu and dropout are one layer, relu_dropout: one in-place pass each
+  // way over one buffer, which its backward and the next layer read (elu, dropout are two).
   const bool relu_model = c.kind != model_kind::gat;
   for (int k = 0; k < c.layers; ++k) {
     const bool last = k + 1 == c.layers;
@@ -113,8 +112,9 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     width = out;
     if (last) break;
     if (c.batch_norm) layers.emplace_back(batch_norm<T>(width));
-    if (relu_model) {
-      if (c.dropout > 0) layers.emplace_back(dropout<T>(width, c.dropout));
+    if (relu_model && c.dropout > 0) {
+      layers.emplace_back(relu_dropout<T>(width, c.dropout));
+    } else if (relu_model) {
       layers.emplace_back(relu<T>(width));
     } else {
       layers.emplace_back(elu<T>(width));
