@@ -275,13 +275,15 @@ TEST_CASE("dense products are bitwise the same on 1 and 2 threads") {
   const matrix<float> d = random_matrix<float>(20000, 45, 23);
   const auto products = [&](int threads) {
     matrix<float> y(x.rows(), w.cols()), back = matrix<float>::Zero(x.rows(), x.cols());
-    matrix<float> grad(x.cols(), d.cols());
+    matrix<float> grad(x.cols(), d.cols()), sum(x.rows(), w.cols()), pair(2 * x.cols(), d.cols());
     tbb::task_arena(threads).execute([&] {
       dense_product<false, float>(x, w, y);
       dense_product_transposed_add<float>(d, w, back);
       transposed_product<float>(x, d, grad);
+      dense_product_sum<float>(x, w, back, w, sum);
+      transposed_product<float>(x, back, d, pair);
     });
-    return std::tuple{y, back, grad};
+    return std::tuple{y, back, grad, sum, pair};
   };
   const auto one = products(1);
   for (int run = 0; run < 3; ++run) CHECK(products(2) == one);
@@ -328,6 +330,14 @@ TEST_CASE("dense products (with and without bias) equal the double reference for
         CHECK(relative_error(y_wide.middleCols(1, width), with_bias) < 1e-5);
         CHECK((y_wide.col(0).array() == sentinel).all());
         CHECK((y_wide.rightCols(2).array() == sentinel).all());
+        // [x | x2] [w ; w2] + b in one pass (the left operand in two parts).
+        const matrix<float> x2 = random_matrix<float>(rows, 5, ++seed);
+        const matrix<float> w2 = random_matrix<float>(5, width, ++seed);
+        dense_product_sum<float>(x, w, x2, w2, y_wide.middleCols(1, width), bias.data());
+        CHECK(relative_error(y_wide.middleCols(1, width),
+                             with_bias + x2.cast<double>() * w2.cast<double>()) < 1e-5);
+        CHECK((y_wide.col(0).array() == sentinel).all());
+        CHECK((y_wide.rightCols(2).array() == sentinel).all());
 
         // x^T d (inner x width) and d w^T (rows x inner).
         const matrix<float> d = random_matrix<float>(rows, width, ++seed);
@@ -335,6 +345,12 @@ TEST_CASE("dense products (with and without bias) equal the double reference for
         transposed_product<float>(x, d, grad_wide.leftCols(width));
         CHECK(relative_error(grad_wide.leftCols(width), xd.transpose() * d.cast<double>()) < 1e-5);
         CHECK((grad_wide.col(width).array() == sentinel).all());
+        // [x | x2]^T d: each half bitwise its own transposed product.
+        matrix<float> pair(inner + 5, width), second(5, width);
+        transposed_product<float>(x, x2, d, pair);
+        transposed_product<float>(x2, d, second);
+        CHECK(pair.topRows(inner) == grad_wide.leftCols(width));
+        CHECK(pair.bottomRows(5) == second);
         const matrix<float> w_back = random_matrix<float>(inner, width, ++seed);
         matrix<float> back = x;
         dense_product_transposed_add<float>(d, w_back, back);

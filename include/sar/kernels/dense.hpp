@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -118,6 +120,49 @@ std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& 
       tbb::simple_partitioner());
 }
 
+namespace detail {
+/// y (+)= x1 w1 (+ x2 w2 when x2 is not null) (+ b): the body of dense_product and
+/// dense_product_sum, shapes checked by them. With row_gemm both terms are one product of
+/// [x1 | x2] and [w1 ; w2], so y is written once.
+template <bool Add, class T>
+void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_ref<T>* x2,
+                  const const_rows_ref<T>* w2, rows_ref<T> y, const T* b) {
+#if SAR_ROW_GEMM
+  if constexpr (uses_row_gemm<T>) {
+    packed_right packed;
+    if (x2 == nullptr) {
+      packed.pack(w1.data(), w1.outerStride(), w1.rows(), w1.cols(), b);
+    } else {
+      matrix<T> stacked(w1.rows() + w2->rows(), w1.cols());
+      stacked << w1, *w2;
+      packed.pack(stacked.data(), stacked.outerStride(), stacked.rows(), stacked.cols(), b);
+    }
+    const Eigen::Index steps = w1.rows() + (x2 != nullptr ? w2->rows() : 0);
+    for_product_chunks(x1.rows(), [&](Eigen::Index begin, Eigen::Index end) {
+      gemm_left rows{x1.data() + begin * x1.outerStride(), x1.outerStride(), 1};
+      if (x2 != nullptr) {
+        rows.rest = x2->data() + begin * x2->outerStride();
+        rows.split = w1.rows();
+        rows.rest_row_stride = x2->outerStride();
+      }
+      row_gemm(end - begin, rows, packed, steps, y.data() + begin * y.outerStride(),
+               y.outerStride(), Add);
+    });
+    return;
+  }
+#endif
+  for_product_chunks(x1.rows(), [&](Eigen::Index begin, Eigen::Index end) {
+    auto rows = y.middleRows(begin, end - begin);
+    if constexpr (Add)
+      rows.noalias() += x1.middleRows(begin, end - begin) * w1;
+    else
+      rows.noalias() = x1.middleRows(begin, end - begin) * w1;
+    if (x2 != nullptr) rows.noalias() += x2->middleRows(begin, end - begin) * *w2;
+    if (b != nullptr) rows.rowwise() += Eigen::Map<const row_vector<T>>(b, w1.cols());
+  });
+}
+}  // namespace detail
+
 /// y = x w (+ b) (Add = false) or y += x w (+ b) (Add = true), parallel over fixed chunks of
 /// rows of x (bitwise the same on every thread count); b, unless null, holds w.cols() values
 /// added to every row (in the product's epilogue, no extra pass). Requires y sized
@@ -128,26 +173,22 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
-#if SAR_ROW_GEMM
-  if constexpr (detail::uses_row_gemm<T>) {
-    detail::packed_right packed;
-    packed.pack(w.data(), w.outerStride(), w.rows(), w.cols(), b);
-    for_product_chunks(x.rows(), [&](Eigen::Index begin, Eigen::Index end) {
-      const detail::gemm_left rows{x.data() + begin * x.outerStride(), x.outerStride(), 1};
-      detail::row_gemm(end - begin, rows, packed, w.rows(), y.data() + begin * y.outerStride(),
-                       y.outerStride(), Add);
-    });
-    return;
-  }
-#endif
-  for_product_chunks(x.rows(), [&](Eigen::Index begin, Eigen::Index end) {
-    auto rows = y.middleRows(begin, end - begin);
-    if constexpr (Add)
-      rows.noalias() += x.middleRows(begin, end - begin) * w;
-    else
-      rows.noalias() = x.middleRows(begin, end - begin) * w;
-    if (b != nullptr) rows.rowwise() += Eigen::Map<const row_vector<T>>(b, w.cols());
-  });
+  detail::product_rows<Add, T>(x, w, nullptr, nullptr, y, b);
+}
+
+/// y = x1 w1 + x2 w2 (+ b): the product of [x1 | x2] and [w1 ; w2] without forming either, in
+/// one pass over y; otherwise as dense_product. Requires y sized x1.rows() x w1.cols(),
+/// x2.rows() == x1.rows(), x1.cols() == w1.rows(), x2.cols() == w2.rows(),
+/// w2.cols() == w1.cols(), y aliasing no operand.
+template <class T>
+void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_ref<T> x2,
+                       const_rows_ref<T> w2, rows_ref<T> y, const T* b = nullptr) {
+  SAR_CHECK(x1.cols() == w1.rows() && x2.cols() == w2.rows() && x2.rows() == x1.rows() &&
+                w2.cols() == w1.cols() && y.rows() == x1.rows() && y.cols() == w1.cols(),
+            invalid_argument, "sar::dense_product_sum: shapes ", x1.rows(), "x", x1.cols(), " * ",
+            w1.rows(), "x", w1.cols(), " + ", x2.rows(), "x", x2.cols(), " * ", w2.rows(), "x",
+            w2.cols(), " -> ", y.rows(), "x", y.cols());
+  detail::product_rows<false, T>(x1, w1, &x2, &w2, y, b);
 }
 
 /// y += x w^T, parallel over fixed chunks of rows of x. Requires y sized x.rows() x w.rows(),
@@ -167,29 +208,36 @@ void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows
   });
 }
 
-/// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over row chunks.
+namespace detail {
+/// out = [a_0 | a_1 | ...]^T b, a deterministic reduction over row chunks: the body of
+/// transposed_product, shapes checked by it.
 template <class T>
-void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> out) {
-  SAR_CHECK(a.rows() == b.rows() && out.rows() == a.cols() && out.cols() == b.cols(),
-            invalid_argument, "sar::transposed_product: shapes (", a.rows(), "x", a.cols(),
-            ")^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x", out.cols());
-  const Eigen::Index n = a.rows();
+void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_ref<T> b,
+                              rows_ref<T> out) {
+  const Eigen::Index n = b.rows();
   // Chunks of at least 4096 rows: each partial product is then a GEMM with a long inner
   // dimension, which Eigen runs near its peak (64-row chunks reached ~60% of it on a
   // 200k x 128 x 128 product: packing and the join of ~3000 partial results dominated).
   const Eigen::Index grain =
-      std::max<Eigen::Index>(4096, row_grain(static_cast<double>(a.cols() * b.cols())));
+      std::max<Eigen::Index>(4096, row_grain(static_cast<double>(out.rows() * out.cols())));
   // acc += a^T b over rows [begin, begin + len).
   const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, rows_ref<T> acc) {
 #if SAR_ROW_GEMM
-    if constexpr (detail::uses_row_gemm<T>) {
-      detail::row_gemm_transposed_add(a.data() + begin * a.outerStride(), a.outerStride(),
-                                      b.data() + begin * b.outerStride(), b.outerStride(),
-                                      acc.data(), acc.outerStride(), len, a.cols(), b.cols());
+    if constexpr (uses_row_gemm<T>) {
+      std::vector<transposed_left> parts;
+      for (const auto& part : a)
+        parts.push_back({part.data() + begin * part.outerStride(), part.outerStride(), part.cols()});
+      row_gemm_transposed_add(parts, b.data() + begin * b.outerStride(), b.outerStride(),
+                              acc.data(), acc.outerStride(), len, b.cols());
       return;
     }
 #endif
-    acc.noalias() += a.middleRows(begin, len).transpose() * b.middleRows(begin, len);
+    Eigen::Index first = 0;
+    for (const auto& part : a) {
+      acc.middleRows(first, part.cols()).noalias() +=
+          part.middleRows(begin, len).transpose() * b.middleRows(begin, len);
+      first += part.cols();
+    }
   };
   if (n <= grain) {
     out.setZero();
@@ -198,7 +246,7 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
   }
   out = tbb::parallel_deterministic_reduce(
       tbb::blocked_range<Eigen::Index>(0, n, grain),
-      matrix<T>(matrix<T>::Zero(a.cols(), b.cols())),
+      matrix<T>(matrix<T>::Zero(out.rows(), out.cols())),
       [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
         add_rows(r.begin(), static_cast<Eigen::Index>(r.size()), acc);
         return acc;
@@ -208,6 +256,31 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
         return x;
       },
       tbb::simple_partitioner());
+}
+}  // namespace detail
+
+/// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over row chunks.
+template <class T>
+void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> out) {
+  SAR_CHECK(a.rows() == b.rows() && out.rows() == a.cols() && out.cols() == b.cols(),
+            invalid_argument, "sar::transposed_product: shapes (", a.rows(), "x", a.cols(),
+            ")^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x", out.cols());
+  const std::array<const_rows_ref<T>, 1> parts{a};
+  detail::transposed_product_parts<T>(parts, b, out);
+}
+
+/// out = [a1 | a2]^T b (out: (p1 + p2) x q, a1^T b on top), with one read of b for both and
+/// each half bitwise transposed_product's. Requires a1, a2, b of equal rows.
+template <class T>
+void transposed_product(const_rows_ref<T> a1, const_rows_ref<T> a2, const_rows_ref<T> b,
+                        rows_ref<T> out) {
+  SAR_CHECK(a1.rows() == b.rows() && a2.rows() == b.rows() &&
+                out.rows() == a1.cols() + a2.cols() && out.cols() == b.cols(),
+            invalid_argument, "sar::transposed_product: shapes (", a1.rows(), "x", a1.cols(),
+            " | ", a2.rows(), "x", a2.cols(), ")^T * ", b.rows(), "x", b.cols(), " -> ",
+            out.rows(), "x", out.cols());
+  const std::array<const_rows_ref<T>, 2> parts{a1, a2};
+  detail::transposed_product_parts<T>(parts, b, out);
 }
 
 /// out = the column sums of a (out: 1 x a.cols()), accumulated in double.

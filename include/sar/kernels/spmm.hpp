@@ -26,7 +26,7 @@
 //      up to 16 packets, sizes fixed at compile time so the loops are fully unrolled), and is
 //      stored once, instead of being read and written in memory for every few source rows;
 //  (3) every cache line of the source row 8 edges ahead is prefetched, so the next rows'
-//      misses overlap the current ones (prefetch_line: how to keep GCC from deleting it);
+//      misses overlap the current ones (kernels/prefetch.hpp);
 //  (4) when x is larger than the cache, the sources are cut into cache-sized tiles and the
 //      product makes one pass per tile (spmm_rows_add), so most gathers hit the cache.
 // Each element gets exactly the additions of a plain loop over the row's edges in CSR order
@@ -45,6 +45,7 @@
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/kernels/prefetch.hpp"
 #include "sar/kernels/source_tiles.hpp"
 
 namespace sar {
@@ -63,26 +64,6 @@ inline void unrolled(F&& f) {
   [&]<int... K>(std::integer_sequence<int, K...>) {
     (f(K), ...);
   }(std::make_integer_sequence<int, N>());
-}
-
-/// Prefetches the cache line holding p.
-[[gnu::always_inline]] inline void prefetch_line(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, 3);
-  // GCC treats the prefetch as having no effect and, depending on how it inlines the callers,
-  // may delete a helper or a loop that only prefetches (GCC 12 at -O1 and up left no
-  // prefetch at all in a first version of this kernel). The empty asm counts as an effect.
-  asm volatile("");
-#else
-  (void)p;
-#endif
-}
-
-/// Prefetches every cache line of [p, p + bytes), bytes > 0.
-[[gnu::always_inline]] inline void prefetch_bytes(const void* p, std::size_t bytes) {
-  const char* begin = static_cast<const char*>(p);
-  for (std::size_t offset = 0; offset < bytes; offset += 64) prefetch_line(begin + offset);
-  prefetch_line(begin + bytes - 1);  // the last line when p does not start one
 }
 
 /// Prefetches what the edge `distance` edges ahead in a CSR will read: every cache line of
