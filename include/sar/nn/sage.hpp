@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
@@ -144,10 +145,21 @@ class sage_layer {
       detail::product<T>(x, store_->value(self_weight_), y, bias);
       dense_product<true, T>(max_, w_nbr, y);
     } else {
-      // agg = sum over in-neighbours of the input (h = x W first, or x itself).
+      // agg = sum over in-neighbours of the input (h = x W first, or x itself). mean with W
+      // first makes h = [x W_self + b | x W_nbr] in one product (one read of x) and sums its
+      // right half.
       matrix<T> h;
-      if (weight_first()) detail::product<T>(x, w_nbr, h);
-      const_rows_ref<T> input = weight_first() ? const_rows_ref<T>(h) : x;
+      if (weight_first()) {
+        if constexpr (is_mean) {
+          const auto [w, b] = self_and_neighbour_weights();
+          detail::product<T>(x, w, h, b.data());
+        } else {
+          detail::product<T>(x, w_nbr, h);
+        }
+      }
+      const_rows_ref<T> input = !weight_first() ? x
+                                : is_mean        ? const_rows_ref<T>(h.rightCols(output_dim_))
+                                                 : const_rows_ref<T>(h);
       // With W after aggregating the sum is kept for backward: sum straight into the kept
       // buffer (same size every epoch, so no allocation).
       matrix<T> summed;
@@ -163,16 +175,19 @@ class sage_layer {
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {
-          detail::product<T>(x, store_->value(self_weight_), y, bias);
-          y += agg;
+          y.resize(n, output_dim_);
+          for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
+            y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
+                                     agg.middleRows(b, e - b);
+          });
         } else {
           y = std::move(agg);
           if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
         }
       } else {
-        if constexpr (is_mean) {
-          detail::product<T>(x, store_->value(self_weight_), y, bias);
-          dense_product<true, T>(aggregated_, w_nbr, y);
+        if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
+          y.resize(n, output_dim_);
+          dense_product_sum<T>(x, store_->value(self_weight_), aggregated_, w_nbr, y, bias);
         } else {
           detail::product<T>(aggregated_, w_nbr, y, bias);
         }
@@ -193,8 +208,11 @@ class sage_layer {
     const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
     const auto w_nbr = store_->value(neighbour_weight_);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
+    if constexpr (is_mean) {
+      if (weight_first()) return backward_mean_weight_first(graph, x, dy, dx, want_dx);
+    }
+    if constexpr (is_pool) detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
     if constexpr (!is_gcn) {
-      detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
       if (want_dx) dense_product_transposed_add<T>(dy, store_->value(self_weight_), dx);
     }
 
@@ -217,8 +235,8 @@ class sage_layer {
       const column_vector<T> s = scale(graph);
       if constexpr (is_gcn)
         SAR_CHECK(self_missing_.size() == n, invalid_argument, where, ": no matching forward");
-      if (weight_first()) {
-        // y = S (A + M) (x W) (+ x W_self): dH = (A^T + M) S dy; dW = x^T dH; dx += dH W^T.
+      if (weight_first()) {  // gcn (mean returned above)
+        // y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx += dH W^T.
         matrix<T> dagg = s.asDiagonal() * dy;
         matrix<T> dh = matrix<T>::Zero(n, output_dim_);
         if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
@@ -228,11 +246,19 @@ class sage_layer {
         detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
         if (want_dx) dense_product_transposed_add<T>(dh, w_nbr, dx);
       } else {
-        // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy; dx += (A^T + M) S dy W^T.
+        // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy (mean: [dW_self ; dW] =
+        // [x | Z]^T dy, one read of dy for both); dx += (A^T + M) S dy W^T.
         SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
                   where, ": no matching forward (aggregated input is ", aggregated_.rows(),
                   " x ", aggregated_.cols(), ")");
-        detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(neighbour_weight_));
+        if constexpr (is_mean) {
+          matrix<T> grads(2 * input_dim_, output_dim_);
+          transposed_product<T>(x, aggregated_, dy, grads);
+          store_->grad(self_weight_) = grads.topRows(input_dim_);
+          store_->grad(neighbour_weight_) = grads.bottomRows(input_dim_);
+        } else {
+          detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(neighbour_weight_));
+        }
         if (!want_dx) return;
         matrix<T> dagg;
         detail::product_transposed<T>(dy, w_nbr, dagg);
@@ -246,6 +272,40 @@ class sage_layer {
   }
 
  private:
+  /// mean with W first: y = S A (x W_nbr) + x W_self + b. With G = [dy | dH], dH = A^T S dy:
+  /// [dW_self | dW_nbr] = x^T G and dx += G [W_self | W_nbr]^T, one read of x and one pass
+  /// over dx for both weights.
+  template <class Schedule>
+  void backward_mean_weight_first(Schedule& graph, const_rows_ref<T> x, const_rows_ref<T> dy,
+                                  matrix<T>& dx, bool want_dx) {
+    const Eigen::Index n = graph.num_local(), f = output_dim_;
+    const matrix<T> dagg = scale(graph).asDiagonal() * dy;
+    matrix<T> g(n, 2 * f);
+    for_row_chunks(n, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
+      g.middleRows(b, e - b).leftCols(f) = dy.middleRows(b, e - b);
+      g.middleRows(b, e - b).rightCols(f).setZero();
+    });
+    auto dh = g.rightCols(f);
+    graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+      spmm_add_transposed(block, dagg, dhalo);
+    });
+    matrix<T> grads(input_dim_, 2 * f);
+    transposed_product<T>(x, g, grads);
+    store_->grad(self_weight_) = grads.leftCols(f);
+    store_->grad(neighbour_weight_) = grads.rightCols(f);
+    if (want_dx) dense_product_transposed_add<T>(g, self_and_neighbour_weights().first, dx);
+  }
+
+  /// mean: [W_self | W_nbr] (F_in x 2 F_out) and [b | 0] (zeros without a bias).
+  std::pair<matrix<T>, row_vector<T>> self_and_neighbour_weights() const {
+    const Eigen::Index f = output_dim_;
+    matrix<T> w(input_dim_, 2 * f);
+    w << store_->value(self_weight_), store_->value(neighbour_weight_);
+    row_vector<T> b = row_vector<T>::Zero(2 * f);
+    if (bias_) b.head(f) = store_->value(bias_id_).row(0);
+    return {std::move(w), std::move(b)};
+  }
+
   static constexpr node_t no_argmax = std::numeric_limits<node_t>::max();
   using id_matrix = Eigen::Matrix<node_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
