@@ -428,6 +428,11 @@ struct test_conv {
   }
 };
 
+/// test_conv declaring assigns_input_gradient: right with bug::assigns_dx, wrong without.
+struct assigning_conv : test_conv {
+  static constexpr bool assigns_input_gradient = true;
+};
+
 }  // namespace
 
 TEST_CASE("check_gradients passes a correct layer and catches each contract violation") {
@@ -451,6 +456,18 @@ TEST_CASE("check_gradients passes a correct layer and catches each contract viol
     CHECK_FALSE(r.input.passed);  // dx - sentinel is off by the sentinel
     CHECK(r.parameter_gradients_assigned);
     CHECK(r.summary().find("assigned dx instead of adding") != std::string::npos);
+  }
+  {
+    assigning_conv l{{.dim = 4, .defect = bug::assigns_dx}};
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_MESSAGE(r.passed, r.summary());
+  }
+  {
+    assigning_conv l{{.dim = 4}};  // declares assignment but adds
+    const auto r = check_gradients(l, graph, ctx, x);
+    CHECK_FALSE(r.passed);
+    CHECK_FALSE(r.input_gradient_added);
+    CHECK(r.summary().find("declares assigns_input_gradient") != std::string::npos);
   }
   {
     test_conv l{.dim = 4, .defect = bug::wrong_gradient};

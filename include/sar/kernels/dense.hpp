@@ -191,21 +191,21 @@ void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_re
   detail::product_rows<false, T>(x1, w1, &x2, &w2, y, b);
 }
 
-/// y += x w^T, parallel over fixed chunks of rows of x. Requires y sized x.rows() x w.rows(),
-/// x.cols() == w.cols().
+/// y = x w^T (Add = false) or y += x w^T (Add = true), parallel over fixed chunks of rows of
+/// x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
+template <bool Add, class T>
+void dense_product_transposed(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
+  SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
+            invalid_argument, "sar::dense_product_transposed: shapes ", x.rows(), "x", x.cols(),
+            " * (", w.rows(), "x", w.cols(), ")^T -> ", y.rows(), "x", y.cols());
+  const matrix<T> w_transposed = w.transpose();  // w is a small weight matrix
+  dense_product<Add, T>(x, w_transposed, y);
+}
+
+/// y += x w^T: dense_product_transposed<true>.
 template <class T>
 void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
-  SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
-            invalid_argument, "sar::dense_product_transposed_add: shapes ", x.rows(), "x",
-            x.cols(), " * (", w.rows(), "x", w.cols(), ")^T -> ", y.rows(), "x", y.cols());
-  if constexpr (detail::uses_row_gemm<T>) {
-    const matrix<T> w_transposed = w.transpose();
-    dense_product<true, T>(x, w_transposed, y);
-    return;
-  }
-  for_product_chunks(x.rows(), [&](Eigen::Index b, Eigen::Index e) {
-    y.middleRows(b, e - b).noalias() += x.middleRows(b, e - b) * w.transpose();
-  });
+  dense_product_transposed<true, T>(x, w, y);
 }
 
 namespace detail {

@@ -32,6 +32,7 @@ template <class T>
 class gcn_layer {
  public:
   using scalar = T;
+  static constexpr bool assigns_input_gradient = true;
 
   /// Requires input_dim, output_dim >= 1. Throws sar::invalid_argument otherwise.
   gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true)
@@ -91,9 +92,10 @@ class gcn_layer {
     }
   }
 
-  /// Given the x and y of the matching forward and dy: assigns dW (and db), and ADDS dLoss/dx
-  /// into dx unless dx is empty (then the input gradient is skipped; when W is applied after
-  /// aggregating that skips the backward SpMM and its exchange entirely). Every rank must
+  /// Given the x and y of the matching forward and dy: assigns dW (and db), and ASSIGNS
+  /// dLoss/dx to dx (assigns_input_gradient: what dx held is not read) unless dx is empty
+  /// (then the input gradient is skipped; when W is applied after aggregating that skips the
+  /// backward SpMM and its exchange entirely). Every rank must
   /// pass an empty dx or none. Throws sar::invalid_argument on a shape mismatch or a backward
   /// without forward. Collective (at most one scatter).
   template <class Schedule>
@@ -108,7 +110,7 @@ class gcn_layer {
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if (weight_first()) {
-      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx += dH W^T.
+      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T.
       matrix<T> dagg = dst.asDiagonal() * dy;
       matrix<T> dh = matrix<T>::Zero(n, output_dim_);
       graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
@@ -116,9 +118,9 @@ class gcn_layer {
       });
       scale_rows<T>(dh, src);
       detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
-      if (want_dx) dense_product_transposed_add<T>(dh, w, dx);
+      if (want_dx) dense_product_transposed<false, T>(dh, w, dx);
     } else {
-      // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx += Ds A^T Dd (dy W^T).
+      // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx = Ds A^T Dd (dy W^T).
       SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
                 where, ": no matching forward (aggregated input is ", aggregated_.rows(), " x ",
                 aggregated_.cols(), ")");
@@ -127,11 +129,11 @@ class gcn_layer {
       matrix<T> dz;
       detail::product_transposed<T>(dy, w, dz);
       scale_rows<T>(dz, dst);
-      matrix<T> dxs = matrix<T>::Zero(n, input_dim_);
-      graph.scatter(dxs, [&](const graph_block& block, auto&& dhalo) {
+      set_zero<T>(dx);
+      graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
         spmm_add_transposed(block, dz, dhalo);
       });
-      dx.noalias() += src.asDiagonal() * dxs;
+      scale_rows<T>(dx, src);
     }
   }
 

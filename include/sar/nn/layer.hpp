@@ -26,6 +26,12 @@
 //   L::in_place (static constexpr bool) forward accepts x and y being the same matrix, and
 //                                      backward dy and dx being the same matrix, in which case
 //                                      it ASSIGNS dLoss/dx to it (element-wise layers).
+//   L::assigns_input_gradient (static constexpr bool)
+//                                      backward ASSIGNS dLoss/dx to a dx sized like x and does
+//                                      not read what dx held, so a model passes it unzeroed
+//                                      (one write of dx instead of a zeroing, a read and a
+//                                      write; graph convolutions, whose scatter still adds the
+//                                      remote rows' part after the local one is assigned).
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
 // from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
@@ -55,6 +61,15 @@ struct reads_in_backward {
   bool input = true;
   bool output = true;
 };
+
+/// Whether L declares L::assigns_input_gradient = true (see the contract above).
+template <class L>
+inline constexpr bool assigns_input_gradient_v = [] {
+  if constexpr (requires { { L::assigns_input_gradient } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::assigns_input_gradient);
+  else
+    return false;
+}();
 
 template <class L, class Schedule>
 concept layer = requires(L& l, const L& cl, Schedule& graph, const layer_context& ctx,

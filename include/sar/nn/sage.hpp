@@ -75,6 +75,7 @@ class sage_layer {
  public:
   using scalar = T;
   using aggregator = Aggregator;
+  static constexpr bool assigns_input_gradient = true;
 
   /// Requires input_dim, output_dim >= 1 and options.pool_dim >= 0. Throws
   /// sar::invalid_argument otherwise.
@@ -196,10 +197,11 @@ class sage_layer {
   }
 
   /// Given the x and y of the matching forward and dy: assigns every parameter gradient and
-  /// ADDS dLoss/dx into dx unless dx is empty (then the input gradient is skipped; for mean
-  /// and gcn with W applied after aggregating that skips the scatter entirely). Every rank
-  /// must pass an empty dx or none. Throws sar::invalid_argument on a shape mismatch or a
-  /// backward without its forward. Collective (at most one scatter).
+  /// ASSIGNS dLoss/dx to dx (assigns_input_gradient: what dx held is not read) unless dx is
+  /// empty (then the input gradient is skipped; for mean and gcn with W applied after
+  /// aggregating that skips the scatter entirely). Every rank must pass an empty dx or none.
+  /// Throws sar::invalid_argument on a shape mismatch or a backward without its forward.
+  /// Collective (at most one scatter).
   template <class Schedule>
   void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
@@ -212,8 +214,8 @@ class sage_layer {
       if (weight_first()) return backward_mean_weight_first(graph, x, dy, dx, want_dx);
     }
     if constexpr (is_pool) detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
-    if constexpr (!is_gcn) {
-      if (want_dx) dense_product_transposed_add<T>(dy, store_->value(self_weight_), dx);
+    if constexpr (!is_gcn) {  // the first write of dx
+      if (want_dx) dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx);
     }
 
     if constexpr (is_pool) {
@@ -236,7 +238,7 @@ class sage_layer {
       if constexpr (is_gcn)
         SAR_CHECK(self_missing_.size() == n, invalid_argument, where, ": no matching forward");
       if (weight_first()) {  // gcn (mean returned above)
-        // y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx += dH W^T.
+        // y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx = dH W^T.
         matrix<T> dagg = s.asDiagonal() * dy;
         matrix<T> dh = matrix<T>::Zero(n, output_dim_);
         if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
@@ -244,7 +246,7 @@ class sage_layer {
           spmm_add_transposed(block, dagg, dhalo);
         });
         detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
-        if (want_dx) dense_product_transposed_add<T>(dh, w_nbr, dx);
+        if (want_dx) dense_product_transposed<false, T>(dh, w_nbr, dx);
       } else {
         // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy (mean: [dW_self ; dW] =
         // [x | Z]^T dy, one read of dy for both); dx += (A^T + M) S dy W^T.
@@ -263,7 +265,7 @@ class sage_layer {
         matrix<T> dagg;
         detail::product_transposed<T>(dy, w_nbr, dagg);
         scale_rows<T>(dagg, s);
-        if constexpr (is_gcn) dx.noalias() += self_missing_.asDiagonal() * dagg;
+        if constexpr (is_gcn) dx.noalias() = self_missing_.asDiagonal() * dagg;  // first write
         graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
@@ -273,8 +275,8 @@ class sage_layer {
 
  private:
   /// mean with W first: y = S A (x W_nbr) + x W_self + b. With G = [dy | dH], dH = A^T S dy:
-  /// [dW_self | dW_nbr] = x^T G and dx += G [W_self | W_nbr]^T, one read of x and one pass
-  /// over dx for both weights.
+  /// [dW_self | dW_nbr] = x^T G and dx = G [W_self | W_nbr]^T, one read of x and one write
+  /// of dx for both weights.
   template <class Schedule>
   void backward_mean_weight_first(Schedule& graph, const_rows_ref<T> x, const_rows_ref<T> dy,
                                   matrix<T>& dx, bool want_dx) {
@@ -293,7 +295,7 @@ class sage_layer {
     transposed_product<T>(x, g, grads);
     store_->grad(self_weight_) = grads.leftCols(f);
     store_->grad(neighbour_weight_) = grads.rightCols(f);
-    if (want_dx) dense_product_transposed_add<T>(g, self_and_neighbour_weights().first, dx);
+    if (want_dx) dense_product_transposed<false, T>(g, self_and_neighbour_weights().first, dx);
   }
 
   /// mean: [W_self | W_nbr] (F_in x 2 F_out) and [b | 0] (zeros without a bias).

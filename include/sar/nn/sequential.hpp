@@ -98,6 +98,7 @@ constexpr bool check_layer_calls() {
 struct layer_traits {
   reads_in_backward reads;
   bool in_place = false;
+  bool assigns_input_gradient = false;
 };
 template <class L>
 layer_traits traits_of(const L& l) {
@@ -105,6 +106,7 @@ layer_traits traits_of(const L& l) {
   if constexpr (requires { { l.backward_reads() } -> std::convertible_to<reads_in_backward>; })
     t.reads = l.backward_reads();
   if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; }) t.in_place = L::in_place;
+  t.assigns_input_gradient = assigns_input_gradient_v<L>;
   return t;
 }
 
@@ -212,7 +214,7 @@ class model_base {
         call(k, c, x, outputs_[k], gradient, gradient);
       } else {
         matrix<T> dx = take(n, input_dims_[k]);
-        set_zero<T>(dx);
+        if (!traits_[k].assigns_input_gradient) set_zero<T>(dx);
         call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
         give(gradient);
         gradient = std::move(dx);

@@ -13,7 +13,8 @@
 //      does not assign stays infinite and fails the check (as does a wrong output shape);
 //  (b) backward runs with dx pre-filled with a sentinel and the parameter gradients with
 //      garbage; a second backward runs with both zeroed. dx must come out as sentinel + the
-//      zero-filled result (the layer ADDS into dx) and the parameter gradients must not
+//      zero-filled result (the layer ADDS into dx), or as the zero-filled result for a layer
+//      that declares L::assigns_input_gradient, and the parameter gradients must not
 //      depend on what they held before (the layer ASSIGNS them). A third backward with an
 //      empty dx must leave dx empty and produce the same parameter gradients;
 //  (c) the analytic gradients of L = sum(y .* r), r a fixed random matrix, are compared with
@@ -68,7 +69,7 @@ struct gradient_check_entry {
 struct gradient_check_result {
   bool passed = false;
   bool output_assigned = false;      ///< (a): right shape, every entry finite
-  bool input_gradient_added = true;  ///< (b): dx = sentinel + gradient
+  bool input_gradient_added = true;  ///< (b): dx = sentinel + gradient (assigning layers: gradient)
   bool parameter_gradients_assigned = true;  ///< (b): garbage in the gradient buffer ignored
   bool empty_input_gradient_skipped = true;  ///< (b): empty dx stays empty, same parameter grads
   gradient_check_entry input;
@@ -196,6 +197,9 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
   };
   matrix<double> dx_sentinel = matrix<double>::Constant(n, x.cols(), options.sentinel);
   const std::vector<double> grads_garbage = backward(dx_sentinel, options.garbage);
+  // What dx_sentinel keeps of the sentinel: all of it, or nothing for an assigning layer.
+  constexpr bool assigns = assigns_input_gradient_v<Layer>;
+  const double kept = assigns ? 0.0 : options.sentinel;
   matrix<double> dx_zero = matrix<double>::Zero(n, x.cols());
   const std::vector<double> grads_zero = backward(dx_zero, 0.0);
   matrix<double> dx_empty;
@@ -211,12 +215,15 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
   } else {
     Eigen::Index bad = 0;
     for (Eigen::Index k = 0; k < dx_zero.size(); ++k)
-      bad += !close(dx_sentinel.data()[k] - options.sentinel, dx_zero.data()[k]);
+      bad += !close(dx_sentinel.data()[k] - kept, dx_zero.data()[k]);
     if (bad > 0) {
       result.input_gradient_added = false;
-      result.problems.push_back(message(
-          "backward assigned dx instead of adding into it (", bad, " of ", dx_zero.size(),
-          " entries did not keep the pre-filled ", options.sentinel, ")."));
+      result.problems.push_back(
+          assigns ? message("backward declares assigns_input_gradient but its dx depends on what "
+                            "dx held (", bad, " of ", dx_zero.size(), " entries).")
+                  : message("backward assigned dx instead of adding into it (", bad, " of ",
+                            dx_zero.size(), " entries did not keep the pre-filled ",
+                            options.sentinel, ")."));
     }
   }
   {
@@ -267,7 +274,7 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
     matrix<double> xp = x;
     compare(
         result.input, x.size(),
-        [&](Eigen::Index k) { return dx_sentinel.data()[k] - options.sentinel; },
+        [&](Eigen::Index k) { return dx_sentinel.data()[k] - kept; },
         [&](Eigen::Index k, double delta) {
           const double saved = xp.data()[k];
           xp.data()[k] = saved + delta;

@@ -56,8 +56,8 @@ void resize_zero(matrix<T>& m, Eigen::Index rows, Eigen::Index cols) {
 /// out := a b^T (out resized), parallel over rows.
 template <class T>
 void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
-  resize_zero(out, a.rows(), b.rows());
-  dense_product_transposed_add<T>(a, b, out);
+  out.resize(a.rows(), b.rows());
+  dense_product_transposed<false, T>(a, b, out);
 }
 
 /// grad := a^T b into a parameter-gradient view (assigned), deterministic over threads.
