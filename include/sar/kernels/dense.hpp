@@ -215,11 +215,11 @@ template <class T>
 void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_ref<T> b,
                               rows_ref<T> out) {
   const Eigen::Index n = b.rows();
-  // Chunks of at least 4096 rows: each partial product is then a GEMM with a long inner
-  // dimension, which Eigen runs near its peak (64-row chunks reached ~60% of it on a
-  // 200k x 128 x 128 product: packing and the join of ~3000 partial results dominated).
-  const Eigen::Index grain =
-      std::max<Eigen::Index>(4096, row_grain(static_cast<double>(out.rows() * out.cols())));
+  // Chunks of 4096 rows: each partial product is then a GEMM with a long inner dimension,
+  // which Eigen runs near its peak (64-row chunks reached ~60% of it on a 200k x 128 x 128
+  // product: packing and the join of ~3000 partial results dominated). A fixed size, so that
+  // each part's result does not depend on the other parts.
+  constexpr Eigen::Index grain = 4096;
   // acc += a^T b over rows [begin, begin + len).
   const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, rows_ref<T> acc) {
 #if SAR_ROW_GEMM
