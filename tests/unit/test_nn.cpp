@@ -5,7 +5,10 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 #include <random>
+#include <span>
 #include <tuple>
 
 #include "sar/graph/builders.hpp"
@@ -266,6 +269,79 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
   CHECK(detail::spmm_tile_span(wide, 8 * sizeof(float)) == 0);
   for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 3;
   CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) == 0);
+}
+
+TEST_CASE("spmm_assign (assign, sum, scale rows in one pass) is bitwise zero, add, scale") {
+  // Every 7th row has no edges: the assigning pass must still write it (0), the scaling pass
+  // still scale it. out starts as NaN, so a row left unwritten shows.
+  const csr dense_rows = random_graph(3000, 12, 41);
+  csr a;
+  a.num_rows = a.num_cols = dense_rows.num_rows;  // a.offsets starts as {0}
+  for (node_t i = 0; i < a.num_rows; ++i) {
+    if (i % 7 != 0)
+      for (node_t j : dense_rows.row(i)) a.columns.push_back(j);
+    a.offsets.push_back(static_cast<edge_t>(a.columns.size()));
+  }
+  a.validate("spmm_assign test graph");
+  std::vector<float> src(static_cast<std::size_t>(a.num_cols)), dst(src.size());
+  for (std::size_t j = 0; j < src.size(); ++j) {
+    src[j] = 1.0f / static_cast<float>(1 + j % 5);
+    dst[j] = 1.0f / static_cast<float>(2 + j % 3);
+  }
+  const matrix<float> nan =
+      matrix<float>::Constant(a.num_rows, 1, std::numeric_limits<float>::quiet_NaN());
+  using detail::row_scale;
+  for (const Eigen::Index f : {1, 8, 17, 128}) {
+    CAPTURE(f);
+    const matrix<float> x = random_matrix<float>(a.num_cols, f, 42);
+    const matrix<float> start = nan.replicate(1, f);
+    for (const bool scaled : {false, true}) {
+      const auto run = [&](int threads, node_t span, bool fused) {
+        return spmm_in_arena<float>(threads, start, [&](matrix<float>& out) {
+          if (!fused) out.setZero();
+          const detail::spmm_rows_epilogue<float> epilogue{fused, fused ? dst.data() : nullptr};
+          if (scaled)
+            detail::spmm_rows_add<row_scale::by_source, float>(a, nullptr, src.data(), x, out,
+                                                               nullptr, span, epilogue);
+          else
+            detail::spmm_rows_add<row_scale::none, float>(a, nullptr, nullptr, x, out, nullptr,
+                                                          span, epilogue);
+          if (!fused)
+            for (node_t i = 0; i < a.num_rows; ++i) out.row(i) *= dst[static_cast<std::size_t>(i)];
+        });
+      };
+      const matrix<float> reference = run(1, 0, false);
+      CHECK(reference.allFinite());
+      for (const node_t span : {0, 1, 7, 500})  // one pass; 3000, 429 and 6 tiles
+        for (const int threads : {1, 2}) {
+          CAPTURE(span);
+          CAPTURE(threads);
+          CHECK(run(threads, span, true) == reference);
+        }
+    }
+  }
+  // The block forms: a whole local block assigns; a compressed block cannot.
+  local_schedule graph(a);
+  graph.gather(random_matrix<float>(a.num_cols, 8, 43), [&](const graph_block& block,
+                                                              const auto& halo) {
+    CHECK(block.whole);
+    matrix<float> out = nan.replicate(1, 8), expected = matrix<float>::Zero(a.num_rows, 8);
+    spmm_assign<float>(block, halo, out, dst);
+    spmm_add<float>(block, halo, expected);
+    for (node_t i = 0; i < a.num_rows; ++i) expected.row(i) *= dst[static_cast<std::size_t>(i)];
+    CHECK(out == expected);
+    graph_block compressed = block;
+    const std::vector<node_t> rows = [&] {
+      std::vector<node_t> r(static_cast<std::size_t>(a.num_rows));
+      std::iota(r.begin(), r.end(), node_t{0});
+      return r;
+    }();
+    compressed.rows = rows;
+    CHECK_THROWS_WITH_AS(spmm_assign<float>(compressed, halo, out, dst),
+                         doctest::Contains("compressed block"), invalid_argument);
+    CHECK_THROWS_AS(spmm_assign<float>(block, halo, out, std::span<const float>(dst).first(5)),
+                    invalid_argument);
+  });
 }
 
 TEST_CASE("dense products are bitwise the same on 1 and 2 threads") {

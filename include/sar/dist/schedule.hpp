@@ -67,6 +67,9 @@ struct graph_block {
   /// (sar/kernels/source_tiles.hpp); owned by the schedule. Null: each product tiles anew.
   spmm_tile_cache* edge_tiles = nullptr;
   spmm_tile_cache* transposed_tiles = nullptr;
+  /// The only block its gather visits, uncompressed (every in-edge of every local row): a
+  /// layer may then assign its aggregation (spmm_assign) instead of zeroing and adding.
+  bool whole = false;
 
   bool compressed() const { return !rows.empty(); }
   /// The local row of edges row k.
@@ -99,6 +102,7 @@ class local_schedule {
     block_.edge_tiles = edge_tiles_.get();
     block_.transposed_tiles = symmetric ? edge_tiles_.get() : transposed_tiles_.get();
     block_.first_destination = block_.first_source = first_global;
+    block_.whole = true;
     block_.source_degrees = out_degrees_;
   }
 

@@ -9,6 +9,9 @@
 //   spmm_add_scaled(block, s, halo, out): the same with halo row j scaled by s[j] (GCN's
 //                                  source normalisation, without a scaled copy of the input)
 //   spmm_add_transposed(block, dout, dhalo): dhalo += A_block^T dout, the backward.
+//   spmm_assign(block, halo, out, dst), spmm_assign_scaled(block, src, halo, out, dst):
+//                                  out := diag(dst) times the product, for a block that is
+//                                  the whole aggregation (no zeroing or scaling pass).
 // The transpose product is the same kernel applied to the transposed CSR
 // (graph_block::transposed), so no atomics are ever needed.
 //
@@ -118,6 +121,15 @@ inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_ro
             " columns but out has ", out_cols);
 }
 
+/// An assigning product writes every row of out: the block must list every local row.
+inline void check_spmm_assign(const char* where, const graph_block& block, std::size_t scales,
+                              Eigen::Index out_rows) {
+  SAR_CHECK(!block.compressed(), invalid_argument, where,
+            ": a compressed block does not write every row of out");
+  SAR_CHECK(static_cast<Eigen::Index>(scales) == out_rows, invalid_argument, where, ": ", scales,
+            " destination scales for ", out_rows, " rows");
+}
+
 /// How row_summer scales a gathered source row: not at all, by weights[e] for edge e, or by
 /// weights[j] for source row j.
 enum class row_scale { none, by_edge, by_source };
@@ -145,13 +157,15 @@ class row_summer {
         weights_(weights),
         prefetch_(x, columns, prefetch_end, Scale == row_scale::by_source ? weights : nullptr) {}
 
-  /// destination[0, width) += the sum over edges [begin, end).
-  void sum(T* destination, edge_t begin, edge_t end) const {
+  /// destination[0, width) := (destination (0 when assign) + the sum over edges [begin, end))
+  /// times *scale (when not null).
+  void sum(T* destination, edge_t begin, edge_t end, bool assign = false,
+           const T* scale = nullptr) const {
     // Only the first pass over the edges prefetches (the rows of the edges `distance` ahead).
     bool first = true;
     Eigen::Index c = 0;
     const auto block = [&]<int Packets>(std::integral_constant<int, Packets>) {
-      add_block<Packets>(destination, c, begin, end, std::exchange(first, false));
+      add_block<Packets>(destination, c, begin, end, std::exchange(first, false), assign, scale);
       c += Packets * lanes;
     };
     while (width_ - c >= max_packets * lanes) block(std::integral_constant<int, max_packets>());
@@ -161,7 +175,7 @@ class row_summer {
     if (packets & 4) block(std::integral_constant<int, 4>());
     if (packets & 2) block(std::integral_constant<int, 2>());
     if (packets & 1) block(std::integral_constant<int, 1>());
-    if (c < width_) add_columns(destination, c, begin, end, first);
+    if (c < width_) add_columns(destination, c, begin, end, first, assign, scale);
   }
 
  private:
@@ -172,13 +186,16 @@ class row_summer {
     return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
   }
 
-  /// destination[c, c + Packets * lanes) += the sum over edges [begin, end), in registers.
+  /// destination[c, c + Packets * lanes) (+)= the sum over edges [begin, end), in registers,
+  /// then times *scale unless it is null.
   template <int Packets>
-  void add_block(T* destination, Eigen::Index c, edge_t begin, edge_t end,
-                 bool prefetching) const {
+  void add_block(T* destination, Eigen::Index c, edge_t begin, edge_t end, bool prefetching,
+                 bool assign, const T* scale) const {
     using namespace Eigen::internal;
     packet acc[Packets];
-    unrolled<Packets>([&](int j) { acc[j] = ploadu<packet>(destination + c + j * lanes); });
+    unrolled<Packets>([&](int j) {
+      acc[j] = assign ? pset1<packet>(T(0)) : ploadu<packet>(destination + c + j * lanes);
+    });
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch_(e);
       const T* row = source(e) + c;
@@ -191,13 +208,18 @@ class row_summer {
         unrolled<Packets>([&](int j) { acc[j] = padd(acc[j], ploadu<packet>(row + j * lanes)); });
       }
     }
+    if (scale != nullptr) {
+      const packet s = pset1<packet>(*scale);
+      unrolled<Packets>([&](int j) { acc[j] = pmul(acc[j], s); });
+    }
     unrolled<Packets>([&](int j) { pstoreu(destination + c + j * lanes, acc[j]); });
   }
 
   /// destination[c, width) += the sum over edges [begin, end), for fewer columns than a packet
   /// holds: added in memory, edge by edge.
-  void add_columns(T* destination, Eigen::Index c, edge_t begin, edge_t end,
-                   bool prefetching) const {
+  void add_columns(T* destination, Eigen::Index c, edge_t begin, edge_t end, bool prefetching,
+                   bool assign, const T* scale) const {
+    if (assign) std::fill(destination + c, destination + width_, T(0));
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch_(e);
       const T* row = source(e);
@@ -206,6 +228,8 @@ class row_summer {
         else destination[k] += row[k];
       }
     }
+    if (scale != nullptr)
+      for (Eigen::Index k = c; k < width_; ++k) destination[k] *= *scale;
   }
 
   const T* x_;
@@ -215,8 +239,19 @@ class row_summer {
   edge_row_prefetcher<T, Index> prefetch_;  // the rows (and by_source scales) of edges ahead
 };
 
+/// What spmm_rows_add does to a destination row besides adding its sum: with assign, what the
+/// row held is not read (the first pass writes it; a row without edges becomes 0); with scale,
+/// the finished row is multiplied by scale[its row of out]. Both are bitwise zeroing out
+/// before and scaling its rows after, without those two passes over out.
+template <class T>
+struct spmm_rows_epilogue {
+  bool assign = false;
+  const T* scale = nullptr;
+};
+
 /// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), gathered rows
-/// scaled as Scale says; each destination row summed by one thread (row_summer's order).
+/// scaled as Scale says, then the epilogue; each destination row summed by one thread
+/// (row_summer's order). An assigning epilogue requires rows == null (every row written).
 ///
 /// With a tile span (spmm_tile_span's choice unless given; 0: none; ignored for by_edge) the
 /// product makes one pass per tile of sources (source_tiles), so its gathers hit the cache
@@ -227,17 +262,27 @@ class row_summer {
 template <row_scale Scale, class T>
 void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_rows_ref<T> x,
                    rows_ref<T> out, spmm_tile_cache* cache = nullptr,
-                   std::optional<node_t> tile_span = std::nullopt) {
+                   std::optional<node_t> tile_span = std::nullopt,
+                   spmm_rows_epilogue<T> epilogue = {}) {
   if (x.cols() == 0) return;
-  const auto destination = [&](node_t i) {
-    return out.data() + (rows != nullptr ? rows[i] : i) * out.outerStride();
-  };
-  // Sums the rows of the CSR (offsets, columns) into out.
-  const auto sum_rows = [&]<class Index>(std::span<const edge_t> offsets, const Index* columns) {
+  // Sums the rows of the CSR (offsets, columns) into out: one pass of several when tiled.
+  const auto sum_rows = [&]<class Index>(std::span<const edge_t> offsets, const Index* columns,
+                                         bool first_pass, bool last_pass) {
+    const bool assign = epilogue.assign && first_pass;
+    const bool scaling = epilogue.scale != nullptr && last_pass;
     for_edge_balanced_rows(offsets, x.cols(), [&](node_t begin, node_t end) {
       const row_summer<T, Scale, Index> summer(x, columns, weights, offsets[end]);
-      for (node_t i = begin; i < end; ++i)
-        if (offsets[i] < offsets[i + 1]) summer.sum(destination(i), offsets[i], offsets[i + 1]);
+      for (node_t i = begin; i < end; ++i) {
+        const node_t row = rows != nullptr ? rows[i] : i;
+        T* destination = out.data() + row * out.outerStride();
+        const T* scale = scaling ? epilogue.scale + row : nullptr;
+        if (offsets[i] < offsets[i + 1])
+          summer.sum(destination, offsets[i], offsets[i + 1], assign, scale);
+        else if (assign)
+          std::fill_n(destination, x.cols(), T(0));
+        else if (scale != nullptr)
+          for (Eigen::Index k = 0; k < x.cols(); ++k) destination[k] *= *scale;
+      }
     });
   };
   const std::size_t row_bytes = static_cast<std::size_t>(x.cols()) * sizeof(T);
@@ -245,12 +290,13 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
                       : tile_span                 ? *tile_span
                                                   : spmm_tile_span(a, row_bytes);
   if (span <= 0 || span >= a.num_cols) {
-    sum_rows(std::span<const edge_t>(a.offsets), a.columns.data());
+    sum_rows(std::span<const edge_t>(a.offsets), a.columns.data(), true, true);
     return;
   }
   std::optional<source_tiles> own;
   const source_tiles& tiles = cache != nullptr ? cache->tiles(a, span) : own.emplace(a, span);
-  for (int t = 0; t < tiles.count(); ++t) sum_rows(tiles.offsets(t), tiles.columns());
+  for (int t = 0; t < tiles.count(); ++t)
+    sum_rows(tiles.offsets(t), tiles.columns(), t == 0, t + 1 == tiles.count());
 }
 
 }  // namespace detail
@@ -314,6 +360,40 @@ void spmm_add_scaled(const graph_block& block, std::span<const T> scale,
   detail::spmm_rows_add<detail::row_scale::by_source, T>(
       a, block.rows.empty() ? nullptr : block.rows.data(), scale.data(), halo, out,
       block.edge_tiles);
+}
+
+/// out := diag(dst) A_block halo: zeroing out, spmm_add(block, halo, out) and scaling row i
+/// by dst[i], bitwise, in one pass over out. For a block that is its aggregation's only one
+/// (graph_block::whole). Requires an uncompressed block, dst.size() == out.rows(), and what
+/// spmm_add(block, ...) requires. Throws sar::invalid_argument otherwise.
+template <class T>
+void spmm_assign(const graph_block& block, std::type_identity_t<const_rows_ref<T>> halo,
+                 std::type_identity_t<rows_ref<T>> out, std::span<const T> dst) {
+  const csr& a = *block.edges;
+  detail::check_spmm_shapes("sar::spmm_assign", a, halo.rows(), halo.cols(), out.rows(),
+                            out.cols());
+  detail::check_spmm_assign("sar::spmm_assign", block, dst.size(), out.rows());
+  detail::spmm_rows_add<detail::row_scale::none, T>(a, nullptr, nullptr, halo, out,
+                                                    block.edge_tiles, std::nullopt,
+                                                    {.assign = true, .scale = dst.data()});
+}
+
+/// out := diag(dst) A_block diag(src) halo: spmm_assign with halo row j scaled by src[j] as it
+/// is added (spmm_add_scaled's product). Requires src.size() == halo.rows() and what
+/// spmm_assign requires. Throws sar::invalid_argument otherwise.
+template <class T>
+void spmm_assign_scaled(const graph_block& block, std::span<const T> src,
+                        std::type_identity_t<const_rows_ref<T>> halo,
+                        std::type_identity_t<rows_ref<T>> out, std::span<const T> dst) {
+  const csr& a = *block.edges;
+  detail::check_spmm_shapes("sar::spmm_assign_scaled", a, halo.rows(), halo.cols(), out.rows(),
+                            out.cols());
+  detail::check_spmm_assign("sar::spmm_assign_scaled", block, dst.size(), out.rows());
+  SAR_CHECK(static_cast<Eigen::Index>(src.size()) == halo.rows(), invalid_argument,
+            "sar::spmm_assign_scaled: ", src.size(), " scales for ", halo.rows(), " halo rows");
+  detail::spmm_rows_add<detail::row_scale::by_source, T>(a, nullptr, src.data(), halo, out,
+                                                         block.edge_tiles, std::nullopt,
+                                                         {.assign = true, .scale = dst.data()});
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does

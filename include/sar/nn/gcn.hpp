@@ -72,22 +72,12 @@ class gcn_layer {
       matrix<T> h;
       detail::product<T>(x, w, h);
       scale_rows<T>(h, src);
-      detail::resize_zero(y, n, output_dim_);
-      graph.gather(h, [&](const graph_block& block, const auto& halo) {
-        spmm_add(block, halo, y);
-      });
-      scale_rows<T>(y, dst);
+      detail::aggregate<false, T>(graph, h, y, dst);
       if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       aggregated_.resize(0, 0);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      detail::resize_zero(aggregated_, n, input_dim_);
-      graph.gather(x, [&](const graph_block& block, const auto& halo) {
-        const column_vector<T> src = detail::inverse_sqrt_degrees<T>(block.source_degrees);
-        const std::span<const T> scale(src.data(), static_cast<std::size_t>(src.size()));
-        spmm_add_scaled<T>(block, scale, halo, aggregated_);
-      });
-      scale_rows<T>(aggregated_, dst);
+      detail::aggregate<true, T>(graph, x, aggregated_, dst);
       detail::product<T>(aggregated_, w, y, bias);
     }
   }

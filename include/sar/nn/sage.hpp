@@ -165,14 +165,18 @@ class sage_layer {
       // buffer (same size every epoch, so no allocation).
       matrix<T> summed;
       matrix<T>& agg = weight_first() ? summed : aggregated_;
-      detail::resize_zero(agg, n, input.cols());
-      if constexpr (is_gcn) self_missing_.setOnes(n);
-      graph.gather(input, [&](const graph_block& block, const auto& halo) {
-        spmm_add(block, halo, agg);
-        if constexpr (is_gcn) mark_self_loops(block);
-      });
-      if constexpr (is_gcn) agg.noalias() += self_missing_.asDiagonal() * input;
-      scale_rows<T>(agg, scale(graph));
+      if constexpr (is_mean) {
+        detail::aggregate<false, T>(graph, input, agg, scale(graph));
+      } else {
+        detail::resize_zero(agg, n, input.cols());
+        self_missing_.setOnes(n);
+        graph.gather(input, [&](const graph_block& block, const auto& halo) {
+          spmm_add(block, halo, agg);
+          mark_self_loops(block);
+        });
+        agg.noalias() += self_missing_.asDiagonal() * input;
+        scale_rows<T>(agg, scale(graph));
+      }
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <utility>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/kernels/dense.hpp"
+#include "sar/kernels/spmm.hpp"
 
 namespace sar::detail {
 
@@ -44,6 +46,36 @@ template <class T>
 void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr) {
   out.resize(a.rows(), b.cols());
   dense_product<false, T>(a, b, out, bias);
+}
+
+/// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
+/// to graph.num_local() x x.cols(); s_b = 1 / sqrt(out-degree) of the block's halo rows when
+/// SourceNormalised (GCN), else 1. A whole block (graph_block::whole) writes out in one pass
+/// (spmm_assign); otherwise out is zeroed, every block added and the rows scaled after.
+/// Collective (one gather).
+template <bool SourceNormalised, class T, class Schedule>
+void aggregate(Schedule& graph, const_rows_ref<T> x, matrix<T>& out,
+               const column_vector<T>& dst) {
+  out.resize(graph.num_local(), x.cols());
+  const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
+  bool zeroed = false, finished = false;
+  graph.gather(x, [&](const graph_block& block, const auto& halo) {
+    column_vector<T> src;
+    if constexpr (SourceNormalised) src = inverse_sqrt_degrees<T>(block.source_degrees);
+    const std::span<const T> src_span(src.data(), static_cast<std::size_t>(src.size()));
+    if (block.whole) {
+      if constexpr (SourceNormalised) spmm_assign_scaled<T>(block, src_span, halo, out, dst_span);
+      else spmm_assign<T>(block, halo, out, dst_span);
+      finished = true;
+      return;
+    }
+    if (!std::exchange(zeroed, true)) set_zero<T>(out);
+    if constexpr (SourceNormalised) spmm_add_scaled<T>(block, src_span, halo, out);
+    else spmm_add<T>(block, halo, out);
+  });
+  if (finished) return;
+  if (!zeroed) set_zero<T>(out);
+  scale_rows<T>(out, dst);
 }
 
 /// m resized to rows x cols and zeroed in parallel.
