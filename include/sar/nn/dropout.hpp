@@ -103,7 +103,7 @@ namespace detail {
 
 /// out[c] (+)= g(in[c]) * (bit c of bits set ? scale : 0) for c < width, with g = relu when
 /// Relu, else the identity (add: +=, else :=). bits holds ceil(width / 64) words. A NaN input
-/// stays NaN where kept.
+/// stays NaN, dropped or not (NaN * 0 is NaN).
 template <bool Relu, class T>
 void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::Index width,
                 bool add) {
