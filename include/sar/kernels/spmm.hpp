@@ -121,6 +121,12 @@ inline void check_spmm_shapes(const char* where, const csr& a, Eigen::Index x_ro
             " columns but out has ", out_cols);
 }
 
+/// One scale per halo row (a source-scaled product).
+inline void check_source_scales(const char* where, std::size_t scales, Eigen::Index halo_rows) {
+  SAR_CHECK(static_cast<Eigen::Index>(scales) == halo_rows, invalid_argument, where, ": ", scales,
+            " scales for ", halo_rows, " halo rows");
+}
+
 /// An assigning product writes every row of out: the block must list every local row.
 inline void check_spmm_assign(const char* where, const graph_block& block, std::size_t scales,
                               Eigen::Index out_rows) {
@@ -215,8 +221,8 @@ class row_summer {
     unrolled<Packets>([&](int j) { pstoreu(destination + c + j * lanes, acc[j]); });
   }
 
-  /// destination[c, width) += the sum over edges [begin, end), for fewer columns than a packet
-  /// holds: added in memory, edge by edge.
+  /// destination[c, width) (+)= the sum over edges [begin, end), then times *scale unless it
+  /// is null, for fewer columns than a packet holds: added in memory, edge by edge.
   void add_columns(T* destination, Eigen::Index c, edge_t begin, edge_t end, bool prefetching,
                    bool assign, const T* scale) const {
     if (assign) std::fill(destination + c, destination + width_, T(0));
@@ -355,8 +361,7 @@ void spmm_add_scaled(const graph_block& block, std::span<const T> scale,
   const csr& a = *block.edges;
   detail::check_spmm_shapes("sar::spmm_add_scaled", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols(), block.rows);
-  SAR_CHECK(static_cast<Eigen::Index>(scale.size()) == halo.rows(), invalid_argument,
-            "sar::spmm_add_scaled: ", scale.size(), " scales for ", halo.rows(), " halo rows");
+  detail::check_source_scales("sar::spmm_add_scaled", scale.size(), halo.rows());
   detail::spmm_rows_add<detail::row_scale::by_source, T>(
       a, block.rows.empty() ? nullptr : block.rows.data(), scale.data(), halo, out,
       block.edge_tiles);
@@ -389,8 +394,7 @@ void spmm_assign_scaled(const graph_block& block, std::span<const T> src,
   detail::check_spmm_shapes("sar::spmm_assign_scaled", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols());
   detail::check_spmm_assign("sar::spmm_assign_scaled", block, dst.size(), out.rows());
-  SAR_CHECK(static_cast<Eigen::Index>(src.size()) == halo.rows(), invalid_argument,
-            "sar::spmm_assign_scaled: ", src.size(), " scales for ", halo.rows(), " halo rows");
+  detail::check_source_scales("sar::spmm_assign_scaled", src.size(), halo.rows());
   detail::spmm_rows_add<detail::row_scale::by_source, T>(a, nullptr, src.data(), halo, out,
                                                          block.edge_tiles, std::nullopt,
                                                          {.assign = true, .scale = dst.data()});

@@ -85,9 +85,9 @@ class gcn_layer {
   /// Given the x and y of the matching forward and dy: assigns dW (and db), and ASSIGNS
   /// dLoss/dx to dx (assigns_input_gradient: what dx held is not read) unless dx is empty
   /// (then the input gradient is skipped; when W is applied after aggregating that skips the
-  /// backward SpMM and its exchange entirely). Every rank must
-  /// pass an empty dx or none. Throws sar::invalid_argument on a shape mismatch or a backward
-  /// without forward. Collective (at most one scatter).
+  /// backward SpMM and its exchange entirely). Every rank must pass an empty dx or none.
+  /// Throws sar::invalid_argument on a shape mismatch or a backward without forward.
+  /// Collective (at most one scatter).
   template <class Schedule>
   void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
