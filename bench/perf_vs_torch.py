@@ -13,6 +13,12 @@ then prints a table per target with the ratios and PASS/FAIL, and writes OUT/sum
 OUT/summary.md. Every measurement is a separate process run one after another, nothing in
 parallel; runs whose JSON exists are reused unless --force.
 
+Steps 2 and 3 are repeated in --rounds rounds. A round runs the four measurements of a model
+back to back (sar, peer, sar on 1 thread, P = 2), so each ratio is taken between runs a minute
+apart; a verdict is on the median over rounds of that round's ratio, and the table shows the
+smallest and largest round too. On a shared host whose speed drifts by tens of per cent over
+minutes, one run per side compares two different machines.
+
 --sweep "50000 100000 ..." instead times every model on graphs of those sizes (ours and the
 peer's, 2 threads) for the plot of epoch time against graph size (bench/plot_perf.py).
 
@@ -40,6 +46,8 @@ parser.add_argument("--degree", type=int, default=20)
 parser.add_argument("--features", type=int, default=128)
 parser.add_argument("--epochs", type=int, default=6, help="epochs per run (median of all "
                     "but the first)")
+parser.add_argument("--rounds", type=int, default=3, help="rounds of the model runs (a verdict "
+                    "is on the median over rounds of each round's ratio)")
 parser.add_argument("--models", default="gcn sage gat")
 parser.add_argument("--threads", type=int, default=2, help="threads of the main comparison")
 parser.add_argument("--sweep", default="", help="graph sizes for the epoch-time plot")
@@ -122,7 +130,7 @@ def peer(model, directory, threads, tag):
     return measured(f"torch-{model}-{tag}", command)
 
 
-def distributed(model, directory, nodes):
+def distributed(model, directory, nodes, tag):
     parts = os.path.join(args.out, f"parts2-{nodes}")
     if args.force or not os.path.exists(os.path.join(parts, "meta.json")):
         run([program["sar-partition"], "--dataset", directory, "--parts", "2", "--method",
@@ -134,7 +142,7 @@ def distributed(model, directory, nodes):
                 "--model", model, *MODEL_ARGS[model], "--epochs", str(args.epochs),
                 "--patience", "0", "--normalise-features", "off", "--threads", "1", "--quiet",
                 "--metrics-out", metrics]
-    return measured(f"sar-{model}-{nodes}-p2-sequential", command)
+    return measured(f"sar-{model}-{tag}-p2-sequential", command)
 
 
 def epoch_seconds(metrics):
@@ -172,6 +180,14 @@ def sweep():
     print(f"wrote {os.path.join(args.out, 'sweep.json')}")
 
 
+def spread(values, digits, suffix=""):
+    """'median [min-max]' of per-round values."""
+    text = f"{statistics.median(values):.{digits}f}{suffix}"
+    if len(values) > 1:
+        text += f" [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+    return text
+
+
 def main_comparison():
     nodes, t = args.nodes, args.threads
     directory = graph(nodes)
@@ -179,39 +195,61 @@ def main_comparison():
         program["bench-kernels"], "--nodes", str(nodes), "--degree", str(args.degree),
         "--width", str(args.features), "--threads", f"1,{t}", "--json-out", out])
     summary = {"dataset": f"planted:nodes={nodes},degree={args.degree},features={args.features}",
-               "epochs": args.epochs, "threads": t, "kernels": kernels, "models": {}}
+               "epochs": args.epochs, "threads": t, "rounds": args.rounds, "kernels": kernels,
+               "models": {}}
+    # rounds[model]: one dict of runs per round; ratios[model][name]: one ratio per round.
+    rounds = {model: [] for model in models}
+    for r in range(1, args.rounds + 1):
+        tag = f"{nodes}-r{r}"
+        for model in models:
+            rounds[model].append({
+                "sar": ours(model, directory, t, f"{tag}-t{t}"),
+                "torch": peer(model, directory, t, f"{tag}-t{t}"),
+                "sar_1_thread": ours(model, directory, 1, f"{tag}-t1"),
+                "sar_p2_sequential": distributed(model, directory, nodes, tag)})
     lines = []
     for model in models:
-        a = ours(model, directory, t, f"{nodes}-t{t}")
-        b = peer(model, directory, t, f"{nodes}-t{t}")
-        one = ours(model, directory, 1, f"{nodes}-t1")
-        dist = distributed(model, directory, nodes)
-        speed = epoch_seconds(b) / epoch_seconds(a)
-        memory = a["peak_memory_bytes"] / b["peak_memory_bytes"]
-        threads_speedup = epoch_seconds(one) / epoch_seconds(a)
-        overhead = epoch_seconds(dist) / epoch_seconds(a)
-        need = 5.0 if model == "gat" else 10.0
+        ratios = {"speedup_vs_torch": [], "memory_ratio": [], "thread_speedup": [],
+                  "p2_overhead": []}
+        for runs in rounds[model]:
+            a = epoch_seconds(runs["sar"])
+            ratios["speedup_vs_torch"].append(epoch_seconds(runs["torch"]) / a)
+            ratios["memory_ratio"].append(runs["sar"]["peak_memory_bytes"] /
+                                          runs["torch"]["peak_memory_bytes"])
+            ratios["thread_speedup"].append(epoch_seconds(runs["sar_1_thread"]) / a)
+            ratios["p2_overhead"].append(epoch_seconds(runs["sar_p2_sequential"]) / a)
+        seconds = {name: [epoch_seconds(runs[name]) for runs in rounds[model]]
+                   for name in rounds[model][0]}
+        peaks = {name: [runs[name]["peak_memory_bytes"] / MIB for runs in rounds[model]]
+                 for name in ("sar", "torch")}
         summary["models"][model] = {
-            "sar": a, "torch": b, "sar_1_thread": one, "sar_p2_sequential": dist,
-            "speedup_vs_torch": speed, "memory_ratio": memory,
-            "thread_speedup": threads_speedup, "p2_overhead": overhead}
-        lines.append((model, a, b, one, dist, speed, need, memory, threads_speedup, overhead))
+            "rounds": rounds[model], "ratios_per_round": ratios,
+            **{name: statistics.median(values) for name, values in ratios.items()}}
+        lines.append((model, seconds, peaks, ratios))
 
     out = []
     out.append(f"## Per model (planted {nodes} nodes, degree {args.degree}, {args.features} "
-               f"features; {t} threads; median of epochs 2..{args.epochs})\n")
+               f"features; {t} threads; median of epochs 2..{args.epochs} per run; "
+               f"{args.rounds} rounds: median [smallest-largest] over rounds, verdicts on "
+               f"the median)\n")
     out.append("| model | sar s | torch s | speed-up (target) | sar MiB | torch MiB | memory "
                "ratio (<= 0.5) | 1 thread s | 2-thread speed-up (>= 1.7) | P=2 seq. s | "
                "P=2 / 1 process (<= 1.5) |")
     out.append("|---|---:|---:|---|---:|---:|---|---:|---|---:|---|")
-    for model, a, b, one, dist, speed, need, memory, ts, ov in lines:
+    for model, seconds, peaks, ratios in lines:
+        need = 5.0 if model == "gat" else 10.0
+        speed, memory, ts, ov = (statistics.median(ratios[k]) for k in
+                                 ("speedup_vs_torch", "memory_ratio", "thread_speedup",
+                                  "p2_overhead"))
         out.append(
-            f"| {model} | {epoch_seconds(a):.3f} | {epoch_seconds(b):.3f} | "
-            f"{speed:.1f}x (>= {need:.0f}x) {verdict(speed >= need)} | "
-            f"{a['peak_memory_bytes'] / MIB:.0f} | {b['peak_memory_bytes'] / MIB:.0f} | "
-            f"{memory:.2f} {verdict(memory <= 0.5)} | {epoch_seconds(one):.3f} | "
-            f"{ts:.2f}x {verdict(ts >= 1.7)} | {epoch_seconds(dist):.3f} | "
-            f"{ov:.2f} {verdict(ov <= 1.5)} |")
+            f"| {model} | {spread(seconds['sar'], 3)} | {spread(seconds['torch'], 3)} | "
+            f"{spread(ratios['speedup_vs_torch'], 1, 'x')} (>= {need:.0f}x) "
+            f"{verdict(speed >= need)} | {statistics.median(peaks['sar']):.0f} | "
+            f"{statistics.median(peaks['torch']):.0f} | "
+            f"{spread(ratios['memory_ratio'], 2)} {verdict(memory <= 0.5)} | "
+            f"{spread(seconds['sar_1_thread'], 3)} | {spread(ratios['thread_speedup'], 2, 'x')} "
+            f"{verdict(ts >= 1.7)} | {spread(seconds['sar_p2_sequential'], 3)} | "
+            f"{spread(ratios['p2_overhead'], 2)} {verdict(ov <= 1.5)} |")
     g = kernels["graph"]
     out.append(f"\n## Kernels (bench-kernels, same run; planted graph, {g['nodes']} nodes, "
                f"{g['edges_with_self_loops']} edges with self-loops)\n")
