@@ -3,6 +3,8 @@
 //   triad   a[i] = b[i] + s * c[i] on float arrays far larger than the last-level cache
 //           (STREAM convention: bytes = 3 arrays, no write-allocate counted), the arrays
 //           first-touched in parallel with the partitioning the timed loop uses;
+//           like the SpMM operands, advised as huge-page backed as the library's large
+//           buffers are (sar/core/memory.hpp);
 //   sgemm   sar::dense_product<float> (what the layers call: the row_gemm micro-kernels with
 //           AVX2 + FMA, else Eigen's GEMM per row chunk) on the layers' tall-skinny shape
 //           (rows x 128 times 128 x 128) and a square n^3, GFLOP/s;
@@ -40,6 +42,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include "sar/core/memory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/kernels/dense.hpp"
@@ -111,6 +114,8 @@ class triad {
  public:
   explicit triad(std::size_t elements)
       : n_(elements), a_(new float[n_]), b_(new float[n_]), c_(new float[n_]) {
+    for (float* array : {a_.get(), b_.get(), c_.get()})  // as the library's large buffers
+      sar::advise_huge_pages(array, n_ * sizeof(float));
     for_each_block([&](std::size_t i) {
       a_[i] = 0.0f;
       b_[i] = 1.0f;
@@ -278,9 +283,11 @@ int main(int argc, char** argv) {
         for (const int width : widths) {
           std::mt19937 gen(11);
           std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-          xs.emplace_back(graph.num_cols, width);
+          // Allocated as the layers allocate theirs (huge-page backed, sar/core/memory.hpp).
+          sar::huge_page_resize(xs.emplace_back(), graph.num_cols, width);
           for (Eigen::Index i = 0; i < xs.back().size(); ++i) xs.back().data()[i] = u(gen);
-          outs.push_back(sar::matrixf::Zero(graph.num_rows, width));
+          sar::huge_page_resize(outs.emplace_back(), graph.num_rows, width);
+          outs.back().setZero();
         }
         std::vector<double> triad_times;
         std::vector<std::vector<double>> forward_times(widths.size()),

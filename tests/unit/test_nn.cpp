@@ -5,12 +5,16 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <span>
+#include <string>
 #include <tuple>
 
+#include "sar/core/memory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
@@ -18,6 +22,22 @@
 using namespace sar;
 
 namespace {
+
+/// The VmFlags of the mapping of this process that holds `address` (/proc/self/smaps), or ""
+/// where there is no such file.
+std::string mapping_flags(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 && line.find('-') < 16)
+      inside = at >= begin && at < end;
+    else if (inside && line.starts_with("VmFlags:"))
+      return line;
+  }
+  return "";
+}
 
 /// A random graph on n nodes with ~avg_degree in-edges per node, some isolated nodes, and
 /// self-loops on every third node. Duplicated edges are kept (they must count twice).
@@ -47,6 +67,38 @@ matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed
 }
 
 }  // namespace
+
+TEST_CASE("huge_page_resize resizes like resize and advises a new large buffer as huge pages") {
+  SUBCASE("matrix: shape, and no reallocation for the same size") {
+    matrixf m;
+    huge_page_resize(m, 3, 4);
+    CHECK((m.rows() == 3 && m.cols() == 4));
+    const float* data = m.data();
+    huge_page_resize(m, 4, 3);
+    CHECK(m.data() == data);
+  }
+  SUBCASE("vector: keeps its elements and value-initialises the new ones") {
+    std::vector<float> v{1, 2, 3};
+    huge_page_resize(v, std::size_t{5} << 20);  // 20 MB, above huge_page_min_bytes
+    REQUIRE(v.size() == std::size_t{5} << 20);
+    CHECK((v[0] == 1 && v[1] == 2 && v[2] == 3 && v[3] == 0 && v.back() == 0));
+    huge_page_resize(v, 2);
+    CHECK((v.size() == 2 && v[1] == 2));
+  }
+  SUBCASE("the kernel marks the buffer's whole 2 MiB pages (Linux with THP not off)") {
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;
+    std::getline(thp, modes);
+    if (modes.empty() || modes.find("[never]") != std::string::npos) return;
+    matrixf big, small;
+    huge_page_resize(big, 1 << 14, 1024);  // 64 MB
+    huge_page_resize(small, 1 << 10, 1024);  // 4 MB, below huge_page_min_bytes
+    constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+    const auto inside = (reinterpret_cast<std::uintptr_t>(big.data()) + huge) & ~(huge - 1);
+    CHECK(mapping_flags(reinterpret_cast<const void*>(inside)).find(" hg") != std::string::npos);
+    CHECK(mapping_flags(small.data()).find(" hg") == std::string::npos);
+  }
+}
 
 TEST_CASE("spmm_add equals a dense product, adds into out, and does not depend on threads") {
   const csr a = random_graph(300, 9, 1);

@@ -60,6 +60,7 @@
 
 #include "sar/comm/communicator.hpp"
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/graph_shard.hpp"
 #include "sar/dist/halo_plan.hpp"
@@ -511,7 +512,7 @@ class distributed_schedule {
       const auto& rows = plan_->send_rows[to];
       const std::size_t n_send = rows.size() * static_cast<std::size_t>(f);
       if (features) {
-        s.halo.resize(static_cast<std::size_t>(plan_->recv_count[from]) * f);
+        huge_page_resize(s.halo, static_cast<std::size_t>(plan_->recv_count[from]) * f);
         if (!s.halo.empty()) s.recv_f = comm_->irecv(std::span<T>(s.halo), from, feature_tag);
         if (n_send > 0) {
           detail::plain_wire::encode_rows<T>(*x, rows, s.send_features);
@@ -520,7 +521,7 @@ class distributed_schedule {
         }
       }
       if (gradients) {
-        s.recv_gradients.resize(n_send);
+        huge_page_resize(s.recv_gradients, n_send);
         if (n_send > 0)
           s.recv_g = comm_->irecv(std::span<T>(s.recv_gradients), to, gradient_tag);
       }
@@ -535,7 +536,10 @@ class distributed_schedule {
       const bool has_halo = k != kind::scatter;
       const const_rows_ref<T> halo(
           detail::plain_wire::decode_halo<T>(wire, has_halo ? halo_rows : 0, f));
-      if (gradients) s.dhalo.assign(static_cast<std::size_t>(halo_rows) * f, T(0));
+      if (gradients) {
+        s.dhalo.clear();  // so the resize writes zeros everywhere
+        huge_page_resize(s.dhalo, static_cast<std::size_t>(halo_rows) * f);
+      }
       Eigen::Map<matrix<T>> dmap(s.dhalo.data(), gradients ? halo_rows : 0, f);
       rows_ref<T> dhalo(dmap);
       const graph_block& b = blocks_[from];
@@ -582,12 +586,12 @@ class distributed_schedule {
     if (features) {
       std::vector<T> out;
       detail::plain_wire::encode_rows<T>(*x, all_send_rows, out);
-      halos.resize(static_cast<std::size_t>(recv_offset[P]));
+      huge_page_resize(halos, static_cast<std::size_t>(recv_offset[P]));
       comm_->all_to_all_v(std::span<const T>(out), std::span<const std::int64_t>(send_counts),
                           std::span<T>(halos), std::span<const std::int64_t>(recv_counts));
       traffic_.feature_bytes += static_cast<std::int64_t>(out.size() * sizeof(T));
     }
-    if (gradients) dhalos.assign(static_cast<std::size_t>(recv_offset[P]), T(0));
+    if (gradients) huge_page_resize(dhalos, static_cast<std::size_t>(recv_offset[P]));  // zeros: new
     visit_local<T>(k, x, dx, call, failure);
     for (int r = 1; r < P; ++r) {
       const int q = (p - r + P) % P;

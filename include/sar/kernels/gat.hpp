@@ -24,6 +24,7 @@
 #include <tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
@@ -173,8 +174,8 @@ struct gat_softmax_state {
     max.resize(n, H);
     sum.resize(n, H);
     slope_sum.resize(n, H);
-    acc.resize(n, HF);
-    slope_acc.resize(n, HF);
+    huge_page_resize(acc, n, HF);
+    huge_page_resize(slope_acc, n, HF);
     for_row_chunks(n, 2.0 * static_cast<double>(HF + H), [&](Eigen::Index b, Eigen::Index e) {
       max.middleRows(b, e - b).setConstant(-std::numeric_limits<T>::infinity());
       sum.middleRows(b, e - b).setZero();

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -34,7 +35,7 @@ class pointwise_layer {
   template <class Schedule>
   void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
     check(x, "forward");
-    y.resize(x.rows(), x.cols());
+    huge_page_resize(y, x.rows(), x.cols());
     for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
       y.middleRows(b, e - b).array() = op_.value(x.middleRows(b, e - b).array());
     });

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -117,7 +118,7 @@ class batch_norm {
       scale[j] = static_cast<T>(g * inv_std_[j]);
       shift[j] = static_cast<T>(b - g * inv_std_[j] * mean_[j]);
     }
-    y.resize(n, f);
+    huge_page_resize(y, n, f);
     for_row_chunks(n, static_cast<double>(f), [&](Eigen::Index b, Eigen::Index e) {
       for (Eigen::Index i = b; i < e; ++i)
         for (Eigen::Index j = 0; j < f; ++j) y(i, j) = x(i, j) * scale[j] + shift[j];

@@ -22,6 +22,7 @@
 #endif
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
@@ -146,7 +147,7 @@ void masked_forward(Schedule& graph, const layer_context& ctx, double p, const m
   const Eigen::Index width = x.cols();
   const Eigen::Index words = dropout_mask::words_for(width);
   if (kept != nullptr) kept->resize(static_cast<std::size_t>(x.rows() * words));
-  y.resize(x.rows(), width);
+  huge_page_resize(y, x.rows(), width);
   const auto scale = static_cast<T>(mask.kept_scale());
   for_row_chunks(x.rows(), 8.0 * static_cast<double>(width), [&](Eigen::Index b, Eigen::Index e) {
     std::vector<std::uint64_t> row_bits(kept != nullptr ? 0 : static_cast<std::size_t>(words));
@@ -269,7 +270,7 @@ class relu_dropout : public detail::dropout_parameters {
       detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr);
       return;
     }
-    y.resize(x.rows(), x.cols());
+    huge_page_resize(y, x.rows(), x.cols());
     for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
       y.middleRows(b, e - b) = x.middleRows(b, e - b).cwiseMax(T(0));
     });

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/kernels/dense.hpp"
@@ -115,7 +116,7 @@ class gat_layer {
     const auto a_l = store_->value(ids_.attention_left);
     const auto a_r = store_->value(ids_.attention_right);
 
-    z_el_.resize(n, dims_.halo_width());
+    huge_page_resize(z_el_, n, dims_.halo_width());
     dense_product<false, T>(x, W, z_el_.leftCols(HF));
     er_.resize(n, H);
     // el and er of every head in one row-parallel pass over z.
@@ -150,7 +151,7 @@ class gat_layer {
       y = std::move(out_);  // backward recovers out from y - b, so it is not kept twice
       out_ = matrix<T>();
     } else {
-      y.resize(n, F);
+      huge_page_resize(y, n, F);
     }
     // y = mean_h out(h) (merge = mean) and + b, in one row-parallel pass.
     for_row_chunks(n, static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
@@ -191,7 +192,7 @@ class gat_layer {
     // (the last is the softmax term: no extra pass over the edges), in one row-parallel pass.
     const bool mean = options_.merge == gat_merge::mean;
     matrix<T> dout_mean;
-    if (mean) dout_mean.resize(n, HF);
+    if (mean) huge_page_resize(dout_mean, n, HF);
     const matrix<T>& dout = mean ? dout_mean : dy;
     matrix<T> node_terms(n, 3 * H);
     const row_vector<T> bias = options_.bias ? row_vector<T>(store_->value(ids_.bias).row(0))

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -55,7 +56,7 @@ class linear {
   template <class Schedule>
   void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
     check_ready("sar::linear::forward", x);
-    y.resize(x.rows(), out_);
+    huge_page_resize(y, x.rows(), out_);
     dense_product<false, T>(x, store_->value(weight_), y,
                             options_.bias ? store_->value(bias_).data() : nullptr);
   }

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/kernels/spmm.hpp"
@@ -180,7 +181,7 @@ class sage_layer {
       if (weight_first()) {
         aggregated_.resize(0, 0);
         if constexpr (is_mean) {
-          y.resize(n, output_dim_);
+          huge_page_resize(y, n, output_dim_);
           for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
             y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
                                      agg.middleRows(b, e - b);
@@ -191,7 +192,7 @@ class sage_layer {
         }
       } else {
         if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
-          y.resize(n, output_dim_);
+          huge_page_resize(y, n, output_dim_);
           dense_product_sum<T>(x, store_->value(self_weight_), aggregated_, w_nbr, y, bias);
         } else {
           detail::product<T>(aggregated_, w_nbr, y, bias);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -248,7 +249,11 @@ class model_base {
   matrix<T> take(Eigen::Index rows, Eigen::Index cols) {
     const auto it = std::find_if(idle_.begin(), idle_.end(),
                                  [&](const matrix<T>& m) { return m.size() == rows * cols; });
-    if (it == idle_.end()) return matrix<T>(rows, cols);
+    if (it == idle_.end()) {
+      matrix<T> m;
+      huge_page_resize(m, rows, cols);
+      return m;
+    }
     matrix<T> m = std::move(*it);
     idle_.erase(it);
     m.resize(rows, cols);  // same size: no reallocation

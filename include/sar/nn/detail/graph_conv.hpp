@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
 #include "sar/kernels/dense.hpp"
@@ -44,7 +45,7 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
 /// (sar/kernels/dense.hpp).
 template <class T>
 void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr) {
-  out.resize(a.rows(), b.cols());
+  huge_page_resize(out, a.rows(), b.cols());
   dense_product<false, T>(a, b, out, bias);
 }
 
@@ -56,7 +57,7 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
 template <bool SourceNormalised, class T, class Schedule>
 void aggregate(Schedule& graph, const_rows_ref<T> x, matrix<T>& out,
                const column_vector<T>& dst) {
-  out.resize(graph.num_local(), x.cols());
+  huge_page_resize(out, graph.num_local(), x.cols());
   const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
   bool zeroed = false, finished = false;
   graph.gather(x, [&](const graph_block& block, const auto& halo) {
@@ -81,14 +82,14 @@ void aggregate(Schedule& graph, const_rows_ref<T> x, matrix<T>& out,
 /// m resized to rows x cols and zeroed in parallel.
 template <class T>
 void resize_zero(matrix<T>& m, Eigen::Index rows, Eigen::Index cols) {
-  m.resize(rows, cols);
+  huge_page_resize(m, rows, cols);
   set_zero<T>(m);
 }
 
 /// out := a b^T (out resized), parallel over rows.
 template <class T>
 void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out) {
-  out.resize(a.rows(), b.rows());
+  huge_page_resize(out, a.rows(), b.rows());
   dense_product_transposed<false, T>(a, b, out);
 }
 
