@@ -13,7 +13,8 @@
 //           graph with self-loops (GCN's A + I), GB/s with bytes = CSR arrays (offsets +
 //           columns, 8 bytes each) + gathered rows (edges x width x 4) + written rows
 //           (rows x width x 4), and that bandwidth as a fraction of the same thread count's
-//           triad.
+//           triad; the forward product also on operands without the huge-page advice, and
+//           the median over rounds of its time over the advised one's.
 // Every figure is the median of --repeats timed runs after one warm-up run. Triad and SpMM
 // runs are interleaved (one of each per round), so a busy shared machine slows both alike;
 // the fraction of triad is the median over rounds of the round's SpMM over the round's triad
@@ -279,7 +280,7 @@ int main(int argc, char** argv) {
 
         // Triad and SpMM, interleaved: round r runs the triad once and every product once.
         triad stream(triad_mib * 1024 * 1024 / sizeof(float));
-        std::vector<sar::matrixf> xs, outs;
+        std::vector<sar::matrixf> xs, outs, xs_small_pages, outs_small_pages;
         for (const int width : widths) {
           std::mt19937 gen(11);
           std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -288,10 +289,14 @@ int main(int argc, char** argv) {
           for (Eigen::Index i = 0; i < xs.back().size(); ++i) xs.back().data()[i] = u(gen);
           sar::huge_page_resize(outs.emplace_back(), graph.num_rows, width);
           outs.back().setZero();
+          // The same product on plainly allocated copies (4 KiB pages where THP is in
+          // "madvise" mode): what the huge pages buy.
+          xs_small_pages.push_back(xs.back());
+          outs_small_pages.push_back(outs.back());
         }
         std::vector<double> triad_times;
         std::vector<std::vector<double>> forward_times(widths.size()),
-            backward_times(widths.size());
+            backward_times(widths.size()), small_pages_times(widths.size());
         for (int round = -1; round < repeats; ++round) {  // round -1: warm-up
           const double triad_time = time_once([&] { stream.run(); });
           if (round >= 0) triad_times.push_back(triad_time);
@@ -299,9 +304,12 @@ int main(int argc, char** argv) {
             const double forward = time_once([&] { sar::spmm_add(block, xs[wi], outs[wi]); });
             const double backward =
                 time_once([&] { sar::spmm_add_transposed(block, xs[wi], outs[wi]); });
+            const double small_pages = time_once(
+                [&] { sar::spmm_add(block, xs_small_pages[wi], outs_small_pages[wi]); });
             if (round < 0) continue;
             forward_times[wi].push_back(forward);
             backward_times[wi].push_back(backward);
+            small_pages_times[wi].push_back(small_pages);
           }
         }
         if (!stream.correct()) throw std::runtime_error("triad: wrong result");
@@ -338,6 +346,15 @@ int main(int argc, char** argv) {
                         ("spmm " + std::string(name) + " w=" + std::to_string(width)).c_str(),
                         seconds * 1e3, gbs, 100.0 * fraction);
           }
+
+          std::vector<double> huge_page_speedups;
+          for (std::size_t r = 0; r < small_pages_times[wi].size(); ++r)
+            huge_page_speedups.push_back(small_pages_times[wi][r] / forward_times[wi][r]);
+          w["forward_small_pages"] = {{"ms", median(small_pages_times[wi]) * 1e3},
+                                      {"huge_page_speedup", median(huge_page_speedups)}};
+          std::printf("%7d %-28s %10.2f   (huge pages: %.2fx faster)\n", t,
+                      ("spmm forward w=" + std::to_string(width) + " 4K pages").c_str(),
+                      median(small_pages_times[wi]) * 1e3, median(huge_page_speedups));
 
           // Determinism across thread counts: one product from zero, compared bitwise.
           const sar::matrixf& x = xs[wi];

@@ -188,6 +188,15 @@ def spread(values, digits, suffix=""):
     return text
 
 
+def pages(spmm):
+    """The forward SpMM's time on huge-page and on 4 KiB-page operands (bench-kernels)."""
+    small = spmm.get("forward_small_pages")
+    if small is None:
+        return "-"
+    return (f"{spmm['forward']['ms']:.0f} / {small['ms']:.0f} "
+            f"({small['huge_page_speedup']:.2f}x)")
+
+
 def main_comparison():
     nodes, t = args.nodes, args.threads
     directory = graph(nodes)
@@ -255,15 +264,15 @@ def main_comparison():
                f"{g['edges_with_self_loops']} edges with self-loops)\n")
     out.append("| threads | triad GB/s | SGEMM 200k x 128 x 128 GFLOP/s | SGEMM 2048^3 GFLOP/s | "
                "SpMM width | SpMM GB/s (fraction of triad, >= 0.6) | transpose SpMM GB/s "
-               "(fraction) |")
-    out.append("|---:|---:|---:|---:|---:|---|---|")
+               "(fraction) | SpMM ms, huge pages / 4 KiB pages |")
+    out.append("|---:|---:|---:|---:|---:|---|---|---|")
     for r in kernels["results"]:
         for spmm in r["spmm"]:
             f, t = spmm["forward"], spmm["transpose"]
             out.append(f"| {r['threads']} | {r['triad_gbs']:.1f} | {r['sgemm_tall_gflops']:.1f} | "
                        f"{r['sgemm_square_gflops']:.1f} | {spmm['width']} | {f['gbs']:.1f} "
                        f"({f['fraction_of_triad']:.2f} {verdict(f['fraction_of_triad'] >= 0.6)}) | "
-                       f"{t['gbs']:.1f} ({t['fraction_of_triad']:.2f}) |")
+                       f"{t['gbs']:.1f} ({t['fraction_of_triad']:.2f}) | {pages(spmm)} |")
     text = "\n".join(out)
     print(text)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
