@@ -57,6 +57,8 @@ parser.add_argument("--peer-max-nodes", default="gat:400000",
 parser.add_argument("--timeout", type=int, default=1800, help="seconds per run")
 parser.add_argument("--force", action="store_true", help="rerun runs whose results exist")
 args = parser.parse_args()
+if args.rounds < 1:
+    parser.error(f"--rounds {args.rounds}: at least 1")
 
 MIB = 1024.0 * 1024.0
 MODEL_ARGS = {"gcn": ["--hidden", "128"], "sage": ["--aggregator", "mean", "--hidden", "128"],
@@ -206,7 +208,7 @@ def main_comparison():
     summary = {"dataset": f"planted:nodes={nodes},degree={args.degree},features={args.features}",
                "epochs": args.epochs, "threads": t, "rounds": args.rounds, "kernels": kernels,
                "models": {}}
-    # rounds[model]: one dict of runs per round; ratios[model][name]: one ratio per round.
+    # rounds[model]: one dict of runs per round (below, ratios[name]: one ratio per round).
     rounds = {model: [] for model in models}
     for r in range(1, args.rounds + 1):
         tag = f"{nodes}-r{r}"

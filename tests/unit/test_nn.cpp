@@ -31,7 +31,7 @@ std::string mapping_flags(const void* address) {
   bool inside = false;
   for (std::string line; std::getline(smaps, line);) {
     unsigned long long begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 && line.find('-') < 16)
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2)  // a mapping's first line
       inside = at >= begin && at < end;
     else if (inside && line.starts_with("VmFlags:"))
       return line;

@@ -38,8 +38,8 @@ inline constexpr std::size_t huge_page_min_bytes = std::size_t{8} << 20;
 /// Asks the kernel to back the whole 2 MiB pages inside [data, data + bytes) with transparent
 /// huge pages (madvise MADV_HUGEPAGE); it applies to pages not yet touched. The SpMM gathers
 /// rows from random places of a matrix of up to hundreds of MB: with 4 KiB pages nearly every
-/// gather also misses the TLB, with 2 MiB pages almost none does (15-25% off a 100 MB SpMM
-/// here). A hint only: nothing happens below huge_page_min_bytes, off Linux, or when the kernel
+/// gather also misses the TLB, with 2 MiB pages almost none does (1.15-1.3x on the 100 MB
+/// SpMM of bench-kernels, which measures it). A hint only: nothing happens below huge_page_min_bytes, off Linux, or when the kernel
 /// declines (THP off); results never depend on it. Needed where THP is in "madvise" mode, the
 /// usual default.
 inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std::size_t bytes) {
