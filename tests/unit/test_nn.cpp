@@ -310,15 +310,21 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
     const auto csr_row = shuffled.row(i);
     CHECK(std::equal(row.begin(), row.end(), csr_row.begin(), csr_row.end()));
   }
-  // The automatic choice: a 100 MB x of 128 floats a row on ~21 edges a row takes several
-  // tiles; 8 floats a row (6.4 MB) or a sparse graph takes none.
+  // The automatic choice on ~21 edges a row: a 100 MB x of 128 floats a row takes tiles of at
+  // most 16 MiB (7); 16 floats a row (12.8 MB) takes tiles of 64Ki rows (4); 8 floats a row
+  // (6.4 MB) or a sparse graph takes none.
   csr wide;
   wide.num_rows = wide.num_cols = 200000;
   wide.offsets.assign(200001, 0);
   for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 21;
-  CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) > 0);
-  CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) < 200000 / 2);
-  CHECK(detail::spmm_tile_span(wide, 8 * sizeof(float)) == 0);
+  const auto tile_count = [&](std::size_t floats) {
+    const node_t span = detail::spmm_tile_span(wide, floats * sizeof(float));
+    return span == 0 ? 0 : (wide.num_cols + span - 1) / span;
+  };
+  CHECK(tile_count(128) == 7);
+  CHECK(tile_count(64) == 4);
+  CHECK(tile_count(16) == 4);
+  CHECK(tile_count(8) == 0);
   for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 3;
   CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) == 0);
 }

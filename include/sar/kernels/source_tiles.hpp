@@ -151,21 +151,38 @@ class source_tiles {
   std::vector<std::uint32_t> columns_;
 };
 
-/// Bytes of source rows that one pass of a tiled product gathers from (spmm_rows_add): about
-/// half of a server's last-level cache. Only speed depends on it, never a result.
+/// How much of x one pass of a tiled product gathers from (spmm_rows_add): at most
+/// spmm_tile_rows source rows and spmm_tile_bytes, and at least spmm_min_tile_bytes. A narrow
+/// row is a whole cache miss for a few bytes, so narrow rows want tiles that sit in a nearer
+/// share of the cache than wide rows, whose misses come 8 lines at a time and overlap. On
+/// a 200k-node graph with 16, 32 and 64 floats a row this picks a tile count within ~10% of
+/// the fastest in bench-spmm-tiles, and the SpMM ran 1.2-2.4x faster than with tiles of 16 MiB
+/// alone; 128 floats keep their 7 tiles (RESULTS.md §6, session 8). Only speed depends on
+/// these, never a result.
 inline constexpr std::size_t spmm_tile_bytes = std::size_t{16} << 20;
+inline constexpr std::size_t spmm_tile_rows = std::size_t{1} << 16;
+inline constexpr std::size_t spmm_min_tile_bytes = std::size_t{4} << 20;
+/// x up to this size is not tiled: 2 tiles of 6.4 MB of 8-float rows measured 1.2-1.8x on
+/// a product of ~20 ms, not worth a tiling's 4 bytes per edge kept beside the CSR.
+inline constexpr std::size_t spmm_untiled_bytes = std::size_t{8} << 20;
 /// A tile pass reloads and stores every destination row, which pays only when the rows take a
 /// few edges from each tile: at most average degree / this many tiles, or none.
 inline constexpr double spmm_min_edges_per_tile_row = 2;
 
 /// How many sources per tile a product of a with `row_bytes`-byte source rows should gather
-/// from, or 0 for no tiling: the sources fit spmm_tile_bytes, a's rows hold too few edges
-/// for the tiles it would take, or there are more sources than 32-bit columns can name.
+/// from, or 0 for no tiling: the sources fit one tile or spmm_untiled_bytes, a's rows hold too
+/// few edges for the tiles it would take, or there are more sources than 32-bit columns can
+/// name.
 inline node_t spmm_tile_span(const csr& a, std::size_t row_bytes) {
-  const auto largest = static_cast<node_t>(std::max<std::size_t>(spmm_tile_bytes / row_bytes, 1));
-  const node_t tiles = (a.num_cols + largest - 1) / largest;  // each within spmm_tile_bytes
+  row_bytes = std::max<std::size_t>(row_bytes, 1);
+  const std::size_t budget =
+      std::clamp(row_bytes * spmm_tile_rows, spmm_min_tile_bytes, spmm_tile_bytes);
+  const auto largest = static_cast<node_t>(std::max<std::size_t>(budget / row_bytes, 1));
+  const node_t tiles = (a.num_cols + largest - 1) / largest;  // each within the budget
   const double degree = static_cast<double>(a.num_edges()) / std::max<double>(a.num_rows, 1);
-  if (tiles <= 1 || static_cast<double>(tiles) * spmm_min_edges_per_tile_row > degree ||
+  const double source_bytes = static_cast<double>(a.num_cols) * static_cast<double>(row_bytes);
+  if (tiles <= 1 || source_bytes <= static_cast<double>(spmm_untiled_bytes) ||
+      static_cast<double>(tiles) * spmm_min_edges_per_tile_row > degree ||
       a.num_cols > node_t{1} << 32)
     return 0;
   return (a.num_cols + tiles - 1) / tiles;  // equal tiles
