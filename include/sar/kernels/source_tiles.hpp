@@ -156,9 +156,9 @@ class source_tiles {
 /// row is a whole cache miss for a few bytes, so narrow rows want tiles that sit in a nearer
 /// share of the cache than wide rows, whose misses come 8 lines at a time and overlap. On
 /// a 200k-node graph with 16, 32 and 64 floats a row this picks a tile count within ~10% of
-/// the fastest in bench-spmm-tiles, and the SpMM ran 1.2-2.4x faster than with tiles of 16 MiB
-/// alone; 128 floats keep their 7 tiles (RESULTS.md §6, session 8). Only speed depends on
-/// these, never a result.
+/// the fastest in bench-spmm-tiles, and the SpMM ran up to 2.6x faster than with tiles of
+/// 16 MiB alone (2.1-2.6x at 16 floats); 128 floats keep their 7 tiles (RESULTS.md §6,
+/// session 8). Only speed depends on these, never a result.
 inline constexpr std::size_t spmm_tile_bytes = std::size_t{16} << 20;
 inline constexpr std::size_t spmm_tile_rows = std::size_t{1} << 16;
 inline constexpr std::size_t spmm_min_tile_bytes = std::size_t{4} << 20;
