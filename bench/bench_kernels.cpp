@@ -43,6 +43,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include "bench_common.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
@@ -51,21 +52,8 @@
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-/// Seconds of one run of f.
-template <class F>
-double time_once(F&& f) {
-  const auto start = clock_type::now();
-  f();
-  return std::chrono::duration<double>(clock_type::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using bench::median;
+using bench::time_once;
 
 /// Median seconds of `repeats` runs of f after one warm-up run.
 template <class F>
@@ -220,12 +208,7 @@ int main(int argc, char** argv) {
     for (int w : widths)
       if (w < 1) throw std::invalid_argument("--width: every width must be >= 1");
 
-    sar::planted_partition_options options;
-    options.num_nodes = nodes;
-    options.average_degree = degree;
-    options.feature_dim = 0;
-    const sar::csr graph = sar::with_self_loops(sar::make_planted_partition(options).graph,
-                                                sar::self_loop_policy::add);
+    const sar::csr graph = bench::planted_graph(nodes, degree);
     const sar::csr transposed = sar::transpose(graph);
     sar::graph_block block;
     block.edges = &graph;
@@ -282,11 +265,9 @@ int main(int argc, char** argv) {
         triad stream(triad_mib * 1024 * 1024 / sizeof(float));
         std::vector<sar::matrixf> xs, outs, xs_small_pages, outs_small_pages;
         for (const int width : widths) {
-          std::mt19937 gen(11);
-          std::uniform_real_distribution<float> u(-1.0f, 1.0f);
           // Allocated as the layers allocate theirs (huge-page backed, sar/core/memory.hpp).
           sar::huge_page_resize(xs.emplace_back(), graph.num_cols, width);
-          for (Eigen::Index i = 0; i < xs.back().size(); ++i) xs.back().data()[i] = u(gen);
+          bench::fill_uniform(xs.back(), 11);
           sar::huge_page_resize(outs.emplace_back(), graph.num_rows, width);
           outs.back().setZero();
           // The same product on plainly allocated copies (4 KiB pages where THP is in

@@ -9,11 +9,9 @@
 //
 //   bench-spmm-tiles --widths 8,16,32,64,128 --tiles 1,2,3,4,6,7,8,10 --threads 2
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,19 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <tbb/task_arena.h>
 
+#include "bench_common.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/graph/builders.hpp"
-#include "sar/graph/generators.hpp"
 #include "sar/kernels/spmm.hpp"
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using bench::median;
 
 int main(int argc, char** argv) {
   CLI::App app{"bench-spmm-tiles: forward SpMM time per number of source tiles and feature "
@@ -65,12 +55,7 @@ int main(int argc, char** argv) {
     if (std::find(tile_counts.begin(), tile_counts.end(), 1) == tile_counts.end())
       tile_counts.insert(tile_counts.begin(), 1);
 
-    sar::planted_partition_options options;
-    options.num_nodes = nodes;
-    options.average_degree = degree;
-    options.feature_dim = 0;
-    const sar::csr graph = sar::with_self_loops(sar::make_planted_partition(options).graph,
-                                                sar::self_loop_policy::add);
+    const sar::csr graph = bench::planted_graph(nodes, degree);
     const sar::node_t n = graph.num_cols;
     sar::spmm_tile_cache cache;  // kept tilings, as a schedule keeps them
     std::printf("graph: planted, %lld nodes, %lld edges with self-loops; %d threads; median of "
@@ -90,9 +75,7 @@ int main(int argc, char** argv) {
       sar::matrixf x, out, untiled;
       sar::huge_page_resize(x, n, width);
       sar::huge_page_resize(out, graph.num_rows, width);
-      std::mt19937 gen(11);
-      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-      for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = u(gen);
+      bench::fill_uniform(x, 11);
       const auto span_of = [&](int tiles) -> sar::node_t {
         return tiles == 1 ? 0 : (n + tiles - 1) / tiles;
       };
@@ -107,10 +90,8 @@ int main(int argc, char** argv) {
         untiled = out;
         for (int round = -1; round < repeats; ++round)  // round -1: warm-up, tilings made
           for (std::size_t k = 0; k < tile_counts.size(); ++k) {
-            const auto start = std::chrono::steady_clock::now();
-            product(span_of(tile_counts[k]));
-            const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-            if (round >= 0) times[k].push_back(took.count());
+            const double seconds = bench::time_once([&] { product(span_of(tile_counts[k])); });
+            if (round >= 0) times[k].push_back(seconds);
             if (out != untiled)
               throw std::runtime_error("tiled SpMM differs from the untiled one (width " +
                                        std::to_string(width) + ", " +
