@@ -38,10 +38,10 @@ inline constexpr std::size_t huge_page_min_bytes = std::size_t{8} << 20;
 /// Asks the kernel to back the whole 2 MiB pages inside [data, data + bytes) with transparent
 /// huge pages (madvise MADV_HUGEPAGE); it applies to pages not yet touched. The SpMM gathers
 /// rows from random places of a matrix of up to hundreds of MB: with 4 KiB pages nearly every
-/// gather also misses the TLB, with 2 MiB pages almost none does (1.15-1.3x on the 100 MB
-/// SpMM of bench-kernels, which measures it). A hint only: nothing happens below huge_page_min_bytes, off Linux, or when the kernel
-/// declines (THP off); results never depend on it. Needed where THP is in "madvise" mode, the
-/// usual default.
+/// gather also misses the TLB, with 2 MiB pages almost none does (1.0-1.3x on the 100 MB
+/// SpMM, depending on the host; bench-kernels measures it in every run). A hint only: nothing
+/// happens below huge_page_min_bytes, off Linux, or when the kernel declines (THP off);
+/// results never depend on it. Needed where THP is in "madvise" mode, the usual default.
 inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (bytes < huge_page_min_bytes) return;
@@ -60,7 +60,8 @@ void huge_page_resize(Eigen::PlainObjectBase<Derived>& m, Eigen::Index rows, Eig
   const Eigen::Index before = m.size();
   m.resize(rows, cols);
   if (m.size() != before)
-    advise_huge_pages(m.data(), static_cast<std::size_t>(m.size()) * sizeof(typename Derived::Scalar));
+    advise_huge_pages(m.data(),
+                      static_cast<std::size_t>(m.size()) * sizeof(typename Derived::Scalar));
 }
 
 /// v.resize(n) (new elements value-initialised, as with resize); storage it newly allocates
