@@ -3,9 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
+
+#include <tbb/task_arena.h>
 
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
@@ -655,6 +659,76 @@ TEST_CASE("models release unread activations and run element-wise layers in plac
     // An evaluation forward between training steps does not disturb the next epoch.
     CHECK(shared.forward(graph, {.training = false}, x) ==
           kept.forward(graph, {.training = false}, x));
+  }
+}
+
+namespace {
+/// relu_dropout counting the forward calls a model makes on row ranges (inside the layer
+/// before it).
+struct counted_relu_dropout : relu_dropout<double> {
+  using relu_dropout<double>::relu_dropout;
+  std::shared_ptr<std::atomic<int>> ranges = std::make_shared<std::atomic<int>>(0);
+  void forward(local_schedule& g, const layer_context& c, const matrixd& x, matrixd& y) {
+    if (c.end_row >= 0) ++*ranges;
+    relu_dropout<double>::forward(g, c, x, y);
+  }
+};
+
+/// graph layer -> relu_dropout -> graph layer, run fused (relu_dropout inside the first graph
+/// layer's forward) and with every layer opaque (separate passes, nothing in place): the same
+/// logits and gradients, bitwise, in training and evaluation.
+template <class Graph>
+void check_fused_relu_dropout(const csr& g, Graph first, Graph second) {
+  local_schedule graph(g);
+  const Eigen::Index f_in = first.input_dim(), hidden = first.output_dim();
+  counted_relu_dropout middle(hidden, 0.4);
+  const auto ranges = middle.ranges;
+  sequential<dropout<double>, Graph, counted_relu_dropout, Graph> fused(
+      dropout<double>(f_in, 0.3), first, std::move(middle), second);
+  sequential<opaque<dropout<double>>, opaque<Graph>, opaque<relu_dropout<double>>, opaque<Graph>>
+      separate({dropout<double>(f_in, 0.3)}, {first}, {relu_dropout<double>(hidden, 0.4)},
+               {second});
+  fused.initialise(5);
+  separate.initialise(5);
+  const matrixd x = random_matrix(g.num_rows, f_in, 81);
+  const matrixd dlogits = random_matrix(g.num_rows, second.output_dim(), 82);
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    const layer_context ctx{.training = true, .seed = 6, .epoch = epoch};
+    CHECK(fused.forward(graph, ctx, x) == separate.forward(graph, ctx, x));
+    fused.backward(graph, ctx, dlogits);
+    separate.backward(graph, ctx, dlogits);
+    const auto gf = fused.parameters().grads(), gs = separate.parameters().grads();
+    CHECK(std::equal(gf.begin(), gf.end(), gs.begin(), gs.end()));
+    CHECK(fused.forward(graph, {.training = false}, x) ==
+          separate.forward(graph, {.training = false}, x));
+  }
+  CHECK(*ranges > 0);  // the fused model did run relu_dropout on row ranges
+}
+}  // namespace
+
+TEST_CASE("models run relu_dropout inside the graph layer before it, with the numbers of "
+          "separate passes") {
+  // 1300 nodes: products in 512-row chunks, so ranges come from several chunks and threads.
+  planted_partition_options o;
+  o.num_nodes = 1300;
+  o.average_degree = 6;
+  o.feature_dim = 0;
+  const csr g = make_planted_partition(o).graph;
+  tbb::task_arena arena(2);
+  // The first layer with W after aggregating (rows finished per product chunk) and with W
+  // first (GCN: all rows at the end; SAGE: per chunk of its final sum).
+  SUBCASE("gcn") {
+    arena.execute([&] {
+      check_fused_relu_dropout(g, gcn_layer<double>(8, 8), gcn_layer<double>(8, 3));
+      check_fused_relu_dropout(g, gcn_layer<double>(8, 4), gcn_layer<double>(4, 6));
+    });
+  }
+  SUBCASE("sage mean") {
+    using sage = sage_layer<double, mean_aggregator>;
+    arena.execute([&] {
+      check_fused_relu_dropout(g, sage(8, 8), sage(8, 3));
+      check_fused_relu_dropout(g, sage(8, 4), sage(4, 6));
+    });
   }
 }
 

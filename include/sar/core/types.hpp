@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include <Eigen/Core>
 
@@ -23,6 +24,10 @@ using row_vector = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 
 using matrixf = matrix<float>;
 using matrixd = matrix<double>;
+
+/// Called on a range of rows [begin, end) once they are final (a fused layer's epilogue:
+/// sar/nn/layer.hpp, finishes_rows).
+using row_finisher = std::function<void(Eigen::Index begin, Eigen::Index end)>;
 
 /// Which split a node belongs to (OGB splits are disjoint).
 enum class node_split : std::uint8_t { none = 0, train = 1, valid = 2, test = 3 };

@@ -126,7 +126,8 @@ namespace detail {
 /// [x1 | x2] and [w1 ; w2], so y is written once.
 template <bool Add, class T>
 void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_ref<T>* x2,
-                  const const_rows_ref<T>* w2, rows_ref<T> y, const T* b) {
+                  const const_rows_ref<T>* w2, rows_ref<T> y, const T* b,
+                  const row_finisher* finish) {
 #if SAR_ROW_GEMM
   if constexpr (uses_row_gemm<T>) {
     packed_right packed;
@@ -147,6 +148,7 @@ void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_r
       }
       row_gemm(end - begin, rows, packed, steps, y.data() + begin * y.outerStride(),
                y.outerStride(), Add);
+      if (finish != nullptr) (*finish)(begin, end);
     });
     return;
   }
@@ -159,21 +161,23 @@ void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_r
       rows.noalias() = x1.middleRows(begin, end - begin) * w1;
     if (x2 != nullptr) rows.noalias() += x2->middleRows(begin, end - begin) * *w2;
     if (b != nullptr) rows.rowwise() += Eigen::Map<const row_vector<T>>(b, w1.cols());
+    if (finish != nullptr) (*finish)(begin, end);
   });
 }
 }  // namespace detail
 
 /// y = x w (+ b) (Add = false) or y += x w (+ b) (Add = true), parallel over fixed chunks of
 /// rows of x (bitwise the same on every thread count); b, unless null, holds w.cols() values
-/// added to every row (in the product's epilogue, no extra pass). Requires y sized
-/// x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
+/// added to every row (in the product's epilogue, no extra pass); finish, unless null, is
+/// called on each chunk of rows of y as soon as it is written (while it is in the cache).
+/// Requires y sized x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
 template <bool Add = false, class T>
 void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
-                   const T* b = nullptr) {
+                   const T* b = nullptr, const row_finisher* finish = nullptr) {
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
-  detail::product_rows<Add, T>(x, w, nullptr, nullptr, y, b);
+  detail::product_rows<Add, T>(x, w, nullptr, nullptr, y, b, finish);
 }
 
 /// y = x1 w1 + x2 w2 (+ b): the product of [x1 | x2] and [w1 ; w2] without forming either, in
@@ -182,13 +186,14 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
 /// w2.cols() == w1.cols(), y aliasing no operand.
 template <class T>
 void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_ref<T> x2,
-                       const_rows_ref<T> w2, rows_ref<T> y, const T* b = nullptr) {
+                       const_rows_ref<T> w2, rows_ref<T> y, const T* b = nullptr,
+                       const row_finisher* finish = nullptr) {
   SAR_CHECK(x1.cols() == w1.rows() && x2.cols() == w2.rows() && x2.rows() == x1.rows() &&
                 w2.cols() == w1.cols() && y.rows() == x1.rows() && y.cols() == w1.cols(),
             invalid_argument, "sar::dense_product_sum: shapes ", x1.rows(), "x", x1.cols(), " * ",
             w1.rows(), "x", w1.cols(), " + ", x2.rows(), "x", x2.cols(), " * ", w2.rows(), "x",
             w2.cols(), " -> ", y.rows(), "x", y.cols());
-  detail::product_rows<false, T>(x1, w1, &x2, &w2, y, b);
+  detail::product_rows<false, T>(x1, w1, &x2, &w2, y, b, finish);
 }
 
 /// y = x w^T (Add = false) or y += x w^T (Add = true), parallel over fixed chunks of rows of

@@ -138,25 +138,30 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
 }
 
 /// The forward of dropout (Relu = false) and relu_dropout (Relu = true) in training:
-/// y := g(x) * mask / (1 - p'), p' = dropped_fraction(). Keeps the mask in `kept` (x.rows() x
-/// words_for(x.cols()) words) unless it is null. x and y may be the same matrix.
+/// y := g(x) * mask / (1 - p'), p' = dropped_fraction(), on rows [first, end) of x on the
+/// calling thread, or on every row in parallel with y resized when end < 0. Keeps the mask in
+/// `kept` (x.rows() x words_for(x.cols()) words, sized here) unless it is null; a row range
+/// requires kept null and y to be x. Otherwise x and y may be the same matrix.
 template <bool Relu, class T, class Schedule>
 void masked_forward(Schedule& graph, const layer_context& ctx, double p, const matrix<T>& x,
-                    matrix<T>& y, std::vector<std::uint64_t>* kept) {
+                    matrix<T>& y, std::vector<std::uint64_t>* kept, Eigen::Index first = 0,
+                    Eigen::Index end = -1) {
   const dropout_mask mask(ctx, p);
   const Eigen::Index width = x.cols();
   const Eigen::Index words = dropout_mask::words_for(width);
-  if (kept != nullptr) kept->resize(static_cast<std::size_t>(x.rows() * words));
-  huge_page_resize(y, x.rows(), width);
   const auto scale = static_cast<T>(mask.kept_scale());
-  for_row_chunks(x.rows(), 8.0 * static_cast<double>(width), [&](Eigen::Index b, Eigen::Index e) {
+  const auto rows = [&](Eigen::Index b, Eigen::Index e) {
     std::vector<std::uint64_t> row_bits(kept != nullptr ? 0 : static_cast<std::size_t>(words));
     for (Eigen::Index i = b; i < e; ++i) {
       std::uint64_t* bits = kept != nullptr ? kept->data() + i * words : row_bits.data();
       mask.node_bits(graph.node_id(i), width, bits);
       apply_kept<Relu>(bits, x.row(i).data(), scale, y.row(i).data(), width, false);
     }
-  });
+  };
+  if (end >= 0) return rows(first, end);  // one task's rows
+  if (kept != nullptr) kept->resize(static_cast<std::size_t>(x.rows() * words));
+  huge_page_resize(y, x.rows(), width);
+  for_row_chunks(x.rows(), 8.0 * static_cast<double>(width), rows);
 }
 
 /// What dropout and relu_dropout share: the width, p, and the checks of both.
@@ -257,23 +262,33 @@ class relu_dropout : public detail::dropout_parameters {
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
   relu_dropout(Eigen::Index dim, double p) : dropout_parameters("relu_dropout", dim, p) {}
+  /// Row i of y depends on row i of x alone: a model may run the layer inside the layer
+  /// before it, on rows as they are finished (sar/nn/layer.hpp).
+  static constexpr bool row_wise = true;
   void declare(parameter_store<T>&) {}
   reads_in_backward backward_reads() const { return {.input = false, .output = true}; }
 
-  /// y := max(x, 0) * mask / (1 - p) in training, max(x, 0) otherwise. Requires
+  /// y := max(x, 0) * mask / (1 - p) in training, max(x, 0) otherwise, on ctx's rows
+  /// (rows_of_call; a row range requires x and y to be the same matrix). Requires
   /// x.cols() == input_dim() and a schedule with node_id(row) (the dataset id that keys the
   /// mask); x and y may be the same matrix.
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+    constexpr const char* where = "sar::relu_dropout::forward";
     check(x.cols(), "forward: x");
+    const auto [first, end] = rows_of_call(ctx, x.rows(), where);
+    const bool all_rows = ctx.end_row < 0;
+    SAR_CHECK(all_rows || &x == &y, invalid_argument, where, ": a row range must be in place");
     if (ctx.training && p_ > 0) {
-      detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr);
+      detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr, first, all_rows ? -1 : end);
       return;
     }
-    huge_page_resize(y, x.rows(), x.cols());
-    for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+    const auto rows = [&](Eigen::Index b, Eigen::Index e) {
       y.middleRows(b, e - b) = x.middleRows(b, e - b).cwiseMax(T(0));
-    });
+    };
+    if (!all_rows) return rows(first, end);
+    huge_page_resize(y, x.rows(), x.cols());
+    for_row_chunks(x.rows(), static_cast<double>(dim_), rows);
   }
 
   /// dx += dy * [y > 0] * s, or dx := that when dx is dy (nothing when dx is empty), with

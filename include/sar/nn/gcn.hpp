@@ -33,6 +33,8 @@ class gcn_layer {
  public:
   using scalar = T;
   static constexpr bool assigns_input_gradient = true;
+  /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
+  static constexpr bool finishes_rows = true;
 
   /// Requires input_dim, output_dim >= 1. Throws sar::invalid_argument otherwise.
   gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true)
@@ -59,7 +61,7 @@ class gcn_layer {
   /// y := D_in^-1/2 A D_out^-1/2 x W + b. Requires x: graph.num_local() x input_dim().
   /// Throws sar::invalid_argument on a shape mismatch. Collective (one gather).
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::gcn_layer::forward";
     detail::check_declared(where, store_);
     const Eigen::Index n = graph.num_local();
@@ -75,10 +77,11 @@ class gcn_layer {
       detail::aggregate<false, T>(graph, h, y, dst);
       if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       aggregated_.resize(0, 0);
+      finish_all_rows(ctx, n);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
       detail::aggregate<true, T>(graph, x, aggregated_, dst);
-      detail::product<T>(aggregated_, w, y, bias);
+      detail::product<T>(aggregated_, w, y, bias, ctx.finish_rows);
     }
   }
 

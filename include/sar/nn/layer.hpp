@@ -32,6 +32,19 @@
 //                                      (one write of dx instead of a zeroing, a read and a
 //                                      write; graph convolutions, whose scatter still adds the
 //                                      remote rows' part after the local one is assigned).
+// Optional, so that a model can fuse a row-wise layer into the forward of the layer before it
+// (run on the rows while they are in the cache instead of in a pass of its own):
+//   L::row_wise (static constexpr bool) an in_place layer whose output row i depends on input
+//                                      row i alone, whose forward computes rows
+//                                      [ctx.first_row, ctx.end_row) only when ctx.end_row >= 0
+//                                      (in place; may be called concurrently on disjoint ranges).
+//   L::finishes_rows (static constexpr bool)
+//                                      when ctx.finish_rows is set, forward calls it on
+//                                      disjoint row ranges covering y, each as soon as its rows
+//                                      are final, possibly from several threads, and reads
+//                                      nothing from them afterwards. A model sets it to run the
+//                                      next (row_wise) layer there, when no backward reads the
+//                                      rows before that layer changes them.
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
 // from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
@@ -41,9 +54,12 @@
 
 #include <concepts>
 #include <cstdint>
+#include <utility>
 
+#include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/dist/schedule.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/nn/parameters.hpp"
 
 namespace sar {
@@ -54,7 +70,31 @@ struct layer_context {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
+  /// Set by a model for a layer with finishes_rows (see above); null: nothing to call.
+  const row_finisher* finish_rows = nullptr;
+  /// Set by a model for a row_wise layer's forward: the rows to compute; end_row < 0: all.
+  Eigen::Index first_row = 0, end_row = -1;
 };
+
+/// The rows [first, end) a row_wise layer computes in a call with ctx on `rows` rows: ctx's
+/// range (one task's work: the layer computes it on the calling thread), or all of them when
+/// ctx.end_row < 0. Throws sar::invalid_argument naming `where` if the range is not inside
+/// [0, rows).
+inline std::pair<Eigen::Index, Eigen::Index> rows_of_call(const layer_context& ctx,
+                                                          Eigen::Index rows, const char* where) {
+  if (ctx.end_row < 0) return {0, rows};
+  SAR_CHECK(0 <= ctx.first_row && ctx.first_row <= ctx.end_row && ctx.end_row <= rows,
+            invalid_argument, where, ": rows [", ctx.first_row, ", ", ctx.end_row,
+            ") of a matrix of ", rows);
+  return {ctx.first_row, ctx.end_row};
+}
+
+/// For a layer with finishes_rows, on a path that finishes all rows at once: calls
+/// ctx.finish_rows, if it is set, on the product chunks of [0, rows) in parallel (a row range
+/// is one task's work).
+inline void finish_all_rows(const layer_context& ctx, Eigen::Index rows) {
+  if (ctx.finish_rows != nullptr) for_product_chunks(rows, *ctx.finish_rows);
+}
 
 /// Which of its forward's input x and output y a layer's backward reads.
 struct reads_in_backward {
@@ -67,6 +107,22 @@ template <class L>
 inline constexpr bool assigns_input_gradient_v = [] {
   if constexpr (requires { { L::assigns_input_gradient } -> std::convertible_to<bool>; })
     return static_cast<bool>(L::assigns_input_gradient);
+  else
+    return false;
+}();
+/// Whether L declares L::row_wise = true (see the contract above).
+template <class L>
+inline constexpr bool row_wise_v = [] {
+  if constexpr (requires { { L::row_wise } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::row_wise);
+  else
+    return false;
+}();
+/// Whether L declares L::finishes_rows = true (see the contract above).
+template <class L>
+inline constexpr bool finishes_rows_v = [] {
+  if constexpr (requires { { L::finishes_rows } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::finishes_rows);
   else
     return false;
 }();

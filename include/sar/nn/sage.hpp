@@ -77,6 +77,8 @@ class sage_layer {
   using scalar = T;
   using aggregator = Aggregator;
   static constexpr bool assigns_input_gradient = true;
+  /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
+  static constexpr bool finishes_rows = true;
 
   /// Requires input_dim, output_dim >= 1 and options.pool_dim >= 0. Throws
   /// sar::invalid_argument otherwise.
@@ -127,7 +129,7 @@ class sage_layer {
   /// graph.num_local() x input_dim(). Throws sar::invalid_argument on a shape mismatch.
   /// Collective (one gather).
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::sage_layer::forward";
     detail::check_declared(where, store_);
     const Eigen::Index n = graph.num_local();
@@ -145,7 +147,7 @@ class sage_layer {
         running_max(block, halo);
       });
       detail::product<T>(x, store_->value(self_weight_), y, bias);
-      dense_product<true, T>(max_, w_nbr, y);
+      dense_product<true, T>(max_, w_nbr, y, nullptr, ctx.finish_rows);
     } else {
       // agg = sum over in-neighbours of the input (h = x W first, or x itself). mean with W
       // first makes h = [x W_self + b | x W_nbr] in one product (one read of x) and sums a
@@ -190,17 +192,20 @@ class sage_layer {
           for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
             y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
                                      agg.middleRows(b, e - b);
+            if (ctx.finish_rows != nullptr) (*ctx.finish_rows)(b, e);
           });
         } else {
           y = std::move(agg);
           if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
+          finish_all_rows(ctx, n);
         }
       } else {
         if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
           huge_page_resize(y, n, output_dim_);
-          dense_product_sum<T>(x, store_->value(self_weight_), aggregated_, w_nbr, y, bias);
+          dense_product_sum<T>(x, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
+                               ctx.finish_rows);
         } else {
-          detail::product<T>(aggregated_, w_nbr, y, bias);
+          detail::product<T>(aggregated_, w_nbr, y, bias, ctx.finish_rows);
         }
       }
     }

@@ -100,6 +100,8 @@ struct layer_traits {
   reads_in_backward reads;
   bool in_place = false;
   bool assigns_input_gradient = false;
+  bool row_wise = false;
+  bool finishes_rows = false;
 };
 template <class L>
 layer_traits traits_of(const L& l) {
@@ -108,6 +110,8 @@ layer_traits traits_of(const L& l) {
     t.reads = l.backward_reads();
   if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; }) t.in_place = L::in_place;
   t.assigns_input_gradient = assigns_input_gradient_v<L>;
+  t.row_wise = row_wise_v<L> && t.in_place;
+  t.finishes_rows = finishes_rows_v<L>;
   return t;
 }
 
@@ -120,6 +124,9 @@ layer_traits traits_of(const L& l) {
 /// in-place layers work on the incoming gradient, and activations and gradients go back to the
 /// pool as soon as they are dead. Buffers are matched by size, so after the first epoch a
 /// training loop allocates nothing.
+///
+/// Passes: a row_wise layer after a layer that finishes rows runs inside its forward, on its
+/// rows as they are finished (fused_forward).
 template <class T>
 class model_base {
  public:
@@ -169,8 +176,20 @@ class model_base {
     input_ = nullptr;
     for (auto& y : outputs_) give(y);
     for (std::size_t k = 0; k < num_layers(); ++k) {
+      if (fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
+        outputs_[k] = std::move(outputs_[k - 1]);
+        continue;
+      }
       layer_context c = ctx;
       c.layer = k;
+      const row_finisher next_layer = [&](Eigen::Index begin, Eigen::Index end) {
+        layer_context rows = ctx;
+        rows.layer = k + 1;
+        rows.first_row = begin;
+        rows.end_row = end;
+        call(k + 1, rows, outputs_[k], outputs_[k]);
+      };
+      if (fused_forward(k + 1)) c.finish_rows = &next_layer;
       if (k > 0 && traits_[k].in_place && released_after_forward(k - 1)) {
         outputs_[k] = std::move(outputs_[k - 1]);  // outputs_[k - 1] is left empty
         call(k, c, outputs_[k], outputs_[k]);
@@ -244,6 +263,13 @@ class model_base {
   /// Does no backward read layer k's output (so it can go once layer k + 1 has run)?
   bool released_after_forward(std::size_t k) const {
     return k + 1 < num_layers() && !traits_[k].reads.output && !traits_[k + 1].reads.input;
+  }
+  /// Does layer k run inside layer k - 1, on each range of its output rows as layer k - 1
+  /// finishes it (layer_context::finish_rows), instead of in a pass of its own? So it does when
+  /// it is row_wise, layer k - 1 finishes rows and no backward reads layer k - 1's output.
+  bool fused_forward(std::size_t k) const {
+    return k > 0 && k < num_layers() && traits_[k].row_wise && traits_[k - 1].finishes_rows &&
+           released_after_forward(k - 1);
   }
   /// A rows x cols matrix (contents undefined), from the pool if it has one of that size.
   matrix<T> take(Eigen::Index rows, Eigen::Index cols) {

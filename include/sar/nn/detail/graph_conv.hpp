@@ -44,9 +44,10 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
 /// out := a b (+ bias unless null: b.cols() values per row), out resized; parallel over rows
 /// (sar/kernels/dense.hpp).
 template <class T>
-void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr) {
+void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr,
+             const row_finisher* finish = nullptr) {
   huge_page_resize(out, a.rows(), b.cols());
-  dense_product<false, T>(a, b, out, bias);
+  dense_product<false, T>(a, b, out, bias, finish);
 }
 
 /// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
