@@ -6,7 +6,7 @@
 //           like the SpMM operands, advised as huge-page backed as the library's large
 //           buffers are (sar/core/memory.hpp);
 //   sgemm   sar::dense_product<float> (what the layers call: the row_gemm micro-kernels with
-//           AVX2 + FMA, else Eigen's GEMM per row chunk) on the layers' tall-skinny shape
+//           AVX-512F or AVX2 + FMA, else Eigen's GEMM per row chunk) on the layers' tall-skinny shape
 //           (rows x 128 times 128 x 128) and a square n^3, GFLOP/s;
 //   spmm    sar::spmm_add(block, x, out) (out += A x, the forward of a layer) and
 //           sar::spmm_add_transposed(block, dy, dx) (the backward) on the planted-partition

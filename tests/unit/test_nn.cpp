@@ -433,14 +433,14 @@ double relative_error(const matrix<float>& a, const matrix<double>& b) {
 }  // namespace
 
 TEST_CASE("dense products (with and without bias) equal the double reference for every shape") {
-  // Row counts around the 6-row kernel and the 512-row chunk; widths around the 8- and
-  // 16-column panels (masked tails). Outputs are views into wider matrices whose other columns
-  // hold a sentinel, so a store past the panel is caught.
+  // Row counts around the 6-row kernel and the 512-row chunk; widths around the panels of 8 and
+  // 16 (AVX2) or 16 and 32 (AVX-512) columns (masked tails). Outputs are views into wider
+  // matrices whose other columns hold a sentinel, so a store past the panel is caught.
   constexpr float sentinel = 12345.0f;
   std::uint64_t seed = 100;
   for (const Eigen::Index rows : {1, 5, 6, 7, 517, 1031, 9001})
     for (const Eigen::Index inner : {1, 3, 128})
-      for (const Eigen::Index width : {1, 7, 8, 9, 16, 17, 33}) {
+      for (const Eigen::Index width : {1, 7, 8, 9, 16, 17, 31, 32, 33, 40}) {
         CAPTURE(rows);
         CAPTURE(inner);
         CAPTURE(width);

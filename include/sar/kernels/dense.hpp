@@ -24,7 +24,7 @@
 namespace sar {
 
 namespace detail {
-/// Whether T's products run on the row_gemm micro-kernels (float with AVX2 + FMA).
+/// Whether T's products run on the row_gemm micro-kernels (float with AVX-512F or AVX2 + FMA).
 template <class T>
 inline constexpr bool uses_row_gemm = std::is_same_v<T, float> && row_gemm_available;
 }  // namespace detail
