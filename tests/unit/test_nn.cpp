@@ -187,8 +187,8 @@ matrix<T> spmm_in_arena(int threads, const matrix<T>& start, Spmm&& spmm) {
   return out;
 }
 
-/// At widths around every block size of the kernel (1-16 SIMD packets in registers, then
-/// single columns, for 4-, 8- and 16-lane packets), every form of spmm_add equals the plain
+/// At widths around every block size of the kernel (1-16 SIMD packets in registers, then a
+/// half and a quarter packet, then single columns, for 4-, 8- and 16-lane packets), every form of spmm_add equals the plain
 /// sum bitwise (weighted: to rounding) and is bitwise the same on 1 and 2 threads.
 template <class T>
 void check_blocks_equal_plain_sum(const csr& a) {

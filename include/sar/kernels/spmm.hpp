@@ -144,7 +144,9 @@ enum class row_scale { none, by_edge, by_source };
 /// row_scale weight) for each edge e = (d, j) of a CSR row, in CSR order. The columns
 /// go in blocks of up to 16 SIMD packets whose sums stay in registers over all the row's edges
 /// and are stored once; block sizes are compile-time constants (16, 8, 4, 2, 1 packets), so
-/// their loops are fully unrolled; the last columns, fewer than a packet, are added in memory.
+/// their loops are fully unrolled; columns left over, fewer than a packet, go in one half and
+/// one quarter packet where they fill them (8 floats of an AVX-512 build: one AVX packet), and
+/// the last few are added in memory.
 /// The packets are Eigen's (Eigen::internal's packet primitives, stable since Eigen 3.0): SSE,
 /// AVX, AVX-512 or NEON as Eigen is configured, scalars when it does not vectorise. Each lane
 /// is one column and every operation is per lane, so each element gets exactly the additions
@@ -181,6 +183,9 @@ class row_summer {
     if (packets & 4) block(std::integral_constant<int, 4>());
     if (packets & 2) block(std::integral_constant<int, 2>());
     if (packets & 1) block(std::integral_constant<int, 1>());
+    using half = typename Eigen::internal::unpacket_traits<packet>::half;
+    if constexpr (Eigen::internal::unpacket_traits<half>::size < lanes)
+      narrower<half>(destination, c, begin, end, first, assign, scale);
     if (c < width_) add_columns(destination, c, begin, end, first, assign, scale);
   }
 
@@ -192,30 +197,46 @@ class row_summer {
     return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
   }
 
-  /// destination[c, c + Packets * lanes) (+)= the sum over edges [begin, end), in registers,
-  /// then times *scale unless it is null.
-  template <int Packets>
+  /// One block of packet P if the columns from c fill it, then the same with P's half while
+  /// that is narrower; advances c past what it summed. Requires P narrower than `packet`.
+  template <class P>
+  void narrower(T* destination, Eigen::Index& c, edge_t begin, edge_t end, bool& first,
+                bool assign, const T* scale) const {
+    using traits = Eigen::internal::unpacket_traits<P>;
+    if (width_ - c >= traits::size) {
+      add_block<1, P>(destination, c, begin, end, std::exchange(first, false), assign, scale);
+      c += traits::size;
+    }
+    using half = typename traits::half;
+    if constexpr (Eigen::internal::unpacket_traits<half>::size < traits::size)
+      narrower<half>(destination, c, begin, end, first, assign, scale);
+  }
+
+  /// destination[c, c + Packets * lanes of P) (+)= the sum over edges [begin, end), in
+  /// registers, then times *scale unless it is null.
+  template <int Packets, class P = packet>
   void add_block(T* destination, Eigen::Index c, edge_t begin, edge_t end, bool prefetching,
                  bool assign, const T* scale) const {
     using namespace Eigen::internal;
-    packet acc[Packets];
+    constexpr int lanes = unpacket_traits<P>::size;
+    P acc[Packets];
     unrolled<Packets>([&](int j) {
-      acc[j] = assign ? pset1<packet>(T(0)) : ploadu<packet>(destination + c + j * lanes);
+      acc[j] = assign ? pset1<P>(T(0)) : ploadu<P>(destination + c + j * lanes);
     });
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch_(e);
       const T* row = source(e) + c;
       if constexpr (Scale != row_scale::none) {
-        const packet w = pset1<packet>(weight(e));
+        const P w = pset1<P>(weight(e));
         unrolled<Packets>([&](int j) {
-          acc[j] = padd(acc[j], pmul(w, ploadu<packet>(row + j * lanes)));
+          acc[j] = padd(acc[j], pmul(w, ploadu<P>(row + j * lanes)));
         });
       } else {
-        unrolled<Packets>([&](int j) { acc[j] = padd(acc[j], ploadu<packet>(row + j * lanes)); });
+        unrolled<Packets>([&](int j) { acc[j] = padd(acc[j], ploadu<P>(row + j * lanes)); });
       }
     }
     if (scale != nullptr) {
-      const packet s = pset1<packet>(*scale);
+      const P s = pset1<P>(*scale);
       unrolled<Packets>([&](int j) { acc[j] = pmul(acc[j], s); });
     }
     unrolled<Packets>([&](int j) { pstoreu(destination + c + j * lanes, acc[j]); });
