@@ -188,8 +188,9 @@ matrix<T> spmm_in_arena(int threads, const matrix<T>& start, Spmm&& spmm) {
 }
 
 /// At widths around every block size of the kernel (1-16 SIMD packets in registers, then a
-/// half and a quarter packet, then single columns, for 4-, 8- and 16-lane packets), every form of spmm_add equals the plain
-/// sum bitwise (weighted: to rounding) and is bitwise the same on 1 and 2 threads.
+/// half and a quarter packet, then single columns, for 4-, 8- and 16-lane packets), every
+/// form of spmm_add equals the plain sum bitwise (weighted: to rounding) and is bitwise the
+/// same on 1 and 2 threads.
 template <class T>
 void check_blocks_equal_plain_sum(const csr& a) {
   std::vector<T> weights(static_cast<std::size_t>(a.num_edges()));
@@ -310,6 +311,22 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
     const auto csr_row = shuffled.row(i);
     CHECK(std::equal(row.begin(), row.end(), csr_row.begin(), csr_row.end()));
   }
+  // So do tiles of unequal spans (as try_tile_spans cuts them); on sorted rows each edge sits
+  // in its source's tile.
+  const std::vector<node_t> bounds{0, 100, 1500, 2900, sorted.num_cols};
+  const detail::source_tiles uneven(sorted, std::vector<node_t>(bounds.begin(), bounds.end() - 1));
+  REQUIRE(uneven.count() == 4);
+  for (node_t i = 0; i < sorted.num_rows; ++i) {
+    std::vector<node_t> row;
+    for (int t = 0; t < uneven.count(); ++t)
+      for (edge_t e = uneven.offsets(t)[i]; e < uneven.offsets(t)[i + 1]; ++e) {
+        const node_t source = uneven.columns()[e];
+        CHECK((source >= bounds[t] && source < bounds[t + 1]));
+        row.push_back(source);
+      }
+    const auto csr_row = sorted.row(i);
+    CHECK(std::equal(row.begin(), row.end(), csr_row.begin(), csr_row.end()));
+  }
   // The automatic choice on ~21 edges a row: a 100 MB x of 128 floats a row takes tiles of at
   // most 16 MiB (7); 16 floats a row (12.8 MB) takes tiles of 64Ki rows (4); 8 floats a row
   // (6.4 MB) or a sparse graph takes none.
@@ -325,8 +342,40 @@ TEST_CASE("tiled spmm (sources cut into tiles, one pass each) is bitwise the one
   CHECK(tile_count(64) == 4);
   CHECK(tile_count(16) == 4);
   CHECK(tile_count(8) == 0);
+  // The spans a cache tries: half, three quarters, all and five quarters of those tiles.
+  std::vector<node_t> tried;
+  for (const node_t span : detail::spmm_tile_span_candidates(wide, 128 * sizeof(float)))
+    tried.push_back((wide.num_cols + span - 1) / span);
+  CHECK(tried == std::vector<node_t>{4, 6, 7, 9});
   for (node_t i = 0; i < 200000; ++i) wide.offsets[i + 1] = wide.offsets[i] + 3;
   CHECK(detail::spmm_tile_span(wide, 128 * sizeof(float)) == 0);
+  CHECK(detail::spmm_tile_span_candidates(wide, 128 * sizeof(float)).empty());
+}
+
+TEST_CASE("a product with a tile cache settles on a tried span and is bitwise one pass") {
+  // 40000 sources of 128 floats (20 MB) take 2 tiles of 16 MiB; the cache tries 2 and 3.
+  const csr a = random_graph(40000, 12, 51);
+  const matrix<float> x = random_matrix<float>(a.num_cols, 128, 52);
+  const matrix<float> start = random_matrix<float>(a.num_rows, 128, 53);
+  const std::vector<node_t> candidates =
+      detail::spmm_tile_span_candidates(a, 128 * sizeof(float));
+  REQUIRE(candidates.size() == 2);
+  const auto product = [&](std::optional<node_t> span, spmm_tile_cache* cache) {
+    return spmm_in_arena<float>(2, start, [&](matrix<float>& out) {
+      detail::spmm_rows_add<detail::row_scale::none, float>(a, nullptr, nullptr, x, out, cache,
+                                                            span);
+    });
+  };
+  const matrix<float> one_pass = product(0, nullptr);
+  spmm_tile_cache cache;
+  CHECK_FALSE(cache.tuned_span(128 * sizeof(float)).has_value());
+  CHECK(product(std::nullopt, &cache) == one_pass);  // tries the candidates
+  const std::optional<node_t> tuned = cache.tuned_span(128 * sizeof(float));
+  REQUIRE(tuned.has_value());
+  CHECK(std::find(candidates.begin(), candidates.end(), *tuned) != candidates.end());
+  CHECK(product(std::nullopt, &cache) == one_pass);  // uses the tuned span
+  CHECK(cache.tuned_span(128 * sizeof(float)) == tuned);
+  CHECK_FALSE(cache.tuned_span(8 * sizeof(float)).has_value());  // per row width
 }
 
 TEST_CASE("spmm_assign (assign, sum, scale rows in one pass) is bitwise zero, add, scale") {

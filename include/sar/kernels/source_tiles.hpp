@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -82,19 +84,24 @@ void for_edge_balanced_rows(const csr& a, Eigen::Index cols, Body&& body) {
   for_edge_balanced_rows(std::span<const edge_t>(a.offsets), cols, std::forward<Body>(body));
 }
 
-/// The edges of a CSR cut by source into tiles of `span` consecutive sources: tile t holds,
-/// for every row, the row's edges into sources [t span, (t + 1) span), in CSR order, columns
-/// as 32 bits. An edge that follows, in its row, an edge into a later tile goes with that
-/// later tile, so taking the tiles in order always takes each row's edges in CSR order (for
-/// sorted rows, as every CSR the library builds has, this moves no edge).
+/// The edges of a CSR cut by source into tiles of consecutive sources (tile t: sources
+/// [starts[t], starts[t + 1]), the last to the end): tile t holds, for every row, the row's
+/// edges into its sources, in CSR order, columns as 32 bits. An edge that follows, in its row,
+/// an edge into a later tile goes with that later tile, so taking the tiles in order always
+/// takes each row's edges in CSR order (for sorted rows, as every CSR the library builds has,
+/// this moves no edge).
 class source_tiles {
  public:
-  /// Requires a valid CSR with num_cols <= 2^32 and span > 0. Holds (tiles x rows) row
-  /// offsets and 4 bytes per edge. Parallel over rows.
-  source_tiles(const csr& a, node_t span)
-      : rows_(a.num_rows),
-        count_(static_cast<int>(std::max<node_t>((a.num_cols + span - 1) / span, 1))) {
+  /// Tiles of `span` sources each. Requires a valid CSR with num_cols <= 2^32 and span > 0.
+  /// Holds (tiles x rows) row offsets and 4 bytes per edge. Parallel over rows.
+  source_tiles(const csr& a, node_t span) : source_tiles(a, equal_starts(a.num_cols, span)) {}
+
+  /// Tiles that start at `starts` (starts[0] == 0, increasing, below num_cols unless
+  /// num_cols is 0); otherwise as above.
+  source_tiles(const csr& a, std::vector<node_t> starts)
+      : rows_(a.num_rows), count_(static_cast<int>(starts.size())) {
     const auto tiles = static_cast<std::size_t>(count_), n = static_cast<std::size_t>(rows_);
+    starts.push_back(std::numeric_limits<node_t>::max());  // the last tile's end
     // offsets_[t n + i]: where row i's edges of tile t start; each tile's offsets run on into
     // the next tile's, and the last entry is the end.
     offsets_.assign(tiles * n + 1, 0);
@@ -103,16 +110,15 @@ class source_tiles {
     // Calls run(slot, first, end) for each tile's run of row i's edges [first, end), in order;
     // slot = t n + i for tile t.
     const auto for_each_run = [&](node_t i, auto&& run) {
-      node_t tile = 0, tile_end = span;
+      std::size_t tile = 0;
+      node_t tile_end = starts[1];
       edge_t first = row_start[i];
-      const auto slot = [&] {
-        return static_cast<std::size_t>(tile) * n + static_cast<std::size_t>(i);
-      };
+      const auto slot = [&] { return tile * n + static_cast<std::size_t>(i); };
       for (edge_t e = first; e < row_start[i + 1]; ++e) {
         if (column[e] < tile_end) continue;
         if (e > first) run(slot(), first, e);
         first = e;
-        while (column[e] >= tile_end) ++tile, tile_end += span;
+        while (column[e] >= tile_end) tile_end = starts[++tile + 1];
       }
       if (row_start[i + 1] > first) run(slot(), first, row_start[i + 1]);
     };
@@ -133,6 +139,13 @@ class source_tiles {
                          [](node_t c) { return static_cast<std::uint32_t>(c); });
         });
     });
+  }
+
+  /// The starts of `span`-source tiles over num_cols sources (one tile when there are none).
+  static std::vector<node_t> equal_starts(node_t num_cols, node_t span) {
+    std::vector<node_t> starts{0};
+    for (node_t s = span; s < num_cols; s += span) starts.push_back(s);
+    return starts;
   }
 
   int count() const { return count_; }
@@ -188,6 +201,27 @@ inline node_t spmm_tile_span(const csr& a, std::size_t row_bytes) {
   return (a.num_cols + tiles - 1) / tiles;  // equal tiles
 }
 
+/// The tile spans a product tries before it settles on one (spmm_rows_add with a cache): the
+/// tile count c of spmm_tile_span and ceil(c / 2), ceil(3c / 4), ceil(5c / 4), each at least
+/// 2 and within spmm_min_edges_per_tile_row, fewest tiles first; empty when spmm_tile_span
+/// does not tile. Which count is fastest depends on the host's cache more than on its size
+/// (200k x 128 floats: 7-8 tiles on one Zen 3 host, 3-4 on a Zen 5 with the same 32 MiB L3;
+/// RESULTS.md §6, session 10).
+inline std::vector<node_t> spmm_tile_span_candidates(const csr& a, std::size_t row_bytes) {
+  const node_t span = spmm_tile_span(a, row_bytes);
+  if (span <= 0) return {};
+  const node_t count = (a.num_cols + span - 1) / span;
+  const double degree = static_cast<double>(a.num_edges()) / std::max<double>(a.num_rows, 1);
+  std::vector<node_t> spans;
+  for (const node_t quarters : {2, 3, 4, 5}) {
+    const node_t tiles = (count * quarters + 3) / 4;
+    if (tiles < 2 || static_cast<double>(tiles) * spmm_min_edges_per_tile_row > degree) continue;
+    const node_t s = (a.num_cols + tiles - 1) / tiles;
+    if (spans.empty() || spans.back() != s) spans.push_back(s);
+  }
+  return spans;
+}
+
 }  // namespace detail
 
 /// The tilings of one CSR (detail::source_tiles), made on first use for each tile span and
@@ -211,10 +245,24 @@ class spmm_tile_cache {
     return *tilings_.back().second;
   }
 
+  /// The tile span a product with `row_bytes`-byte source rows settled on, if one has.
+  std::optional<node_t> tuned_span(std::size_t row_bytes) {
+    const std::lock_guard lock(mutex_);
+    for (const auto& [bytes, span] : tuned_)
+      if (bytes == row_bytes) return span;
+    return std::nullopt;
+  }
+  /// Records the span products with `row_bytes`-byte source rows use from now on.
+  void set_tuned_span(std::size_t row_bytes, node_t span) {
+    const std::lock_guard lock(mutex_);
+    tuned_.emplace_back(row_bytes, span);
+  }
+
  private:
   std::mutex mutex_;
   const csr* csr_ = nullptr;  // the CSR the tilings are of
   std::vector<std::pair<node_t, std::unique_ptr<const detail::source_tiles>>> tilings_;
+  std::vector<std::pair<std::size_t, node_t>> tuned_;  // (row bytes, span)
 };
 
 }  // namespace sar

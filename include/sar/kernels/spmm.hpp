@@ -38,6 +38,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -276,16 +277,54 @@ struct spmm_rows_epilogue {
   const T* scale = nullptr;
 };
 
+/// The product of spmm_rows_add on all of a, in passes over one tile of each candidate span
+/// after a first tile of the sources the candidates leave (which takes the first touch of the
+/// output and is not timed); sum_pass(tiling, t, passes) sums tile t. A pass over a tile of
+/// span s costs about 1 / (tiles of span s) of the product tiled by s, the destination rows
+/// streamed as in the whole product, so the candidate with the least (pass time x tile count)
+/// is returned. Candidates that leave no first tile are dropped, fewest tiles first; returns
+/// nothing (and sums nothing) when fewer than 2 remain.
+template <class SumPass>
+std::optional<node_t> try_tile_spans(const csr& a, std::vector<node_t> candidates,
+                                     SumPass&& sum_pass) {
+  const auto sources = [&] {
+    node_t sum = 0;
+    for (const node_t s : candidates) sum += s;
+    return sum;
+  };
+  while (!candidates.empty() && sources() >= a.num_cols) candidates.erase(candidates.begin());
+  if (candidates.size() < 2) return std::nullopt;
+  std::vector<node_t> starts{0};
+  for (node_t start = a.num_cols - sources(); const node_t s : candidates) {
+    starts.push_back(start);
+    start += s;
+  }
+  const source_tiles probe(a, starts);
+  sum_pass(probe, 0);
+  std::vector<double> estimate;  // seconds of the whole product, per candidate
+  for (int t = 1; t < probe.count(); ++t) {
+    const auto begin = std::chrono::steady_clock::now();
+    sum_pass(probe, t);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
+    const node_t span = candidates[static_cast<std::size_t>(t - 1)];
+    estimate.push_back(took.count() * static_cast<double>(a.num_cols) / static_cast<double>(span));
+  }
+  const auto fastest = std::min_element(estimate.begin(), estimate.end()) - estimate.begin();
+  return candidates[static_cast<std::size_t>(fastest)];
+}
+
 /// out.row(row_of(i)) += row i of A x (row_of: identity when rows is null), gathered rows
 /// scaled as Scale says, then the epilogue; each destination row summed by one thread
 /// (row_summer's order). An assigning epilogue requires rows == null (every row written).
 ///
-/// With a tile span (spmm_tile_span's choice unless given; 0: none; ignored for by_edge) the
-/// product makes one pass per tile of sources (source_tiles), so its gathers hit the cache
-/// instead of memory: ~1.5x on a 100 MB x and a 32 MB cache. Each row still gets its edges'
-/// additions in CSR order, and its partial sum is stored and reloaded exactly between passes,
-/// so the result is bitwise that of one pass. The tiling comes from `cache` when given, else
-/// is made for this call (4 bytes per edge and 8 per row and tile).
+/// With a tile span (0: none; ignored for by_edge) the product makes one pass per tile of
+/// sources (source_tiles), so its gathers hit the cache instead of memory: ~1.5x on a 100 MB
+/// x and a 32 MB cache. Each row still gets its edges' additions in CSR order, and its partial
+/// sum is stored and reloaded exactly between passes, so the result is bitwise that of one
+/// pass. Without a span given, the span is spmm_tile_span's or, with a cache, tuned: the first
+/// product of a row width runs one pass of each of spmm_tile_span_candidates (try_tile_spans)
+/// and the cache keeps the fastest for the next products. The tiling comes from `cache` when
+/// given, else is made for this call (4 bytes per edge and 8 per row and tile).
 template <row_scale Scale, class T>
 void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_rows_ref<T> x,
                    rows_ref<T> out, spmm_tile_cache* cache = nullptr,
@@ -312,18 +351,31 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
       }
     });
   };
+  // Pass t of a tiled product.
+  const auto sum_pass = [&](const source_tiles& tiles, int t) {
+    sum_rows(tiles.offsets(t), tiles.columns(), t == 0, t + 1 == tiles.count());
+  };
   const std::size_t row_bytes = static_cast<std::size_t>(x.cols()) * sizeof(T);
-  const node_t span = Scale == row_scale::by_edge ? 0
-                      : tile_span                 ? *tile_span
-                                                  : spmm_tile_span(a, row_bytes);
-  if (span <= 0 || span >= a.num_cols) {
+  std::optional<node_t> span = Scale == row_scale::by_edge ? 0 : tile_span;
+  if (!span && cache != nullptr) span = cache->tuned_span(row_bytes);
+  if (!span && cache != nullptr) {
+    if (const auto fastest =
+            try_tile_spans(a, spmm_tile_span_candidates(a, row_bytes), sum_pass)) {
+      cache->set_tuned_span(row_bytes, *fastest);
+      (void)cache->tiles(a, *fastest);  // made now, while this call is slow anyway
+      return;
+    }
+    span = spmm_tile_span(a, row_bytes);  // nothing to choose from
+    cache->set_tuned_span(row_bytes, *span);
+  }
+  if (!span) span = spmm_tile_span(a, row_bytes);
+  if (*span <= 0 || *span >= a.num_cols) {
     sum_rows(std::span<const edge_t>(a.offsets), a.columns.data(), true, true);
     return;
   }
   std::optional<source_tiles> own;
-  const source_tiles& tiles = cache != nullptr ? cache->tiles(a, span) : own.emplace(a, span);
-  for (int t = 0; t < tiles.count(); ++t)
-    sum_rows(tiles.offsets(t), tiles.columns(), t == 0, t + 1 == tiles.count());
+  const source_tiles& tiles = cache != nullptr ? cache->tiles(a, *span) : own.emplace(a, *span);
+  for (int t = 0; t < tiles.count(); ++t) sum_pass(tiles, t);
 }
 
 }  // namespace detail
