@@ -876,10 +876,12 @@ TEST_CASE("relu_dropout equals relu then dropout, forward and backward, in float
 }
 
 TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with the threshold") {
-  // The vectorised compare (AVX2 builds) must agree with the definition, lane by lane.
-  for (const double p : {0.0, 0.3, 0.5, 0.999}) {
+  // The vectorised compare (AVX2 builds) and the 8 draws at a time of each 128 columns
+  // (AVX-512 builds: counter_rng::bits8) must agree with the definition, lane by lane.
+  // p = 0.999995 rounds to 2^16 / 2^16: nothing kept.
+  for (const double p : {0.0, 0.3, 0.5, 0.999, 0.999995}) {
     const dropout_mask mask(layer_context{.training = true, .seed = 5, .epoch = 2, .layer = 1}, p);
-    for (const Eigen::Index width : {1, 15, 16, 17, 64, 130}) {
+    for (const Eigen::Index width : {1, 15, 16, 17, 64, 128, 130, 256, 300}) {
       CAPTURE(p);
       CAPTURE(width);
       std::vector<std::uint64_t> bits(static_cast<std::size_t>(dropout_mask::words_for(width)));
@@ -896,6 +898,21 @@ TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with t
     }
   }
 }
+
+#if defined(__AVX512F__)
+TEST_CASE("counter_rng::bits8 gives bits(a, b, c + k, d) in lane k, bitwise") {
+  const counter_rng rng(0x1234567890abcdefull, rng_stream::dropout, 3);
+  for (const std::uint64_t c : {std::uint64_t{0}, std::uint64_t{5}, ~std::uint64_t{0} - 3}) {
+    const counter_rng::bits8_t lanes = rng.bits8(7, 0xfedcba9876543210ull, c, 11);
+    std::array<std::array<std::uint64_t, 8>, 4> words;
+    for (std::size_t q = 0; q < 4; ++q) _mm512_storeu_si512(words[q].data(), lanes.word[q]);
+    for (std::uint64_t k = 0; k < 8; ++k) {
+      const counter_rng::bits_t expected = rng.bits(7, 0xfedcba9876543210ull, c + k, 11);
+      for (std::size_t q = 0; q < 4; ++q) CHECK(words[q][k] == expected[q]);
+    }
+  }
+}
+#endif
 
 TEST_CASE("batch_norm normalises in training and uses the running statistics in evaluation") {
   local_schedule graph(random_graph(200, 2, 17));

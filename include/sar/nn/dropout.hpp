@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -52,7 +52,14 @@ class dropout_mask {
   /// this global id is kept.
   void node_bits(node_t global_id, Eigen::Index width, std::uint64_t* bits) const {
     std::fill_n(bits, words_for(width), std::uint64_t{0});
-    for (Eigen::Index c0 = 0; c0 < width; c0 += columns_per_draw) {
+    Eigen::Index c0 = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    for (; c0 + 8 * columns_per_draw <= width; c0 += 8 * columns_per_draw)
+      kept_lanes8(rng_.bits8(epoch_, static_cast<std::uint64_t>(global_id),
+                             static_cast<std::uint64_t>(c0 / columns_per_draw)),
+                  bits + c0 / 64);
+#endif
+    for (; c0 < width; c0 += columns_per_draw) {
       std::uint64_t kept = kept_lanes(draw(global_id, c0));
       if (width - c0 < columns_per_draw) kept &= (std::uint64_t{1} << (width - c0)) - 1;
       bits[c0 / 64] |= kept << (c0 % 64);  // 16 divides 64: a draw never straddles words
@@ -79,6 +86,34 @@ class dropout_mask {
     return kept;
 #endif
   }
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  /// kept[0], kept[1] := kept_lanes of 8 consecutive draws (128 columns) as counter_rng::bits8
+  /// gives them (word q of draw k in lane k of vector q).
+  void kept_lanes8(const counter_rng::bits8_t& draws, std::uint64_t* kept) const {
+    if (threshold_ > 0xffffu) {  // p rounded to 1: nothing kept
+      kept[0] = kept[1] = 0;
+      return;
+    }
+    // Transpose to two draws a vector, each draw's four words in order: 16-bit lane e of
+    // vector v is then column 32 v + e.
+    const __m512i* x = draws.word;
+    const __m512i lo01 = _mm512_unpacklo_epi64(x[0], x[1]);
+    const __m512i hi01 = _mm512_unpackhi_epi64(x[0], x[1]);
+    const __m512i lo23 = _mm512_unpacklo_epi64(x[2], x[3]);
+    const __m512i hi23 = _mm512_unpackhi_epi64(x[2], x[3]);
+    const __m512i first = _mm512_shuffle_i64x2(lo01, lo23, 0x44);  // 128-bit chunks 0, 1 of each
+    const __m512i second = _mm512_shuffle_i64x2(hi01, hi23, 0x44);
+    const __m512i third = _mm512_shuffle_i64x2(lo01, lo23, 0xee);  // chunks 2, 3
+    const __m512i fourth = _mm512_shuffle_i64x2(hi01, hi23, 0xee);
+    const __m512i limit = _mm512_set1_epi16(static_cast<short>(threshold_));
+    const auto keep = [&](__m512i a, __m512i b, int chunks) {
+      return static_cast<std::uint64_t>(
+          _mm512_cmpge_epu16_mask(_mm512_shuffle_i64x2(a, b, chunks), limit));
+    };
+    kept[0] = keep(first, second, 0x88) | keep(first, second, 0xdd) << 32;
+    kept[1] = keep(third, fourth, 0x88) | keep(third, fourth, 0xdd) << 32;
+  }
+#endif
   /// 16-bit lane k of a draw: the draws a decision compares with the threshold.
   static std::uint32_t lane(const counter_rng::bits_t& words, Eigen::Index k) {
     return static_cast<std::uint32_t>((words[static_cast<std::size_t>(k / 4)] >> (16 * (k % 4))) &
@@ -109,6 +144,20 @@ template <bool Relu, class T>
 void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::Index width,
                 bool add) {
   Eigen::Index c = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    // 16 columns a vector: their 16 bits are the lane mask that selects `scale` or 0.
+    const __m512 factor = _mm512_set1_ps(scale);
+    for (; c + 16 <= width; c += 16) {
+      const auto lanes = static_cast<__mmask16>(bits[c / 64] >> (c % 64));
+      __m512 v = _mm512_loadu_ps(in + c);
+      if constexpr (Relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);  // NaN: v
+      v = _mm512_mul_ps(v, _mm512_maskz_mov_ps(lanes, factor));
+      if (add) v = _mm512_add_ps(_mm512_loadu_ps(out + c), v);
+      _mm512_storeu_ps(out + c, v);
+    }
+  }
+#endif
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<T, float>) {
     // Byte k of the words holds columns 8k .. 8k + 7 (x86 is little-endian): broadcast it,
