@@ -110,7 +110,8 @@ class counter_rng {
     const __m512i x_hi = _mm512_srli_epi64(x, 32), low32 = _mm512_set1_epi64(0xffffffff);
     const __m512i ll = _mm512_mul_epu32(x, m_lo), lh = _mm512_mul_epu32(x, m_hi);
     const __m512i hl = _mm512_mul_epu32(x_hi, m_lo), hh = _mm512_mul_epu32(x_hi, m_hi);
-    // Bits 32-95 of the product: the carries of the low products into the high word (< 2^34).
+    // Bits 32 and up of the three lower partial products' sum (< 2^34): the product's bits
+    // 32-63, then the carry into its high word.
     const __m512i mid = _mm512_add_epi64(
         _mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, low32)),
         _mm512_and_si512(hl, low32));

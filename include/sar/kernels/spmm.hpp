@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <type_traits>
@@ -208,12 +209,13 @@ class row_summer {
   void narrower(T* destination, Eigen::Index& c, edge_t begin, edge_t end, bool& first,
                 bool assign, const T* scale) const {
     using traits = Eigen::internal::unpacket_traits<P>;
-    if (width_ - c >= traits::size) {
+    constexpr int size = traits::size;
+    if (width_ - c >= size) {
       add_block<1, P>(destination, c, begin, end, std::exchange(first, false), assign, scale);
-      c += traits::size;
+      c += size;
     }
     using half = typename traits::half;
-    if constexpr (Eigen::internal::unpacket_traits<half>::size < traits::size)
+    if constexpr (Eigen::internal::unpacket_traits<half>::size < size)
       narrower<half>(destination, c, begin, end, first, assign, scale);
   }
 
@@ -284,7 +286,7 @@ struct spmm_rows_epilogue {
 
 /// The product of spmm_rows_add on all of a, in passes over one tile of each candidate span
 /// after a first tile of the sources the candidates leave (which takes the first touch of the
-/// output and is not timed); sum_pass(tiling, t, passes) sums tile t. A pass over a tile of
+/// output and is not timed); sum_pass(tiling, t) sums tile t. A pass over a tile of
 /// span s costs about 1 / (tiles of span s) of the product tiled by s, the destination rows
 /// streamed as in the whole product, so the candidate with the least (pass time x tile count)
 /// is returned. Candidates that leave no first tile are dropped, fewest tiles first; returns
@@ -293,9 +295,7 @@ template <class SumPass>
 std::optional<node_t> try_tile_spans(const csr& a, std::vector<node_t> candidates,
                                      SumPass&& sum_pass) {
   const auto sources = [&] {
-    node_t sum = 0;
-    for (const node_t s : candidates) sum += s;
-    return sum;
+    return std::accumulate(candidates.begin(), candidates.end(), node_t{0});
   };
   while (!candidates.empty() && sources() >= a.num_cols) candidates.erase(candidates.begin());
   if (candidates.size() < 2) return std::nullopt;

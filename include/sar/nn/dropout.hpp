@@ -105,13 +105,16 @@ class dropout_mask {
     const __m512i second = _mm512_shuffle_i64x2(hi01, hi23, 0x44);
     const __m512i third = _mm512_shuffle_i64x2(lo01, lo23, 0xee);  // chunks 2, 3
     const __m512i fourth = _mm512_shuffle_i64x2(hi01, hi23, 0xee);
+    const __m512i draws01 = _mm512_shuffle_i64x2(first, second, 0x88);  // chunks 0, 2 of each
+    const __m512i draws23 = _mm512_shuffle_i64x2(first, second, 0xdd);  // chunks 1, 3
+    const __m512i draws45 = _mm512_shuffle_i64x2(third, fourth, 0x88);
+    const __m512i draws67 = _mm512_shuffle_i64x2(third, fourth, 0xdd);
     const __m512i limit = _mm512_set1_epi16(static_cast<short>(threshold_));
-    const auto keep = [&](__m512i a, __m512i b, int chunks) {
-      return static_cast<std::uint64_t>(
-          _mm512_cmpge_epu16_mask(_mm512_shuffle_i64x2(a, b, chunks), limit));
+    const auto keep = [&](__m512i lanes) {
+      return static_cast<std::uint64_t>(_mm512_cmpge_epu16_mask(lanes, limit));
     };
-    kept[0] = keep(first, second, 0x88) | keep(first, second, 0xdd) << 32;
-    kept[1] = keep(third, fourth, 0x88) | keep(third, fourth, 0xdd) << 32;
+    kept[0] = keep(draws01) | keep(draws23) << 32;
+    kept[1] = keep(draws45) | keep(draws67) << 32;
   }
 #endif
   /// 16-bit lane k of a draw: the draws a decision compares with the threshold.
