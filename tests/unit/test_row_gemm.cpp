@@ -30,7 +30,9 @@ TEST_CASE("a float product is one FMA chain per element, whatever the vector wid
     MESSAGE("built without AVX2 + FMA: float products use Eigen, which does not promise this");
     return;
   }
+#if SAR_ROW_GEMM
   MESSAGE("row_gemm vector lanes: ", detail::gemm_simd::lanes);
+#endif
   const matrix<float> x = random_matrix(517, 130, 1), x2 = random_matrix(517, 9, 2);
   const matrix<float> start = random_matrix(517, 40, 3);
   for (const Eigen::Index width : {1, 8, 15, 16, 17, 31, 32, 33, 40}) {
