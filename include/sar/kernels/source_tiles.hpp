@@ -227,8 +227,9 @@ inline std::vector<node_t> spmm_tile_span_candidates(const csr& a, std::size_t r
 /// The tilings of one CSR (detail::source_tiles), made on first use for each tile span and
 /// kept. The owner of a CSR that is multiplied every epoch (a schedule, for its graph_blocks)
 /// keeps one beside it, so products do not cut the edges into tiles again on every call
-/// (~20 ms for 4M edges). Requires the CSR to stay unchanged while the cache is used with it.
-/// Thread-safe.
+/// (~20 ms for 4M edges), and so that the tile count its first product of a row width tuned
+/// (spmm_rows_add) holds for the next ones. Requires the CSR to stay unchanged while the cache
+/// is used with it. Thread-safe.
 class spmm_tile_cache {
  public:
   /// The tiling of a by `span` sources, made now if this cache has none yet. Throws
