@@ -362,16 +362,18 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
   };
   const std::size_t row_bytes = static_cast<std::size_t>(x.cols()) * sizeof(T);
   std::optional<node_t> span = Scale == row_scale::by_edge ? 0 : tile_span;
-  if (!span && cache != nullptr) span = cache->tuned_span(row_bytes);
   if (!span && cache != nullptr) {
-    if (const auto fastest =
-            try_tile_spans(a, spmm_tile_span_candidates(a, row_bytes), sum_pass)) {
-      cache->set_tuned_span(row_bytes, *fastest);
-      (void)cache->tiles(a, *fastest);  // made now, while this call is slow anyway
-      return;
+    span = cache->tuned_span(row_bytes);
+    if (!span) {  // the first product of this row width through the cache
+      if (const auto fastest =
+              try_tile_spans(a, spmm_tile_span_candidates(a, row_bytes), sum_pass)) {
+        cache->set_tuned_span(row_bytes, *fastest);
+        (void)cache->tiles(a, *fastest);  // made now, while this call is slow anyway
+        return;
+      }
+      span = spmm_tile_span(a, row_bytes);  // nothing to choose from
+      cache->set_tuned_span(row_bytes, *span);
     }
-    span = spmm_tile_span(a, row_bytes);  // nothing to choose from
-    cache->set_tuned_span(row_bytes, *span);
   }
   if (!span) span = spmm_tile_span(a, row_bytes);
   if (*span <= 0 || *span >= a.num_cols) {

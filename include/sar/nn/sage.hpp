@@ -159,9 +159,11 @@ class sage_layer {
           const auto [w, b] = self_and_neighbour_weights();
           detail::product<T>(x, w, h, b.data());
           huge_page_resize(h_nbr, n, output_dim_);
-          for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
-            h_nbr.middleRows(b, e - b) = h.middleRows(b, e - b).rightCols(output_dim_);
-          });
+          for_row_chunks(n, static_cast<double>(output_dim_),
+                         [&](Eigen::Index begin, Eigen::Index end) {
+                           h_nbr.middleRows(begin, end - begin) =
+                               h.middleRows(begin, end - begin).rightCols(output_dim_);
+                         });
         } else {
           detail::product<T>(x, w_nbr, h);
         }
