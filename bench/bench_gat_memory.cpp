@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/graph/generators.hpp"

@@ -5,7 +5,7 @@
 //   sar/partition/metis.hpp            METIS
 //   sar/partition/store.hpp            partition store; nlohmann-json
 //   sar/comm/mpi.hpp                   Boost.MPI / MPI
-//   sar/dist/distributed_schedule.hpp  the distributed (SAR) schedules
+//   sar/distributed/distributed_schedule.hpp  the distributed (SAR) schedules
 #pragma once
 
 #include "sar/core/error.hpp"
@@ -13,7 +13,8 @@
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
 #include "sar/graph/dataset.hpp"

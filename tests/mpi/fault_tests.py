@@ -16,12 +16,13 @@ def mpirun(n, *args):
     return ["mpirun", "-np", str(n), "--oversubscribe", sar_train, "--quiet", *args]
 
 
-def expect_failure(name, command, must_contain):
+def expect_failure(name, command, must_contain, extra_env=None):
     """Runs command; it must exit non-zero within LIMIT seconds, printing must_contain."""
     global passed, failed
     start = time.time()
     try:
-        run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        run = subprocess.run(command, env=dict(env, **(extra_env or {})), capture_output=True,
+                             text=True, timeout=60)
         elapsed, output, code = time.time() - start, run.stdout + run.stderr, run.returncode
     except subprocess.TimeoutExpired as e:
         elapsed, output, code = time.time() - start, str(e.stdout) + str(e.stderr), None
@@ -40,9 +41,9 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
                    capture_output=True)
 
     expect_failure("a rank that throws mid-epoch",
-                   mpirun(2, "--partitions", store, "--epochs", "200", "--fail-at-epoch", "3",
-                          "--fail-rank", "1"),
-                   "injected failure on rank 1 at epoch 3")
+                   mpirun(2, "--partitions", store, "--epochs",
+                          "200"),
+                   "injected failure on rank 1 at epoch 3", {"SAR_TRAIN_INJECT_FAILURE": "3:1"})
 
     expect_failure("rank count does not match the store",
                    mpirun(3, "--partitions", store),

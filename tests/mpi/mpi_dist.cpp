@@ -12,8 +12,8 @@
 #include "sar/comm/mpi.hpp"
 #include "mpi_check.hpp"
 #include "sar/core/rng.hpp"
-#include "sar/dist/graph_shard.hpp"
-#include "sar/dist/halo_plan.hpp"
+#include "sar/distributed/graph_shard.hpp"
+#include "sar/distributed/halo_plan.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 

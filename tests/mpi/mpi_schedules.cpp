@@ -22,10 +22,11 @@
 
 #include <tbb/global_control.h>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/comm/mpi.hpp"
 #include "mpi_check.hpp"
 #include "sar/comm/serial.hpp"
-#include "sar/dist/distributed_schedule.hpp"
+#include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
@@ -190,7 +191,7 @@ template <class T, class Schedule>
 void check_layers(const std::string& tag, Schedule& dist, local_schedule& whole,
                   double tolerance) {
   constexpr Eigen::Index F = 12;
-  const node_t N = whole.num_local();
+  const node_t N = whole.num_sources();
   const matrix<T> x = random_rows<T>(N, F, 101);
   auto name = [&](const char* layer) { return tag + " " + layer; };
   auto dy_of = [&](Eigen::Index width) { return random_rows<T>(N, width, 200 + width); };
@@ -244,7 +245,7 @@ void check_counters(const std::string& tag, Schedule& dist, const csr& whole) {
   const std::int64_t comm_before = the_comm->bytes_sent();
   dist.reset_traffic();
   dist.reset_peak_live_blocks();
-  dist.gather(x, [&](const graph_block&, const auto& halo) {
+  dist.gather(exchange_key{}, x, [&](const graph_block&, const auto& halo) {
     ++blocks;
     EXPECT(halo.cols() == W, tag, ": halo width");
   });
@@ -252,43 +253,44 @@ void check_counters(const std::string& tag, Schedule& dist, const csr& whole) {
          ": gather sent ", dist.traffic().last_call_bytes, " bytes, the plan says ", send);
   // What the communicator counted is the payload plus the call's small agreements.
   EXPECT(the_comm->bytes_sent() - comm_before >= send, tag, ": communicator counted less");
-  dist.scatter(dx, [&](const graph_block&, auto&&) {});
+  dist.scatter(exchange_key{}, dx, [&](const graph_block&, auto&&) {});
   EXPECT(dist.traffic().last_call_bytes == recv, tag, ": scatter sent ",
          dist.traffic().last_call_bytes, " bytes, expected ", recv);
   const int P = the_comm->size();
-  if constexpr (Schedule::is_keep_halo) {
+  const auto* keep = dist.cache().template target<keep_for_backward>();
+  if (keep != nullptr) {
     // A gather is kept: backward re-sends no features, only gradients. (The scatter above
     // started a backward pass, so this gather first drops the one kept before.)
-    EXPECT(dist.kept_halo_count() == 1, tag, ": the first gather was not kept");
-    dist.gather(x, [&](const graph_block&, const auto&) {});
-    EXPECT(dist.kept_halo_count() == 1, tag, ": ", dist.kept_halo_count(), " kept gathers");
+    EXPECT(keep->kept_count() == 1, tag, ": the first gather was not kept");
+    dist.gather(exchange_key{}, x, [&](const graph_block&, const auto&) {});
+    EXPECT(keep->kept_count() == 1, tag, ": ", keep->kept_count(), " kept gathers");
     EXPECT(dist.kept_halo_bytes() == static_cast<std::size_t>(recv), tag, ": kept ",
            dist.kept_halo_bytes(), " bytes, expected ", recv);
-    dist.gather_scatter(x, dx, [&](const graph_block&, const auto&, auto&) {});
+    dist.gather_scatter(exchange_key{}, x, dx, [&](const graph_block&, const auto&, auto&) {});
     EXPECT(dist.traffic().last_call_bytes == recv, tag, ": gather_scatter after a kept gather "
            "sent ", dist.traffic().last_call_bytes, " bytes, expected only the gradients ", recv);
-    EXPECT(dist.kept_halo_count() == 0, tag, ": the kept halo was not consumed");
+    EXPECT(keep->kept_count() == 0, tag, ": the kept halo was not consumed");
     // x changed on one rank only: every rank re-fetches (results stay exact).
-    dist.gather(x, [&](const graph_block&, const auto&) {});
+    dist.gather(exchange_key{}, x, [&](const graph_block&, const auto&) {});
     matrixd x2 = x;
     if (the_comm->rank() == 0 && n > 0) x2(0, 0) += 1;  // another address anyway on rank 0
     const matrixd& changed = the_comm->rank() == 0 ? x2 : x;
-    dist.gather_scatter(changed, dx, [&](const graph_block&, const auto&, auto&) {});
+    dist.gather_scatter(exchange_key{}, changed, dx, [&](const graph_block&, const auto&, auto&) {});
     EXPECT(dist.traffic().last_call_bytes == send + recv, tag, ": a gather_scatter that misses "
            "on one rank must re-fetch on all (sent ", dist.traffic().last_call_bytes, ")");
   } else {
-    dist.gather_scatter(x, dx, [&](const graph_block&, const auto&, auto&) {});
+    dist.gather_scatter(exchange_key{}, x, dx, [&](const graph_block&, const auto&, auto&) {});
     EXPECT(dist.traffic().last_call_bytes == send + recv, tag, ": gather_scatter sent ",
            dist.traffic().last_call_bytes, " bytes, expected ", send + recv);
   }
-  if constexpr (Schedule::is_sequential) {
+  if (keep == nullptr && !dist.transport().all_at_once) {
     const int d = dist.prefetch_depth();
     const int bound = std::min(d + 1, P - 1);
     EXPECT(dist.peak_live_blocks() == bound, tag, ": peak live remote blocks ",
            dist.peak_live_blocks(), ", expected exactly min(d + 1, P - 1) = ", bound);
     EXPECT(dist.live_blocks() == 0, tag, ": blocks alive after the calls");
   }
-  if constexpr (Schedule::is_one_shot)
+  if (dist.transport().all_at_once)
     EXPECT(dist.peak_live_blocks() == P - 1, tag, ": one_shot holds every remote block");
   EXPECT(blocks >= 1 || n == 0 || whole.num_edges() == 0, tag, ": no block visited");
 }
@@ -312,27 +314,27 @@ void check_errors(const std::string& tag, Schedule& dist) {
   const matrixd short_rows = random_rows<double>(n + 1, 4, 9);
   const matrixd wide = random_rows<double>(n, 5, 9);
   expect_throw_everywhere("wrong rows on the last rank", [&] {
-    dist.gather(p == P - 1 ? short_rows : good, [](const graph_block&, const auto&) {});
+    dist.gather(exchange_key{}, p == P - 1 ? short_rows : good, [](const graph_block&, const auto&) {});
   });
   if (P > 1)  // widths can only disagree between ranks
     expect_throw_everywhere("another width on rank 0", [&] {
-      dist.gather(p == 0 ? wide : good, [](const graph_block&, const auto&) {});
+      dist.gather(exchange_key{}, p == 0 ? wide : good, [](const graph_block&, const auto&) {});
     });
   matrixd dx = matrixd::Zero(p == 0 ? n + 2 : n, 4);
   expect_throw_everywhere("dx mis-shaped on rank 0", [&] {
-    dist.gather_scatter(good, dx, [](const graph_block&, const auto&, auto&) {});
+    dist.gather_scatter(exchange_key{}, good, dx, [](const graph_block&, const auto&, auto&) {});
   });
   // Rank 0 has edges in every test graph, so its visitor runs.
   if (p == 0) EXPECT(dist.shard().num_edges() > 0, tag, ": rank 0 has no edges");
   expect_throw_everywhere("a visitor throwing on rank 0 only", [&] {
-    dist.gather(good, [&](const graph_block&, const auto&) {
+    dist.gather(exchange_key{}, good, [&](const graph_block&, const auto&) {
       if (p == 0) throw invalid_argument("test visitor");
     });
   });
   // Still usable: a plain exchange completes on every rank.
   matrixd dx_ok = matrixd::Zero(n, 4);
-  dist.gather_scatter(good, dx_ok, [](const graph_block&, const auto&, auto&) {});
-  dist.scatter(dx_ok, [](const graph_block&, auto&&) {});
+  dist.gather_scatter(exchange_key{}, good, dx_ok, [](const graph_block&, const auto&, auto&) {});
+  dist.scatter(exchange_key{}, dx_ok, [](const graph_block&, auto&&) {});
 }
 
 template <class Schedule>
@@ -350,22 +352,22 @@ void check_graph(const test_graph& g) {
   const int p = the_comm->rank();
   {
     // Built from the graph_part (the schedule owns shard and plan).
-    sequential_schedule<mpi_communicator> seq(*the_comm, g.part);
+    distributed_schedule<mpi_communicator> seq(*the_comm, g.part);
     check_schedule(g.name + " sequential d=1", seq, whole, g.whole);
   }
   const graph_shard shard(g.part);
   const halo_plan plan = build_halo_plan(*the_comm, shard);
   for (int d : {0, 2}) {
-    sequential_schedule<mpi_communicator> seq(*the_comm, shard, plan, {.prefetch_depth = d});
+    distributed_schedule<mpi_communicator> seq(*the_comm, shard, plan, sequential_exchange(d));
     check_counters(g.name + " sequential d=" + std::to_string(d), seq, g.whole);
     check_layers<double>(g.name + " sequential d=" + std::to_string(d), seq, whole, 1e-10);
   }
   {
-    keep_halo_schedule<mpi_communicator> keep(*the_comm, shard, plan);
+    distributed_schedule<mpi_communicator> keep(*the_comm, shard, plan, keep_halo_exchange());
     check_schedule(g.name + " keep_halo", keep, whole, g.whole);
   }
   {
-    one_shot_schedule<mpi_communicator> one(*the_comm, shard, plan);
+    distributed_schedule<mpi_communicator> one(*the_comm, shard, plan, one_shot_exchange());
     check_schedule(g.name + " one_shot", one, whole, g.whole);
   }
   if (p == 0) std::printf("%s: every schedule matches local_schedule\n", g.name.c_str());
@@ -389,15 +391,15 @@ int main(int argc, char** argv) {
     if (p == P - 1) plan.recv_count[p] = 1;  // the plan receives from itself
     bool threw = false;
     try {
-      sequential_schedule<mpi_communicator> bad(comm, shard, plan);
+      distributed_schedule<mpi_communicator> bad(comm, shard, plan);
     } catch (const sar::error&) {
       threw = true;
     }
     EXPECT(threw, "an invalid plan on rank ", P - 1, " did not throw on rank ", p);
     bool bad_depth = false;
     try {
-      sequential_schedule<mpi_communicator> bad(comm, shard, build_halo_plan(comm, shard),
-                                                {.prefetch_depth = p == 0 ? -1 : 1});
+      distributed_schedule<mpi_communicator> bad(comm, shard, build_halo_plan(comm, shard),
+                                                 sequential_exchange(p == 0 ? -1 : 1));
     } catch (const sar::error&) {
       bad_depth = true;
     }
@@ -416,8 +418,8 @@ int main(int argc, char** argv) {
     const test_graph g = cora_graph(1, 0);
     serial_communicator serial;
     local_schedule whole(g.whole);
-    sequential_schedule<serial_communicator> seq(serial, g.part);
-    one_shot_schedule<serial_communicator> one(serial, g.part);
+    distributed_schedule<serial_communicator> seq(serial, g.part);
+    distributed_schedule<serial_communicator> one(serial, g.part, one_shot_exchange());
     check_layers<double>("serial sequential", seq, whole, 1e-10);
     check_layers<double>("serial one_shot", one, whole, 1e-10);
     EXPECT(seq.traffic().total_bytes() == 0, "the serial schedule sent bytes");

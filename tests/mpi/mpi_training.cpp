@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/comm/mpi.hpp"
 #include "mpi_check.hpp"
-#include "sar/dist/distributed_schedule.hpp"
+#include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
 #include "sar/partition/metis.hpp"
@@ -110,10 +111,11 @@ void compare(const run_result& reference, const run_result& got, double loss_tol
                 worst_parameter);
 }
 
-template <class T, class Exchange>
+template <class T>
 void check_schedule(mpi_communicator& comm, const graph_part& part, const model_config& config,
-                    const run_result& reference, const std::string& what) {
-  distributed_schedule<Exchange, mpi_communicator> graph(comm, part);
+                    const run_result& reference, const std::string& schedule,
+                    const std::string& what) {
+  distributed_schedule<mpi_communicator> graph(comm, part, named_exchange(schedule));
   const run_result got = train<T>(graph, config, part.features, part.labels, part.split,
                                   part.num_classes);
   constexpr bool is_float = std::is_same_v<T, float>;
@@ -134,9 +136,8 @@ void check_model(mpi_communicator& comm, const graph_dataset& data,
   graph_part part = cut_part(data, assignment, comm.size(), comm.rank());
   part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
   const std::string what = name + (std::is_same_v<T, float> ? " float" : " double");
-  check_schedule<T, exchange::sequential>(comm, part, config, reference, what + " sequential");
-  check_schedule<T, exchange::keep_halo>(comm, part, config, reference, what + " keep_halo");
-  check_schedule<T, exchange::one_shot>(comm, part, config, reference, what + " one_shot");
+  for (const std::string schedule : {"sequential", "keep_halo", "one_shot"})
+    check_schedule<T>(comm, part, config, reference, schedule, what + " " + schedule);
 }
 
 void check_graph(mpi_communicator& comm, const graph_dataset& data,

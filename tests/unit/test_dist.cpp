@@ -10,9 +10,9 @@
 
 #include "sar/comm/serial.hpp"
 #include "sar/core/rng.hpp"
-#include "sar/dist/graph_shard.hpp"
-#include "sar/dist/halo_plan.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/distributed/graph_shard.hpp"
+#include "sar/distributed/halo_plan.hpp"
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
@@ -406,14 +406,14 @@ TEST_CASE("local_schedule keeps one copy of a symmetric graph and a transpose ot
   local_schedule symmetric(build_csr(symmetric_edges));
   const graph_block* seen = nullptr;
   const matrixd x = matrixd::Ones(3, 2);
-  symmetric.gather(x, [&](const graph_block& b, const auto&) { seen = &b; });
+  symmetric.gather(sar::exchange_key{}, x, [&](const graph_block& b, const auto&) { seen = &b; });
   REQUIRE(seen != nullptr);
   CHECK(seen->transposed == seen->edges);
 
   edge_list directed_edges = symmetric_edges;
   directed_edges.push_back(0, 2);
   local_schedule directed(build_csr(directed_edges));
-  directed.gather(x, [&](const graph_block& b, const auto&) { seen = &b; });
+  directed.gather(sar::exchange_key{}, x, [&](const graph_block& b, const auto&) { seen = &b; });
   CHECK(seen->transposed != seen->edges);
   CHECK(*seen->transposed == transpose(*seen->edges));
 }

@@ -11,6 +11,7 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/kernels/gat.hpp"
 #include "sar/nn/detail/gat_reference.hpp"
@@ -77,7 +78,8 @@ class block_schedule {
     }
   }
 
-  node_t num_local() const { return num_local_; }
+  node_t num_destinations() const { return num_local_; }
+  node_t num_sources() const { return num_local_; }
   node_t first_global() const { return 0; }
   node_t node_id(node_t row) const { return row; }
   node_t num_global() const { return num_local_; }
@@ -93,14 +95,14 @@ class block_schedule {
   }
 
   template <class X, class Visit>
-  void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
+  void gather(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Visit&& visit) {
     for (int b : order_) {
       const auto halo = fetch(*parts_[b], x);
       visit(parts_[b]->block, sar::const_rows_ref<typename X::Scalar>(halo));
     }
   }
   template <class DX, class Visit>
-  void scatter(Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void scatter(const sar::exchange_key&, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
     for (int b : order_) {
       sar::matrix<typename DX::Scalar> dhalo =
           sar::matrix<typename DX::Scalar>::Zero(parts_[b]->sources.size(), dx.cols());
@@ -110,7 +112,7 @@ class block_schedule {
     }
   }
   template <class X, class DX, class Visit>
-  void gather_scatter(const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void gather_scatter(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
     for (int b : order_) {
       const auto halo = fetch(*parts_[b], x);  // fetched again: rematerialisation
       sar::matrix<typename DX::Scalar> dhalo =

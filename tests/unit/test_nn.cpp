@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/kernels/dense.hpp"
@@ -429,7 +430,7 @@ TEST_CASE("spmm_assign (assign, sum, scale rows in one pass) is bitwise zero, ad
   }
   // The block forms: a whole local block assigns; a compressed block cannot.
   local_schedule graph(a);
-  graph.gather(random_matrix<float>(a.num_cols, 8, 43), [&](const graph_block& block,
+  graph.gather(sar::exchange_key{}, random_matrix<float>(a.num_cols, 8, 43), [&](const graph_block& block,
                                                               const auto& halo) {
     CHECK(block.whole);
     matrix<float> out = nan.replicate(1, 8), expected = matrix<float>::Zero(a.num_rows, 8);
@@ -591,7 +592,7 @@ struct test_conv {
     } else {
       y = xw;
     }
-    graph.gather(xw, [&](const graph_block& b, const_rows_ref<double> halo) {
+    graph.gather(sar::exchange_key{}, xw, [&](const graph_block& b, const_rows_ref<double> halo) {
       spmm_add<double>(b, halo, y);
     });
   }
@@ -599,7 +600,7 @@ struct test_conv {
   void backward(Schedule& graph, const layer_context&, const matrixd& x, const matrixd&,
                 const matrixd& dy, matrixd& dx) {
     matrixd dxw = dy;  // d(xW) = dy + A^T dy
-    graph.scatter(dxw, [&](const graph_block& b, rows_ref<double> dhalo) {
+    graph.scatter(sar::exchange_key{}, dxw, [&](const graph_block& b, rows_ref<double> dhalo) {
       spmm_add<double>(*b.transposed, dy, dhalo);
     });
     if (defect == bug::adds_parameter_gradient) store->grad(w) += x.transpose() * dxw;

@@ -11,6 +11,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/nn/activations.hpp"
@@ -74,7 +75,8 @@ class split_schedule {
   }
   split_schedule(const split_schedule&) = delete;
 
-  node_t num_local() const { return graph_.num_rows; }
+  node_t num_destinations() const { return graph_.num_rows; }
+  node_t num_sources() const { return graph_.num_rows; }
   node_t first_global() const { return 0; }
   node_t node_id(node_t row) const { return row; }
   node_t num_global() const { return graph_.num_rows; }
@@ -85,14 +87,14 @@ class split_schedule {
   std::size_t num_blocks() const { return parts_.size(); }
 
   template <class X, class Visit>
-  void gather(const Eigen::MatrixBase<X>& x, Visit&& visit) {
+  void gather(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Visit&& visit) {
     for (part& p : parts_) {
       const auto halo = rows_of(x, p.ids);
       visit(p.block, const_rows_ref<typename X::Scalar>(halo));
     }
   }
   template <class DX, class Visit>
-  void scatter(Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void scatter(const sar::exchange_key&, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
     for (part& p : parts_) {
       matrix<typename DX::Scalar> dhalo =
           matrix<typename DX::Scalar>::Zero(static_cast<Eigen::Index>(p.ids.size()), dx.cols());
@@ -103,7 +105,7 @@ class split_schedule {
     }
   }
   template <class X, class DX, class Visit>
-  void gather_scatter(const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void gather_scatter(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
     for (part& p : parts_) {
       const auto halo = rows_of(x, p.ids);
       matrix<typename DX::Scalar> dhalo =

@@ -6,7 +6,9 @@
 // Conventions shared by every model:
 // - A call marked "collective" must be made by every rank of the communicator, in the same
 //   order, with matching arguments (same root, same op, matching counts).
-// - Wire element types are float, double and std::int64_t (`wire_scalar`).
+// - Wire element types are float, double, std::int64_t and std::byte (`wire_scalar`; bytes
+//   carry the encoded rows of the exchange engine's codecs). Reductions take the numeric
+//   ones (`reducible_scalar`).
 // - Counts are std::int64_t. A model must never truncate a count to int silently: it chunks
 //   or throws sar::comm_error.
 // - bytes_sent() counts the payload bytes this rank handed over for OTHER ranks (self-sends
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -30,10 +33,13 @@ namespace sar {
 /// Element-wise reductions of all_reduce.
 enum class reduce_op { sum, max, min };
 
-/// The scalar types that travel between ranks.
+/// The numeric types that travel between ranks and can be reduced.
 template <class T>
-concept wire_scalar =
+concept reducible_scalar =
     std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int64_t>;
+/// Every element type that travels between ranks.
+template <class T>
+concept wire_scalar = reducible_scalar<T> || std::same_as<T, std::byte>;
 
 namespace detail {
 // The data-moving collectives, for one element type T.
@@ -56,7 +62,7 @@ concept point_to_point_of = requires(C& comm, std::span<T> recv, std::span<const
 /// What the halo plan, the one-shot schedules, metrics and batch norm need.
 ///   rank(), size()            this rank in [0, size()), size() >= 1
 ///   barrier()                 collective
-///   all_reduce(span<T>, op)   collective, in place, for every wire_scalar T
+///   all_reduce(span<T>, op)   collective, in place, for every reducible_scalar T
 ///   broadcast(span<T>, root)  collective, in place; requires 0 <= root < size()
 ///   all_to_all(span<const int64> one_per_peer) -> vector<int64>
 ///                             collective; sends one value to every peer (e.g. counts);
@@ -97,7 +103,7 @@ concept point_to_point_communicator =
       comm.wait(one);
       comm.wait_all(many);
     } && detail::point_to_point_of<C, float> && detail::point_to_point_of<C, double> &&
-    detail::point_to_point_of<C, std::int64_t>;
+    detail::point_to_point_of<C, std::int64_t> && detail::point_to_point_of<C, std::byte>;
 
 namespace detail {
 /// Throws sar::invalid_argument unless counts has `size` non-negative entries; returns their sum.

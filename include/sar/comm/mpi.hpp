@@ -56,6 +56,7 @@ template <class T>
 MPI_Datatype mpi_type() {
   if constexpr (std::same_as<T, float>) return MPI_FLOAT;
   else if constexpr (std::same_as<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::same_as<T, std::byte>) return MPI_BYTE;
   else return MPI_INT64_T;
 }
 inline MPI_Op mpi_op(reduce_op op) {
@@ -127,7 +128,7 @@ class mpi_communicator {
   }
 
   /// Collective, in place; chunked by max_message_elements().
-  template <wire_scalar T>
+  template <reducible_scalar T>
   void all_reduce(std::span<T> values, reduce_op op) {
     const MPI_Op mpi_op = detail::mpi_op(op);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {

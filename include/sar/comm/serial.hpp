@@ -38,7 +38,7 @@ class serial_communicator {
   }
 
   /// Collective (trivially): leaves the values unchanged.
-  template <wire_scalar T>
+  template <reducible_scalar T>
   void all_reduce(std::span<T>, reduce_op) {}
 
   /// Requires root == 0; throws sar::invalid_argument otherwise.
@@ -132,7 +132,7 @@ class serial_communicator {
 
   template <class T>
   static constexpr int type_code() {
-    return std::same_as<T, float> ? 0 : std::same_as<T, double> ? 1 : 2;
+    return std::same_as<T, float> ? 0 : std::same_as<T, double> ? 1 : std::same_as<T, std::byte> ? 3 : 2;
   }
   static void check_peer(int peer, const char* what) {
     SAR_CHECK(peer == 0, invalid_argument, "sar::serial_communicator::", what, ": peer ", peer,

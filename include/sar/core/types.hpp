@@ -25,6 +25,13 @@ using row_vector = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 using matrixf = matrix<float>;
 using matrixd = matrix<double>;
 
+/// Rows of a matrix<T> (a matrix, a Map of the caller's memory, a block of rows) passed
+/// without a copy: what kernels, layers and schedules take at non-template boundaries.
+template <class T>
+using rows_ref = Eigen::Ref<matrix<T>>;
+template <class T>
+using const_rows_ref = Eigen::Ref<const matrix<T>>;
+
 /// Called on a range of rows [begin, end) once they are final (a fused layer's epilogue:
 /// sar/nn/layer.hpp, finishes_rows).
 using row_finisher = std::function<void(Eigen::Index begin, Eigen::Index end)>;

@@ -18,7 +18,6 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
 #include "sar/kernels/row_gemm.hpp"
 
 namespace sar {

@@ -27,7 +27,7 @@
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/graph/block.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 

@@ -48,7 +48,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/graph/block.hpp"
 #include "sar/graph/csr.hpp"
 #include "sar/kernels/prefetch.hpp"
 #include "sar/kernels/source_tiles.hpp"

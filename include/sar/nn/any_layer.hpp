@@ -152,7 +152,7 @@ class dynamic_sequential : public detail::model_base<T> {
   /// matching backward. Throws sar::invalid_argument on a shape mismatch. Collective.
   const matrix<T>& forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x) {
     return this->run_forward(
-        graph.num_local(), ctx, x,
+        graph.num_destinations(), ctx, x,
         [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out) {
           layers_[k].forward(graph, c, in, out);
         },

@@ -25,7 +25,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/gat.hpp"
 #include "sar/nn/layer.hpp"
@@ -104,9 +104,9 @@ class gat_layer {
     store_ = &store;
   }
 
-  /// y := GAT(x). Requires declare() on an allocated store, x of graph.num_local() rows and
+  /// y := GAT(x). Requires declare() on an allocated store, x of graph.num_destinations() rows and
   /// input_dim() columns (throws sar::invalid_argument otherwise). Resizes y to
-  /// graph.num_local() x output_dim(). Collective: one graph.gather of [z | el].
+  /// graph.num_destinations() x output_dim(). Collective: one graph.gather of [z | el].
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
     check_input("sar::gat_layer::forward", graph, x);
@@ -137,7 +137,7 @@ class gat_layer {
     state.slope_acc.swap(slope_acc_);
     state.acc.swap(out_);
     state.reset(n, dims_);
-    graph.gather(z_el_, [&](const graph_block& block, const auto& halo) {
+    graph.gather(ctx.exchange(), z_el_, [&](const graph_block& block, const auto& halo) {
       gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, state);
     });
     gat_softmax_finish<T>(dims_, state);
@@ -221,7 +221,7 @@ class gat_layer {
     set_zero<T>(dz_el);
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
-    graph.gather_scatter(z_el_, dz_el,
+    graph.gather_scatter(ctx.exchange(), z_el_, dz_el,
                          [&](const graph_block& block, const auto& halo, auto& dhalo) {
                            gat_backward_block<T>(block, halo, dhalo, rows, dims_, slope(),
                                                  dropout);
@@ -277,9 +277,9 @@ class gat_layer {
   template <class Schedule>
   void check_input(const char* where, const Schedule& graph, const matrix<T>& x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
-    SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_local()) && x.cols() == input_dim_,
+    SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_destinations()) && x.cols() == input_dim_,
               invalid_argument, where, ": x is ", x.rows(), " x ", x.cols(), ", expected ",
-              graph.num_local(), " x ", input_dim_);
+              graph.num_destinations(), " x ", input_dim_);
   }
   T slope() const { return static_cast<T>(options_.negative_slope); }
   gat_attention_dropout<T> make_dropout(const layer_context& ctx) const {

@@ -20,7 +20,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/spmm.hpp"
 #include "sar/nn/detail/graph_conv.hpp"
 #include "sar/nn/layer.hpp"
@@ -58,13 +58,13 @@ class gcn_layer {
     if (bias_) bias_id_ = store.declare({"gcn.bias", 1, output_dim_, init_kind::zeros, 1});
   }
 
-  /// y := D_in^-1/2 A D_out^-1/2 x W + b. Requires x: graph.num_local() x input_dim().
+  /// y := D_in^-1/2 A D_out^-1/2 x W + b. Requires x: graph.num_sources() x input_dim().
   /// Throws sar::invalid_argument on a shape mismatch. Collective (one gather).
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::gcn_layer::forward";
     detail::check_declared(where, store_);
-    const Eigen::Index n = graph.num_local();
+    const Eigen::Index n = graph.num_destinations();
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     const auto w = store_->value(weight_);
     const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
@@ -74,13 +74,13 @@ class gcn_layer {
       matrix<T> h;
       detail::product<T>(x, w, h);
       scale_rows<T>(h, src);
-      detail::aggregate<false, T>(graph, h, y, dst);
+      detail::aggregate<false, T>(graph, ctx.exchange(), h, y, dst);
       if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       aggregated_.resize(0, 0);
       finish_all_rows(ctx, n);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      detail::aggregate<true, T>(graph, x, aggregated_, dst);
+      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_, dst);
       detail::product<T>(aggregated_, w, y, bias, ctx.finish_rows);
     }
   }
@@ -92,10 +92,10 @@ class gcn_layer {
   /// Throws sar::invalid_argument on a shape mismatch or a backward without forward.
   /// Collective (at most one scatter).
   template <class Schedule>
-  void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
-    const Eigen::Index n = graph.num_local();
+    const Eigen::Index n = graph.num_destinations();
     const bool want_dx =
         detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx, weight_first());
     const auto w = store_->value(weight_);
@@ -106,7 +106,7 @@ class gcn_layer {
       // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T.
       matrix<T> dagg = dst.asDiagonal() * dy;
       matrix<T> dh = matrix<T>::Zero(n, output_dim_);
-      graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+      graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
         spmm_add_transposed(block, dagg, dhalo);
       });
       scale_rows<T>(dh, src);
@@ -123,7 +123,7 @@ class gcn_layer {
       detail::product_transposed<T>(dy, w, dz);
       scale_rows<T>(dz, dst);
       set_zero<T>(dx);
-      graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
+      graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
         spmm_add_transposed(block, dz, dhalo);
       });
       scale_rows<T>(dx, src);

@@ -1,6 +1,6 @@
 // The layer contract. A layer is a plain class with a hand-written forward and backward over
 // row-major Eigen matrices (one row per local node), reaching neighbours only through an
-// aggregation schedule (sar/dist/schedule.hpp), so the same layer runs on one process and
+// aggregation schedule (sar/schedule/schedule.hpp), so the same layer runs on one process and
 // under every distributed schedule.
 //
 // For a layer L with scalar type T = L::scalar and a schedule S:
@@ -9,7 +9,7 @@
 //                                      (once, before store.allocate()); afterwards the layer
 //                                      reads them as views store.value(i) / store.grad(i).
 //   l.forward(graph, ctx, x, y)        y := f(x). y is resized by the layer. x has
-//                                      graph.num_local() rows and input_dim() columns.
+//                                      graph.num_sources() rows and input_dim() columns.
 //   l.backward(graph, ctx, x, y, dy, dx)
 //                                      given the x and y of the matching forward (same ctx) and
 //                                      dy = dLoss/dy: ADDS dLoss/dx into dx and ASSIGNS
@@ -58,7 +58,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/parameters.hpp"
 
@@ -74,6 +74,13 @@ struct layer_context {
   const row_finisher* finish_rows = nullptr;
   /// Set by a model for a row_wise layer's forward: the rows to compute; end_row < 0: all.
   Eigen::Index first_row = 0, end_row = -1;
+
+  /// The key of this layer's exchange number `call` (0, 1, ... in the layer's own order),
+  /// passed to every gather / scatter / gather_scatter. A backward that needs the halo of a
+  /// forward gather again passes that gather's key (so a keep-for-backward cache finds it).
+  exchange_key exchange(std::uint32_t call = 0) const {
+    return {.layer = layer, .call = call, .seed = seed, .epoch = epoch, .training = training};
+  }
 };
 
 /// The rows [first, end) a row_wise layer computes in a call with ctx on `rows` rows: ctx's

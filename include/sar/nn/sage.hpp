@@ -42,7 +42,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/spmm.hpp"
 #include "sar/nn/detail/graph_conv.hpp"
 #include "sar/nn/layer.hpp"
@@ -126,13 +126,13 @@ class sage_layer {
   }
 
   /// y := the formula of the aggregator (see the top of this header). Requires x:
-  /// graph.num_local() x input_dim(). Throws sar::invalid_argument on a shape mismatch.
+  /// graph.num_destinations() x input_dim(). Throws sar::invalid_argument on a shape mismatch.
   /// Collective (one gather).
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::sage_layer::forward";
     detail::check_declared(where, store_);
-    const Eigen::Index n = graph.num_local();
+    const Eigen::Index n = graph.num_destinations();
     detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
     const auto w_nbr = store_->value(neighbour_weight_);
     const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;  // added by a product
@@ -143,7 +143,7 @@ class sage_layer {
       pooled_ = pooled_.cwiseMax(T(0));
       max_.setZero(n, pool_dim_);
       argmax_.setConstant(n, pool_dim_, no_argmax);
-      graph.gather(pooled_, [&](const graph_block& block, const auto& halo) {
+      graph.gather(ctx.exchange(), pooled_, [&](const graph_block& block, const auto& halo) {
         running_max(block, halo);
       });
       detail::product<T>(x, store_->value(self_weight_), y, bias);
@@ -176,11 +176,11 @@ class sage_layer {
       matrix<T> summed;
       matrix<T>& agg = weight_first() ? summed : aggregated_;
       if constexpr (is_mean) {
-        detail::aggregate<false, T>(graph, input, agg, scale(graph));
+        detail::aggregate<false, T>(graph, ctx.exchange(), input, agg, scale(graph));
       } else {
         detail::resize_zero(agg, n, input.cols());
         self_missing_.setOnes(n);
-        graph.gather(input, [&](const graph_block& block, const auto& halo) {
+        graph.gather(ctx.exchange(), input, [&](const graph_block& block, const auto& halo) {
           spmm_add(block, halo, agg);
           mark_self_loops(block);
         });
@@ -220,15 +220,15 @@ class sage_layer {
   /// Throws sar::invalid_argument on a shape mismatch or a backward without its forward.
   /// Collective (at most one scatter).
   template <class Schedule>
-  void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::sage_layer::backward";
-    const Eigen::Index n = graph.num_local();
+    const Eigen::Index n = graph.num_destinations();
     const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
     const auto w_nbr = store_->value(neighbour_weight_);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if constexpr (is_mean) {
-      if (weight_first()) return backward_mean_weight_first(graph, x, dy, dx, want_dx);
+      if (weight_first()) return backward_mean_weight_first(graph, ctx, x, dy, dx, want_dx);
     }
     if constexpr (is_pool) detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
     if constexpr (!is_gcn) {  // the first write of dx
@@ -242,7 +242,7 @@ class sage_layer {
       matrix<T> dmax;
       detail::product_transposed<T>(dy, w_nbr, dmax);
       matrix<T> dpooled = matrix<T>::Zero(n, pool_dim_);
-      graph.scatter(dpooled, [&](const graph_block& block, auto&& dhalo) {
+      graph.scatter(ctx.exchange(), dpooled, [&](const graph_block& block, auto&& dhalo) {
         route_to_argmax(block, dmax, dhalo);
       });
       // Through the relu (relu'(0) = 0), then the pool linear map.
@@ -259,7 +259,7 @@ class sage_layer {
         matrix<T> dagg = s.asDiagonal() * dy;
         matrix<T> dh = matrix<T>::Zero(n, output_dim_);
         if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
-        graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+        graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
         detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
@@ -283,7 +283,7 @@ class sage_layer {
         detail::product_transposed<T>(dy, w_nbr, dagg);
         scale_rows<T>(dagg, s);
         if constexpr (is_gcn) dx.noalias() = self_missing_.asDiagonal() * dagg;  // first write
-        graph.scatter(dx, [&](const graph_block& block, auto&& dhalo) {
+        graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
       }
@@ -295,9 +295,10 @@ class sage_layer {
   /// [dW_self | dW_nbr] = x^T G and dx = G [W_self | W_nbr]^T, one read of x and one write
   /// of dx for both weights.
   template <class Schedule>
-  void backward_mean_weight_first(Schedule& graph, const_rows_ref<T> x, const_rows_ref<T> dy,
+  void backward_mean_weight_first(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+                                  const_rows_ref<T> dy,
                                   matrix<T>& dx, bool want_dx) {
-    const Eigen::Index n = graph.num_local(), f = output_dim_;
+    const Eigen::Index n = graph.num_destinations(), f = output_dim_;
     const matrix<T> dagg = scale(graph).asDiagonal() * dy;
     matrix<T> g(n, 2 * f);
     for_row_chunks(n, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
@@ -305,7 +306,7 @@ class sage_layer {
       g.middleRows(b, e - b).rightCols(f).setZero();
     });
     auto dh = g.rightCols(f);
-    graph.scatter(dh, [&](const graph_block& block, auto&& dhalo) {
+    graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
       spmm_add_transposed(block, dagg, dhalo);
     });
     matrix<T> grads(input_dim_, 2 * f);

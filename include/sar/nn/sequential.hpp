@@ -343,14 +343,14 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   const auto& layer() const { return std::get<I>(layers_); }
 
   /// Runs every layer; returns the logits (kept until the next forward). x must stay alive
-  /// and unchanged until the matching backward. Requires x: graph.num_local() x input_dim().
+  /// and unchanged until the matching backward. Requires x: graph.num_destinations() x input_dim().
   /// Throws sar::invalid_argument on a shape mismatch (and whatever a layer throws).
   /// Collective (each layer's calls).
   template <class Schedule>
   const matrix<scalar>& forward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& x) {
     static_assert((detail::check_layer_calls<Layers, Schedule>() && ...));
     return this->run_forward(
-        graph.num_local(), ctx, x,
+        graph.num_destinations(), ctx, x,
         [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out) {
           at(k, [&](auto& l) { l.forward(graph, c, in, out); });
         },

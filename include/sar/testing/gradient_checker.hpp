@@ -121,7 +121,7 @@ inline std::vector<Eigen::Index> entries_to_check(Eigen::Index size, Eigen::Inde
 
 /// Checks layer's forward and backward against the contract and against central differences.
 /// Requires: Layer::scalar is double; layer.declare(store) was called, then store.allocate()
-/// (and usually store.initialise(seed)); x has graph.num_local() rows and layer.input_dim()
+/// (and usually store.initialise(seed)); x has graph.num_destinations() rows and layer.input_dim()
 /// columns. The store's values are restored afterwards; its gradients hold the last analytic
 /// gradient. Collective if the layer's calls reach a distributed schedule (every rank must
 /// call it with the same options). Throws sar::invalid_argument when x does not fit the
@@ -139,9 +139,9 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
                 "sar::check_gradients needs a type that satisfies the sar::layer concept for "
                 "this schedule (see sar/nn/layer.hpp: scalar, input_dim, output_dim, declare, "
                 "forward, backward).");
-  SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_local()), invalid_argument,
+  SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_destinations()), invalid_argument,
             "sar::check_gradients: x has ", x.rows(), " rows but the graph has ",
-            graph.num_local(), " local nodes");
+            graph.num_destinations(), " local nodes");
   SAR_CHECK(x.cols() == static_cast<Eigen::Index>(layer.input_dim()), invalid_argument,
             "sar::check_gradients: x has ", x.cols(), " columns but the layer's input_dim() is ",
             layer.input_dim());

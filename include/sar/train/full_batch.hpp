@@ -43,6 +43,22 @@ struct epoch_stats {
   std::int64_t peak_memory_bytes = 0;  ///< this process
 };
 
+/// "epoch E  loss L  train A  val A  test A  time S s": the progress line of an epoch, with
+/// `seconds` as its time (e.g. the slowest rank's); callers append what they measure more.
+inline std::string epoch_line(const epoch_stats& e, double seconds) {
+  char line[160];
+  std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs",
+                e.epoch, e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds);
+  return line;
+}
+
+/// bytes as "12.3 MiB".
+inline std::string format_mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
 struct train_result {
   std::vector<epoch_stats> history;
   int best_epoch = -1;      ///< highest validation accuracy, ties to the lower validation loss
@@ -94,8 +110,8 @@ void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data
 }  // namespace detail
 
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
-/// on the nodes of `graph`. Requires data.features: graph.num_local() x model.input_dim(),
-/// labels and split of graph.num_local() entries, at least one training node over all ranks.
+/// on the nodes of `graph`. Requires data.features: graph.num_destinations() x model.input_dim(),
+/// labels and split of graph.num_destinations() entries, at least one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::numeric_error when the
 /// training loss is not finite (on every rank alike: the loss is all-reduced), and whatever
 /// the layers throw. Collective.
@@ -104,7 +120,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
                               const node_data<T>& data, const train_options& options,
                               const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_full_batch";
-  const node_t n = graph.num_local();
+  const node_t n = graph.num_destinations();
   SAR_CHECK(data.features.rows() == n && data.labels.size() == static_cast<std::size_t>(n) &&
                 data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": ", n, " local nodes but ", data.features.rows(),
@@ -165,15 +181,9 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     best_loss_seen = std::min(best_loss_seen, stats.valid_loss);
     since_improvement = improved ? 0 : since_improvement + 1;
 
-    if (options.log_progress) {
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs  "
-                    "peak %.1f MiB",
-                    epoch, stats.train_loss, stats.train_acc, stats.valid_acc, stats.test_acc,
-                    stats.seconds, stats.peak_memory_bytes / 1048576.0);
-      log_info(line);
-    }
+    if (options.log_progress)
+      log_info(message(epoch_line(stats, stats.seconds), "  peak ",
+                       format_mib(stats.peak_memory_bytes)));
     if (csv)
       csv << epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ',' << stats.train_acc
           << ',' << stats.valid_acc << ',' << stats.test_acc << ',' << stats.seconds << ','

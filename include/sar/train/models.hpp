@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/train/model_config.hpp"
 #include "sar/nn/activations.hpp"
 #include "sar/nn/any_layer.hpp"
 #include "sar/nn/batch_norm.hpp"
@@ -16,53 +17,6 @@
 #include "sar/optim/adam.hpp"
 
 namespace sar {
-
-enum class model_kind { gcn, sage, gat };
-enum class sage_aggregation { mean, gcn, pool };
-
-struct model_config {
-  model_kind kind = model_kind::gcn;
-  sage_aggregation aggregation = sage_aggregation::mean;
-  int layers = 2;
-  Eigen::Index hidden = 16;          ///< per head for GAT
-  Eigen::Index heads = 8;            ///< GAT hidden layers (concatenated)
-  Eigen::Index output_heads = 1;     ///< GAT last layer (averaged)
-  double dropout = 0.5;              ///< on the input of every layer
-  double attention_dropout = 0.0;    ///< GAT
-  bool batch_norm = false;           ///< after every hidden layer, before the activation
-                                     ///< (hidden graph layers then have no bias)
-  double learning_rate = 0.01;
-  double weight_decay = 5e-4;
-  bool decay_first_layer_only = true;  ///< the GCN paper's choice
-  int epochs = 200;
-  int patience = 0;
-};
-
-/// The published settings: GCN (Kipf & Welling 2017), GAT (Velickovic et al. 2018), and for
-/// GraphSAGE the GCN recipe with a wider hidden layer (Hamilton et al. use 256 on Reddit).
-inline model_config paper_defaults(model_kind kind) {
-  model_config c;
-  c.kind = kind;
-  switch (kind) {
-    case model_kind::gcn:
-      break;
-    case model_kind::sage:
-      c.hidden = 64;
-      c.decay_first_layer_only = false;
-      break;
-    case model_kind::gat:
-      c.hidden = 8;
-      c.heads = 8;
-      c.dropout = 0.6;
-      c.attention_dropout = 0.6;
-      c.learning_rate = 0.005;
-      c.decay_first_layer_only = false;
-      c.epochs = 1000;
-      c.patience = 100;
-      break;
-  }
-  return c;
-}
 
 /// Builds the model for input width `features` and `classes` outputs (initialised from
 /// `seed`). Throws sar::invalid_argument for fewer than one layer or non-positive widths.

@@ -10,7 +10,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/gat.hpp"
 #include "sar/nn/gat.hpp"
 #include "sar/nn/layer.hpp"
@@ -71,7 +71,7 @@ class gat_reference {
       for (edge_t k = g.offsets[i]; k < g.offsets[i + 1]; ++k) {
         const node_t j = g.columns[k];
         for (Eigen::Index h = 0; h < H; ++h) raw_[k * H + h] = el_(j, h) + er_(i, h);
-        dropout.scales(graph.first_global() + i, graph.first_global() + j, H, &scale_[k * H]);
+        dropout.scales(graph.node_id(i), graph.node_id(j), H, &scale_[k * H]);
       }
       for (Eigen::Index h = 0; h < H; ++h) {
         T top = -std::numeric_limits<T>::infinity();

@@ -11,7 +11,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/schedule.hpp"
+#include "sar/schedule/schedule.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 
@@ -51,17 +51,17 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
 }
 
 /// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
-/// to graph.num_local() x x.cols(); s_b = 1 / sqrt(out-degree) of the block's halo rows when
+/// to graph.num_destinations() x x.cols(); s_b = 1 / sqrt(out-degree) of the block's halo rows when
 /// SourceNormalised (GCN), else 1. A whole block (graph_block::whole) writes out in one pass
 /// (spmm_assign); otherwise out is zeroed, every block added and the rows scaled after.
-/// Collective (one gather).
+/// Collective (one gather, under `key`).
 template <bool SourceNormalised, class T, class Schedule>
-void aggregate(Schedule& graph, const_rows_ref<T> x, matrix<T>& out,
+void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, matrix<T>& out,
                const column_vector<T>& dst) {
-  huge_page_resize(out, graph.num_local(), x.cols());
+  huge_page_resize(out, graph.num_destinations(), x.cols());
   const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
   bool zeroed = false, finished = false;
-  graph.gather(x, [&](const graph_block& block, const auto& halo) {
+  graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
     column_vector<T> src;
     if constexpr (SourceNormalised) src = inverse_sqrt_degrees<T>(block.source_degrees);
     const std::span<const T> src_span(src.data(), static_cast<std::size_t>(src.size()));

@@ -12,7 +12,7 @@
 #include "sar/comm/communicator.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
-#include "sar/dist/graph_shard.hpp"
+#include "sar/distributed/graph_shard.hpp"
 
 namespace sar {
 

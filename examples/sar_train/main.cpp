@@ -17,31 +17,13 @@
 
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
-#include "sar/dist/distributed_schedule.hpp"
-#include "sar/dist/schedule.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/store.hpp"
-#include "sar/train/full_batch.hpp"
-#include "sar/train/models.hpp"
+#include "sar_train.hpp"
 
 namespace {
 
-struct program_options {
-  std::string dataset = "planted";
-  sar::node_t nodes = 0;  // planted only; 0 = the generator's default
-  std::string model = "gcn";
-  std::string aggregator = "mean";
-  std::string precision = "float";
-  std::string normalise = "auto";
-  std::uint64_t seed = 0;
-  int threads = 0;
-  std::string metrics_out, csv_log;
-  bool quiet = false;
-  std::string partitions;               // a partition store: distributed training
-  std::string schedule = "sequential";  // sequential | keep_halo | one_shot
-  int prefetch = 1;
-  int fail_epoch = -1, fail_rank = 0;  // fault injection for the fault tests
-};
+using sar_train::program_options;
 
 /// Divides every feature row by its sum (the GCN paper's preprocessing); zero rows stay zero.
 void row_normalise(sar::matrixf& features) {
@@ -49,117 +31,6 @@ void row_normalise(sar::matrixf& features) {
     const float sum = features.row(i).sum();
     if (sum != 0) features.row(i) /= sum;
   }
-}
-
-/// The local nodes' data (a whole dataset on one process, or one rank's part).
-struct local_data {
-  std::string name;
-  sar::matrixf features;
-  std::vector<std::int32_t> labels;
-  std::vector<sar::node_split> split;
-  std::int32_t num_classes = 0;
-};
-
-/// Trains on `graph` (local_schedule or a distributed schedule) and returns the metrics.
-/// Collective over comm: per-epoch times, memory and bytes are reduced over the ranks, and
-/// rank 0 prints the progress lines.
-template <class T, class Schedule>
-nlohmann::json train(const program_options& p, const sar::model_config& config, Schedule& graph,
-                     local_data& data, sar::mpi_communicator& comm) {
-  const sar::matrix<T> features = data.features.template cast<T>();
-  data.features = {};
-  auto model = sar::make_model<T, Schedule>(config, features.cols(), data.num_classes, p.seed);
-  // Counter-based initialisation is already identical on every rank; the broadcast makes rank
-  // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
-  comm.broadcast(model.parameters().values(), 0);
-  auto optimiser = sar::make_optimiser(config, model);
-  const bool root = comm.rank() == 0;
-  sar::train_options options{.epochs = config.epochs, .patience = config.patience,
-                             .seed = p.seed, .log_progress = false,
-                             .csv_log = root ? p.csv_log : ""};
-
-  std::vector<double> epoch_seconds;  // slowest rank
-  std::vector<std::int64_t> epoch_bytes;  // all ranks
-  std::int64_t peak_memory = 0;          // largest rank
-  std::int64_t bytes_before = 0;
-  auto on_epoch = [&](const sar::epoch_stats& e) {
-    if (e.epoch == p.fail_epoch && comm.rank() == p.fail_rank)
-      throw sar::error(sar::message("injected failure on rank ", comm.rank(), " at epoch ",
-                                    e.epoch, " (--fail-at-epoch)"));
-    std::int64_t bytes = 0;  // local_schedule sends nothing
-    if constexpr (requires { graph.traffic().total_bytes(); }) {
-      bytes = graph.traffic().total_bytes() - bytes_before;
-      bytes_before = graph.traffic().total_bytes();
-    }
-    std::int64_t maxima[2] = {e.peak_memory_bytes, 0};
-    double seconds = e.seconds;
-    comm.all_reduce(std::span<std::int64_t>(&bytes, 1), sar::reduce_op::sum);
-    comm.all_reduce(std::span<std::int64_t>(maxima, 1), sar::reduce_op::max);
-    comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
-    epoch_seconds.push_back(seconds);
-    epoch_bytes.push_back(bytes);
-    peak_memory = maxima[0];
-    if (root && !p.quiet) {
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs  "
-                    "sent %.2f MiB  peak/rank %.1f MiB",
-                    e.epoch, e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds,
-                    bytes / 1048576.0, maxima[0] / 1048576.0);
-      sar::log_info(line);
-    }
-  };
-  const auto result = sar::train_full_batch(
-      model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options,
-      on_epoch);
-
-  nlohmann::json metrics;
-  metrics["model"] = p.model;
-  metrics["dataset"] = data.name;
-  metrics["precision"] = p.precision;
-  metrics["seed"] = p.seed;
-  metrics["ranks"] = comm.size();
-  metrics["schedule"] = p.partitions.empty() ? "local" : p.schedule;
-  metrics["epochs"] = result.history.size();
-  metrics["best_epoch"] = result.best_epoch;
-  metrics["best_val_acc"] = result.best_valid_acc;
-  metrics["test_acc"] = result.test_acc;
-  std::vector<double> sorted = epoch_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  metrics["epoch_seconds_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
-  metrics["epoch_seconds"] = epoch_seconds;
-  metrics["peak_memory_bytes"] = peak_memory;
-  std::vector<double> losses;
-  for (const auto& e : result.history) losses.push_back(e.train_loss);
-  metrics["train_loss"] = losses;
-  std::sort(epoch_bytes.begin(), epoch_bytes.end());
-  metrics["bytes_sent_per_epoch"] = epoch_bytes.empty() ? 0 : epoch_bytes[epoch_bytes.size() / 2];
-  return metrics;
-}
-
-/// One process: the whole dataset under local_schedule.
-template <class T>
-nlohmann::json train_single(const program_options& p, const sar::model_config& config,
-                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
-                            sar::mpi_communicator& comm) {
-  sar::local_schedule graph(sar::with_self_loops(dataset.graph, loops));
-  dataset.graph = {};  // the schedule holds the graph now
-  local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
-                  std::move(dataset.split), dataset.num_classes};
-  return train<T>(p, config, graph, data, comm);
-}
-
-/// P ranks: this rank's part under the chosen distributed schedule. Collective.
-template <class T, class Exchange>
-nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
-                                 sar::graph_part& part, const std::string& name,
-                                 sar::mpi_communicator& comm) {
-  sar::distributed_schedule<Exchange, sar::mpi_communicator> graph(
-      comm, part, sar::schedule_options{.prefetch_depth = p.prefetch});
-  part.in_edges = {};  // the schedule holds its shard now
-  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
-                  part.num_classes};
-  return train<T>(p, config, graph, data, comm);
 }
 
 template <class T>
@@ -190,7 +61,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                data.graph.num_edges(), " edges, ", data.features.cols(),
                                " features, ", data.num_classes, " classes, ",
                                data.count(sar::node_split::train), " training nodes"));
-    return train_single<T>(p, config, data, loops, comm);
+    return sar_train::train_single<T>(p, config, data, loops, comm);
   }
 
   const auto meta = sar::read_partition_metadata(p.partitions);
@@ -210,11 +81,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     sar::log_info(sar::message("partition store ", p.partitions, ": ", meta.dataset, ", ",
                                meta.num_nodes, " nodes, ", meta.num_edges, " edges over ",
                                meta.num_parts, " ranks; schedule ", p.schedule));
-  if (p.schedule == "sequential")
-    return train_distributed<T, sar::exchange::sequential>(p, config, part, meta.dataset, comm);
-  if (p.schedule == "keep_halo")
-    return train_distributed<T, sar::exchange::keep_halo>(p, config, part, meta.dataset, comm);
-  return train_distributed<T, sar::exchange::one_shot>(p, config, part, meta.dataset, comm);
+  return sar_train::train_distributed<T>(p, config, part, meta.dataset, comm);
 }
 
 }  // namespace
@@ -274,11 +141,6 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
-  app.add_option("--fail-at-epoch", p.fail_epoch,
-                 "fault injection: throw on --fail-rank after this epoch (tests that every "
-                 "rank then ends)")->group("Testing");
-  app.add_option("--fail-rank", p.fail_rank, "fault injection: the rank that throws")
-      ->group("Testing")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank

@@ -1,0 +1,48 @@
+// sar-train's pieces: its settings, and the training runs it dispatches to. The runs are
+// defined in training.hpp and compiled once per precision and schedule in their own
+// translation units (single_float.cpp, ...), so no file of the program instantiates every
+// model under every schedule.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/comm/mpi.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/dataset.hpp"
+#include "sar/partition/graph_part.hpp"
+#include "sar/train/model_config.hpp"
+
+namespace sar_train {
+
+struct program_options {
+  std::string dataset = "planted";
+  sar::node_t nodes = 0;  // planted only; 0 = the generator's default
+  std::string model = "gcn";
+  std::string aggregator = "mean";
+  std::string precision = "float";
+  std::string normalise = "auto";
+  std::uint64_t seed = 0;
+  int threads = 0;
+  std::string metrics_out, csv_log;
+  bool quiet = false;
+  std::string partitions;               // a partition store: distributed training
+  std::string schedule = "sequential";  // sequential | keep_halo | one_shot
+  int prefetch = 1;
+};
+
+/// One process: the whole dataset under local_schedule. Returns the run's metrics.
+template <class T>
+nlohmann::json train_single(const program_options& p, const sar::model_config& config,
+                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
+                            sar::mpi_communicator& comm);
+
+/// P ranks: this rank's part under the distributed schedule p.schedule. Collective.
+template <class T>
+nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
+                                 sar::graph_part& part, const std::string& name,
+                                 sar::mpi_communicator& comm);
+
+}  // namespace sar_train

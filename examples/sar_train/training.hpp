@@ -1,0 +1,138 @@
+// sar-train's training runs (declared in sar_train.hpp): the model, the loop, the progress
+// lines and the metrics, for one precision and one schedule per instantiation. Heavy (every
+// layer, the distributed schedule): included only by the instance files single_float.cpp,
+// single_double.cpp, distributed_float.cpp and distributed_double.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/core/log.hpp"
+#include "sar/distributed/distributed_schedule.hpp"
+#include "sar/schedule/local_schedule.hpp"
+#include "sar/train/full_batch.hpp"
+#include "sar/train/models.hpp"
+#include "sar_train.hpp"
+
+namespace sar_train {
+
+/// The local nodes' data (a whole dataset on one process, or one rank's part).
+struct local_data {
+  std::string name;
+  sar::matrixf features;
+  std::vector<std::int32_t> labels;
+  std::vector<sar::node_split> split;
+  std::int32_t num_classes = 0;
+};
+
+/// Test hook (not an option): SAR_TRAIN_INJECT_FAILURE="EPOCH:RANK" makes RANK throw after
+/// EPOCH, so the fault tests can check that every rank then ends. Throws on a malformed value.
+inline void inject_failure(int epoch, int rank) {
+  const char* spec = std::getenv("SAR_TRAIN_INJECT_FAILURE");
+  if (spec == nullptr) return;
+  int at_epoch = -1, at_rank = -1;
+  SAR_CHECK(std::sscanf(spec, "%d:%d", &at_epoch, &at_rank) == 2, sar::invalid_argument,
+            "sar-train: SAR_TRAIN_INJECT_FAILURE='", spec, "' is not EPOCH:RANK");
+  if (epoch == at_epoch && rank == at_rank)
+    throw sar::error(sar::message("injected failure on rank ", rank, " at epoch ", epoch,
+                                  " (SAR_TRAIN_INJECT_FAILURE)"));
+}
+
+/// Trains on `graph` (local_schedule or a distributed schedule) and returns the metrics.
+/// Collective over comm: per-epoch times, memory and bytes are reduced over the ranks, and
+/// rank 0 prints the progress lines.
+template <class T, class Schedule>
+nlohmann::json train(const program_options& p, const sar::model_config& config, Schedule& graph,
+                     local_data& data, sar::mpi_communicator& comm) {
+  const sar::matrix<T> features = data.features.template cast<T>();
+  data.features = {};
+  auto model = sar::make_model<T, Schedule>(config, features.cols(), data.num_classes, p.seed);
+  // Counter-based initialisation is already identical on every rank; the broadcast makes rank
+  // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
+  comm.broadcast(model.parameters().values(), 0);
+  auto optimiser = sar::make_optimiser(config, model);
+  const bool root = comm.rank() == 0;
+  sar::train_options options{.epochs = config.epochs, .patience = config.patience,
+                             .seed = p.seed, .log_progress = false,
+                             .csv_log = root ? p.csv_log : ""};
+
+  std::vector<double> epoch_seconds;      // slowest rank
+  std::vector<std::int64_t> epoch_bytes;  // all ranks
+  std::int64_t peak_memory = 0;           // largest rank
+  std::int64_t bytes_before = 0;
+  auto on_epoch = [&](const sar::epoch_stats& e) {
+    inject_failure(e.epoch, comm.rank());
+    std::int64_t bytes = 0;  // local_schedule sends nothing
+    if constexpr (requires { graph.traffic().total_bytes(); }) {
+      bytes = graph.traffic().total_bytes() - bytes_before;
+      bytes_before = graph.traffic().total_bytes();
+    }
+    std::int64_t peak = e.peak_memory_bytes;
+    double seconds = e.seconds;
+    comm.all_reduce(std::span<std::int64_t>(&bytes, 1), sar::reduce_op::sum);
+    comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
+    comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
+    epoch_seconds.push_back(seconds);
+    epoch_bytes.push_back(bytes);
+    peak_memory = peak;
+    if (root && !p.quiet)
+      sar::log_info(sar::message(sar::epoch_line(e, seconds), "  sent ",
+                                 sar::format_mib(static_cast<double>(bytes)), "  peak/rank ",
+                                 sar::format_mib(static_cast<double>(peak))));
+  };
+  const auto result = sar::train_full_batch(
+      model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options,
+      on_epoch);
+
+  nlohmann::json metrics;
+  metrics["model"] = p.model;
+  metrics["dataset"] = data.name;
+  metrics["precision"] = p.precision;
+  metrics["seed"] = p.seed;
+  metrics["ranks"] = comm.size();
+  metrics["schedule"] = p.partitions.empty() ? "local" : p.schedule;
+  metrics["epochs"] = result.history.size();
+  metrics["best_epoch"] = result.best_epoch;
+  metrics["best_val_acc"] = result.best_valid_acc;
+  metrics["test_acc"] = result.test_acc;
+  std::vector<double> sorted = epoch_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  metrics["epoch_seconds_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  metrics["epoch_seconds"] = epoch_seconds;
+  metrics["peak_memory_bytes"] = peak_memory;
+  std::vector<double> losses;
+  for (const auto& e : result.history) losses.push_back(e.train_loss);
+  metrics["train_loss"] = losses;
+  std::sort(epoch_bytes.begin(), epoch_bytes.end());
+  metrics["bytes_sent_per_epoch"] = epoch_bytes.empty() ? 0 : epoch_bytes[epoch_bytes.size() / 2];
+  return metrics;
+}
+
+template <class T>
+nlohmann::json train_single(const program_options& p, const sar::model_config& config,
+                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
+                            sar::mpi_communicator& comm) {
+  sar::local_schedule graph(sar::with_self_loops(dataset.graph, loops));
+  dataset.graph = {};  // the schedule holds the graph now
+  local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
+                  std::move(dataset.split), dataset.num_classes};
+  return train<T>(p, config, graph, data, comm);
+}
+
+template <class T>
+nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
+                                 sar::graph_part& part, const std::string& name,
+                                 sar::mpi_communicator& comm) {
+  sar::distributed_schedule<sar::mpi_communicator> graph(
+      comm, part, sar::named_exchange(p.schedule, p.prefetch));
+  part.in_edges = {};  // the schedule holds its shard now
+  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
+                  part.num_classes};
+  return train<T>(p, config, graph, data, comm);
+}
+
+}  // namespace sar_train

@@ -1,0 +1,71 @@
+// A graph block: the edges from one set of source rows into a set of destination rows, as the
+// layers see them. It is the unit every aggregation schedule hands to a layer's visitor
+// (sar/schedule/schedule.hpp): the whole graph on one process, the edges from one remote rank
+// under a distributed schedule, or one layer of a sampled minibatch.
+//
+// Destinations and sources are counted separately. In a full-batch block both are the rank's
+// local rows; in a bipartite block (a sampled minibatch layer) the destinations are the FIRST
+// rows of the sources, so a layer's per-node input x has num_sources() rows and its output
+// num_destinations() rows, and row i < num_destinations() of x is destination i's own row.
+#pragma once
+
+#include <span>
+
+#include "sar/core/types.hpp"
+#include "sar/graph/csr.hpp"
+
+namespace sar {
+
+class spmm_tile_cache;  // sar/kernels/source_tiles.hpp; blocks only point to their owners' caches
+
+/// In-edges from one set of source rows (the "halo") into destination rows.
+/// Rows of `edges` are destinations, columns are rows of the halo (the sources).
+///
+/// Row convention: when `rows` is empty, edges row k IS destination row k (edges->num_rows =
+/// num_destinations(): what local_schedule has). Otherwise the rows are COMPRESSED (what the
+/// distributed schedules pass, graph_shard's shard_block): edges row k holds the in-edges of
+/// destination rows[k], rows strictly increasing, rows.size() == edges->num_rows, and
+/// destinations without an edge from this block have no row at all. `transposed` is indexed
+/// by destination rows in both cases (row = halo row, entries = destination rows, num_cols =
+/// num_destinations()), so backward products through it need no mapping. Kernels take
+/// per-destination state (outputs, softmax state) indexed by destination row and map edges
+/// row k to local_row(k).
+struct graph_block {
+  const csr* edges = nullptr;       ///< num_cols = halo rows; num_rows: see the row convention
+  const csr* transposed = nullptr;  ///< edges transposed (row = halo row), for atomic-free backward
+  // Node ids are the nodes' ids in the DATASET (before relabelling): partition independent,
+  // so random numbers keyed by them (dropout, attention dropout) and ties broken by them
+  // (max-pool) come out the same on 1 or P ranks.
+  node_t first_destination = 0;     ///< id of destination row 0 when destination_ids is empty
+  node_t first_source = 0;          ///< id of halo row 0 when source_ids is empty
+  std::span<const node_t> source_ids;       ///< id of each halo row (empty: contiguous)
+  std::span<const node_t> destination_ids;  ///< id of each destination row (empty: contiguous)
+  std::span<const node_t> rows{};   ///< destination row of each edges row (empty: identity)
+  /// Out-degree in the whole graph of each halo row (the source side of GCN's normalisation,
+  /// so a layer can scale halo rows as it sums them instead of scaling a copy before sending).
+  std::span<const node_t> source_degrees;
+  /// Where the SpMM kernels keep their tilings of `edges` and `transposed` between calls
+  /// (sar/kernels/source_tiles.hpp); owned by the schedule. Null: each product tiles anew.
+  spmm_tile_cache* edge_tiles = nullptr;
+  spmm_tile_cache* transposed_tiles = nullptr;
+  /// The only block its gather visits, uncompressed (every in-edge of every destination): a
+  /// layer may then assign its aggregation (spmm_assign) instead of zeroing and adding.
+  bool whole = false;
+
+  /// Rows of the halo this block reads (its sources).
+  node_t num_sources() const { return edges->num_cols; }
+  /// Rows the block writes (all destinations of the schedule, also those without an edge).
+  node_t num_destinations() const { return transposed->num_cols; }
+  bool compressed() const { return !rows.empty(); }
+  /// The destination row of edges row k.
+  node_t local_row(node_t k) const { return rows.empty() ? k : rows[k]; }
+  /// Id of destination row `row` (not of an edges row of a compressed block).
+  node_t destination_id(node_t row) const {
+    return destination_ids.empty() ? first_destination + row : destination_ids[row];
+  }
+  node_t source_id(node_t halo_row) const {
+    return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
+  }
+};
+
+}  // namespace sar

@@ -1,0 +1,96 @@
+// The single-process schedule: one block, the whole graph (or one bipartite block), and the
+// halo is the input itself. What each distributed schedule reduces to at P = 1.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/graph/block.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/csr.hpp"
+#include "sar/kernels/source_tiles.hpp"
+#include "sar/schedule/schedule.hpp"
+
+namespace sar {
+
+class local_schedule {
+ public:
+  /// Requires a CSR of in-edges (row = destination, column = source) with num_rows <=
+  /// num_cols: square for a whole graph, or a bipartite block whose destinations are its
+  /// first sources (source row i < num_rows IS destination i). Node ids are first_id + row.
+  /// Builds the transpose once, and keeps it only if it differs from the graph (a symmetric
+  /// graph is its own transpose). Throws sar::invalid_argument otherwise.
+  explicit local_schedule(csr graph, node_t first_id = 0)
+      : graph_(std::move(graph)) {
+    graph_.validate("sar::local_schedule");
+    SAR_CHECK(graph_.num_rows <= graph_.num_cols, invalid_argument,
+              "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols,
+              " (destinations must be the first sources: rows <= columns)");
+    transposed_ = transpose(graph_);
+    in_degrees_ = sar::in_degrees(graph_);
+    out_degrees_ = sar::out_degrees(graph_);
+    const bool symmetric = transposed_ == graph_;
+    if (symmetric) transposed_ = csr{};
+    block_.edges = &graph_;
+    block_.transposed = symmetric ? &graph_ : &transposed_;
+    block_.edge_tiles = edge_tiles_.get();
+    block_.transposed_tiles = symmetric ? edge_tiles_.get() : transposed_tiles_.get();
+    block_.first_destination = block_.first_source = first_id;
+    block_.whole = true;
+    block_.source_degrees = out_degrees_;
+  }
+
+  node_t num_destinations() const { return graph_.num_rows; }
+  node_t num_sources() const { return graph_.num_cols; }
+  /// The dataset id of source row `row` (keys random numbers; see graph_block).
+  node_t node_id(node_t row) const { return block_.first_source + row; }
+  /// In-degree of every destination and out-degree of every source (edges within the
+  /// block): what GCN normalisation and mean aggregation need.
+  std::span<const node_t> in_degrees() const { return in_degrees_; }
+  std::span<const node_t> out_degrees() const { return out_degrees_; }
+  const csr& graph() const { return graph_; }
+
+  /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
+  /// statistics over all nodes (batch normalisation); on one process it does nothing.
+  template <class T>
+  void all_reduce_sum(std::span<T> values) {
+    (void)values;
+  }
+
+  /// x, dx: any Eigen row-major expression of num_sources() rows (matrix, Map, block). The
+  /// key names the exchange (nothing is exchanged here).
+  template <class X, class Visit>
+  void gather(const exchange_key&, const Eigen::MatrixBase<X>& x, Visit&& visit) {
+    const const_rows_ref<typename X::Scalar> halo(x);
+    visit(block_, halo);
+  }
+  template <class DX, class Visit>
+  void scatter(const exchange_key&, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    rows_ref<typename DX::Scalar> dhalo(dx.derived());
+    visit(block_, dhalo);  // the halo is x itself, so its gradient is added straight into dx
+  }
+  template <class X, class DX, class Visit>
+  void gather_scatter(const exchange_key&, const Eigen::MatrixBase<X>& x,
+                      Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    const const_rows_ref<typename X::Scalar> halo(x);
+    rows_ref<typename DX::Scalar> dhalo(dx.derived());
+    visit(block_, halo, dhalo);
+  }
+
+ private:
+  csr graph_;
+  csr transposed_;
+  std::vector<node_t> in_degrees_;
+  std::vector<node_t> out_degrees_;
+  std::unique_ptr<spmm_tile_cache> edge_tiles_ = std::make_unique<spmm_tile_cache>(),
+                                   transposed_tiles_ = std::make_unique<spmm_tile_cache>();
+  graph_block block_;
+};
+
+static_assert(aggregation_schedule<local_schedule>);
+
+}  // namespace sar
