@@ -5,8 +5,14 @@
 // per-epoch training losses and final parameters of the single-process run on the whole
 // dataset in its original numbering: losses within 1e-5 relative and parameters within 1e-4
 // in float, both within 1e-9 in double. Every rank runs the single-process reference itself.
+// The same holds for a codec and a halo cache policy defined here, outside the engine's files
+// (checked_codec, counting_cache: what a user would write).
 // Any failure prints the rank and ends every rank with MPI_Abort (exit code non-zero).
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -55,6 +61,97 @@ graph_part cut_part(const graph_dataset& data, const std::vector<int>& assignmen
     part.original_ids.push_back(old);
   }
   return part;
+}
+
+/// A user's wire codec: each row as it is, followed by a 4-byte check of (row values, dataset
+/// id, layer, direction), verified on decode. Exact, but not raw rows, so the engine decodes
+/// into scratch and encodes gradient blocks; the check proves that sender and receiver agree
+/// on the ids and the key of every row.
+struct checked_codec {
+  std::string name() const { return "checked"; }
+  template <class T>
+  std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
+    return static_cast<std::size_t>(rows) * (static_cast<std::size_t>(cols) * sizeof(T) + 4);
+  }
+  template <class T>
+  static std::uint32_t check(const T* row, Eigen::Index cols, node_t id, const codec_context& c) {
+    std::uint32_t h = 2166136261u ^ static_cast<std::uint32_t>(id * 31 + c.key.layer * 7 +
+                                                               static_cast<int>(c.direction));
+    const auto* bytes = reinterpret_cast<const unsigned char*>(row);
+    for (std::size_t b = 0; b < cols * sizeof(T); ++b) h = (h ^ bytes[b]) * 16777619u;
+    return h;
+  }
+  template <class T>
+  void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& c,
+              std::vector<std::byte>& wire) const {
+    const std::size_t row_bytes = x.cols() * sizeof(T) + 4;
+    wire.resize(rows.size() * row_bytes);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      std::byte* out = wire.data() + k * row_bytes;
+      std::memcpy(out, x.row(rows[k]).data(), x.cols() * sizeof(T));
+      const std::uint32_t h = check(x.row(rows[k]).data(), x.cols(), c.ids[k], c);
+      std::memcpy(out + x.cols() * sizeof(T), &h, 4);
+    }
+  }
+  template <class T>
+  Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
+                                     Eigen::Index cols, const codec_context& c,
+                                     matrix<T>& scratch) const {
+    scratch.resize(rows, cols);
+    for (Eigen::Index k = 0; k < rows; ++k) unpack(wire, k, cols, c, scratch.row(k).data());
+    return {scratch.data(), rows, cols};
+  }
+  template <class T>
+  void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
+                  const codec_context& c, rows_ref<T>& dx) const {
+    row_vector<T> row(dx.cols());
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      unpack(wire, static_cast<Eigen::Index>(k), dx.cols(), c, row.data());
+      dx.row(rows[k]) += row;
+    }
+  }
+  template <class T>
+  static void unpack(std::span<const std::byte> wire, Eigen::Index k, Eigen::Index cols,
+                     const codec_context& c, T* out) {
+    const std::size_t row_bytes = cols * sizeof(T) + 4;
+    const std::byte* in = wire.data() + k * row_bytes;
+    std::memcpy(out, in, cols * sizeof(T));
+    std::uint32_t h;
+    std::memcpy(&h, in + cols * sizeof(T), 4);
+    SAR_CHECK(h == check(out, cols, c.ids[k], c), comm_error, "checked_codec: row ", k,
+              " from rank ", c.sender, " fails its check on rank ", c.receiver);
+  }
+};
+static_assert(wire_codec_for<checked_codec, float> && wire_codec_for<checked_codec, double>);
+
+/// A user's halo cache policy: keeps every forward gather (replacing the previous one of the
+/// same key) for the gather_scatter of that key, and counts reuses. Unlike keep_for_backward
+/// it never drops halos at the start of a forward pass.
+struct counting_cache {
+  std::shared_ptr<int> reuses = std::make_shared<int>(0);
+  kept_halo_list kept;
+  std::optional<kept_halo> take(const exchange_key& key, exchange_kind kind) {
+    if (kind != exchange_kind::gather_scatter) return std::nullopt;
+    auto halo = kept.take(key);
+    if (halo) ++*reuses;
+    return halo;
+  }
+  halo_keep keeps(const exchange_key&, exchange_kind kind) const {
+    return kind == exchange_kind::gather ? halo_keep::if_x_unchanged : halo_keep::no;
+  }
+  void keep(kept_halo halo) { kept.put(std::move(halo)); }
+  std::size_t kept_bytes() const { return kept.bytes(); }
+};
+static_assert(halo_cache_policy<counting_cache>);
+
+exchange_options custom_exchange(std::shared_ptr<int>& reuses) {
+  counting_cache cache;
+  reuses = cache.reuses;
+  exchange_options o = sequential_exchange();
+  o.feature_codec = checked_codec{};
+  o.gradient_codec = checked_codec{};
+  o.cache = std::move(cache);
+  return o;
 }
 
 struct run_result {
@@ -113,9 +210,9 @@ void compare(const run_result& reference, const run_result& got, double loss_tol
 
 template <class T>
 void check_schedule(mpi_communicator& comm, const graph_part& part, const model_config& config,
-                    const run_result& reference, const std::string& schedule,
+                    const run_result& reference, exchange_options options,
                     const std::string& what) {
-  distributed_schedule<mpi_communicator> graph(comm, part, named_exchange(schedule));
+  distributed_schedule<mpi_communicator> graph(comm, part, std::move(options));
   const run_result got = train<T>(graph, config, part.features, part.labels, part.split,
                                   part.num_classes);
   constexpr bool is_float = std::is_same_v<T, float>;
@@ -137,7 +234,15 @@ void check_model(mpi_communicator& comm, const graph_dataset& data,
   part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
   const std::string what = name + (std::is_same_v<T, float> ? " float" : " double");
   for (const std::string schedule : {"sequential", "keep_halo", "one_shot"})
-    check_schedule<T>(comm, part, config, reference, schedule, what + " " + schedule);
+    check_schedule<T>(comm, part, config, reference, named_exchange(schedule),
+                      what + " " + schedule);
+  std::shared_ptr<int> reuses;
+  check_schedule<T>(comm, part, config, reference, custom_exchange(reuses),
+                    what + " checked_codec + counting_cache");
+  // GAT's backward takes its forward gather's halo again: the user's cache must have served it
+  // (every rank agrees to reuse, so the count is the same everywhere).
+  if (config.kind == model_kind::gat && comm.size() > 1)
+    EXPECT(*reuses > 0, what, ": counting_cache never reused a halo");
 }
 
 void check_graph(mpi_communicator& comm, const graph_dataset& data,
