@@ -1,4 +1,4 @@
-// The graph of one rank, split by the owner of each edge's source (ALGORITHMS.md, notation):
+// The graph of one rank, split by the owner of each edge's source (docs/algorithms.md, notation):
 // rank p keeps every edge INTO its nodes; block q holds the edges whose source rank q owns.
 //
 // Column convention (the same in every schedule):

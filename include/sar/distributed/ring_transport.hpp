@@ -1,6 +1,5 @@
 // The transport of the exchange engine: moves encoded halo blocks (bytes) between ranks and
-// calls the schedule back to visit each block as it arrives (ALGORITHMS.md §1-2, in
-// docs/algorithms.md). It knows nothing of rows, codecs or caches.
+// calls the schedule back to visit each block as it arrives (docs/algorithms.md §1-2). It knows nothing of rows, codecs or caches.
 //
 // Ring order: round r sends to rank p + r and receives from rank p - r; round 0 is the local
 // block (nothing moves). The transfers of the next `prefetch_depth` rounds run while a

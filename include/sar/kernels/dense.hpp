@@ -28,13 +28,18 @@ template <class T>
 inline constexpr bool uses_row_gemm = std::is_same_v<T, float> && row_gemm_available;
 }  // namespace detail
 
-/// Rows per task so that a task does at least ~16k scalar operations.
+/// Rows per task so that a task does at least ~16k scalar operations. work_per_row: scalar
+/// operations per row (below 1 counts as 1). Ensures a result >= 1; does not throw.
 inline Eigen::Index row_grain(double work_per_row) {
   constexpr double min_task_work = 16384.0;
   return static_cast<Eigen::Index>(std::max(1.0, min_task_work / std::max(1.0, work_per_row)));
 }
 
-/// Calls body(begin, end) on disjoint chunks covering [0, rows), in parallel.
+/// Calls body(begin, end) on disjoint chunks covering [0, rows), in parallel; no call when
+/// rows <= 0, one call on the calling thread when rows fit one grain (row_grain). The chunks
+/// are the scheduler's, so they vary between runs and thread counts: body must give the same
+/// result however [0, rows) is cut (element-wise work), and be safe to run concurrently on
+/// disjoint ranges. An exception from body propagates to the caller.
 template <class Body>
 void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
   if (rows <= 0) return;
@@ -47,14 +52,17 @@ void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
                     [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
 }
 
-/// m := 0, in parallel over rows.
+/// m := 0 (assigns, keeps m's shape), in parallel over rows; bitwise the same for every thread
+/// count. Does not throw.
 template <class T>
 void set_zero(rows_ref<T> m) {
   for_row_chunks(m.rows(), static_cast<double>(m.cols()),
                  [&](Eigen::Index b, Eigen::Index e) { m.middleRows(b, e - b).setZero(); });
 }
 
-/// m.row(i) *= s[i] for every row, in parallel. Requires s.size() == m.rows().
+/// m.row(i) *= s[i] for every row (in place, keeps m's shape), in parallel; bitwise the same
+/// for every thread count. Requires s.size() == m.rows() (not checked; Eigen asserts only in
+/// debug builds). Does not throw.
 template <class T>
 void scale_rows(rows_ref<T> m, const column_vector<T>& s) {
   for_row_chunks(m.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
@@ -62,7 +70,9 @@ void scale_rows(rows_ref<T> m, const column_vector<T>& s) {
   });
 }
 
-/// m.row(i) += v for every row, in parallel. Requires v: 1 x m.cols().
+/// m.row(i) += v for every row (adds in place, keeps m's shape), in parallel; bitwise the same
+/// for every thread count. Requires v: 1 x m.cols() (not checked: only v.row(0) is read), v
+/// not aliasing m. Does not throw.
 template <class T>
 void add_to_rows(rows_ref<T> m, const_rows_ref<T> v) {
   for_row_chunks(m.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
@@ -77,7 +87,8 @@ inline constexpr Eigen::Index product_chunk_rows = 512;
 /// product_chunk_rows, in parallel. Products are cut this way, never by the scheduler: Eigen
 /// rounds a row of a product differently depending on where the row sits in its call (edge
 /// rows take other kernels), so only a cut fixed by the row count keeps results independent
-/// of the thread count.
+/// of the thread count. No call when rows <= 0, one call on the calling thread when rows <= c.
+/// body runs concurrently on disjoint chunks; an exception from it propagates to the caller.
 template <class Body>
 void for_product_chunks(Eigen::Index rows, Body&& body) {
   if (rows <= 0) return;
@@ -96,7 +107,10 @@ void for_product_chunks(Eigen::Index rows, Body&& body) {
 
 /// Sums per-row contributions into `width` doubles: add_row(i, acc) adds row i's contribution
 /// into acc[0 .. width). The split into chunks is fixed by rows and width, so the result is
-/// bitwise the same for every thread count.
+/// bitwise the same for every thread count. Requires width >= 0; add_row(i, acc) must only add
+/// into acc and be deterministic itself (calls run concurrently on separate accumulators).
+/// Ensures a vector of width values, all 0 when rows <= 0, in parallel
+/// (parallel_deterministic_reduce) above one grain. An exception from add_row propagates.
 template <class AddRow>
 std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& add_row) {
   using acc_t = std::vector<double>;
@@ -169,7 +183,9 @@ void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_r
 /// rows of x (bitwise the same on every thread count); b, unless null, holds w.cols() values
 /// added to every row (in the product's epilogue, no extra pass); finish, unless null, is
 /// called on each chunk of rows of y as soon as it is written (while it is in the cache).
-/// Requires y sized x.rows() x w.cols(), x.cols() == w.rows(), y not aliasing x or w.
+/// Requires y sized x.rows() x w.cols() (never resized), x.cols() == w.rows(), y not aliasing
+/// x or w, b (not checked) null or w.cols() values; finish runs concurrently on disjoint
+/// chunks. Throws sar::invalid_argument on a shape mismatch, y untouched.
 template <bool Add = false, class T>
 void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
                    const T* b = nullptr, const row_finisher* finish = nullptr) {
@@ -182,7 +198,8 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
 /// y = x1 w1 + x2 w2 (+ b): the product of [x1 | x2] and [w1 ; w2] without forming either, in
 /// one pass over y; otherwise as dense_product. Requires y sized x1.rows() x w1.cols(),
 /// x2.rows() == x1.rows(), x1.cols() == w1.rows(), x2.cols() == w2.rows(),
-/// w2.cols() == w1.cols(), y aliasing no operand.
+/// w2.cols() == w1.cols(), y aliasing no operand. Assigns y (never resized); bitwise the same
+/// for every thread count. Throws sar::invalid_argument on a shape mismatch, y untouched.
 template <class T>
 void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_ref<T> x2,
                        const_rows_ref<T> w2, rows_ref<T> y, const T* b = nullptr,
@@ -196,7 +213,9 @@ void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_re
 }
 
 /// y = x w^T (Add = false) or y += x w^T (Add = true), parallel over fixed chunks of rows of
-/// x. Requires y sized x.rows() x w.rows(), x.cols() == w.cols().
+/// x (bitwise the same on every thread count); copies w^T first (w is meant to be a small
+/// weight matrix). Requires y sized x.rows() x w.rows() (never resized), x.cols() == w.cols(),
+/// y not aliasing x. Throws sar::invalid_argument on a shape mismatch, y untouched.
 template <bool Add, class T>
 void dense_product_transposed(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   SAR_CHECK(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows(),
@@ -206,7 +225,7 @@ void dense_product_transposed(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref
   dense_product<Add, T>(x, w_transposed, y);
 }
 
-/// y += x w^T: dense_product_transposed<true>.
+/// y += x w^T: dense_product_transposed<true>, with its requirements, determinism and throws.
 template <class T>
 void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y) {
   dense_product_transposed<true, T>(x, w, y);
@@ -263,7 +282,10 @@ void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_r
 }
 }  // namespace detail
 
-/// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over row chunks.
+/// out = a^T b (a: n x p, b: n x q, out: p x q), a deterministic reduction over fixed chunks
+/// of 4096 rows (parallel above one chunk; bitwise the same for every thread count). Assigns
+/// out (never resized; all 0 when n == 0); requires out not aliasing a or b. Throws
+/// sar::invalid_argument on a shape mismatch, out untouched.
 template <class T>
 void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> out) {
   SAR_CHECK(a.rows() == b.rows() && out.rows() == a.cols() && out.cols() == b.cols(),
@@ -274,7 +296,9 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
 }
 
 /// out = [a1 | a2]^T b (out: (p1 + p2) x q, a1^T b on top), with one read of b for both and
-/// each half bitwise transposed_product's. Requires a1, a2, b of equal rows.
+/// each half bitwise transposed_product's. Requires a1, a2, b of equal rows, out sized
+/// (a1.cols() + a2.cols()) x b.cols() (never resized) and aliasing no operand. Assigns out;
+/// throws sar::invalid_argument on a shape mismatch, out untouched.
 template <class T>
 void transposed_product(const_rows_ref<T> a1, const_rows_ref<T> a2, const_rows_ref<T> b,
                         rows_ref<T> out) {
@@ -287,7 +311,10 @@ void transposed_product(const_rows_ref<T> a1, const_rows_ref<T> a2, const_rows_r
   detail::transposed_product_parts<T>(parts, b, out);
 }
 
-/// out = the column sums of a (out: 1 x a.cols()), accumulated in double.
+/// out = the column sums of a (out: 1 x a.cols()), accumulated in double and rounded to T
+/// once. Assigns out (never resized; all 0 when a has no rows), in parallel via reduce_rows,
+/// bitwise the same for every thread count. Throws sar::invalid_argument unless out is
+/// 1 x a.cols(), out untouched.
 template <class T>
 void column_sums(const_rows_ref<T> a, rows_ref<T> out) {
   SAR_CHECK(out.rows() == 1 && out.cols() == a.cols(), invalid_argument,

@@ -1,5 +1,5 @@
 // Fused graph-attention (GAT) kernels over one graph_block, with the softmax computed online
-// across blocks (ALGORITHMS.md §4). They never hold a per-edge matrix: per-edge logits and
+// across blocks (docs/algorithms.md §4). They never hold a per-edge matrix: per-edge logits and
 // coefficients are recomputed from per-node quantities wherever they are needed.
 //
 // Layout shared by every kernel (H heads of F features, HF = H * F):

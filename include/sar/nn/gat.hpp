@@ -1,5 +1,5 @@
 // Graph attention layer (GAT, Velickovic et al.), fused: the attention softmax is computed
-// online block by block (ALGORITHMS.md §4), so the layer runs unchanged under the local
+// online block by block (docs/algorithms.md §4), so the layer runs unchanged under the local
 // schedule and under the distributed SAR schedules, and never stores a per-edge matrix.
 //
 //   z_i = x_i W (H heads of F features), el_j(h) = <a_l(h), z_j(h)>, er_i(h) = <a_r(h), z_i(h)>

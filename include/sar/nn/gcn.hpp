@@ -3,7 +3,7 @@
 // The caller builds the self-loops into the graph (A + I: build_csr with
 // self_loop_policy::add); the layer adds none. The destination side is scaled by the
 // schedule's in_degrees(), the source side by its out_degrees() (equal for a symmetric
-// graph; for a directed graph the source's degree is its out-degree, ALGORITHMS.md §3).
+// graph; for a directed graph the source's degree is its out-degree, docs/algorithms.md §3).
 // Degrees are clamped to >= 1, so a node with no edges at all gets out = b.
 //
 // The aggregation is linear, so W is applied on the narrower side: before aggregating when

@@ -26,12 +26,28 @@ enum class init_kind {
   ones,
 };
 
+/// What a layer passes to parameter_store::declare: one parameter, a rows x cols row-major
+/// matrix of T in the flat buffers.
 struct parameter_shape {
+  /// Label for messages and reports, by convention "<layer>.<parameter>" ("gcn.weight",
+  /// "linear.bias"); may be empty, need not be unique. make_optimiser (sar/train/models.hpp)
+  /// matches a "weight" suffix when choosing groups.
   std::string name;
+  /// Rows, in elements; >= 0 (declare throws sar::invalid_argument otherwise). For a weight W
+  /// of y = x W: the input width (fan_in); 1 for a bias or a per-feature vector.
   Eigen::Index rows = 0;
+  /// Columns, in elements; >= 0 (declare throws otherwise). For a weight: the output width
+  /// (fan_out). rows * cols may be 0 (the parameter then takes no space).
   Eigen::Index cols = 0;
+  /// How initialise(seed) fills the values (allocate() leaves them zero); glorot_uniform and
+  /// kaiming_uniform take fan_in = rows, fan_out = cols.
   init_kind init = init_kind::glorot_uniform;
-  int group = 0;  ///< optimiser parameter group (e.g. weight decay only on group 0)
+  /// Optimiser parameter group: an index into sgd_options / adam_options::weight_decay (groups
+  /// past its end decay by 0). Must be >= 0 (an optimiser step throws sar::invalid_argument
+  /// otherwise). gcn and sage put weights in 0 and biases in 1, gat everything in 0,
+  /// batch_norm and linear take theirs from their options (defaults 1 and 0); set_group()
+  /// changes it after declare().
+  int group = 0;
 };
 
 template <class T>
