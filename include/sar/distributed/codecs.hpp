@@ -1,0 +1,312 @@
+// Lossy wire codecs for halo rows (docs/algorithms.md §6; the codec concept is in
+// wire_codec.hpp):
+//   half_codec<half_format::fp16 | bf16>  2 bytes per value, rounded to nearest even
+//   stochastic_codec<B>, B in {1, 2, 4, 8} B bits per value, stochastically rounded (Sylvie)
+//   make_wire_codec(bits)                 32 -> plain (fp32 for float rows), 16 -> bf16,
+//                                         8 / 4 / 2 / 1 -> stochastic_codec<bits>
+// Every codec here rejects a non-finite value (or one fp16 cannot hold) with
+// sar::numeric_error naming the exchange's layer, the sending rank and the row.
+//
+// stochastic_codec<B>, per row x of F values, with L = 2^B - 1:
+//   wire   m: the row's minimum, as T (exact)                     sizeof(T) bytes
+//          R: max - m rounded UP to bf16 (so m + R covers the row)  2 bytes
+//          codes q_j = clamp(floor((x_j - m) L / R + u_j), 0, L), B bits each, packed
+//          little-endian from the lowest bit of each byte         ceil(B F / 8) bytes
+//   decode x^_j = m + q_j R / L, with exactly the m and R that were sent: E[x^_j] = x_j
+//          (u_j uniform in [0, 1) with 32 random bits), and for B = 1 the variance is
+//          (x_j - m)(m + R - x_j). R = 0 (a constant row): codes 0, the row decodes to m.
+//   u_j is a pure function of (seed, epoch, layer, call, direction, dataset node id, column),
+//   plus the sending rank for gradients (the partial gradients of one node that several ranks
+//   send are rounded independently), so runs are bitwise reproducible on any thread count.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/core/types.hpp"
+#include "sar/distributed/wire_codec.hpp"
+
+namespace sar {
+
+namespace detail {
+
+/// Throws sar::numeric_error naming where a bad value was found.
+[[noreturn]] inline void bad_wire_value(const char* codec, double value, const char* what,
+                                        const codec_context& ctx, node_t row, std::size_t k,
+                                        Eigen::Index column) {
+  throw numeric_error(message(
+      "sar::", codec, ": ", what, " ", value, " in a halo ",
+      ctx.direction == exchange_direction::features ? "feature" : "gradient", " row of layer ",
+      ctx.key.layer, " on rank ", ctx.sender, ": local row ", row, ", node ",
+      k < ctx.ids.size() ? ctx.ids[k] : node_t{-1}, ", column ", column));
+}
+
+/// The bf16 (upper half of an fp32) at or above r >= 0, finite r.
+inline std::uint16_t bf16_round_up(float r) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(r);
+  if (bits & 0xffffu) bits += 0x10000u;  // a carry into the exponent is still correct
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+inline float bf16_to_float(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+/// fp32 -> bf16, round to nearest even (finite input).
+inline std::uint16_t bf16_round_nearest(float f) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+/// double -> float rounded to odd (then rounding the float to nearest even at 16 or fewer
+/// significant bits equals rounding the double directly: no double rounding).
+inline float round_to_odd(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) != d) {
+    if (std::abs(static_cast<double>(f)) > std::abs(d)) f = std::nextafter(f, 0.0f);
+    f = std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
+  }
+  return f;
+}
+/// A value's float for the rounding below: itself (float), or rounded to odd (double).
+template <class T>
+float narrowed(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return round_to_odd(v);
+}
+
+}  // namespace detail
+
+/// The 16-bit formats of half_codec.
+enum class half_format : std::uint8_t { fp16, bf16 };
+
+/// Each value as 2 bytes (IEEE binary16, or bfloat16), rounded to nearest even; decoded
+/// exactly. fp16 holds magnitudes up to 65504 (larger ones throw) and loses those below
+/// 6e-8; bf16 keeps fp32's range with 8 significant bits.
+template <half_format Format>
+struct half_codec {
+  std::string name() const { return Format == half_format::fp16 ? "fp16" : "bf16"; }
+  template <class T>
+  std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
+    return 2 * static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  }
+  template <class T>
+  void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
+              std::vector<std::byte>& wire) const {
+    const Eigen::Index f = x.cols();
+    huge_page_resize(wire, wire_bytes<T>(static_cast<Eigen::Index>(rows.size()), f));
+    auto* out = reinterpret_cast<std::uint16_t*>(wire.data());
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.size(), 256), [&](const auto& r) {
+      for (std::size_t k = r.begin(); k != r.end(); ++k) {
+        const T* row = x.row(rows[k]).data();
+        std::uint16_t* dst = out + k * static_cast<std::size_t>(f);
+        for (Eigen::Index j = 0; j < f; ++j) {
+          if (!std::isfinite(row[j]))
+            detail::bad_wire_value("half_codec", row[j], "non-finite value", ctx, rows[k], k, j);
+          dst[j] = encode_one(row[j]);
+          if (Format == half_format::fp16 && (dst[j] & 0x7fffu) == 0x7c00u)  // rounded to inf
+            detail::bad_wire_value("half_codec", row[j], "value beyond fp16's range", ctx,
+                                   rows[k], k, j);
+        }
+      }
+    });
+  }
+  template <class T>
+  Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
+                                     Eigen::Index cols, const codec_context&,
+                                     matrix<T>& scratch) const {
+    huge_page_resize(scratch, rows, cols);
+    const auto* in = reinterpret_cast<const std::uint16_t*>(wire.data());
+    const std::size_t n = static_cast<std::size_t>(rows * cols);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 16384), [&](const auto& r) {
+      for (std::size_t k = r.begin(); k != r.end(); ++k) scratch.data()[k] = decode_one<T>(in[k]);
+    });
+    return {scratch.data(), rows, cols};
+  }
+  template <class T>
+  void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
+                  const codec_context&, rows_ref<T>& dx) const {
+    const Eigen::Index f = dx.cols();
+    const auto* in = reinterpret_cast<const std::uint16_t*>(wire.data());
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.size(), 256), [&](const auto& r) {
+      for (std::size_t k = r.begin(); k != r.end(); ++k) {
+        T* dst = dx.row(rows[k]).data();
+        for (Eigen::Index j = 0; j < f; ++j)
+          dst[j] += decode_one<T>(in[k * static_cast<std::size_t>(f) + j]);
+      }
+    });
+  }
+
+ private:
+  template <class T>
+  static std::uint16_t encode_one(T v) {
+    if constexpr (Format == half_format::fp16) {
+      return std::bit_cast<std::uint16_t>(static_cast<_Float16>(v));  // nearest even
+    } else {
+      return detail::bf16_round_nearest(detail::narrowed(v));
+    }
+  }
+  template <class T>
+  static T decode_one(std::uint16_t h) {
+    if constexpr (Format == half_format::fp16) return static_cast<T>(std::bit_cast<_Float16>(h));
+    else return static_cast<T>(detail::bf16_to_float(h));
+  }
+};
+using fp16_codec = half_codec<half_format::fp16>;
+using bf16_codec = half_codec<half_format::bf16>;
+
+/// B-bit stochastic rounding of each row against its own range (see the top of this file).
+template <int B>
+  requires(B == 1 || B == 2 || B == 4 || B == 8)
+struct stochastic_codec {
+  static constexpr std::uint32_t levels = (1u << B) - 1;  ///< L
+  static constexpr int per_byte = 8 / B;
+
+  std::string name() const { return "stochastic" + std::to_string(B); }
+
+  /// Bytes of one encoded row of `cols` values: m (as T), R (bf16), the packed codes.
+  template <class T>
+  static constexpr std::size_t row_bytes(Eigen::Index cols) {
+    return sizeof(T) + 2 + (static_cast<std::size_t>(cols) * B + 7) / 8;
+  }
+  template <class T>
+  std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
+    return static_cast<std::size_t>(rows) * row_bytes<T>(cols);
+  }
+
+  template <class T>
+  void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
+              std::vector<std::byte>& wire) const {
+    const Eigen::Index f = x.cols();
+    const std::size_t stride = row_bytes<T>(f);
+    huge_page_resize(wire, rows.size() * stride);
+    const counter_rng rng = noise(ctx);
+    const std::uint64_t sender = ctx.direction == exchange_direction::gradients
+                                     ? static_cast<std::uint64_t>(ctx.sender) + 1 : 0;
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.size(), 64), [&](const auto& r) {
+      for (std::size_t k = r.begin(); k != r.end(); ++k) {
+        const T* row = x.row(rows[k]).data();
+        std::byte* out = wire.data() + k * stride;
+        T lo = f > 0 ? row[0] : T(0), hi = lo;
+        for (Eigen::Index j = 0; j < f; ++j) {
+          if (!std::isfinite(row[j]))
+            detail::bad_wire_value("stochastic_codec", row[j], "non-finite value", ctx, rows[k],
+                                   k, j);
+          lo = std::min(lo, row[j]);
+          hi = std::max(hi, row[j]);
+        }
+        const std::uint16_t range_bits = range_up(hi, lo);
+        const T range = static_cast<T>(detail::bf16_to_float(range_bits));
+        if (!std::isfinite(range))
+          detail::bad_wire_value("stochastic_codec", static_cast<double>(hi) - lo,
+                                 "row range too large", ctx, rows[k], k, 0);
+        std::memcpy(out, &lo, sizeof(T));
+        std::memcpy(out + sizeof(T), &range_bits, 2);
+        std::byte* codes = out + sizeof(T) + 2;
+        std::memset(codes, 0, stride - sizeof(T) - 2);
+        if (range == T(0)) continue;  // a constant row: every code 0
+        const T scale = T(levels) / range;
+        const std::uint64_t node = static_cast<std::uint64_t>(ctx.ids[k]);
+        for (Eigen::Index j0 = 0; j0 < f; j0 += 8) {
+          // Eight 32-bit uniforms per draw: columns j0 .. j0 + 7.
+          const auto words = rng.bits(node, static_cast<std::uint64_t>(j0 / 8), ctx.key.epoch, sender);
+          for (Eigen::Index j = j0; j < std::min(f, j0 + 8); ++j) {
+            const std::uint64_t w = words[static_cast<std::size_t>((j - j0) / 2)];
+            const std::uint32_t bits32 = static_cast<std::uint32_t>((j - j0) % 2 ? w >> 32 : w);
+            const double u = bits32 * 0x1.0p-32;
+            const double t = static_cast<double>((row[j] - lo) * scale) + u;
+            const std::uint32_t q =
+                t <= 0 ? 0u : std::min(levels, static_cast<std::uint32_t>(t));
+            codes[j / per_byte] |= static_cast<std::byte>(q << ((j % per_byte) * B));
+          }
+        }
+      }
+    });
+  }
+
+  template <class T>
+  Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
+                                     Eigen::Index cols, const codec_context&,
+                                     matrix<T>& scratch) const {
+    huge_page_resize(scratch, rows, cols);
+    const std::size_t stride = row_bytes<T>(cols);
+    tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows, 256), [&](const auto& r) {
+      for (Eigen::Index i = r.begin(); i != r.end(); ++i)
+        decode_row<T>(wire.data() + static_cast<std::size_t>(i) * stride, cols,
+                      [&](Eigen::Index j, T v) { scratch(i, j) = v; });
+    });
+    return {scratch.data(), rows, cols};
+  }
+
+  template <class T>
+  void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
+                  const codec_context&, rows_ref<T>& dx) const {
+    const Eigen::Index f = dx.cols();
+    const std::size_t stride = row_bytes<T>(f);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.size(), 256), [&](const auto& r) {
+      for (std::size_t k = r.begin(); k != r.end(); ++k) {
+        T* dst = dx.row(rows[k]).data();
+        decode_row<T>(wire.data() + k * stride, f, [&](Eigen::Index j, T v) { dst[j] += v; });
+      }
+    });
+  }
+
+ private:
+  /// The key of this exchange's noise (the counter adds node, column block, epoch, sender).
+  static counter_rng noise(const codec_context& ctx) {
+    const std::uint64_t sub = (static_cast<std::uint64_t>(ctx.key.layer) << 24) ^
+                              (static_cast<std::uint64_t>(ctx.key.call) << 8) ^
+                              (static_cast<std::uint64_t>(ctx.direction) << 4) ^
+                              static_cast<std::uint64_t>(B);
+    return counter_rng(ctx.key.seed, rng_stream::quantisation, sub);
+  }
+  /// hi - lo rounded up to bf16 (through a float rounded up for double rows).
+  template <class T>
+  static std::uint16_t range_up(T hi, T lo) {
+    const T r = hi - lo;
+    float f = static_cast<float>(r);
+    if (static_cast<T>(f) < r) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+    return detail::bf16_round_up(f);
+  }
+  template <class T, class Put>
+  static void decode_row(const std::byte* in, Eigen::Index f, Put&& put) {
+    T lo;
+    std::uint16_t range_bits;
+    std::memcpy(&lo, in, sizeof(T));
+    std::memcpy(&range_bits, in + sizeof(T), 2);
+    const T step = static_cast<T>(detail::bf16_to_float(range_bits)) / T(levels);
+    const auto* codes = reinterpret_cast<const std::uint8_t*>(in + sizeof(T) + 2);
+    for (Eigen::Index j = 0; j < f; ++j) {
+      const std::uint32_t q = (codes[j / per_byte] >> ((j % per_byte) * B)) & levels;
+      put(j, lo + static_cast<T>(q) * step);
+    }
+  }
+};
+
+/// The codec of `bits` per value: 32 plain rows (fp32 for float, fp64 for double), 16 bf16,
+/// 8 / 4 / 2 / 1 stochastic_codec. Throws sar::invalid_argument for another width.
+inline any_wire_codec make_wire_codec(int bits) {
+  switch (bits) {
+    case 32: return plain_codec{};
+    case 16: return bf16_codec{};
+    case 8: return stochastic_codec<8>{};
+    case 4: return stochastic_codec<4>{};
+    case 2: return stochastic_codec<2>{};
+    case 1: return stochastic_codec<1>{};
+    default:
+      throw invalid_argument(message("sar::make_wire_codec: ", bits,
+                                     " bits per value (32, 16, 8, 4, 2 or 1)"));
+  }
+}
+
+}  // namespace sar

@@ -1,0 +1,250 @@
+// The lossy wire codecs (sar/distributed/codecs.hpp) on their own, without MPI: packing round
+// trips at widths that are not multiples of 8 or 64, constant rows, code bounds, wire sizes,
+// unbiasedness and variance of stochastic rounding, reproducibility across thread counts,
+// rounding to nearest even of fp16 / bf16, and the errors on non-finite input.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "sar/distributed/codecs.hpp"
+
+using namespace sar;
+
+namespace {
+
+template <class T>
+matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(-2, 3);
+  matrix<T> m(rows, cols);
+  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = static_cast<T>(u(gen));
+  return m;
+}
+
+std::vector<node_t> iota_rows(Eigen::Index n) {
+  std::vector<node_t> rows(static_cast<std::size_t>(n));
+  std::iota(rows.begin(), rows.end(), node_t{0});
+  return rows;
+}
+
+codec_context context(std::uint64_t epoch, std::span<const node_t> ids,
+                      exchange_direction d = exchange_direction::features) {
+  exchange_key key;
+  key.layer = 2;
+  key.call = 1;
+  key.seed = 17;
+  key.epoch = epoch;
+  return {key, d, 3, 0, ids};
+}
+
+/// Encodes all rows of x and decodes them (through decode).
+template <class T, class Codec>
+matrix<T> round_trip(const Codec& codec, const matrix<T>& x, const codec_context& ctx,
+                     std::vector<std::byte>* wire_out = nullptr) {
+  const auto rows = iota_rows(x.rows());
+  std::vector<std::byte> wire;
+  codec.encode(const_rows_ref<T>(x), rows, ctx, wire);
+  CHECK(wire.size() == codec.template wire_bytes<T>(x.rows(), x.cols()));
+  matrix<T> scratch;
+  matrix<T> out = codec.template decode<T>(wire, x.rows(), x.cols(), ctx, scratch);
+  // decode_add into zeros gives the same rows.
+  matrix<T> added = matrix<T>::Zero(x.rows(), x.cols());
+  rows_ref<T> added_ref(added);
+  codec.template decode_add<T>(wire, rows, ctx, added_ref);
+  CHECK(added == out);
+  if (wire_out) *wire_out = std::move(wire);
+  return out;
+}
+
+template <int B, class T>
+void check_stochastic_packing() {
+  using codec_t = stochastic_codec<B>;
+  codec_t codec;
+  constexpr double L = (1 << B) - 1;
+  for (Eigen::Index f : {1, 3, 7, 13, 67, 130}) {
+    CAPTURE(B);
+    CAPTURE(f);
+    const Eigen::Index n = 9;
+    const auto ids = iota_rows(n);
+    // Wire bytes per row: ceil(B F / 8) codes plus m (as T) and R (bf16).
+    CHECK(codec.template wire_bytes<T>(n, f) ==
+          static_cast<std::size_t>(n) * ((B * f + 7) / 8 + sizeof(T) + 2));
+
+    // Rows alternating between 0 and 1 (R = 1 is exact in bf16): 0 codes to 0 and 1 to L
+    // whatever the noise, so the round trip is exact and a code that overflowed its B bits
+    // would corrupt its neighbour.
+    matrix<T> two_level(n, f);
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index j = 0; j < f; ++j) two_level(i, j) = static_cast<T>((i + j) % 2);
+    if (f > 1) CHECK(round_trip<T>(codec, two_level, context(0, ids)) == two_level);
+
+    // Random rows: every value decodes to m + q R / L with 0 <= q <= L, within one step of x.
+    const matrix<T> x = random_matrix<T>(n, f, 100 + f);
+    std::vector<std::byte> wire;
+    const matrix<T> y = round_trip<T>(codec, x, context(4, ids), &wire);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const T m = x.row(i).minCoeff();
+      T sent_m;
+      std::uint16_t range_bits;
+      std::memcpy(&sent_m, wire.data() + i * codec_t::template row_bytes<T>(f), sizeof(T));
+      std::memcpy(&range_bits, wire.data() + i * codec_t::template row_bytes<T>(f) + sizeof(T), 2);
+      CHECK(sent_m == m);  // m is sent exactly
+      const double R = detail::bf16_to_float(range_bits);
+      CHECK(R >= static_cast<double>(x.row(i).maxCoeff()) - m);  // R covers the row
+      CHECK(R <= (static_cast<double>(x.row(i).maxCoeff()) - m) * (1 + 1.0 / 128));
+      if (R == 0) CHECK(y.row(i) == x.row(i));  // f = 1: a constant row
+      for (Eigen::Index j = 0; j < f && R > 0; ++j) {
+        const double q = (static_cast<double>(y(i, j)) - m) * L / R;
+        CHECK(std::abs(q - std::round(q)) < 1e-3);
+        CHECK(std::round(q) >= 0);
+        CHECK(std::round(q) <= L);
+        CHECK(std::abs(static_cast<double>(y(i, j) - x(i, j))) <= R / L * (1 + 1e-5));
+      }
+    }
+
+    // A constant row (R = 0) decodes to m exactly, also when m is not a bf16 value.
+    matrix<T> constant = matrix<T>::Constant(2, f, static_cast<T>(0.3));
+    constant.row(1).setConstant(static_cast<T>(-7.1));
+    CHECK(round_trip<T>(codec, constant, context(1, ids)) == constant);
+  }
+}
+
+/// The mean of `draws` decodings of one row (epochs 0 .. draws - 1 key independent noise) is
+/// within 4 standard errors of x in every column; for B = 1 the per-element variance is within
+/// 10% of (x - m)(m + R - x) where rounding is not nearly certain.
+template <int B>
+void check_unbiased() {
+  CAPTURE(B);
+  stochastic_codec<B> codec;
+  constexpr int draws = 10000;
+  constexpr Eigen::Index f = 37;
+  const matrixf x = random_matrix<float>(1, f, 5);
+  const std::vector<node_t> ids = {12345};
+  Eigen::ArrayXd sum = Eigen::ArrayXd::Zero(f), sum_sq = Eigen::ArrayXd::Zero(f);
+  std::vector<std::byte> wire;
+  for (int t = 0; t < draws; ++t) {
+    const matrixf y = round_trip<float>(codec, x, context(static_cast<std::uint64_t>(t), ids), &wire);
+    const Eigen::ArrayXd v = y.row(0).cast<double>().transpose().array();
+    sum += v;
+    sum_sq += v * v;
+  }
+  std::uint16_t range_bits;
+  std::memcpy(&range_bits, wire.data() + sizeof(float), 2);
+  const double R = detail::bf16_to_float(range_bits), m = x.minCoeff();
+  int variance_checked = 0;
+  for (Eigen::Index j = 0; j < f; ++j) {
+    CAPTURE(j);
+    const double mean = sum[j] / draws, xj = x(0, j);
+    const double variance = std::max(0.0, sum_sq[j] / draws - mean * mean);
+    const double se = std::sqrt(variance / draws);
+    CHECK(std::abs(mean - xj) <= 4 * se + 1e-6 * R);
+    if (B == 1) {
+      const double p = (xj - m) / R;
+      if (p > 0.1 && p < 0.9) {
+        const double expected = (xj - m) * (m + R - xj);
+        CHECK(std::abs(variance - expected) <= 0.1 * expected);
+        ++variance_checked;
+      }
+    }
+  }
+  if (B == 1) CHECK(variance_checked >= 10);
+}
+
+}  // namespace
+
+TEST_CASE("stochastic codecs: packing, constant rows, code bounds, wire bytes") {
+  check_stochastic_packing<1, float>();
+  check_stochastic_packing<2, float>();
+  check_stochastic_packing<4, float>();
+  check_stochastic_packing<8, float>();
+  check_stochastic_packing<1, double>();
+  check_stochastic_packing<8, double>();
+}
+
+TEST_CASE("stochastic codecs: unbiased, and the one-bit variance is (x - m)(m + R - x)") {
+  check_unbiased<1>();
+  check_unbiased<2>();
+  check_unbiased<4>();
+  check_unbiased<8>();
+}
+
+TEST_CASE("stochastic codecs: the noise is keyed, not drawn: same bytes on 1 and 2 threads") {
+  const matrixf x = random_matrix<float>(3000, 45, 8);
+  std::vector<node_t> ids(3000);
+  for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<node_t>(7 * k + 3);
+  stochastic_codec<2> codec;
+  auto encode = [&](int threads, const codec_context& ctx) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    std::vector<std::byte> wire;
+    codec.encode(const_rows_ref<float>(x), iota_rows(x.rows()), ctx, wire);
+    return wire;
+  };
+  const auto one = encode(1, context(3, ids));
+  CHECK(one == encode(2, context(3, ids)));
+  CHECK(one != encode(1, context(4, ids)));  // another epoch, other noise
+  CHECK(one != encode(1, context(3, ids, exchange_direction::gradients)));
+}
+
+TEST_CASE("stochastic codecs: a non-finite value throws naming layer, rank and row") {
+  matrixf x = random_matrix<float>(4, 10, 9);
+  x(2, 5) = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<node_t> ids = {40, 41, 42, 43};
+  stochastic_codec<1> codec;
+  std::vector<std::byte> wire;
+  try {
+    codec.encode(const_rows_ref<float>(x), iota_rows(4), context(0, ids), wire);
+    FAIL("no exception");
+  } catch (const numeric_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("layer 2") != std::string::npos);
+    CHECK(what.find("rank 3") != std::string::npos);
+    CHECK(what.find("local row 2") != std::string::npos);
+    CHECK(what.find("node 42") != std::string::npos);
+  }
+  x(2, 5) = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(bf16_codec{}.encode(const_rows_ref<float>(x), iota_rows(4), context(0, ids), wire),
+                  numeric_error);
+}
+
+TEST_CASE("half codecs: round to nearest even, exact decode, fp16's range") {
+  const std::vector<node_t> ids = {0};
+  auto through = [&](auto codec, double v) {
+    matrixd x(1, 1);
+    x(0, 0) = v;
+    return round_trip<double>(codec, x, context(0, ids))(0, 0);
+  };
+  // bf16 keeps 8 significant bits: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 -> 1 (even);
+  // 1 + 3 * 2^-8 -> 1 + 2^-6; just above a tie rounds up (no double rounding through float).
+  CHECK(through(bf16_codec{}, 1 + std::ldexp(1.0, -8)) == 1.0);
+  CHECK(through(bf16_codec{}, 1 + 3 * std::ldexp(1.0, -8)) == 1 + std::ldexp(1.0, -6));
+  CHECK(through(bf16_codec{}, 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30)) ==
+        1 + std::ldexp(1.0, -7));
+  CHECK(through(bf16_codec{}, -3.0e38) == doctest::Approx(-3.0e38).epsilon(0.01));
+  // fp16: 11 significant bits.
+  CHECK(through(fp16_codec{}, 1 + std::ldexp(1.0, -11)) == 1.0);
+  CHECK(through(fp16_codec{}, 1 + 3 * std::ldexp(1.0, -11)) == 1 + std::ldexp(1.0, -9));
+  CHECK(through(fp16_codec{}, 65504.0) == 65504.0);
+  CHECK_THROWS_AS(through(fp16_codec{}, 70000.0), numeric_error);
+  // Representable values round-trip exactly in float rows, at an odd width.
+  matrixf x(5, 13);
+  for (Eigen::Index k = 0; k < x.size(); ++k) x.data()[k] = static_cast<float>(k % 17) * 0.25f - 2;
+  const std::vector<node_t> five(5, 0);
+  CHECK(round_trip<float>(fp16_codec{}, x, context(0, five)) == x);
+  CHECK(round_trip<float>(bf16_codec{}, x, context(0, five)) == x);
+  CHECK(fp16_codec{}.wire_bytes<float>(5, 13) == 130);
+}
+
+TEST_CASE("make_wire_codec: names and widths") {
+  CHECK(make_wire_codec(32).name() == "plain");
+  CHECK(make_wire_codec(16).name() == "bf16");
+  CHECK(make_wire_codec(1).name() == "stochastic1");
+  CHECK(make_wire_codec(8).wire_bytes<float>(2, 10) == 2 * (10 + 6));
+  CHECK_THROWS_AS(make_wire_codec(3), invalid_argument);
+}
