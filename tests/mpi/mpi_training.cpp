@@ -21,6 +21,7 @@
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/comm/mpi.hpp"
 #include "mpi_check.hpp"
+#include "mpi_parts.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/ogb.hpp"
@@ -35,33 +36,6 @@ using namespace sar;
 namespace {
 
 using mpi_test::the_comm;
-
-/// This rank's part of `data` under `assignment`, relabelled, with original ids (what
-/// read_partition_part returns for a store written by sar-partition).
-graph_part cut_part(const graph_dataset& data, const std::vector<int>& assignment, int P, int p) {
-  const relabelling r = relabel(assignment, P);
-  graph_part part;
-  part.part = p;
-  part.book = r.book;
-  part.num_classes = data.num_classes;
-  csr& in = part.in_edges;
-  in.num_rows = r.book.size(p);
-  in.num_cols = data.num_nodes();
-  in.offsets.assign(1, 0);
-  part.features.resize(in.num_rows, data.features.cols());
-  for (node_t i = r.book.begin(p); i < r.book.end(p); ++i) {
-    const node_t old = r.old_of_new[i];
-    const std::size_t from = in.columns.size();
-    for (node_t c : data.graph.row(old)) in.columns.push_back(r.new_of_old[c]);
-    std::sort(in.columns.begin() + from, in.columns.end());
-    in.offsets.push_back(static_cast<edge_t>(in.columns.size()));
-    part.features.row(i - r.book.begin(p)) = data.features.row(old);
-    part.labels.push_back(data.labels[old]);
-    part.split.push_back(data.split[old]);
-    part.original_ids.push_back(old);
-  }
-  return part;
-}
 
 /// A user's wire codec: each row as it is, followed by a 4-byte check of (row values, dataset
 /// id, layer, direction), verified on decode. Exact, but not raw rows, so the engine decodes
@@ -230,7 +204,7 @@ void check_model(mpi_communicator& comm, const graph_dataset& data,
       train<T>(whole, config, data.features, data.labels, data.split, data.num_classes);
   EXPECT(reference.losses.back() < reference.losses.front(),
          name + ": the reference run did not learn");
-  graph_part part = cut_part(data, assignment, comm.size(), comm.rank());
+  graph_part part = mpi_test::cut_part(data, assignment, comm.size(), comm.rank());
   part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
   const std::string what = name + (std::is_same_v<T, float> ? " float" : " double");
   for (const std::string schedule : {"sequential", "keep_halo", "one_shot"})

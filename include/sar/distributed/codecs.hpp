@@ -8,13 +8,17 @@
 // sar::numeric_error naming the exchange's layer, the sending rank and the row.
 //
 // stochastic_codec<B>, per row x of F values, with L = 2^B - 1:
-//   wire   m: the row's minimum, as T (exact)                     sizeof(T) bytes
-//          R: max - m rounded UP to bf16 (so m + R covers the row)  2 bytes
+//   wire   m: the row's minimum rounded DOWN to bf16                2 bytes
+//          R: max - m rounded UP to bf16 (so [m, m + R] covers the row)  2 bytes
 //          codes q_j = clamp(floor((x_j - m) L / R + u_j), 0, L), B bits each, packed
 //          little-endian from the lowest bit of each byte         ceil(B F / 8) bytes
 //   decode x^_j = m + q_j R / L, with exactly the m and R that were sent: E[x^_j] = x_j
 //          (u_j uniform in [0, 1) with 32 random bits), and for B = 1 the variance is
-//          (x_j - m)(m + R - x_j). R = 0 (a constant row): codes 0, the row decodes to m.
+//          (x_j - m)(m + R - x_j) for the m and R sent (bf16 rounding widens the range by at
+//          most 2^-8 of max(|min|, R), twice). R = 0 (a constant row whose value bf16 holds,
+//          e.g. all zeros): codes 0, the row decodes to m exactly; another constant row
+//          rounds between the two bf16 values around it, unbiased.
+//   32 bits of metadata per row as in the paper: 1 bit at F = 128 sends 20 bytes for 512.
 //   u_j is a pure function of (seed, epoch, layer, call, direction, dataset node id, column),
 //   plus the sending rank for gradients (the partial gradients of one node that several ranks
 //   send are rounded independently), so runs are bitwise reproducible on any thread count.
@@ -59,6 +63,20 @@ inline std::uint16_t bf16_round_up(float r) {
   std::uint32_t bits = std::bit_cast<std::uint32_t>(r);
   if (bits & 0xffffu) bits += 0x10000u;  // a carry into the exponent is still correct
   return static_cast<std::uint16_t>(bits >> 16);
+}
+/// The bf16 at or below finite v.
+inline std::uint16_t bf16_round_down(float v) {
+  if (v < 0) return static_cast<std::uint16_t>(bf16_round_up(-v) | 0x8000u);
+  return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);
+}
+/// The float at or below / above finite d.
+inline float float_down(double d) {
+  float f = static_cast<float>(d);
+  return static_cast<double>(f) > d ? std::nextafter(f, -std::numeric_limits<float>::infinity()) : f;
+}
+inline float float_up(double d) {
+  float f = static_cast<float>(d);
+  return static_cast<double>(f) < d ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
 }
 inline float bf16_to_float(std::uint16_t h) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
@@ -174,21 +192,22 @@ struct stochastic_codec {
 
   std::string name() const { return "stochastic" + std::to_string(B); }
 
-  /// Bytes of one encoded row of `cols` values: m (as T), R (bf16), the packed codes.
-  template <class T>
+  static constexpr std::size_t metadata_bytes = 4;  ///< m and R, bf16 each
+
+  /// Bytes of one encoded row of `cols` values: m, R, the packed codes.
   static constexpr std::size_t row_bytes(Eigen::Index cols) {
-    return sizeof(T) + 2 + (static_cast<std::size_t>(cols) * B + 7) / 8;
+    return metadata_bytes + (static_cast<std::size_t>(cols) * B + 7) / 8;
   }
   template <class T>
   std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
-    return static_cast<std::size_t>(rows) * row_bytes<T>(cols);
+    return static_cast<std::size_t>(rows) * row_bytes(cols);
   }
 
   template <class T>
   void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
               std::vector<std::byte>& wire) const {
     const Eigen::Index f = x.cols();
-    const std::size_t stride = row_bytes<T>(f);
+    const std::size_t stride = row_bytes(f);
     huge_page_resize(wire, rows.size() * stride);
     const counter_rng rng = noise(ctx);
     const std::uint64_t sender = ctx.direction == exchange_direction::gradients
@@ -205,16 +224,19 @@ struct stochastic_codec {
           lo = std::min(lo, row[j]);
           hi = std::max(hi, row[j]);
         }
-        const std::uint16_t range_bits = range_up(hi, lo);
+        const std::uint16_t m_bits = detail::bf16_round_down(detail::float_down(lo));
+        const T m = static_cast<T>(detail::bf16_to_float(m_bits));
+        const std::uint16_t range_bits =
+            detail::bf16_round_up(detail::float_up(static_cast<double>(hi) - m));
         const T range = static_cast<T>(detail::bf16_to_float(range_bits));
-        if (!std::isfinite(range))
+        if (!std::isfinite(range) || !std::isfinite(m))
           detail::bad_wire_value("stochastic_codec", static_cast<double>(hi) - lo,
                                  "row range too large", ctx, rows[k], k, 0);
-        std::memcpy(out, &lo, sizeof(T));
-        std::memcpy(out + sizeof(T), &range_bits, 2);
-        std::byte* codes = out + sizeof(T) + 2;
-        std::memset(codes, 0, stride - sizeof(T) - 2);
-        if (range == T(0)) continue;  // a constant row: every code 0
+        std::memcpy(out, &m_bits, 2);
+        std::memcpy(out + 2, &range_bits, 2);
+        std::byte* codes = out + metadata_bytes;
+        std::memset(codes, 0, stride - metadata_bytes);
+        if (range == T(0)) continue;  // a constant row bf16 holds: every code 0
         const T scale = T(levels) / range;
         const std::uint64_t node = static_cast<std::uint64_t>(ctx.ids[k]);
         for (Eigen::Index j0 = 0; j0 < f; j0 += 8) {
@@ -224,7 +246,7 @@ struct stochastic_codec {
             const std::uint64_t w = words[static_cast<std::size_t>((j - j0) / 2)];
             const std::uint32_t bits32 = static_cast<std::uint32_t>((j - j0) % 2 ? w >> 32 : w);
             const double u = bits32 * 0x1.0p-32;
-            const double t = static_cast<double>((row[j] - lo) * scale) + u;
+            const double t = static_cast<double>((row[j] - m) * scale) + u;
             const std::uint32_t q =
                 t <= 0 ? 0u : std::min(levels, static_cast<std::uint32_t>(t));
             codes[j / per_byte] |= static_cast<std::byte>(q << ((j % per_byte) * B));
@@ -239,7 +261,7 @@ struct stochastic_codec {
                                      Eigen::Index cols, const codec_context&,
                                      matrix<T>& scratch) const {
     huge_page_resize(scratch, rows, cols);
-    const std::size_t stride = row_bytes<T>(cols);
+    const std::size_t stride = row_bytes(cols);
     tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows, 256), [&](const auto& r) {
       for (Eigen::Index i = r.begin(); i != r.end(); ++i)
         decode_row<T>(wire.data() + static_cast<std::size_t>(i) * stride, cols,
@@ -252,7 +274,7 @@ struct stochastic_codec {
   void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
                   const codec_context&, rows_ref<T>& dx) const {
     const Eigen::Index f = dx.cols();
-    const std::size_t stride = row_bytes<T>(f);
+    const std::size_t stride = row_bytes(f);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.size(), 256), [&](const auto& r) {
       for (std::size_t k = r.begin(); k != r.end(); ++k) {
         T* dst = dx.row(rows[k]).data();
@@ -270,22 +292,14 @@ struct stochastic_codec {
                               static_cast<std::uint64_t>(B);
     return counter_rng(ctx.key.seed, rng_stream::quantisation, sub);
   }
-  /// hi - lo rounded up to bf16 (through a float rounded up for double rows).
-  template <class T>
-  static std::uint16_t range_up(T hi, T lo) {
-    const T r = hi - lo;
-    float f = static_cast<float>(r);
-    if (static_cast<T>(f) < r) f = std::nextafter(f, std::numeric_limits<float>::infinity());
-    return detail::bf16_round_up(f);
-  }
   template <class T, class Put>
   static void decode_row(const std::byte* in, Eigen::Index f, Put&& put) {
-    T lo;
-    std::uint16_t range_bits;
-    std::memcpy(&lo, in, sizeof(T));
-    std::memcpy(&range_bits, in + sizeof(T), 2);
+    std::uint16_t m_bits, range_bits;
+    std::memcpy(&m_bits, in, 2);
+    std::memcpy(&range_bits, in + 2, 2);
+    const T lo = static_cast<T>(detail::bf16_to_float(m_bits));
     const T step = static_cast<T>(detail::bf16_to_float(range_bits)) / T(levels);
-    const auto* codes = reinterpret_cast<const std::uint8_t*>(in + sizeof(T) + 2);
+    const auto* codes = reinterpret_cast<const std::uint8_t*>(in + metadata_bytes);
     for (Eigen::Index j = 0; j < f; ++j) {
       const std::uint32_t q = (codes[j / per_byte] >> ((j % per_byte) * B)) & levels;
       put(j, lo + static_cast<T>(q) * step);

@@ -13,6 +13,17 @@
 //   keep_halo   ring, keep_for_backward: the gather_scatter of a key reuses the halo its
 //               gather fetched (memory traded for traffic; results identical).
 //   one_shot    every remote block at once, no cache: the usual domain-parallel baseline.
+//   low_bit     (Sylvie) lossy codecs on the hidden layers' halos, the first graph layer's
+//               halo exact and fetched again only when its input changes, and bounded
+//               staleness: with staleness S > 1 every training call of an epoch that is not a
+//               multiple of S aggregates the halo rows (and adds the halo gradients) that were
+//               sent in the previous epoch's call of the same exchange, while this epoch's
+//               travel in the background (ring_transport::run_pipelined). Epoch 0 and every
+//               S-th epoch are synchronous; a missing halo is never replaced by zeros.
+//               Memory: per exchange (layer, call) and direction, the halo in use, the one in
+//               flight and the rows being sent (kept_halo_bytes() counts them).
+// Evaluation calls (exchange_key::training false) are synchronous and, with
+// exact_evaluation, exact.
 // Codecs and policies are chosen at run time (any_wire_codec, any_halo_cache) and work on
 // whole blocks, so a schedule is one type per communicator and a layer's visitor still
 // inlines into gather / scatter / gather_scatter.
@@ -38,6 +49,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -48,6 +60,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
+#include "sar/distributed/codecs.hpp"
 #include "sar/distributed/distributed_graph.hpp"
 #include "sar/distributed/graph_shard.hpp"
 #include "sar/distributed/halo_cache.hpp"
@@ -60,11 +73,20 @@
 namespace sar {
 
 /// How a distributed_schedule exchanges halos. Move-only (it holds a codec and a cache).
+/// Every rank must pass the same options (codecs and cache are not compared across ranks).
 struct exchange_options {
   transport_options transport;
-  any_wire_codec feature_codec;   ///< forward halo features
-  any_wire_codec gradient_codec;  ///< backward halo feature-gradients
+  any_wire_codec feature_codec;   ///< forward halo features (training calls)
+  any_wire_codec gradient_codec;  ///< backward halo feature-gradients (training calls)
   any_halo_cache cache;
+  /// 1: synchronous. S > 1: bounded staleness, epochs not a multiple of S use the previous
+  /// epoch's halos (see the top of this file).
+  int staleness = 1;
+  /// The first graph layer (the lowest exchange_key::layer exchanged) moves plain rows and
+  /// keeps its halo while its input is unchanged (raw features: fetched once).
+  bool exact_first_layer = false;
+  /// Evaluation calls move plain rows whatever the codecs.
+  bool exact_evaluation = true;
 };
 
 /// SAR: the ring with `prefetch_depth` blocks fetched ahead, nothing kept.
@@ -83,6 +105,18 @@ inline exchange_options keep_halo_exchange(int prefetch_depth = 1) {
 inline exchange_options one_shot_exchange() {
   exchange_options o;
   o.transport.all_at_once = true;
+  return o;
+}
+/// Sylvie's exchange on the ring: halo features in `feature_bits` and gradients in
+/// `gradient_bits` per value (make_wire_codec: 32, 16, 8, 4, 2, 1), the first graph layer
+/// exact, bounded staleness S. Throws sar::invalid_argument for other bit widths.
+inline exchange_options low_bit_exchange(int feature_bits, int gradient_bits, int staleness,
+                                         int prefetch_depth = 1) {
+  exchange_options o = sequential_exchange(prefetch_depth);
+  o.feature_codec = make_wire_codec(feature_bits);
+  o.gradient_codec = make_wire_codec(gradient_bits);
+  o.staleness = staleness;
+  o.exact_first_layer = true;
   return o;
 }
 /// "sequential" | "keep_halo" | "one_shot" (the ring ones with prefetch_depth).
@@ -161,7 +195,17 @@ class distributed_schedule {
   distributed_schedule(const distributed_schedule&) = delete;
   distributed_schedule& operator=(const distributed_schedule&) = delete;
   distributed_schedule(distributed_schedule&&) = default;
-  distributed_schedule& operator=(distributed_schedule&&) = default;
+  distributed_schedule& operator=(distributed_schedule&&) = delete;
+  /// Completes the pipelined transfers still in flight (every rank destroys its schedule at
+  /// the same point of the program, as after the same calls).
+  ~distributed_schedule() {
+    for (auto& [key, h] : pipelined_) {
+      try {
+        transport_.drain(*h);
+      } catch (...) {  // a broken job: nothing left to complete
+      }
+    }
+  }
 
   // --- the schedule interface (sar/schedule/schedule.hpp) ---
   node_t num_destinations() const { return graph_->num_local(); }
@@ -178,6 +222,7 @@ class distributed_schedule {
   template <reducible_scalar T>
   void all_reduce_sum(std::span<T> values) {
     comm_->all_reduce(values, reduce_op::sum);
+    if (comm_->size() > 1) transport_.count_reduction(values.size_bytes());
   }
 
   /// visit(block, halo) for every block with edges: halo = the rows of x the block's columns
@@ -235,9 +280,14 @@ class distributed_schedule {
   int prefetch_depth() const { return transport_.options().prefetch_depth; }
   std::string feature_codec_name() const { return feature_codec_.name(); }
   std::string gradient_codec_name() const { return gradient_codec_.name(); }
+  int staleness() const { return staleness_; }
   any_halo_cache& cache() { return cache_; }
-  /// Wire bytes the cache policy holds now.
-  std::size_t kept_halo_bytes() const { return cache_.kept_bytes(); }
+  /// Wire bytes kept now: the cache policy's, the first layer's halo, the pipelined halos.
+  std::size_t kept_halo_bytes() const {
+    std::size_t total = cache_.kept_bytes() + input_cache_.kept_bytes();
+    for (const auto& [key, h] : pipelined_) total += h->bytes();
+    return total;
+  }
   /// Rows this rank sends per gather (= per feature exchange).
   node_t rows_sent_per_gather() const { return plan().total_send(); }
   /// Rows this rank receives per gather (the halo).
@@ -256,23 +306,28 @@ class distributed_schedule {
   template <class MakeGraph>
   distributed_schedule(Comm& comm, exchange_options options, MakeGraph&& make_graph)
       : comm_(&comm),
-        transport_(comm, agreed(comm, options.transport)),
+        transport_(comm, agreed(comm, options)),
         feature_codec_(std::move(options.feature_codec)),
         gradient_codec_(std::move(options.gradient_codec)),
-        cache_(std::move(options.cache)) {
+        cache_(std::move(options.cache)),
+        staleness_(options.staleness),
+        exact_first_layer_(options.exact_first_layer),
+        exact_evaluation_(options.exact_evaluation) {
     owned_graph_ = make_graph();
     graph_ = owned_graph_.get();
   }
 
   /// The transport options, once every rank has checked its own (collective).
-  static transport_options agreed(Comm& comm, transport_options o) {
+  static transport_options agreed(Comm& comm, const exchange_options& o) {
     std::exception_ptr failure;
     detail::guarded(failure, [&] {
-      SAR_CHECK(o.prefetch_depth >= 0, invalid_argument, "sar::distributed_schedule: "
-                "prefetch_depth ", o.prefetch_depth, " on rank ", comm.rank());
+      SAR_CHECK(o.transport.prefetch_depth >= 0, invalid_argument, "sar::distributed_schedule: "
+                "prefetch_depth ", o.transport.prefetch_depth, " on rank ", comm.rank());
+      SAR_CHECK(o.staleness >= 1, invalid_argument, "sar::distributed_schedule: staleness ",
+                o.staleness, " on rank ", comm.rank(), " (1 = synchronous)");
     });
     detail::agree_on_failure(comm, failure, "sar::distributed_schedule");
-    return o;
+    return o.transport;
   }
 
   template <class T>
@@ -281,14 +336,21 @@ class distributed_schedule {
                   "sar::distributed_schedule moves float or double rows only.");
   }
 
+  /// What every rank can do in a call (agree_on_call).
+  struct call_plan {
+    bool reuse = false;  ///< every rank reuses a kept halo
+    bool stale = false;  ///< every rank pipelines the call
+  };
+
   /// The call's first collective: every rank checks rows == num_local() and dx_ok (dx shaped
-  /// like x), the ranks agree on equal widths and on whether every rank has `hit`. One
-  /// all_reduce of four int64. Throws on every rank if any rank's arguments are wrong.
-  bool agree_on_call(const char* where, Eigen::Index rows, Eigen::Index cols, bool dx_ok,
-                     bool hit) {
+  /// like x), the ranks agree on equal widths and on whether every rank has `hit` / `stale`.
+  /// One all_reduce of five int64. Throws on every rank if any rank's arguments are wrong.
+  call_plan agree_on_call(const char* where, Eigen::Index rows, Eigen::Index cols, bool dx_ok,
+                          bool hit, bool stale) {
     const bool ok = rows == num_local() && dx_ok;
-    std::int64_t v[4] = {ok ? comm_->size() : comm_->rank(), cols, -cols, hit ? 1 : 0};
-    comm_->all_reduce(std::span<std::int64_t>(v, 4), reduce_op::min);
+    std::int64_t v[5] = {ok ? comm_->size() : comm_->rank(), cols, -cols, hit ? 1 : 0,
+                         stale ? 1 : 0};
+    comm_->all_reduce(std::span<std::int64_t>(v, 5), reduce_op::min);
     SAR_CHECK(ok, invalid_argument, where, ": rank ", comm_->rank(), " passes ", rows,
               " rows", dx_ok ? "" : " and a dx not shaped like x", ", expected ", num_local(),
               " rows");
@@ -296,7 +358,25 @@ class distributed_schedule {
               " passed mis-shaped arguments (rank ", comm_->rank(), " stops too)");
     SAR_CHECK(v[1] == -v[2], invalid_argument, where, ": ranks pass widths from ", v[1], " to ",
               -v[2], " (rank ", comm_->rank(), " has ", cols, ")");
-    return v[3] == 1;
+    return {v[3] == 1, v[3] != 1 && v[4] == 1};
+  }
+
+  /// Whether key's exchange is the first graph layer's (the lowest layer exchanged so far:
+  /// the first call of a forward pass is the first graph layer's).
+  bool first_layer(const exchange_key& key) {
+    first_layer_ = std::min(first_layer_, key.layer);
+    return key.layer == first_layer_;
+  }
+
+  /// The pipelined state of key's exchange (created empty on first use, in call order, so
+  /// every rank numbers the exchanges alike) and its message tag.
+  std::pair<pipelined_halo<typename Comm::request>*, int> pipeline(const exchange_key& key) {
+    std::size_t k = 0;
+    while (k < pipelined_.size() && !pipelined_[k].first.same_exchange(key)) ++k;
+    if (k == pipelined_.size())
+      pipelined_.emplace_back(
+          key, std::make_unique<pipelined_halo<typename Comm::request>>(comm_->size()));
+    return {pipelined_[k].second.get(), pipelined_tag + 2 * static_cast<int>(k)};
   }
 
   /// One call: decides with the cache policy whether features travel, runs the transport
@@ -314,8 +394,24 @@ class distributed_schedule {
                        (dx->rows() == x->rows() && dx->cols() == x->cols());
     const Eigen::Index rows = x ? x->rows() : dx->rows(), cols = x ? x->cols() : dx->cols();
 
-    std::optional<kept_halo> kept = cache_.take(key, kind);
-    const halo_keep keep = reads_halo ? cache_.keeps(key, kind) : halo_keep::no;
+    const bool first = first_layer(key);
+    const bool exact = (!key.training && exact_evaluation_) || (exact_first_layer_ && first);
+    any_wire_codec& fc = exact ? plain_ : feature_codec_;
+    any_wire_codec& gc = exact ? plain_ : gradient_codec_;
+    any_halo_cache& cache = exact_first_layer_ && first ? input_cache_ : cache_;
+    // Bounded staleness: a training call whose epoch is not a multiple of S pipelines, once
+    // its exchange holds what it needs from an earlier call.
+    pipelined_halo<typename Comm::request>* pipe = nullptr;
+    int tag = 0;
+    if (staleness_ > 1 && key.training) std::tie(pipe, tag) = pipeline(key);
+    const bool sends_gradients = kind != exchange_kind::gather;
+    const bool stale_ready =
+        pipe && key.epoch % static_cast<std::uint64_t>(staleness_) != 0 &&
+        (!reads_halo || pipe->has_features || pipe->features_in_flight) &&
+        (!sends_gradients || pipe->has_gradients || pipe->gradients_in_flight);
+
+    std::optional<kept_halo> kept = cache.take(key, kind);
+    const halo_keep keep = reads_halo ? cache.keeps(key, kind) : halo_keep::no;
     std::uint64_t hash = 0;
     auto hash_of_x = [&] {
       if (hash == 0 && rows == num_local()) hash = detail::content_hash<T>(*x);
@@ -323,8 +419,17 @@ class distributed_schedule {
     };
     const bool have = reads_halo && kept && kept->blocks.size() == static_cast<std::size_t>(P) &&
                       (kept->source_hash == 0 || kept->source_hash == hash_of_x());
-    const bool reuse = agree_on_call(where, rows, cols, dx_ok, have);
+    const call_plan plan = agree_on_call(where, rows, cols, dx_ok, have, stale_ready);
+    const bool reuse = plan.reuse;
     if (!reuse) kept.reset();
+    std::exception_ptr failure;
+    if (plan.stale) {
+      ends<T, Call> e{*this, key, kind, x, dx, call, fc, gc, nullptr, nullptr, nullptr, failure};
+      transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather, sends_gradients, e);
+      detail::agree_on_failure(*comm_, failure, where);
+      return;
+    }
+    if (pipe) transport_.drain(*pipe);  // a synchronous call supersedes what is in flight
     kept_halo keeping;
     if (keep != halo_keep::no) {
       keeping.key = key;
@@ -332,12 +437,11 @@ class distributed_schedule {
       if (keep == halo_keep::if_x_unchanged) keeping.source_hash = hash_of_x();
     }
 
-    std::exception_ptr failure;
-    ends<T, Call> e{*this, key, kind, x, dx, call, kept ? &*kept : nullptr,
-                    keep != halo_keep::no ? &keeping : nullptr, failure};
-    transport_.run(reads_halo && !reuse, kind != exchange_kind::gather, e);
+    ends<T, Call> e{*this, key, kind, x, dx, call, fc, gc, kept ? &*kept : nullptr,
+                    keep != halo_keep::no ? &keeping : nullptr, pipe, failure};
+    transport_.run(reads_halo && !reuse, kind != exchange_kind::gather, e, !key.training);
     detail::agree_on_failure(*comm_, failure, where);
-    if (keep != halo_keep::no) cache_.keep(std::move(keeping));
+    if (keep != halo_keep::no) cache.keep(std::move(keeping));
   }
 
   /// The schedule's side of one transport run (ring_transport.hpp lists the calls).
@@ -349,8 +453,12 @@ class distributed_schedule {
     const const_rows_ref<T>* x;
     rows_ref<T>* dx;
     Call& call;
+    any_wire_codec& fc;  ///< the call's feature codec
+    any_wire_codec& gc;  ///< the call's gradient codec
     kept_halo* reused;   ///< the halo every rank reuses, or null
     kept_halo* keeping;  ///< where to keep this call's halo, or null
+    /// A synchronous call of a pipelined exchange: what arrives is kept for the next call.
+    pipelined_halo<typename Comm::request>* retain;
     std::exception_ptr& failure;
 
     int rank() const { return s.comm_->rank(); }
@@ -361,27 +469,31 @@ class distributed_schedule {
     }
 
     std::size_t incoming_feature_bytes(int q) {
-      return s.feature_codec_.template wire_bytes<T>(s.plan().recv_count[q], width());
+      return fc.template wire_bytes<T>(s.plan().recv_count[q], width());
     }
     void encode_features(int q, std::vector<std::byte>& wire) {
       detail::guarded(failure, [&] {
-        s.feature_codec_.template encode<T>(
+        fc.template encode<T>(
             *x, s.plan().send_rows[q],
             context(exchange_direction::features, rank(), q, s.graph_->send_ids(q)), wire);
       });
-      fit(wire, s.feature_codec_.template wire_bytes<T>(
+      fit(wire, fc.template wire_bytes<T>(
                     static_cast<Eigen::Index>(s.plan().send_rows[q].size()), width()));
     }
     std::size_t incoming_gradient_bytes(int q) {
-      return s.gradient_codec_.template wire_bytes<T>(
+      return gc.template wire_bytes<T>(
           static_cast<Eigen::Index>(s.plan().send_rows[q].size()), width());
     }
     void add_gradients(int q, std::span<const std::byte> wire) {
       detail::guarded(failure, [&] {
-        s.gradient_codec_.template decode_add<T>(
+        gc.template decode_add<T>(
             wire, s.plan().send_rows[q],
             context(exchange_direction::gradients, q, rank(), s.graph_->send_ids(q)), *dx);
       });
+      if (retain) {
+        retain->gradients[static_cast<std::size_t>(q)].assign(wire.begin(), wire.end());
+        retain->has_gradients = true;
+      }
     }
 
     void visit(int q, std::vector<std::byte>& features, std::vector<std::byte>& gradients) {
@@ -394,16 +506,21 @@ class distributed_schedule {
       const Eigen::Index halo_rows = s.plan().recv_count[q], f = width();
       const std::span<const node_t> ids = s.graph_->halo_ids(q);
       std::optional<Eigen::Map<const matrix<T>>> halo;
+      if (retain && kind != exchange_kind::scatter) {
+        const std::vector<std::byte>& arrived = reused ? reused->blocks[q] : features;
+        retain->features[static_cast<std::size_t>(q)] = arrived;
+        retain->has_features = true;
+      }
       if (kind != exchange_kind::scatter) {
         const std::vector<std::byte>& wire = reused ? reused->blocks[q] : features;
         detail::guarded(failure, [&] {
-          halo.emplace(s.feature_codec_.template decode<T>(
+          halo.emplace(fc.template decode<T>(
               wire, halo_rows, f, context(exchange_direction::features, q, rank(), ids),
               s.scratch<T>()));
         });
       }
       const bool gradients_travel = kind != exchange_kind::gather;
-      const bool raw = s.gradient_codec_.raw_rows();
+      const bool raw = gc.raw_rows();
       matrix<T>& dscratch = s.gradient_scratch<T>();
       if (gradients_travel) {
         if (raw) {
@@ -429,11 +546,11 @@ class distributed_schedule {
       }
       if (gradients_travel && !raw) {
         detail::guarded(failure, [&] {
-          s.gradient_codec_.template encode<T>(
+          gc.template encode<T>(
               const_rows_ref<T>(dscratch), s.identity_rows(halo_rows),
               context(exchange_direction::gradients, rank(), q, ids), gradients);
         });
-        fit(gradients, s.gradient_codec_.template wire_bytes<T>(halo_rows, f));
+        fit(gradients, gc.template wire_bytes<T>(halo_rows, f));
       }
       if (keeping) keeping->blocks[q] = reused ? std::move(reused->blocks[q]) : std::move(features);
     }
@@ -443,9 +560,8 @@ class distributed_schedule {
     void fit(std::vector<std::byte>& wire, std::size_t bytes) {
       if (wire.size() == bytes) return;
       detail::guarded(failure, [&] {
-        throw invalid_argument(message("sar::distributed_schedule: codec '",
-                                       s.feature_codec_.name(), "' / '",
-                                       s.gradient_codec_.name(), "' wrote ", wire.size(),
+        throw invalid_argument(message("sar::distributed_schedule: codec '", fc.name(),
+                                       "' / '", gc.name(), "' wrote ", wire.size(),
                                        " bytes where it announced ", bytes, " on rank ",
                                        rank()));
       });
@@ -479,6 +595,14 @@ class distributed_schedule {
   any_wire_codec feature_codec_;
   any_wire_codec gradient_codec_;
   any_halo_cache cache_;
+  int staleness_ = 1;
+  bool exact_first_layer_ = false, exact_evaluation_ = true;
+  any_wire_codec plain_;                              // exact calls
+  any_halo_cache input_cache_ = keep_unchanged_input{};  // the first layer's, if exact
+  std::uint64_t first_layer_ = ~std::uint64_t{0};
+  static constexpr int pipelined_tag = 0x5c00;
+  std::vector<std::pair<exchange_key, std::unique_ptr<pipelined_halo<typename Comm::request>>>>
+      pipelined_;
   matrix<float> halo_scratch_f_, gradient_scratch_f_;  // decoded blocks of non-raw codecs
   matrix<double> halo_scratch_d_, gradient_scratch_d_;
   std::vector<node_t> identity_;

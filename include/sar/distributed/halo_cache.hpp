@@ -137,7 +137,24 @@ class keep_for_backward {
   bool backward_seen_ = false;
 };
 
-static_assert(halo_cache_policy<no_halo_cache> && halo_cache_policy<keep_for_backward>);
+/// Keeps every halo for as long as its x is unchanged, across passes and epochs: for an
+/// input that never changes (the first graph layer over raw features), which then travels
+/// once. Memory: one halo per exchange (layer, call).
+class keep_unchanged_input {
+ public:
+  std::optional<kept_halo> take(const exchange_key& key, exchange_kind kind) {
+    return kind == exchange_kind::scatter ? std::nullopt : kept_.take(key);
+  }
+  halo_keep keeps(const exchange_key&, exchange_kind) const { return halo_keep::if_x_unchanged; }
+  void keep(kept_halo halo) { kept_.put(std::move(halo)); }
+  std::size_t kept_bytes() const { return kept_.bytes(); }
+
+ private:
+  kept_halo_list kept_;
+};
+
+static_assert(halo_cache_policy<no_halo_cache> && halo_cache_policy<keep_for_backward> &&
+              halo_cache_policy<keep_unchanged_input>);
 
 /// Any halo cache policy behind one interface (chosen at run time). Move-only.
 class any_halo_cache {

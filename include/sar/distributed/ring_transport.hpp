@@ -7,12 +7,19 @@
 // buffers are reused by a later round (a pool of slots, freed at the end of the call).
 // all_at_once starts every round first (the usual domain-parallel exchange) and adds the
 // returned gradients in ascending rank order.
+//
+// Pipelined (bounded staleness, docs/algorithms.md §6): run_pipelined starts a call's
+// transfers to every peer and returns without waiting for them; the blocks it visits are
+// those that arrived for the previous call of the same exchange (a pipelined_halo), whose
+// transfers it completes first. Open MPI moves the bytes in flight whenever the rank is in
+// an MPI call (every exchange, reduction and the parameter all-reduce in between).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -30,14 +37,45 @@ struct transport_options {
   bool all_at_once = false;
 };
 
-/// Halo payload bytes this rank sent to other ranks through a schedule (what the wire
-/// carried, after encoding). all_reduce_sum and the set-up exchanges are not counted.
+/// Payload bytes this rank sent to other ranks through a schedule (what the wire carried,
+/// after encoding). The set-up exchanges and the calls' small agreements are not counted.
 struct schedule_traffic {
-  std::int64_t calls = 0;            ///< gather / scatter / gather_scatter calls
-  std::int64_t last_call_bytes = 0;  ///< bytes of the last call
-  std::int64_t feature_bytes = 0;    ///< total feature rows sent (gather, gather_scatter)
-  std::int64_t gradient_bytes = 0;   ///< total gradient rows sent (scatter, gather_scatter)
-  std::int64_t total_bytes() const { return feature_bytes + gradient_bytes; }
+  std::int64_t calls = 0;             ///< gather / scatter / gather_scatter calls
+  std::int64_t last_call_bytes = 0;   ///< bytes of the last call
+  std::int64_t feature_bytes = 0;     ///< halo feature rows sent in training calls
+  std::int64_t gradient_bytes = 0;    ///< halo gradient rows sent in training calls
+  std::int64_t evaluation_bytes = 0;  ///< halo rows sent in evaluation calls (training false)
+  std::int64_t reduce_bytes = 0;      ///< values all_reduce_sum reduced (parameter gradients)
+  std::int64_t total_bytes() const {
+    return feature_bytes + gradient_bytes + evaluation_bytes + reduce_bytes;
+  }
+};
+
+/// The state of one exchange (a layer's call) pipelined across calls: the blocks that arrived
+/// for the last completed call (what the next call visits and adds), and the transfers still
+/// in flight. Indexed by peer rank. Its buffers must outlive the transfers (the transport's
+/// drain() completes them).
+template <class Request>
+struct pipelined_halo {
+  explicit pipelined_halo(int peers)
+      : features(peers), gradients(peers), incoming_features(peers), outgoing_features(peers),
+        incoming_gradients(peers), outgoing_gradients(peers), feature_requests(2 * peers),
+        gradient_requests(2 * peers) {}
+  std::vector<std::vector<std::byte>> features, gradients;  ///< arrived: visited / added next
+  std::vector<std::vector<std::byte>> incoming_features, outgoing_features, incoming_gradients,
+      outgoing_gradients;
+  std::vector<Request> feature_requests, gradient_requests;
+  bool features_in_flight = false, gradients_in_flight = false;
+  bool has_features = false, has_gradients = false;  ///< whether features / gradients hold a call's blocks
+
+  /// Bytes held (arrived and in flight).
+  std::size_t bytes() const {
+    std::size_t total = 0;
+    for (const auto* v : {&features, &gradients, &incoming_features, &outgoing_features,
+                          &incoming_gradients, &outgoing_gradients})
+      for (const auto& b : *v) total += b.size();
+    return total;
+  }
 };
 
 /// What a transport asks of the schedule it serves (the ends of every transfer), for one
@@ -70,7 +108,8 @@ class ring_transport {
   /// Collective (point to point with every peer that shares edges; every rank calls it with
   /// the same flags).
   template <class Ends>
-  void run(bool features, bool gradients, Ends& ends) {
+  void run(bool features, bool gradients, Ends& ends, bool evaluation = false) {
+    evaluation_ = evaluation;
     const int p = comm_->rank(), P = comm_->size();
     const int d = options_.all_at_once ? P - 1 : std::min(options_.prefetch_depth, P - 1);
     const int num_slots = P > 1 ? std::min(d + 1, P - 1) : 0;
@@ -105,7 +144,7 @@ class ring_transport {
         ends.encode_features(to, s.outgoing_features);
         if (!s.outgoing_features.empty()) {
           s.send_features = comm_->isend(std::span<const std::byte>(s.outgoing_features), to, feature_tag);
-          traffic_.feature_bytes += static_cast<std::int64_t>(s.outgoing_features.size());
+          count(traffic_.feature_bytes, s.outgoing_features.size());
         }
       }
       if (gradients) {
@@ -122,7 +161,7 @@ class ring_transport {
       ends.visit(from, s.incoming_features, s.outgoing_gradients);
       if (gradients && !s.outgoing_gradients.empty()) {
         s.send_gradients = comm_->isend(std::span<const std::byte>(s.outgoing_gradients), from, gradient_tag);
-        traffic_.gradient_bytes += static_cast<std::int64_t>(s.outgoing_gradients.size());
+        count(traffic_.gradient_bytes, s.outgoing_gradients.size());
       }
     };
 
@@ -145,8 +184,91 @@ class ring_transport {
     traffic_.last_call_bytes = traffic_.total_bytes() - before;
   }
 
+  /// One pipelined call of exchange `h` (see the top of this header), on tags tag and tag + 1
+  /// (distinct per exchange). If `features`: completes the features in flight (they become
+  /// h.features), starts this call's (encode_features, incoming_feature_bytes). Every block
+  /// is visited, the remote ones with h.features (empty if features never arrived). If
+  /// `gradients`: completes the gradients in flight, sends the ones visit writes, and adds the
+  /// ones that arrived for the previous call (add_gradients), in ascending rank order.
+  /// Collective as run (every rank pipelines the same calls in the same order).
+  template <class Ends>
+  void run_pipelined(pipelined_halo<typename Comm::request>& h, int tag, bool features,
+                     bool gradients, Ends& ends) {
+    evaluation_ = false;
+    const int p = comm_->rank(), P = comm_->size();
+    SAR_CHECK(h.features.size() == static_cast<std::size_t>(P), invalid_argument,
+              "sar::ring_transport::run_pipelined: state for ", h.features.size(),
+              " ranks on rank ", p, " of ", P);
+    const std::int64_t before = traffic_.total_bytes();
+    if (features) {
+      complete(h.feature_requests);
+      if (std::exchange(h.features_in_flight, false)) {
+        std::swap(h.features, h.incoming_features);
+        h.has_features = true;
+      }
+      for (int q = 0; q < P; ++q) {
+        if (q == p) continue;
+        auto& in = h.incoming_features[static_cast<std::size_t>(q)];
+        auto& out = h.outgoing_features[static_cast<std::size_t>(q)];
+        huge_page_resize(in, ends.incoming_feature_bytes(q));
+        if (!in.empty())
+          h.feature_requests[2 * q] = comm_->irecv(std::span<std::byte>(in), q, tag);
+        ends.encode_features(q, out);
+        if (!out.empty()) {
+          h.feature_requests[2 * q + 1] = comm_->isend(std::span<const std::byte>(out), q, tag);
+          count(traffic_.feature_bytes, out.size());
+        }
+      }
+      h.features_in_flight = true;
+    }
+    if (gradients) {
+      complete(h.gradient_requests);
+      if (std::exchange(h.gradients_in_flight, false)) {
+        std::swap(h.gradients, h.incoming_gradients);
+        h.has_gradients = true;
+      }
+    }
+    std::vector<std::byte> none;
+    ends.visit(p, none, none);
+    for (int r = 1; r < P; ++r) {
+      const int q = (p - r + P) % P;
+      auto& out = h.outgoing_gradients[static_cast<std::size_t>(q)];
+      ends.visit(q, h.features[static_cast<std::size_t>(q)], out);
+      if (gradients && !out.empty()) {
+        h.gradient_requests[2 * q + 1] = comm_->isend(std::span<const std::byte>(out), q, tag + 1);
+        count(traffic_.gradient_bytes, out.size());
+      }
+    }
+    if (gradients) {
+      for (int q = 0; q < P; ++q) {
+        if (q == p) continue;
+        auto& in = h.incoming_gradients[static_cast<std::size_t>(q)];
+        huge_page_resize(in, ends.incoming_gradient_bytes(q));
+        if (!in.empty())
+          h.gradient_requests[2 * q] = comm_->irecv(std::span<std::byte>(in), q, tag + 1);
+      }
+      h.gradients_in_flight = true;
+      if (h.has_gradients)
+        for (int q = 0; q < P; ++q)
+          if (q != p && !h.gradients[static_cast<std::size_t>(q)].empty())
+            ends.add_gradients(q, std::span<const std::byte>(h.gradients[static_cast<std::size_t>(q)]));
+    }
+    ++traffic_.calls;
+    traffic_.last_call_bytes = traffic_.total_bytes() - before;
+  }
+
+  /// Completes h's transfers in flight and drops what they brought (a synchronous call of the
+  /// exchange supersedes them). Every rank drains the same exchanges at the same point.
+  void drain(pipelined_halo<typename Comm::request>& h) {
+    complete(h.feature_requests);
+    complete(h.gradient_requests);
+    h.features_in_flight = h.gradients_in_flight = false;
+  }
+
   const schedule_traffic& traffic() const { return traffic_; }
   void reset_traffic() { traffic_ = {}; }
+  /// Counts values all-reduced by the schedule (not moved by the transport).
+  void count_reduction(std::size_t bytes) { traffic_.reduce_bytes += static_cast<std::int64_t>(bytes); }
   /// Remote blocks whose buffers are alive now / at most since the last reset.
   int live_blocks() const { return open_blocks_; }
   int peak_live_blocks() const { return peak_live_; }
@@ -164,6 +286,13 @@ class ring_transport {
     typename Comm::request send_features, receive_features, send_gradients, receive_gradients;
   };
 
+  void count(std::int64_t& field, std::size_t bytes) {
+    (evaluation_ ? traffic_.evaluation_bytes : field) += static_cast<std::int64_t>(bytes);
+  }
+  void complete(std::vector<typename Comm::request>& requests) {
+    if (!requests.empty()) comm_->wait_all(std::span<typename Comm::request>(requests));
+  }
+
   void note_open(int delta) {
     open_blocks_ += delta;
     peak_live_ = std::max(peak_live_, open_blocks_);
@@ -172,6 +301,7 @@ class ring_transport {
   Comm* comm_;
   transport_options options_;
   schedule_traffic traffic_;
+  bool evaluation_ = false;  ///< the current call counts as evaluation traffic
   int open_blocks_ = 0, peak_live_ = 0;
 };
 

@@ -37,16 +37,21 @@ class gcn_layer {
   static constexpr bool finishes_rows = true;
 
   /// Requires input_dim, output_dim >= 1. Throws sar::invalid_argument otherwise.
-  gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true)
-      : input_dim_(input_dim), output_dim_(output_dim), bias_(bias) {
+  /// aggregate_first: aggregate x before the weight whatever the widths (the halo is then x
+  /// itself: raw features that never change travel once under an exact_first_layer exchange).
+  gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true,
+            bool aggregate_first = false)
+      : input_dim_(input_dim), output_dim_(output_dim), bias_(bias),
+        aggregate_first_(aggregate_first) {
     SAR_CHECK(input_dim >= 1 && output_dim >= 1, invalid_argument, "sar::gcn_layer: dimensions ",
               input_dim, " -> ", output_dim);
   }
 
   Eigen::Index input_dim() const { return input_dim_; }
   Eigen::Index output_dim() const { return output_dim_; }
-  /// True when W is applied before aggregating (output_dim() < input_dim()).
-  bool weight_first() const { return output_dim_ < input_dim_; }
+  /// True when W is applied before aggregating (output_dim() < input_dim(), unless
+  /// constructed aggregate_first).
+  bool weight_first() const { return !aggregate_first_ && output_dim_ < input_dim_; }
   /// Backward reads x only when W comes first (else the kept aggregate); never y.
   reads_in_backward backward_reads() const { return {.input = weight_first(), .output = false}; }
 
@@ -132,7 +137,7 @@ class gcn_layer {
 
  private:
   Eigen::Index input_dim_, output_dim_;
-  bool bias_;
+  bool bias_, aggregate_first_;
   parameter_store<T>* store_ = nullptr;
   std::size_t weight_ = 0, bias_id_ = 0;
   matrix<T> aggregated_;

@@ -60,6 +60,9 @@ struct pool_aggregator {};
 struct sage_options {
   bool bias = true;
   Eigen::Index pool_dim = 0;  ///< pool only: width of the pooled features; 0 = input_dim
+  /// mean, gcn: aggregate x before the neighbour weight whatever the widths (the halo is then
+  /// x itself: raw features that never change travel once under an exact_first_layer exchange).
+  bool aggregate_first = false;
 };
 
 template <class T, class Aggregator>
@@ -84,7 +87,8 @@ class sage_layer {
   /// sar::invalid_argument otherwise.
   sage_layer(Eigen::Index input_dim, Eigen::Index output_dim, sage_options options = {})
       : input_dim_(input_dim), output_dim_(output_dim), bias_(options.bias),
-        pool_dim_(options.pool_dim == 0 ? input_dim : options.pool_dim) {
+        pool_dim_(options.pool_dim == 0 ? input_dim : options.pool_dim),
+        aggregate_first_(options.aggregate_first) {
     SAR_CHECK(input_dim >= 1 && output_dim >= 1 && options.pool_dim >= 0, invalid_argument,
               "sar::sage_layer: dimensions ", input_dim, " -> ", output_dim, ", pool_dim ",
               options.pool_dim);
@@ -95,8 +99,8 @@ class sage_layer {
   /// Width of the pooled (and exchanged) features of pool; input_dim() otherwise.
   Eigen::Index pool_dim() const { return is_pool ? pool_dim_ : input_dim_; }
   /// True when the neighbour weight is applied before aggregating (mean, gcn with
-  /// output_dim() < input_dim()); never for pool.
-  bool weight_first() const { return !is_pool && output_dim_ < input_dim_; }
+  /// output_dim() < input_dim(), unless aggregate_first); never for pool.
+  bool weight_first() const { return !is_pool && !aggregate_first_ && output_dim_ < input_dim_; }
   /// Backward reads x, never y.
   reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
@@ -399,6 +403,7 @@ class sage_layer {
   Eigen::Index input_dim_, output_dim_;
   bool bias_;
   Eigen::Index pool_dim_;
+  bool aggregate_first_;
   parameter_store<T>* store_ = nullptr;
   std::size_t self_weight_ = 0, neighbour_weight_ = 0, bias_id_ = 0, pool_weight_ = 0,
               pool_bias_ = 0;

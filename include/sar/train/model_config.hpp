@@ -17,6 +17,15 @@ struct model_config {
   Eigen::Index heads = 8;            ///< GAT hidden layers (concatenated)
   Eigen::Index output_heads = 1;     ///< GAT last layer (averaged)
   double dropout = 0.5;              ///< on the input of every layer
+  /// On the features (the first layer's input) instead of `dropout`, if >= 0. 0 keeps the
+  /// first graph layer's input unchanged across epochs, so a low-bit exchange sends its halo
+  /// once (exact_first_layer).
+  double input_dropout = -1;
+  double first_dropout() const { return input_dropout >= 0 ? input_dropout : dropout; }
+  /// The first GCN / GraphSAGE (mean, gcn) layer aggregates the features before its weight
+  /// (same model, other order of products): with input_dropout 0 its halo is the raw
+  /// features, which an exact_first_layer exchange sends once (Sylvie's pre-propagation).
+  bool aggregate_features_first = false;
   double attention_dropout = 0.0;    ///< GAT
   bool batch_norm = false;           ///< after every hidden layer, before the activation
                                      ///< (hidden graph layers then have no bias)

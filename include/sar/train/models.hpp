@@ -33,21 +33,23 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
   const bool relu_model = c.kind != model_kind::gat;
   for (int k = 0; k < c.layers; ++k) {
     const bool last = k + 1 == c.layers;
-    if (c.dropout > 0 && (k == 0 || !relu_model))
-      layers.emplace_back(dropout<T>(width, c.dropout));
+    const double drop = k == 0 ? c.first_dropout() : c.dropout;
+    if (drop > 0 && (k == 0 || !relu_model)) layers.emplace_back(dropout<T>(width, drop));
     Eigen::Index out = last ? classes : c.hidden;
     // Before batch norm a bias is redundant (beta replaces it) and its gradient is exactly
     // zero up to rounding, which Adam would amplify into steps of size lr: leave it out.
     const bool bias = last || !c.batch_norm;
     switch (c.kind) {
       case model_kind::gcn:
-        layers.emplace_back(gcn_layer<T>(width, out, bias));
+        layers.emplace_back(gcn_layer<T>(width, out, bias, k == 0 && c.aggregate_features_first));
         break;
       case model_kind::sage:
         if (c.aggregation == sage_aggregation::mean)
-          layers.emplace_back(sage_layer<T, mean_aggregator>(width, out, {.bias = bias}));
+          layers.emplace_back(sage_layer<T, mean_aggregator>(
+              width, out, {.bias = bias, .aggregate_first = k == 0 && c.aggregate_features_first}));
         else if (c.aggregation == sage_aggregation::gcn)
-          layers.emplace_back(sage_layer<T, gcn_aggregator>(width, out, {.bias = bias}));
+          layers.emplace_back(sage_layer<T, gcn_aggregator>(
+              width, out, {.bias = bias, .aggregate_first = k == 0 && c.aggregate_features_first}));
         else
           layers.emplace_back(
               sage_layer<T, pool_aggregator>(width, out, {.bias = bias, .pool_dim = c.hidden}));
@@ -87,7 +89,7 @@ adam<typename Model::scalar> make_optimiser(const model_config& c, Model& model)
   adam_options o;
   o.learning_rate = c.learning_rate;
   if (c.decay_first_layer_only) {
-    const std::size_t first_graph_layer = c.dropout > 0 ? 1 : 0;
+    const std::size_t first_graph_layer = c.first_dropout() > 0 ? 1 : 0;
     auto& store = model.parameters();
     for (std::size_t p = 0; p < store.size(); ++p) store.set_group(p, 1);
     const auto [begin, end] = model.layer_parameters(first_graph_layer);
