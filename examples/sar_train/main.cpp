@@ -80,7 +80,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   if (comm.rank() == 0)
     sar::log_info(sar::message("partition store ", p.partitions, ": ", meta.dataset, ", ",
                                meta.num_nodes, " nodes, ", meta.num_edges, " edges over ",
-                               meta.num_parts, " ranks; schedule ", p.schedule));
+                               meta.num_parts, " ranks; schedule ",
+                               p.low_bit() ? sar::message("low-bit: halos ", p.halo_bits,
+                                                          " bits, gradients ", p.gradient_bits,
+                                                          " bits, staleness ", p.staleness)
+                                           : p.schedule));
   return sar_train::train_distributed<T>(p, config, part, meta.dataset, comm);
 }
 
@@ -94,7 +98,7 @@ int main(int argc, char** argv) {
   program_options p;
   std::optional<int> layers, epochs, patience;
   std::optional<Eigen::Index> hidden, heads;
-  std::optional<double> dropout, attention_dropout, learning_rate, weight_decay;
+  std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
   bool batch_norm = false;
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
@@ -140,6 +144,23 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
+  app.add_option("--halo-bits", p.halo_bits,
+                 "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "
+                 "(bf16), 8, 4, 2, 1 (stochastic rounding; Sylvie)")
+      ->check(bits)->capture_default_str();
+  app.add_option("--gradient-bits", p.gradient_bits,
+                 "with --partitions: bits per halo gradient value (as --halo-bits)")
+      ->check(bits)->capture_default_str();
+  app.add_option("--staleness", p.staleness,
+                 "with --partitions: bounded staleness S; epochs not a multiple of S aggregate "
+                 "the previous epoch's halos while this epoch's travel (1 = synchronous)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--input-dropout", input_dropout,
+                 "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
+                 "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
+                 "once; else --dropout)")
+      ->check(CLI::Range(0.0, 0.99));
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   CLI11_PARSE(app, argc, argv);
 
@@ -158,6 +179,18 @@ int main(int argc, char** argv) {
     if (heads) config.heads = *heads;
     if (dropout) config.dropout = *dropout;
     if (attention_dropout) config.attention_dropout = *attention_dropout;
+    if (input_dropout) config.input_dropout = *input_dropout;
+    if (p.low_bit()) {
+      // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
+      // once, exactly; only hidden layers' halos are quantised and stale.
+      SAR_CHECK(!p.partitions.empty(), sar::invalid_argument, "sar-train: --halo-bits, "
+                "--gradient-bits and --staleness apply to distributed training (--partitions)");
+      SAR_CHECK(p.schedule == "sequential", sar::invalid_argument, "sar-train: --halo-bits, "
+                "--gradient-bits and --staleness run on the sequential schedule, not ",
+                p.schedule);
+      if (!input_dropout) config.input_dropout = 0;
+      config.aggregate_features_first = true;
+    }
     if (learning_rate) config.learning_rate = *learning_rate;
     if (weight_decay) config.weight_decay = *weight_decay;
     if (epochs) config.epochs = *epochs;

@@ -31,6 +31,10 @@ struct program_options {
   std::string partitions;               // a partition store: distributed training
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
+  int halo_bits = 32, gradient_bits = 32;  // per value on the wire (32: plain rows)
+  int staleness = 1;                       // 1: synchronous
+  /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
+  bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
 };
 
 /// One process: the whole dataset under local_schedule. Returns the run's metrics.

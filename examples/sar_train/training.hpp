@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -60,29 +61,38 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                              .seed = p.seed, .log_progress = false,
                              .csv_log = root ? p.csv_log : ""};
 
-  std::vector<double> epoch_seconds;      // slowest rank
-  std::vector<std::int64_t> epoch_bytes;  // all ranks
-  std::int64_t peak_memory = 0;           // largest rank
-  std::int64_t bytes_before = 0;
+  std::vector<double> epoch_seconds;  // slowest rank
+  // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce
+  // (training), evaluation halos.
+  std::vector<std::array<std::int64_t, 4>> epoch_bytes;
+  std::int64_t peak_memory = 0;  // largest rank
+  std::array<std::int64_t, 4> bytes_before{};
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(e.epoch, comm.rank());
-    std::int64_t bytes = 0;  // local_schedule sends nothing
+    std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
     if constexpr (requires { graph.traffic().total_bytes(); }) {
-      bytes = graph.traffic().total_bytes() - bytes_before;
-      bytes_before = graph.traffic().total_bytes();
+      const auto& t = graph.traffic();
+      const std::array<std::int64_t, 4> now{t.feature_bytes, t.gradient_bytes, t.reduce_bytes,
+                                            t.evaluation_bytes};
+      for (std::size_t k = 0; k < 4; ++k) bytes[k] = now[k] - bytes_before[k];
+      bytes_before = now;
     }
     std::int64_t peak = e.peak_memory_bytes;
     double seconds = e.seconds;
-    comm.all_reduce(std::span<std::int64_t>(&bytes, 1), sar::reduce_op::sum);
+    comm.all_reduce(std::span<std::int64_t>(bytes), sar::reduce_op::sum);
     comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
     comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
     epoch_seconds.push_back(seconds);
     epoch_bytes.push_back(bytes);
     peak_memory = peak;
     if (root && !p.quiet)
-      sar::log_info(sar::message(sar::epoch_line(e, seconds), "  sent ",
-                                 sar::format_mib(static_cast<double>(bytes)), "  peak/rank ",
-                                 sar::format_mib(static_cast<double>(peak))));
+      sar::log_info(sar::message(
+          sar::epoch_line(e, seconds), "  sent ",
+          sar::format_mib(static_cast<double>(bytes[0] + bytes[1] + bytes[2])), " (halo ",
+          sar::format_mib(static_cast<double>(bytes[0])), " + ",
+          sar::format_mib(static_cast<double>(bytes[1])), ", params ",
+          sar::format_mib(static_cast<double>(bytes[2])), ")  peak/rank ",
+          sar::format_mib(static_cast<double>(peak))));
   };
   const auto result = sar::train_full_batch(
       model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options,
@@ -94,7 +104,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["precision"] = p.precision;
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
-  metrics["schedule"] = p.partitions.empty() ? "local" : p.schedule;
+  metrics["schedule"] = p.partitions.empty() ? "local" : p.low_bit() ? "low_bit" : p.schedule;
+  if constexpr (requires { graph.feature_codec_name(); }) {
+    metrics["halo_codec"] = graph.feature_codec_name();
+    metrics["gradient_codec"] = graph.gradient_codec_name();
+    metrics["staleness"] = graph.staleness();
+  }
   metrics["epochs"] = result.history.size();
   metrics["best_epoch"] = result.best_epoch;
   metrics["best_val_acc"] = result.best_valid_acc;
@@ -107,8 +122,19 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::vector<double> losses;
   for (const auto& e : result.history) losses.push_back(e.train_loss);
   metrics["train_loss"] = losses;
-  std::sort(epoch_bytes.begin(), epoch_bytes.end());
-  metrics["bytes_sent_per_epoch"] = epoch_bytes.empty() ? 0 : epoch_bytes[epoch_bytes.size() / 2];
+  // Medians over the epochs; epoch 0 also sends what is sent once (the first layer's halo
+  // under an exact_first_layer exchange).
+  auto median_of = [&](auto part) {
+    std::vector<std::int64_t> v;
+    for (const auto& b : epoch_bytes) v.push_back(part(b));
+    std::sort(v.begin(), v.end());
+    return v.empty() ? std::int64_t{0} : v[v.size() / 2];
+  };
+  metrics["bytes_sent_per_epoch"] = median_of([](const auto& b) { return b[0] + b[1] + b[2]; });
+  metrics["halo_feature_bytes_per_epoch"] = median_of([](const auto& b) { return b[0]; });
+  metrics["halo_gradient_bytes_per_epoch"] = median_of([](const auto& b) { return b[1]; });
+  metrics["parameter_allreduce_bytes_per_epoch"] = median_of([](const auto& b) { return b[2]; });
+  metrics["evaluation_bytes_per_epoch"] = median_of([](const auto& b) { return b[3]; });
   return metrics;
 }
 
@@ -128,7 +154,9 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
                                  sar::graph_part& part, const std::string& name,
                                  sar::mpi_communicator& comm) {
   sar::distributed_schedule<sar::mpi_communicator> graph(
-      comm, part, sar::named_exchange(p.schedule, p.prefetch));
+      comm, part,
+      p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
+                  : sar::named_exchange(p.schedule, p.prefetch));
   part.in_edges = {};  // the schedule holds its shard now
   local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
                   part.num_classes};

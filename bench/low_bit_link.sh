@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Epoch time, bytes and accuracy of the low-bit / stale halo exchange on a REAL slow link:
+# every run is 4 MPI ranks inside a private network namespace whose loopback is rate-limited
+# with tc (token bucket), MPI forced onto TCP over that loopback. For each link rate, sar-train
+# runs GCN (3 layers, hidden 128, no dropout on the features) on the planted graph under
+#   fp32 sequential         today's exchange
+#   1-bit (sync)            --halo-bits 1 --gradient-bits 1
+#   fp32 stale S=5          --staleness 5
+#   1-bit + stale S=5       both
+# Prints one Markdown row per (rate, exchange): median epoch seconds, halo MiB sent per epoch
+# (all ranks), test accuracy. Needs root (unshare -n, tc).
+# Usage: bench/low_bit_link.sh BUILD [nodes=200000] [epochs=6] [rates="none 1gbit 200mbit"] [OUT.jsonl]
+set -euo pipefail
+build=$(realpath "$1") nodes=${2:-200000} epochs=${3:-6} rates=${4:-none 1gbit 200mbit} out=${5:-}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+dataset="planted:nodes=$nodes,degree=20,features=128"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$build/examples/sar-partition" --dataset "$dataset" --parts 4 --method metis --out "$work/p4" >/dev/null
+declare -A exchanges=(
+  ["fp32 sequential"]="--halo-bits 32 --gradient-bits 32 --staleness 1"
+  ["1-bit sync"]="--halo-bits 1 --gradient-bits 1 --staleness 1"
+  ["fp32 stale S=5"]="--halo-bits 32 --gradient-bits 32 --staleness 5"
+  ["1-bit + stale S=5"]="--halo-bits 1 --gradient-bits 1 --staleness 5"
+)
+order=("fp32 sequential" "1-bit sync" "fp32 stale S=5" "1-bit + stale S=5")
+echo "| link | exchange | epoch seconds (median) | halo MiB per epoch | test accuracy |"
+echo "|---|---|---:|---:|---:|"
+for rate in $rates; do
+  for name in "${order[@]}"; do
+    metrics="$work/m.json"
+    shaping="true"
+    [[ $rate != none ]] && shaping="tc qdisc add dev lo root tbf rate $rate burst 256kb latency 50ms"
+    # shellcheck disable=SC2086
+    unshare -n bash -c "ip link set lo up && $shaping && mpirun -np 4 --oversubscribe \
+      --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      '$build/examples/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
+      --input-dropout 0 --epochs $epochs --patience 0 --threads 1 --quiet \
+      ${exchanges[$name]} --metrics-out '$metrics'" >/dev/null 2>"$work/err" ||
+      { cat "$work/err" >&2; exit 1; }
+    python3 - "$metrics" "$rate" "$name" "$out" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+rate, name, out = sys.argv[2:5]
+halo = (m["halo_feature_bytes_per_epoch"] + m["halo_gradient_bytes_per_epoch"]) / 2**20
+print(f"| {rate} | {name} | {m['epoch_seconds_median']:.3f} | {halo:.1f} | {m['test_acc']:.4f} |", flush=True)
+if out:
+    with open(out, "a") as f:
+        f.write(json.dumps({"rate": rate, "exchange": name, **m}) + "\n")
+PY
+  done
+done
