@@ -1,7 +1,8 @@
 // sar-train: trains GCN, GraphSAGE or GAT, either on one process from a dataset (an OGB raw
 // directory, a graph file, or the built-in planted-partition graph) or on P MPI ranks from a
 // partition store written by sar-partition (each rank reads only its own part), with the
-// sequential (SAR), keep_halo or one_shot schedule. Reports per-epoch progress, the accuracy
+// sequential (SAR), keep_halo or one_shot schedule, or Sylvie's low-bit / bounded-stale
+// exchange (--halo-bits, --gradient-bits, --staleness). Reports per-epoch progress, the accuracy
 // at the best validation epoch, epoch time, bytes sent and peak memory (largest over ranks).
 // An error on any rank ends every rank with the message and exit code 1.
 #include <chrono>
