@@ -63,10 +63,11 @@ print(f"| dataset | model | halo / gradient bits, staleness | test accuracy (mea
       f"{args.seeds} seeds) | vs fp32 sync | halo bytes per epoch |")
 print("|---|---|---|---:|---:|---:|")
 for r in rows:
-    base = next(b for b in rows if b["dataset"] == r["dataset"] and b["model"] == r["model"]
-                and b["halo_bits"] == 32 and b["staleness"] == 1)
+    base = next((b for b in rows if b["dataset"] == r["dataset"] and b["model"] == r["model"]
+                 and b["halo_bits"] == 32 and b["staleness"] == 1), None)  # absent: not run
+    delta = f"{r['mean'] - base['mean']:+.2f}" if base else "n/a"
     print(f"| {r['dataset']} | {r['model']} | {r['halo_bits']} / {r['gradient_bits']}, S = "
-          f"{r['staleness']} | {r['mean']:.2f} ± {r['std']:.2f} | {r['mean'] - base['mean']:+.2f} | "
+          f"{r['staleness']} | {r['mean']:.2f} ± {r['std']:.2f} | {delta} | "
           f"{r['halo_bytes_per_epoch']} |")
 if args.out:
     with open(args.out, "w") as f:
