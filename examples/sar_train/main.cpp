@@ -92,7 +92,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sar-train: full-batch GNN training (GCN, GraphSAGE, GAT)"};
+  CLI::App app{"sar-train: GNN training (GCN, GraphSAGE, GAT), full-batch or on sampled "
+               "minibatches"};
   // An option given twice takes its last value (so wrappers like scripts/main.sh can be
   // overridden by appending arguments).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -162,6 +163,20 @@ int main(int argc, char** argv) {
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
                  "once; else --dropout)")
       ->check(CLI::Range(0.0, 0.99));
+  app.add_option("--minibatch", p.minibatch,
+                 "train on minibatches of this many seeds with sampled neighbourhoods (one "
+                 "process); evaluation runs layer-wise over every node. 0 = full batch")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--fanouts", p.fanouts,
+                 "with --minibatch: per layer from the input, neighbours sampled per node "
+                 "(sage; -1 = all) or nodes per layer (ladies); e.g. 15,10,5 (default: sage "
+                 "25,10 for 2 layers, else 10 each; ladies 512 each)")
+      ->delimiter(',');
+  app.add_option("--sampler", p.sampler, "with --minibatch: sage (node-wise) | ladies "
+                 "(layer-wise, importance sampling)")
+      ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
+  app.add_option("--bulk", p.bulk, "with --minibatch: minibatches sampled at once")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   CLI11_PARSE(app, argc, argv);
 
@@ -192,6 +207,10 @@ int main(int argc, char** argv) {
       if (!input_dropout) config.input_dropout = 0;
       config.aggregate_features_first = true;
     }
+    if (p.minibatch > 0)
+      SAR_CHECK(p.partitions.empty(), sar::invalid_argument, "sar-train: --minibatch trains "
+                "on one process for now; distributed minibatch training is not implemented "
+                "yet (drop --partitions)");
     if (learning_rate) config.learning_rate = *learning_rate;
     if (weight_decay) config.weight_decay = *weight_decay;
     if (epochs) config.epochs = *epochs;
@@ -220,7 +239,8 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::cerr << "sar-train: " << e.what() << '\n';
+    const std::string what = e.what();
+    std::cerr << (what.starts_with("sar-train:") ? "" : "sar-train: ") << what << '\n';
     if (comm.size() > 1) {
       // Other ranks may be blocked in a collective: end them all. Errors every rank detects
       // alike (a non-finite loss) make all ranks abort at once, which crashes Open MPI 4.1's

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,10 @@ struct program_options {
   int prefetch = 1;
   int halo_bits = 32, gradient_bits = 32;  // per value on the wire (32: plain rows)
   int staleness = 1;                       // 1: synchronous
+  sar::node_t minibatch = 0;            // seeds per minibatch; 0 = full-batch training
+  std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
+  std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
+  int bulk = 8;                         // minibatches sampled at once
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
 };

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/full_batch.hpp"
+#include "sar/train/minibatch.hpp"
 #include "sar/train/models.hpp"
 #include "sar_train.hpp"
 
@@ -43,6 +45,37 @@ inline void inject_failure(int epoch, int rank) {
                                   " (SAR_TRAIN_INJECT_FAILURE)"));
 }
 
+/// The median of v (0 if empty).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// The minibatch settings of p: its fanouts, or the defaults (sage: 25, 10 for two layers,
+/// else 10 per layer; ladies: 512 per layer). Throws sar::invalid_argument if the fanouts do
+/// not give one per layer.
+inline sar::minibatch_options minibatch_options_of(const program_options& p,
+                                                   const sar::model_config& config) {
+  sar::minibatch_options o;
+  o.batch_size = p.minibatch;
+  o.bulk = p.bulk;
+  o.sampler.seed = p.seed;
+  o.sampler.kind = p.sampler == "ladies" ? sar::sampler_kind::layer_wise
+                                         : sar::sampler_kind::node_wise;
+  o.sampler.fanouts = p.fanouts;
+  if (o.sampler.fanouts.empty()) {
+    const bool ladies = o.sampler.kind == sar::sampler_kind::layer_wise;
+    o.sampler.fanouts.assign(static_cast<std::size_t>(config.layers), ladies ? 512 : 10);
+    if (!ladies && config.layers == 2) o.sampler.fanouts = {25, 10};
+  }
+  SAR_CHECK(o.sampler.fanouts.size() == static_cast<std::size_t>(config.layers),
+            sar::invalid_argument, "sar-train: ", o.sampler.fanouts.size(),
+            " fanouts for ", config.layers, " layers (--fanouts gives one per layer, from the "
+            "input)");
+  return o;
+}
+
 /// Trains on `graph` (local_schedule or a distributed schedule) and returns the metrics.
 /// Collective over comm: per-epoch times, memory and bytes are reduced over the ranks, and
 /// rank 0 prints the progress lines.
@@ -61,7 +94,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                              .seed = p.seed, .log_progress = false,
                              .csv_log = root ? p.csv_log : ""};
 
-  std::vector<double> epoch_seconds;  // slowest rank
+  std::vector<double> epoch_seconds, sampling_seconds, gather_seconds;  // slowest rank
   // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce
   // (training), evaluation halos.
   std::vector<std::array<std::int64_t, 4>> epoch_bytes;
@@ -83,9 +116,15 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
     comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
     epoch_seconds.push_back(seconds);
+    sampling_seconds.push_back(e.sampling_seconds);
+    gather_seconds.push_back(e.gather_seconds);
     epoch_bytes.push_back(bytes);
     peak_memory = peak;
-    if (root && !p.quiet)
+    if (root && !p.quiet && p.minibatch > 0)
+      sar::log_info(sar::message(sar::epoch_line(e, seconds), "  (sampling ",
+                                 e.sampling_seconds, " s, gather ", e.gather_seconds,
+                                 " s)  peak ", sar::format_mib(static_cast<double>(peak))));
+    else if (root && !p.quiet)
       sar::log_info(sar::message(
           sar::epoch_line(e, seconds), "  sent ",
           sar::format_mib(static_cast<double>(bytes[0] + bytes[1] + bytes[2])), " (halo ",
@@ -94,9 +133,18 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
           sar::format_mib(static_cast<double>(bytes[2])), ")  peak/rank ",
           sar::format_mib(static_cast<double>(peak))));
   };
-  const auto result = sar::train_full_batch(
-      model, graph, optimiser, sar::node_data<T>{features, data.labels, data.split}, options,
-      on_epoch);
+  const sar::node_data<T> nodes{features, data.labels, data.split};
+  sar::train_result result;
+  sar::minibatch_options minibatch;
+  if constexpr (std::is_same_v<Schedule, sar::local_schedule>) {
+    if (p.minibatch > 0) {
+      minibatch = minibatch_options_of(p, config);
+      result = sar::train_minibatch(model, graph.graph(), optimiser, nodes, options, minibatch,
+                                    on_epoch);
+    }
+  }
+  if (p.minibatch == 0)
+    result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
 
   nlohmann::json metrics;
   metrics["model"] = p.model;
@@ -105,6 +153,14 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
   metrics["schedule"] = p.partitions.empty() ? "local" : p.low_bit() ? "low_bit" : p.schedule;
+  if (p.minibatch > 0) {
+    metrics["minibatch"] = p.minibatch;
+    metrics["sampler"] = p.sampler;
+    metrics["fanouts"] = minibatch.sampler.fanouts;
+    metrics["bulk"] = p.bulk;
+    metrics["sampling_seconds_median"] = median(sampling_seconds);
+    metrics["gather_seconds_median"] = median(gather_seconds);
+  }
   if constexpr (requires { graph.feature_codec_name(); }) {
     metrics["halo_codec"] = graph.feature_codec_name();
     metrics["gradient_codec"] = graph.gradient_codec_name();
@@ -114,9 +170,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["best_epoch"] = result.best_epoch;
   metrics["best_val_acc"] = result.best_valid_acc;
   metrics["test_acc"] = result.test_acc;
-  std::vector<double> sorted = epoch_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  metrics["epoch_seconds_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  metrics["epoch_seconds_median"] = median(epoch_seconds);
   metrics["epoch_seconds"] = epoch_seconds;
   metrics["peak_memory_bytes"] = peak_memory;
   std::vector<double> losses;

@@ -44,6 +44,9 @@ struct graph_block {
   /// Out-degree in the whole graph of each halo row (the source side of GCN's normalisation,
   /// so a layer can scale halo rows as it sums them instead of scaling a copy before sending).
   std::span<const node_t> source_degrees;
+  /// What GCN scales halo rows by instead of 1 / sqrt(source_degrees) when not empty (a
+  /// sampled block's re-weighting, sar/schedule/local_schedule.hpp: sampled_block).
+  std::span<const double> source_scales;
   /// Where the SpMM kernels keep their tilings of `edges` and `transposed` between calls
   /// (sar/kernels/source_tiles.hpp); owned by the schedule. Null: each product tiles anew.
   spmm_tile_cache* edge_tiles = nullptr;

@@ -20,6 +20,7 @@ class pointwise_layer {
  public:
   using scalar = T;
   static constexpr bool in_place = true;
+  static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 (the width of x and y); throws sar::invalid_argument otherwise.
   explicit pointwise_layer(Eigen::Index dim, Op op = {}) : dim_(dim), op_(op) {

@@ -8,6 +8,7 @@
 //   sar::dynamic_sequential<float, sar::local_schedule> model(std::move(layers));
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <memory>
 #include <type_traits>
@@ -148,13 +149,30 @@ class dynamic_sequential : public detail::model_base<T> {
   layer_type& layer(std::size_t k) { return layers_.at(k); }
   const layer_type& layer(std::size_t k) const { return layers_.at(k); }
 
-  /// As sequential::forward: returns the logits; x must stay alive and unchanged until the
-  /// matching backward. Throws sar::invalid_argument on a shape mismatch. Collective.
-  const matrix<T>& forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x) {
+  /// As sequential::infer: layers [first, end) in inference on a Schedule or layered graph.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  matrix<T> infer(Graph& graph, const layer_context& ctx, const matrix<T>& x, std::size_t first,
+                  std::size_t end) {
+    return this->run_layers(
+        graph, ctx, x, first, end,
+        [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out,
+            std::size_t base) {
+          layers_[k].forward(this->schedule_for(graph, k, base), c, in, out);
+        },
+        "sar::dynamic_sequential::infer");
+  }
+
+  /// As sequential::forward, on a Schedule or a layered_graph of Schedules: returns the
+  /// logits; x must stay alive and unchanged until the matching backward. Throws
+  /// sar::invalid_argument on a shape mismatch. Collective.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, const matrix<T>& x) {
     return this->run_forward(
-        graph.num_destinations(), ctx, x,
+        graph, ctx, x,
         [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out) {
-          layers_[k].forward(graph, c, in, out);
+          layers_[k].forward(this->schedule_for(graph, k), c, in, out);
         },
         "sar::dynamic_sequential::forward");
   }
@@ -162,11 +180,15 @@ class dynamic_sequential : public detail::model_base<T> {
   /// As sequential::backward: ASSIGNS every parameter gradient; layers before the first
   /// one with parameters are skipped and that one computes no input gradient. Throws
   /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& dlogits) {
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  void backward(Graph& graph, const layer_context& ctx, const matrix<T>& dlogits) {
     this->run_backward(
         ctx, dlogits,
         [&](std::size_t k, const layer_context& c, const matrix<T>& x, const matrix<T>& y,
-            const matrix<T>& dy, matrix<T>& dx) { layers_[k].backward(graph, c, x, y, dy, dx); },
+            const matrix<T>& dy, matrix<T>& dx) {
+          layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, dx);
+        },
         "sar::dynamic_sequential::backward");
   }
 

@@ -41,6 +41,7 @@ template <class T>
 class batch_norm {
  public:
   using scalar = T;
+  static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0, 0 <= momentum <= 1, epsilon >= 0; throws sar::invalid_argument.
   explicit batch_norm(Eigen::Index dim, batch_norm_options options = {})

@@ -247,6 +247,7 @@ class dropout : public detail::dropout_parameters {
  public:
   using scalar = T;
   static constexpr bool in_place = true;
+  static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
   dropout(Eigen::Index dim, double p) : dropout_parameters("dropout", dim, p) {}
@@ -311,6 +312,7 @@ class relu_dropout : public detail::dropout_parameters {
  public:
   using scalar = T;
   static constexpr bool in_place = true;
+  static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
   relu_dropout(Eigen::Index dim, double p) : dropout_parameters("relu_dropout", dim, p) {}

@@ -104,28 +104,29 @@ class gat_layer {
     store_ = &store;
   }
 
-  /// y := GAT(x). Requires declare() on an allocated store, x of graph.num_destinations() rows and
-  /// input_dim() columns (throws sar::invalid_argument otherwise). Resizes y to
-  /// graph.num_destinations() x output_dim(). Collective: one graph.gather of [z | el].
+  /// y := GAT(x). Requires declare() on an allocated store, x of graph.num_sources() rows (the
+  /// first num_destinations() of them the destinations' own) and input_dim() columns (throws
+  /// sar::invalid_argument otherwise). Resizes y to graph.num_destinations() x output_dim().
+  /// Collective: one graph.gather of [z | el].
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
     check_input("sar::gat_layer::forward", graph, x);
     const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
-    const node_t n = static_cast<node_t>(x.rows());
+    const node_t m = static_cast<node_t>(x.rows()), n = graph.num_destinations();
     const auto W = store_->value(ids_.weight);
     const auto a_l = store_->value(ids_.attention_left);
     const auto a_r = store_->value(ids_.attention_right);
 
-    huge_page_resize(z_el_, n, dims_.halo_width());
+    huge_page_resize(z_el_, m, dims_.halo_width());
     dense_product<false, T>(x, W, z_el_.leftCols(HF));
     er_.resize(n, H);
-    // el and er of every head in one row-parallel pass over z.
-    for_row_chunks(n, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+    // el (every source) and er (every destination) of every head in one row-parallel pass.
+    for_row_chunks(m, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
       for (Eigen::Index i = b; i != e; ++i) {
         const auto z_i = z_el_.row(i);
         for (Eigen::Index h = 0; h < H; ++h) {
           z_el_(i, HF + h) = z_i.segment(h * F, F).cwiseProduct(a_l.row(h)).sum();
-          er_(i, h) = z_i.segment(h * F, F).cwiseProduct(a_r.row(h)).sum();
+          if (i < n) er_(i, h) = z_i.segment(h * F, F).cwiseProduct(a_r.row(h)).sum();
         }
       }
     });
@@ -164,12 +165,13 @@ class gat_layer {
       }
       if (options_.bias) y_rows.rowwise() += store_->value(ids_.bias).row(0);
     });
-    forward_rows_ = n;
+    forward_rows_ = m;
   }
 
   /// ADDS dLoss/dx into dx (skipped when dx is empty) and ASSIGNS the parameter gradients.
-  /// Requires the forward of the same x and ctx to be the last one run by this layer, dy of
-  /// x.rows() x output_dim(), dx empty or x-shaped (throws sar::invalid_argument otherwise).
+  /// Requires the forward of the same x and ctx to be the last one run by this layer, y and
+  /// dy of graph.num_destinations() x output_dim(), dx empty or x-shaped (throws
+  /// sar::invalid_argument otherwise).
   /// Collective: one graph.gather_scatter of [z | el] and its gradient.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
@@ -178,15 +180,15 @@ class gat_layer {
     check_input(where, graph, x);
     SAR_CHECK(forward_rows_ == x.rows(), invalid_argument, where,
               ": no matching forward (forward saw ", forward_rows_, " rows, x has ", x.rows(), ")");
-    SAR_CHECK(y.rows() == x.rows() && y.cols() == output_dim() && dy.rows() == x.rows() &&
+    const node_t m = static_cast<node_t>(x.rows()), n = graph.num_destinations();
+    SAR_CHECK(y.rows() == n && y.cols() == output_dim() && dy.rows() == n &&
                   dy.cols() == output_dim(),
               invalid_argument, where, ": y is ", y.rows(), " x ", y.cols(), ", dy is ",
-              dy.rows(), " x ", dy.cols(), ", expected ", x.rows(), " x ", output_dim());
+              dy.rows(), " x ", dy.cols(), ", expected ", n, " x ", output_dim());
     SAR_CHECK(dx.size() == 0 || (dx.rows() == x.rows() && dx.cols() == x.cols()),
               invalid_argument, where, ": dx is ", dx.rows(), " x ", dx.cols(),
               ", expected empty or ", x.rows(), " x ", x.cols());
     const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
-    const node_t n = static_cast<node_t>(x.rows());
 
     // dLoss/dout per head, and the per-node terms [er | log-normaliser | <dout(h), out(h)>]
     // (the last is the softmax term: no extra pass over the edges), in one row-parallel pass.
@@ -217,7 +219,7 @@ class gat_layer {
 
     // Per block: dz_j and d el_j into d[z | el] (delivered to the owners); d er_i locally from
     // the forward's slope sums.
-    matrix<T> dz_el(n, dims_.halo_width());
+    matrix<T> dz_el(m, dims_.halo_width());
     set_zero<T>(dz_el);
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
@@ -238,10 +240,10 @@ class gat_layer {
     auto dz = dz_el.leftCols(HF);
     // d a_l(h) = sum_i d el_i(h) z_i(h), d a_r(h) = sum_i d er_i(h) z_i(h): a deterministic
     // reduction (fixed split, in double) over rows, one pass over z for all heads.
-    const auto da = reduce_rows(n, 2 * HF, [&](Eigen::Index i, double* acc) {
+    const auto da = reduce_rows(m, 2 * HF, [&](Eigen::Index i, double* acc) {
       const T* z = z_el_.row(i).data();
       for (Eigen::Index h = 0; h < H; ++h) {
-        const double del = dz_el(i, HF + h), der_h = der(i, h);
+        const double del = dz_el(i, HF + h), der_h = i < n ? der(i, h) : 0.0;
         double* acc_l = acc + h * F;
         double* acc_r = acc + HF + h * F;
         for (Eigen::Index f = 0; f < F; ++f) {
@@ -256,10 +258,12 @@ class gat_layer {
         da_r(h, f) = static_cast<T>(da[static_cast<std::size_t>(HF + h * F + f)]);
       }
     // dz(h) += d el(h) a_l(h) + d er(h) a_r(h), row-parallel, one pass over dz for all heads.
-    for_row_chunks(n, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
+    for_row_chunks(m, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
       for (Eigen::Index i = b; i != e; ++i)
-        for (Eigen::Index h = 0; h < H; ++h)
-          dz.row(i).segment(h * F, F) += dz_el(i, HF + h) * a_l.row(h) + der(i, h) * a_r.row(h);
+        for (Eigen::Index h = 0; h < H; ++h) {
+          dz.row(i).segment(h * F, F) += dz_el(i, HF + h) * a_l.row(h);
+          if (i < n) dz.row(i).segment(h * F, F) += der(i, h) * a_r.row(h);
+        }
     });
     transposed_product<T>(x, dz, rows_ref<T>(store_->grad(ids_.weight)));
     if (dx.size() != 0) dense_product_transposed_add<T>(dz, W, dx);
@@ -277,9 +281,9 @@ class gat_layer {
   template <class Schedule>
   void check_input(const char* where, const Schedule& graph, const matrix<T>& x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
-    SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_destinations()) && x.cols() == input_dim_,
+    SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_sources()) && x.cols() == input_dim_,
               invalid_argument, where, ": x is ", x.rows(), " x ", x.cols(), ", expected ",
-              graph.num_destinations(), " x ", input_dim_);
+              graph.num_sources(), " x ", input_dim_);
   }
   T slope() const { return static_cast<T>(options_.negative_slope); }
   gat_attention_dropout<T> make_dropout(const layer_context& ctx) const {

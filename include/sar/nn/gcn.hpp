@@ -70,12 +70,12 @@ class gcn_layer {
     constexpr const char* where = "sar::gcn_layer::forward";
     detail::check_declared(where, store_);
     const Eigen::Index n = graph.num_destinations();
-    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
     const auto w = store_->value(weight_);
-    const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
+    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
     const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;
     if (weight_first()) {
-      const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
+      const column_vector<T> src = detail::gcn_source_scales<T>(graph);
       matrix<T> h;
       detail::product<T>(x, w, h);
       scale_rows<T>(h, src);
@@ -100,17 +100,17 @@ class gcn_layer {
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
-    const Eigen::Index n = graph.num_destinations();
-    const bool want_dx =
-        detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx, weight_first());
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    const bool want_dx = detail::check_backward(where, store_, graph, input_dim_, output_dim_, x,
+                                                dy, dx, weight_first());
     const auto w = store_->value(weight_);
-    const column_vector<T> src = detail::inverse_sqrt_degrees<T>(graph.out_degrees());
-    const column_vector<T> dst = detail::inverse_sqrt_degrees<T>(graph.in_degrees());
+    const column_vector<T> src = detail::gcn_source_scales<T>(graph);
+    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if (weight_first()) {
       // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T.
       matrix<T> dagg = dst.asDiagonal() * dy;
-      matrix<T> dh = matrix<T>::Zero(n, output_dim_);
+      matrix<T> dh = matrix<T>::Zero(m, output_dim_);
       graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
         spmm_add_transposed(block, dagg, dhalo);
       });

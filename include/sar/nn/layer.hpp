@@ -45,6 +45,12 @@
 //                                      nothing from them afterwards. A model sets it to run the
 //                                      next (row_wise) layer there, when no backward reads the
 //                                      rows before that layer changes them.
+// Optional, for layered graphs (sampled minibatches, sar/schedule/schedule.hpp):
+//   L::reads_neighbours (static constexpr bool, default true)
+//                                      false for a layer whose output row i depends on no
+//                                      other node's row (activations, dropout, linear, batch
+//                                      norm): it runs on a level's rows, y with x's rows;
+//                                      one that reads neighbours runs on the next block.
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
 // from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
@@ -124,6 +130,14 @@ inline constexpr bool row_wise_v = [] {
     return static_cast<bool>(L::row_wise);
   else
     return false;
+}();
+/// Whether L reads neighbours: unless it declares L::reads_neighbours = false.
+template <class L>
+inline constexpr bool reads_neighbours_v = [] {
+  if constexpr (requires { { L::reads_neighbours } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::reads_neighbours);
+  else
+    return true;
 }();
 /// Whether L declares L::finishes_rows = true (see the contract above).
 template <class L>

@@ -26,6 +26,7 @@ template <class T>
 class linear {
  public:
   using scalar = T;
+  static constexpr bool reads_neighbours = false;
 
   /// Requires input_dim, output_dim >= 0; throws sar::invalid_argument otherwise.
   linear(Eigen::Index input_dim, Eigen::Index output_dim, linear_options options = {})

@@ -34,6 +34,7 @@
 // each).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <type_traits>
@@ -130,14 +131,16 @@ class sage_layer {
   }
 
   /// y := the formula of the aggregator (see the top of this header). Requires x:
-  /// graph.num_destinations() x input_dim(). Throws sar::invalid_argument on a shape mismatch.
+  /// graph.num_sources() x input_dim() (its first num_destinations() rows are the
+  /// destinations' own rows). Throws sar::invalid_argument on a shape mismatch.
   /// Collective (one gather).
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::sage_layer::forward";
     detail::check_declared(where, store_);
-    const Eigen::Index n = graph.num_destinations();
-    detail::check_shape(where, "x", x.rows(), x.cols(), n, input_dim_);
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    detail::check_shape(where, "x", x.rows(), x.cols(), m, input_dim_);
+    const auto self = x.topRows(n);  // the destinations' own rows
     const auto w_nbr = store_->value(neighbour_weight_);
     const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;  // added by a product
 
@@ -150,7 +153,7 @@ class sage_layer {
       graph.gather(ctx.exchange(), pooled_, [&](const graph_block& block, const auto& halo) {
         running_max(block, halo);
       });
-      detail::product<T>(x, store_->value(self_weight_), y, bias);
+      detail::product<T>(self, store_->value(self_weight_), y, bias);
       dense_product<true, T>(max_, w_nbr, y, nullptr, ctx.finish_rows);
     } else {
       // agg = sum over in-neighbours of the input (h = x W first, or x itself). mean with W
@@ -162,8 +165,8 @@ class sage_layer {
         if constexpr (is_mean) {
           const auto [w, b] = self_and_neighbour_weights();
           detail::product<T>(x, w, h, b.data());
-          huge_page_resize(h_nbr, n, output_dim_);
-          for_row_chunks(n, static_cast<double>(output_dim_),
+          huge_page_resize(h_nbr, m, output_dim_);
+          for_row_chunks(m, static_cast<double>(output_dim_),
                          [&](Eigen::Index begin, Eigen::Index end) {
                            h_nbr.middleRows(begin, end - begin) =
                                h.middleRows(begin, end - begin).rightCols(output_dim_);
@@ -188,7 +191,7 @@ class sage_layer {
           spmm_add(block, halo, agg);
           mark_self_loops(block);
         });
-        agg.noalias() += self_missing_.asDiagonal() * input;
+        agg.noalias() += self_missing_.asDiagonal() * input.topRows(n);
         scale_rows<T>(agg, scale(graph));
       }
       if (weight_first()) {
@@ -208,7 +211,7 @@ class sage_layer {
       } else {
         if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
           huge_page_resize(y, n, output_dim_);
-          dense_product_sum<T>(x, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
+          dense_product_sum<T>(self, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
                                ctx.finish_rows);
         } else {
           detail::product<T>(aggregated_, w_nbr, y, bias, ctx.finish_rows);
@@ -227,25 +230,29 @@ class sage_layer {
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::sage_layer::backward";
-    const Eigen::Index n = graph.num_destinations();
-    const bool want_dx = detail::check_backward(where, store_, n, input_dim_, output_dim_, x, dy, dx);
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    const bool want_dx = detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    const auto self = x.topRows(n);
     const auto w_nbr = store_->value(neighbour_weight_);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if constexpr (is_mean) {
       if (weight_first()) return backward_mean_weight_first(graph, ctx, x, dy, dx, want_dx);
     }
-    if constexpr (is_pool) detail::assign_transposed_product<T>(x, dy, store_->grad(self_weight_));
+    if constexpr (is_pool) detail::assign_transposed_product<T>(self, dy, store_->grad(self_weight_));
     if constexpr (!is_gcn) {  // the first write of dx
-      if (want_dx) dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx);
+      if (want_dx) {
+        dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx.topRows(n));
+        set_zero<T>(dx.bottomRows(m - n));
+      }
     }
 
     if constexpr (is_pool) {
-      SAR_CHECK(max_.rows() == n && argmax_.rows() == n && pooled_.rows() == n, invalid_argument,
+      SAR_CHECK(max_.rows() == n && argmax_.rows() == n && pooled_.rows() == m, invalid_argument,
                 where, ": no matching forward");
       detail::assign_transposed_product<T>(max_, dy, store_->grad(neighbour_weight_));
       matrix<T> dmax;
       detail::product_transposed<T>(dy, w_nbr, dmax);
-      matrix<T> dpooled = matrix<T>::Zero(n, pool_dim_);
+      matrix<T> dpooled = matrix<T>::Zero(m, pool_dim_);
       graph.scatter(ctx.exchange(), dpooled, [&](const graph_block& block, auto&& dhalo) {
         route_to_argmax(block, dmax, dhalo);
       });
@@ -261,8 +268,8 @@ class sage_layer {
       if (weight_first()) {  // gcn (mean returned above)
         // y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx = dH W^T.
         matrix<T> dagg = s.asDiagonal() * dy;
-        matrix<T> dh = matrix<T>::Zero(n, output_dim_);
-        if constexpr (is_gcn) dh = self_missing_.asDiagonal() * dagg;
+        matrix<T> dh = matrix<T>::Zero(m, output_dim_);
+        if constexpr (is_gcn) dh.topRows(n) = self_missing_.asDiagonal() * dagg;
         graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
@@ -276,7 +283,7 @@ class sage_layer {
                   " x ", aggregated_.cols(), ")");
         if constexpr (is_mean) {
           matrix<T> grads(2 * input_dim_, output_dim_);
-          transposed_product<T>(x, aggregated_, dy, grads);
+          transposed_product<T>(self, aggregated_, dy, grads);
           store_->grad(self_weight_) = grads.topRows(input_dim_);
           store_->grad(neighbour_weight_) = grads.bottomRows(input_dim_);
         } else {
@@ -286,7 +293,10 @@ class sage_layer {
         matrix<T> dagg;
         detail::product_transposed<T>(dy, w_nbr, dagg);
         scale_rows<T>(dagg, s);
-        if constexpr (is_gcn) dx.noalias() = self_missing_.asDiagonal() * dagg;  // first write
+        if constexpr (is_gcn) {  // the first write of dx
+          dx.topRows(n).noalias() = self_missing_.asDiagonal() * dagg;
+          set_zero<T>(dx.bottomRows(m - n));
+        }
         graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
@@ -295,18 +305,21 @@ class sage_layer {
   }
 
  private:
-  /// mean with W first: y = S A (x W_nbr) + x W_self + b. With G = [dy | dH], dH = A^T S dy:
+  /// mean with W first: y = S A (x W_nbr) + x_dst W_self + b. With G = [dy; 0 | dH], dH =
+  /// A^T S dy (dy padded with zero rows for the sources that are not destinations):
   /// [dW_self | dW_nbr] = x^T G and dx = G [W_self | W_nbr]^T, one read of x and one write
   /// of dx for both weights.
   template <class Schedule>
   void backward_mean_weight_first(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
                                   const_rows_ref<T> dy,
                                   matrix<T>& dx, bool want_dx) {
-    const Eigen::Index n = graph.num_destinations(), f = output_dim_;
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources(), f = output_dim_;
     const matrix<T> dagg = scale(graph).asDiagonal() * dy;
-    matrix<T> g(n, 2 * f);
-    for_row_chunks(n, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
-      g.middleRows(b, e - b).leftCols(f) = dy.middleRows(b, e - b);
+    matrix<T> g(m, 2 * f);
+    for_row_chunks(m, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
+      const Eigen::Index e_dy = std::max(b, std::min(e, n));  // rows [b, e_dy): destinations
+      g.middleRows(b, e_dy - b).leftCols(f) = dy.middleRows(b, e_dy - b);
+      g.middleRows(e_dy, e - e_dy).leftCols(f).setZero();
       g.middleRows(b, e - b).rightCols(f).setZero();
     });
     auto dh = g.rightCols(f);

@@ -98,6 +98,7 @@ constexpr bool check_layer_calls() {
 /// A layer's optional traits (sar/nn/layer.hpp), with the defaults of a layer without them.
 struct layer_traits {
   reads_in_backward reads;
+  bool reads_neighbours = true;
   bool in_place = false;
   bool assigns_input_gradient = false;
   bool row_wise = false;
@@ -109,6 +110,7 @@ layer_traits traits_of(const L& l) {
   if constexpr (requires { { l.backward_reads() } -> std::convertible_to<reads_in_backward>; })
     t.reads = l.backward_reads();
   if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; }) t.in_place = L::in_place;
+  t.reads_neighbours = reads_neighbours_v<L>;
   t.assigns_input_gradient = assigns_input_gradient_v<L>;
   t.row_wise = row_wise_v<L> && t.in_place;
   t.finishes_rows = finishes_rows_v<L>;
@@ -127,6 +129,9 @@ layer_traits traits_of(const L& l) {
 ///
 /// Passes: a row_wise layer after a layer that finishes rows runs inside its forward, on its
 /// rows as they are finished (fused_forward).
+///
+/// Graphs: a schedule (every layer runs on it) or a layered_graph (sar/schedule/schedule.hpp:
+/// the k-th layer that reads neighbours runs on block k, the others on the level between).
 template <class T>
 class model_base {
  public:
@@ -165,14 +170,81 @@ class model_base {
     output_dims_ = std::move(out);
     traits_ = std::move(traits);
     outputs_.assign(input_dims_.size(), matrix<T>());
+    level_.clear();
+    std::size_t level = 0;
+    for (const auto& t : traits_) {
+      level_.push_back(level);
+      level += t.reads_neighbours;
+    }
+    graph_layers_ = level;
   }
 
-  /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ...; returns the last output.
-  template <class Call>
-  const matrix<T>& run_forward(node_t num_local, const layer_context& ctx, const matrix<T>& x,
+  /// The schedule layer k runs on: `graph` itself, or for a layered graph the block of its
+  /// level if it reads neighbours, else the level's rows; levels counted from `base`.
+  template <class Graph>
+  auto& schedule_for(Graph& graph, std::size_t k, std::size_t base = 0) const {
+    if constexpr (layered_graph<Graph>)
+      return traits_[k].reads_neighbours ? graph.block(level_[k] - base)
+                                         : graph.level(level_[k] - base);
+    else
+      return graph;
+  }
+
+ public:
+  /// Where the model's stages begin: layer 0 and every layer that reads neighbours but the
+  /// first. Stage s (layers [stage_starts()[s], the next start or the end)) holds one layer
+  /// that reads neighbours: layer-wise inference runs the model stage by stage
+  /// (sar/train/minibatch.hpp).
+  std::vector<std::size_t> stage_starts() const {
+    std::vector<std::size_t> starts{0};
+    for (std::size_t k = 0; k < num_layers(); ++k)
+      if (traits_[k].reads_neighbours && level_[k] > 0) starts.push_back(k);
+    return starts;
+  }
+
+ protected:
+  /// Inference through layers [first, end) on `graph` (its blocks serve those layers: block
+  /// 0 the first of them that reads neighbours), call(k, ctx_k, x_k, y_k, base level) per
+  /// layer. Returns the output; the activations of forward and backward are not touched.
+  /// Throws sar::invalid_argument for a bad range or block count.
+  template <class Graph, class Call>
+  matrix<T> run_layers(Graph& graph, const layer_context& ctx, const matrix<T>& x,
+                       std::size_t first, std::size_t end, Call&& call, const char* where) const {
+    SAR_CHECK(first < end && end <= num_layers(), invalid_argument, where, ": layers [", first,
+              ", ", end, ") of ", num_layers());
+    const std::size_t base = level_[first];
+    if constexpr (layered_graph<Graph>) {
+      const std::size_t blocks = (end < num_layers() ? level_[end] : graph_layers_) - base;
+      SAR_CHECK(graph.num_blocks() == blocks, invalid_argument, where, ": the graph has ",
+                graph.num_blocks(), " blocks but layers [", first, ", ", end, ") read ",
+                "neighbours ", blocks, " times");
+    }
+    matrix<T> in = x, out;
+    for (std::size_t k = first; k < end; ++k) {
+      layer_context c = ctx;
+      c.layer = k;
+      c.finish_rows = nullptr;
+      c.end_row = -1;
+      call(k, c, in, out, base);
+      std::swap(in, out);
+    }
+    return in;
+  }
+
+  /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ..., layer k's output getting the rows of its
+  /// schedule's destinations; returns the last output. Throws sar::invalid_argument if x does
+  /// not have the first schedule's source rows and input_dim() columns, or a layered graph
+  /// has not one block per layer that reads neighbours.
+  template <class Graph, class Call>
+  const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const matrix<T>& x,
                                Call&& call, const char* where) {
-    SAR_CHECK(x.rows() == num_local && x.cols() == input_dim(), invalid_argument, where, ": x is ",
-              x.rows(), " x ", x.cols(), ", expected ", num_local, " x ", input_dim());
+    if constexpr (layered_graph<Graph>)
+      SAR_CHECK(graph.num_blocks() == graph_layers_, invalid_argument, where, ": the graph has ",
+                graph.num_blocks(), " blocks but the model ", graph_layers_,
+                " layers that read neighbours");
+    const node_t num_input = schedule_for(graph, 0).num_sources();
+    SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where, ": x is ",
+              x.rows(), " x ", x.cols(), ", expected ", num_input, " x ", input_dim());
     input_ = nullptr;
     for (auto& y : outputs_) give(y);
     for (std::size_t k = 0; k < num_layers(); ++k) {
@@ -187,14 +259,14 @@ class model_base {
         rows.layer = k + 1;
         rows.first_row = begin;
         rows.end_row = end;
-        call(k + 1, rows, outputs_[k], outputs_[k]);
+        call(k + 1, rows, outputs_[k], outputs_[k]);  // a row_wise layer: same rows
       };
       if (fused_forward(k + 1)) c.finish_rows = &next_layer;
       if (k > 0 && traits_[k].in_place && released_after_forward(k - 1)) {
         outputs_[k] = std::move(outputs_[k - 1]);  // outputs_[k - 1] is left empty
         call(k, c, outputs_[k], outputs_[k]);
       } else {
-        outputs_[k] = take(num_local, output_dims_[k]);
+        outputs_[k] = take(schedule_for(graph, k).num_destinations(), output_dims_[k]);
         call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
         if (k > 0 && released_after_forward(k - 1)) give(outputs_[k - 1]);
       }
@@ -216,7 +288,6 @@ class model_base {
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
-    const Eigen::Index n = logits.rows();
     std::size_t first_trainable = 0;
     while (first_trainable + 1 < num_layers() &&
            first_parameter_[first_trainable] == first_parameter_[first_trainable + 1])
@@ -233,7 +304,7 @@ class model_base {
       } else if (traits_[k].in_place && !last) {
         call(k, c, x, outputs_[k], gradient, gradient);
       } else {
-        matrix<T> dx = take(n, input_dims_[k]);
+        matrix<T> dx = take(x.rows(), input_dims_[k]);
         if (!traits_[k].assigns_input_gradient) set_zero<T>(dx);
         call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
         give(gradient);
@@ -258,6 +329,8 @@ class model_base {
   std::vector<layer_traits> traits_;
   std::vector<matrix<T>> outputs_;
   const matrix<T>* input_ = nullptr;
+  std::vector<std::size_t> level_;  // layer k runs on block / level level_[k] of a layered graph
+  std::size_t graph_layers_ = 0;    // layers that read neighbours
 
  private:
   /// Does no backward read layer k's output (so it can go once layer k + 1 has run)?
@@ -271,12 +344,18 @@ class model_base {
     return k > 0 && k < num_layers() && traits_[k].row_wise && traits_[k - 1].finishes_rows &&
            released_after_forward(k - 1);
   }
-  /// A rows x cols matrix (contents undefined), from the pool if it has one of that size.
+  /// A rows x cols matrix (contents undefined), from the pool if it has one of that size
+  /// (else the pool's first buffer, reallocated: sizes that change from call to call, as a
+  /// minibatch's, do not grow the pool).
   matrix<T> take(Eigen::Index rows, Eigen::Index cols) {
-    const auto it = std::find_if(idle_.begin(), idle_.end(),
-                                 [&](const matrix<T>& m) { return m.size() == rows * cols; });
+    auto it = std::find_if(idle_.begin(), idle_.end(),
+                           [&](const matrix<T>& m) { return m.size() == rows * cols; });
     if (it == idle_.end()) {
       matrix<T> m;
+      if (!idle_.empty()) {
+        m = std::move(idle_.back());
+        idle_.pop_back();
+      }
       huge_page_resize(m, rows, cols);
       return m;
     }
@@ -342,17 +421,33 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   template <std::size_t I>
   const auto& layer() const { return std::get<I>(layers_); }
 
-  /// Runs every layer; returns the logits (kept until the next forward). x must stay alive
-  /// and unchanged until the matching backward. Requires x: graph.num_destinations() x input_dim().
-  /// Throws sar::invalid_argument on a shape mismatch (and whatever a layer throws).
-  /// Collective (each layer's calls).
-  template <class Schedule>
-  const matrix<scalar>& forward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& x) {
-    static_assert((detail::check_layer_calls<Layers, Schedule>() && ...));
+  /// Layers [first, end) (ctx.training false: inference) on `graph`, a schedule or a layered
+  /// graph whose blocks serve those layers; returns their output. Does not disturb the
+  /// activations of forward/backward. Throws sar::invalid_argument on a bad range or shape.
+  template <class Graph>
+  matrix<scalar> infer(Graph& graph, const layer_context& ctx, const matrix<scalar>& x,
+                       std::size_t first, std::size_t end) {
+    return this->run_layers(
+        graph, ctx, x, first, end,
+        [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out,
+            std::size_t base) {
+          at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k, base), c, in, out); });
+        },
+        "sar::sequential::infer");
+  }
+
+  /// Runs every layer on `graph` (a schedule, or a layered_graph: see model_base); returns
+  /// the logits (kept until the next forward). x must stay alive and unchanged until the
+  /// matching backward. Requires x: graph.num_sources() x input_dim() (a layered graph: its
+  /// level 0). Throws sar::invalid_argument on a shape mismatch (and whatever a layer
+  /// throws). Collective (each layer's calls).
+  template <class Graph>
+  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, const matrix<scalar>& x) {
+    static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
     return this->run_forward(
-        graph.num_destinations(), ctx, x,
+        graph, ctx, x,
         [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out) {
-          at(k, [&](auto& l) { l.forward(graph, c, in, out); });
+          at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k), c, in, out); });
         },
         "sar::sequential::forward");
   }
@@ -361,14 +456,14 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   /// every parameter gradient in parameters().grads(); layers before the first one with
   /// parameters are skipped and that one computes no input gradient. Requires the matching forward (same graph and ctx). Throws
   /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
-  template <class Schedule>
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<scalar>& dlogits) {
-    static_assert((detail::check_layer_calls<Layers, Schedule>() && ...));
+  template <class Graph>
+  void backward(Graph& graph, const layer_context& ctx, const matrix<scalar>& dlogits) {
+    static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
     this->run_backward(
         ctx, dlogits,
         [&](std::size_t k, const layer_context& c, const matrix<scalar>& x,
             const matrix<scalar>& y, const matrix<scalar>& dy, matrix<scalar>& dx) {
-          at(k, [&](auto& l) { l.backward(graph, c, x, y, dy, dx); });
+          at(k, [&](auto& l) { l.backward(this->schedule_for(graph, k), c, x, y, dy, dx); });
         },
         "sar::sequential::backward");
   }

@@ -17,6 +17,20 @@
 
 namespace sar {
 
+/// One layer of a sampled minibatch or of layer-wise inference (sar/sampling/): a bipartite
+/// block whose destinations are its first sources, with dataset ids and, where the sampler
+/// sets them, the normalisation GCN uses instead of the block's own degrees.
+struct sampled_block {
+  csr edges;                  ///< destinations x sources in-edges (num_rows <= num_cols)
+  std::vector<node_t> ids;    ///< dataset id of each source row (keys random numbers)
+  /// The source degree GCN normalises by (1 / sqrt): empty = the out-degree in the block;
+  /// layer-wise inference gives the whole graph's, as a full-batch run sees it.
+  std::vector<node_t> source_degrees;
+  /// GCN's scales instead of 1 / sqrt(degree), one per source and one per destination
+  /// (LADIES' importance re-weighting and row normalisation); empty = from the degrees.
+  std::vector<double> source_scales, destination_scales;
+};
+
 class local_schedule {
  public:
   /// Requires a CSR of in-edges (row = destination, column = source) with num_rows <=
@@ -44,14 +58,43 @@ class local_schedule {
     block_.source_degrees = out_degrees_;
   }
 
+  /// A sampled block (see sampled_block). Throws sar::invalid_argument if its sizes disagree.
+  explicit local_schedule(sampled_block block) : local_schedule(std::move(block.edges)) {
+    const auto sources = static_cast<std::size_t>(graph_.num_cols);
+    const auto destinations = static_cast<std::size_t>(graph_.num_rows);
+    SAR_CHECK(block.ids.size() == sources &&
+                  (block.source_degrees.empty() || block.source_degrees.size() == sources) &&
+                  (block.source_scales.empty() || block.source_scales.size() == sources) &&
+                  (block.destination_scales.empty() ||
+                   block.destination_scales.size() == destinations),
+              invalid_argument, "sar::local_schedule: a block of ", destinations, " x ", sources,
+              " with ", block.ids.size(), " ids, ", block.source_degrees.size(),
+              " source degrees, ", block.source_scales.size(), " source and ",
+              block.destination_scales.size(), " destination scales");
+    ids_ = std::move(block.ids);
+    if (!block.source_degrees.empty()) out_degrees_ = std::move(block.source_degrees);
+    source_scales_ = std::move(block.source_scales);
+    destination_scales_ = std::move(block.destination_scales);
+    block_.source_ids = block_.destination_ids = ids_;
+    block_.source_degrees = out_degrees_;
+    block_.source_scales = source_scales_;
+  }
+
+  // Its block points into its own members: neither copied nor moved.
+  local_schedule(const local_schedule&) = delete;
+  local_schedule& operator=(const local_schedule&) = delete;
+
   node_t num_destinations() const { return graph_.num_rows; }
   node_t num_sources() const { return graph_.num_cols; }
   /// The dataset id of source row `row` (keys random numbers; see graph_block).
-  node_t node_id(node_t row) const { return block_.first_source + row; }
+  node_t node_id(node_t row) const { return block_.source_id(row); }
   /// In-degree of every destination and out-degree of every source (edges within the
   /// block): what GCN normalisation and mean aggregation need.
   std::span<const node_t> in_degrees() const { return in_degrees_; }
   std::span<const node_t> out_degrees() const { return out_degrees_; }
+  /// GCN's scales of a sampled block (empty: from the degrees; see sampled_block).
+  std::span<const double> source_scales() const { return source_scales_; }
+  std::span<const double> destination_scales() const { return destination_scales_; }
   const csr& graph() const { return graph_; }
 
   /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
@@ -86,6 +129,8 @@ class local_schedule {
   csr transposed_;
   std::vector<node_t> in_degrees_;
   std::vector<node_t> out_degrees_;
+  std::vector<node_t> ids_;  // empty: first_id + row
+  std::vector<double> source_scales_, destination_scales_;
   std::unique_ptr<spmm_tile_cache> edge_tiles_ = std::make_unique<spmm_tile_cache>(),
                                    transposed_tiles_ = std::make_unique<spmm_tile_cache>();
   graph_block block_;

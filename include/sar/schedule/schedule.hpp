@@ -25,6 +25,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -84,5 +85,32 @@ concept aggregation_schedule =
       s.scatter(key, dx, detail::gather_probe{});
       s.gather_scatter(key, x, dx, detail::gather_scatter_probe{});
     };
+
+/// A graph given layer by layer: a sampled minibatch or a slice of layer-wise inference
+/// (sar/sampling/). Its rows form nested levels, level 0 the input rows (all of them), level
+/// j + 1 the first rows of level j. Block j (j < num_blocks()) is a schedule whose sources are
+/// level j and whose destinations are level j + 1; level(j) (j <= num_blocks()) is a schedule
+/// of level j's rows as sources and destinations, without edges. A model runs its k-th layer
+/// that reads neighbours on block(k) and the layers between on the level they see
+/// (sar/nn/sequential.hpp).
+template <class G>
+concept layered_graph = requires(G& g, std::size_t j) {
+  typename G::schedule_type;
+  { g.num_blocks() } -> std::convertible_to<std::size_t>;
+  { g.block(j) } -> std::same_as<typename G::schedule_type&>;
+  { g.level(j) } -> std::same_as<typename G::schedule_type&>;
+};
+
+/// The schedule type a model's layers see on graph G: G itself, or a layered graph's blocks'.
+template <class G>
+struct schedule_type {
+  using type = G;
+};
+template <layered_graph G>
+struct schedule_type<G> {
+  using type = typename G::schedule_type;
+};
+template <class G>
+using schedule_type_t = typename schedule_type<G>::type;
 
 }  // namespace sar

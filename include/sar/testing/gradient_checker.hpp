@@ -121,7 +121,7 @@ inline std::vector<Eigen::Index> entries_to_check(Eigen::Index size, Eigen::Inde
 
 /// Checks layer's forward and backward against the contract and against central differences.
 /// Requires: Layer::scalar is double; layer.declare(store) was called, then store.allocate()
-/// (and usually store.initialise(seed)); x has graph.num_destinations() rows and layer.input_dim()
+/// (and usually store.initialise(seed)); x has graph.num_sources() rows and layer.input_dim()
 /// columns. The store's values are restored afterwards; its gradients hold the last analytic
 /// gradient. Collective if the layer's calls reach a distributed schedule (every rank must
 /// call it with the same options). Throws sar::invalid_argument when x does not fit the
@@ -139,9 +139,9 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
                 "sar::check_gradients needs a type that satisfies the sar::layer concept for "
                 "this schedule (see sar/nn/layer.hpp: scalar, input_dim, output_dim, declare, "
                 "forward, backward).");
-  SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_destinations()), invalid_argument,
+  SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_sources()), invalid_argument,
             "sar::check_gradients: x has ", x.rows(), " rows but the graph has ",
-            graph.num_destinations(), " local nodes");
+            graph.num_sources(), " source rows");
   SAR_CHECK(x.cols() == static_cast<Eigen::Index>(layer.input_dim()), invalid_argument,
             "sar::check_gradients: x has ", x.cols(), " columns but the layer's input_dim() is ",
             layer.input_dim());
@@ -149,7 +149,7 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
   gradient_check_result result;
   std::mt19937_64 gen(options.seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  const Eigen::Index n = x.rows();
+  const Eigen::Index n = graph.num_destinations(), m = x.rows();
   const Eigen::Index out_dim = static_cast<Eigen::Index>(layer.output_dim());
   const double inf = std::numeric_limits<double>::infinity();
 
@@ -195,12 +195,12 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
       if (!in_parameter[k]) copy[k] = 0.0;
     return copy;
   };
-  matrix<double> dx_sentinel = matrix<double>::Constant(n, x.cols(), options.sentinel);
+  matrix<double> dx_sentinel = matrix<double>::Constant(m, x.cols(), options.sentinel);
   const std::vector<double> grads_garbage = backward(dx_sentinel, options.garbage);
   // What dx_sentinel keeps of the sentinel: all of it, or nothing for an assigning layer.
   constexpr bool assigns = assigns_input_gradient_v<Layer>;
   const double kept = assigns ? 0.0 : options.sentinel;
-  matrix<double> dx_zero = matrix<double>::Zero(n, x.cols());
+  matrix<double> dx_zero = matrix<double>::Zero(m, x.cols());
   const std::vector<double> grads_zero = backward(dx_zero, 0.0);
   matrix<double> dx_empty;
   const std::vector<double> grads_empty = backward(dx_empty, options.garbage);
@@ -208,7 +208,7 @@ gradient_check_result check_gradients(Layer& layer, parameter_store<double>& sto
   const auto close = [&](double a, double b) {
     return detail::relative_error(a, b, options.floor) <= options.tolerance;
   };
-  if (dx_sentinel.rows() != n || dx_sentinel.cols() != x.cols() || dx_zero.rows() != n ||
+  if (dx_sentinel.rows() != m || dx_sentinel.cols() != x.cols() || dx_zero.rows() != m ||
       dx_zero.cols() != x.cols()) {
     result.input_gradient_added = false;
     result.problems.push_back("backward resized dx; it must add into dx as given.");

@@ -40,6 +40,7 @@ struct epoch_stats {
   double valid_loss = 0;    ///< evaluation mode
   double train_acc = 0, valid_acc = 0, test_acc = 0;
   double seconds = 0;       ///< forward + backward + gradient all-reduce + step
+  double sampling_seconds = 0, gather_seconds = 0;  ///< minibatch training: parts of seconds
   std::int64_t peak_memory_bytes = 0;  ///< this process
 };
 
@@ -84,6 +85,34 @@ struct node_data {
 };
 
 namespace detail {
+/// The training loops' choice of the best epoch (highest validation accuracy, ties to the
+/// lower validation loss) and their patience rule (stop after `patience` epochs in which
+/// neither the validation accuracy nor the validation loss improved; 0 = never).
+class best_epoch_tracker {
+ public:
+  /// Records an epoch in result (history, best epoch); returns whether training should stop.
+  bool record(const epoch_stats& stats, int patience, train_result& result) {
+    result.history.push_back(stats);
+    const bool better = stats.valid_acc > best_acc_ ||
+                        (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
+    if (better) {
+      best_acc_ = stats.valid_acc;
+      best_loss_ = stats.valid_loss;
+      result.best_epoch = stats.epoch;
+      result.best_valid_acc = stats.valid_acc;
+      result.test_acc = stats.test_acc;
+    }
+    const bool improved = better || stats.valid_loss < best_loss_seen_;
+    best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
+    since_improvement_ = improved ? 0 : since_improvement_ + 1;
+    return patience > 0 && since_improvement_ >= patience;
+  }
+
+ private:
+  double best_loss_ = INFINITY, best_acc_ = -1, best_loss_seen_ = INFINITY;
+  int since_improvement_ = 0;
+};
+
 /// Sums (correct, total) per split and the validation loss over all ranks. Collective.
 template <class T, class Schedule>
 void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data,
@@ -140,9 +169,8 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
   }
 
   train_result result;
+  detail::best_epoch_tracker tracker;
   matrix<T> dlogits;
-  double best_loss = INFINITY, best_acc = -1, best_loss_seen = INFINITY;
-  int since_improvement = 0;
   auto params = model.parameters().grads();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     epoch_stats stats;
@@ -166,21 +194,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     ctx.training = false;
     detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
     stats.peak_memory_bytes = peak_memory_bytes();
-    result.history.push_back(stats);
-
-    const bool better = stats.valid_acc > best_acc ||
-                        (stats.valid_acc == best_acc && stats.valid_loss < best_loss);
-    if (better) {
-      best_acc = stats.valid_acc;
-      best_loss = stats.valid_loss;
-      result.best_epoch = epoch;
-      result.best_valid_acc = stats.valid_acc;
-      result.test_acc = stats.test_acc;
-    }
-    const bool improved = better || stats.valid_loss < best_loss_seen;
-    best_loss_seen = std::min(best_loss_seen, stats.valid_loss);
-    since_improvement = improved ? 0 : since_improvement + 1;
-
+    const bool stop = tracker.record(stats, options.patience, result);
     if (options.log_progress)
       log_info(message(epoch_line(stats, stats.seconds), "  peak ",
                        format_mib(stats.peak_memory_bytes)));
@@ -189,7 +203,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
           << ',' << stats.valid_acc << ',' << stats.test_acc << ',' << stats.seconds << ','
           << stats.peak_memory_bytes << '\n';
     if (on_epoch) on_epoch(stats);
-    if (options.patience > 0 && since_improvement >= options.patience) break;
+    if (stop) break;
   }
   return result;
 }

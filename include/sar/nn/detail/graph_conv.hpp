@@ -41,6 +41,34 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
   return s;
 }
 
+/// GCN's destination scale: the schedule's destination_scales() where it has them (a sampled
+/// block's), else 1 / sqrt(in-degree).
+template <class T, class Schedule>
+column_vector<T> gcn_destination_scales(const Schedule& graph) {
+  if constexpr (requires { graph.destination_scales(); }) {
+    const std::span<const double> s = graph.destination_scales();
+    if (!s.empty()) return Eigen::Map<const column_vector<double>>(s.data(), s.size()).cast<T>();
+  }
+  return inverse_sqrt_degrees<T>(graph.in_degrees());
+}
+/// GCN's source scale of a block: its source_scales where set, else 1 / sqrt(source degree).
+template <class T>
+column_vector<T> gcn_block_source_scales(const graph_block& block) {
+  if (!block.source_scales.empty())
+    return Eigen::Map<const column_vector<double>>(block.source_scales.data(),
+                                                   block.source_scales.size()).cast<T>();
+  return inverse_sqrt_degrees<T>(block.source_degrees);
+}
+/// GCN's source scale of a schedule's sources (its source_scales() where it has them).
+template <class T, class Schedule>
+column_vector<T> gcn_source_scales(const Schedule& graph) {
+  if constexpr (requires { graph.source_scales(); }) {
+    const std::span<const double> s = graph.source_scales();
+    if (!s.empty()) return Eigen::Map<const column_vector<double>>(s.data(), s.size()).cast<T>();
+  }
+  return inverse_sqrt_degrees<T>(graph.out_degrees());
+}
+
 /// out := a b (+ bias unless null: b.cols() values per row), out resized; parallel over rows
 /// (sar/kernels/dense.hpp).
 template <class T>
@@ -51,8 +79,8 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
 }
 
 /// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
-/// to graph.num_destinations() x x.cols(); s_b = 1 / sqrt(out-degree) of the block's halo rows when
-/// SourceNormalised (GCN), else 1. A whole block (graph_block::whole) writes out in one pass
+/// to graph.num_destinations() x x.cols(); s_b = GCN's scale of the block's halo rows
+/// (gcn_block_source_scales) when SourceNormalised, else 1. A whole block (graph_block::whole) writes out in one pass
 /// (spmm_assign); otherwise out is zeroed, every block added and the rows scaled after.
 /// Collective (one gather, under `key`).
 template <bool SourceNormalised, class T, class Schedule>
@@ -63,7 +91,7 @@ void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, ma
   bool zeroed = false, finished = false;
   graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
     column_vector<T> src;
-    if constexpr (SourceNormalised) src = inverse_sqrt_degrees<T>(block.source_degrees);
+    if constexpr (SourceNormalised) src = gcn_block_source_scales<T>(block);
     const std::span<const T> src_span(src.data(), static_cast<std::size_t>(src.size()));
     if (block.whole) {
       if constexpr (SourceNormalised) spmm_assign_scaled<T>(block, src_span, halo, out, dst_span);
@@ -123,19 +151,21 @@ void check_declared(const char* where, const Store* store) {
             "store.allocate() first)");
 }
 
-/// The checks every graph layer's backward starts with: declared, x (n x in; unless reads_x is
-/// false) and dy (n x out) shaped, dx empty or n x in. Returns whether the input gradient is wanted: unless dx is
-/// 0 x 0 (on a rank without nodes a 0 x in dx IS wanted, so every rank makes the same
-/// collective calls). Throws sar::invalid_argument naming `where` otherwise.
-template <class Store>
-bool check_backward(const char* where, const Store* store, Eigen::Index n, Eigen::Index in,
+/// The checks every graph layer's backward starts with: declared, x (m x in; unless reads_x is
+/// false) and dy (n x out) shaped, dx empty or m x in, for n = graph.num_destinations() and
+/// m = graph.num_sources(). Returns whether the input gradient is wanted: unless dx is 0 x 0
+/// (on a rank without nodes a 0 x in dx IS wanted, so every rank makes the same collective
+/// calls). Throws sar::invalid_argument naming `where` otherwise.
+template <class Store, class Schedule>
+bool check_backward(const char* where, const Store* store, const Schedule& graph, Eigen::Index in,
                     Eigen::Index out, const auto& x, const auto& dy, const auto& dx,
                     bool reads_x = true) {
+  const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
   check_declared(where, store);
-  if (reads_x) check_shape(where, "x", x.rows(), x.cols(), n, in);
+  if (reads_x) check_shape(where, "x", x.rows(), x.cols(), m, in);
   check_shape(where, "dy", dy.rows(), dy.cols(), n, out);
-  check_input_gradient(where, dx.rows(), dx.cols(), n, in);
-  return dx.rows() == n && dx.cols() == in;
+  check_input_gradient(where, dx.rows(), dx.cols(), m, in);
+  return dx.rows() == m && dx.cols() == in;
 }
 
 }  // namespace sar::detail

@@ -1,0 +1,125 @@
+// Sampling without replacement by inverse transform ("darts"), for every row of a weight
+// matrix at once (docs/algorithms.md §7). A row that needs t more picks throws t darts into
+// the cumulative sums (double precision) of its remaining weights; each dart picks the entry
+// whose interval it lands in, a second dart on a picked entry is void; the picked weights are
+// set to zero and the row throws again until it has its picks. The picks are exactly those
+// of successive sampling (draw one entry with probability proportional to weight, remove it,
+// repeat): the distinct entries first hit by a sequence of independent draws are.
+//
+// Dart n of a row is word n % 4 of counter_rng(seed, sampling).bits(epoch, minibatch, node,
+// (layer << 40) | n / 4): a pure function of the row's key, so a row's picks do not depend on
+// the other rows drawn with it (the bulk), the thread count or the rank count.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <oneapi/tbb/parallel_for.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/core/types.hpp"
+#include "sar/sampling/spgemm.hpp"
+
+namespace sar {
+
+/// What a row's darts are keyed by (see the top of this header).
+struct dart_key {
+  std::uint64_t epoch = 0;
+  std::uint64_t minibatch = 0;  ///< the minibatch's number in its epoch
+  std::uint64_t node = 0;       ///< dataset id of the row's vertex (node-wise), or ~0
+  std::uint64_t layer = 0;      ///< below 2^24
+};
+
+/// How many entries of a row with `positive` positive weights are picked for `want`
+/// (want < 0: all of them).
+inline edge_t picks_for(node_t want, edge_t positive) {
+  return want < 0 ? positive : std::min<edge_t>(want, positive);
+}
+
+/// For every row r of `weights` (values >= 0), picks picks_for(want[r], positive entries of
+/// row r) distinct entries with positive weight, by darts keyed by key_of(r). Returns the
+/// picked entries (columns sorted, values = their weights). Requires want.size() ==
+/// weights.rows(); throws sar::invalid_argument otherwise or for a negative or non-finite
+/// weight. Parallel over rows.
+template <class KeyOf>
+sparse_matrix sample_rows(const sparse_matrix& weights, std::span<const node_t> want,
+                          std::uint64_t seed, KeyOf&& key_of) {
+  constexpr const char* where = "sar::sample_rows";
+  const node_t rows = weights.rows();
+  SAR_CHECK(want.size() == static_cast<std::size_t>(rows), invalid_argument, where, ": ",
+            want.size(), " pick counts for ", rows, " rows");
+  for (std::size_t e = 0; e < weights.values.size(); ++e)
+    SAR_CHECK(weights.values[e] >= 0 && weights.values[e] < INFINITY, invalid_argument, where,
+              ": weight ", weights.values[e], " at entry ", e);
+  sparse_matrix picked;
+  picked.pattern.num_rows = rows;
+  picked.pattern.num_cols = weights.cols();
+  picked.pattern.offsets.assign(static_cast<std::size_t>(rows) + 1, 0);
+  for (node_t r = 0; r < rows; ++r) {
+    const auto w = weights.row_values(r);
+    const auto positive = static_cast<edge_t>(std::count_if(w.begin(), w.end(),
+                                                            [](double v) { return v > 0; }));
+    picked.pattern.offsets[r + 1] = picked.pattern.offsets[r] + picks_for(want[r], positive);
+  }
+  picked.pattern.columns.resize(static_cast<std::size_t>(picked.pattern.offsets.back()));
+  picked.values.resize(picked.pattern.columns.size());
+
+  const counter_rng rng(seed, rng_stream::sampling);
+  tbb::parallel_for(node_t{0}, rows, [&](node_t r) {
+    const auto cols = weights.row_columns(r);
+    const auto w = weights.row_values(r);
+    const std::size_t d = cols.size();
+    const edge_t first = picked.pattern.offsets[r];
+    const edge_t total_picks = picked.pattern.offsets[r + 1] - first;
+    std::vector<char> chosen(d, 0);
+    const auto positive = static_cast<edge_t>(std::count_if(w.begin(), w.end(),
+                                                            [](double v) { return v > 0; }));
+    if (total_picks == positive) {  // every candidate: no randomness needed
+      for (std::size_t e = 0; e < d; ++e) chosen[e] = w[e] > 0;
+    } else {
+      const dart_key key = key_of(r);
+      std::vector<double> cumulative(d);
+      counter_rng::bits_t words{};
+      std::uint64_t dart = 0;
+      for (edge_t missing = total_picks; missing > 0;) {
+        double sum = 0;
+        std::size_t last_positive = 0;
+        for (std::size_t e = 0; e < d; ++e) {
+          if (!chosen[e] && w[e] > 0) {
+            sum += w[e];
+            last_positive = e;
+          }
+          cumulative[e] = sum;
+        }
+        const edge_t darts = missing;
+        for (edge_t q = 0; q < darts; ++q, ++dart) {
+          if (dart % 4 == 0) words = rng.bits(key.epoch, key.minibatch, key.node,
+                                              (key.layer << 40) | (dart / 4));
+          const double x = counter_rng::to_unit(words[dart % 4]) * sum;
+          // The entry whose interval [cumulative[e - 1], cumulative[e]) holds x: positive
+          // and not chosen before this round (its interval would be empty).
+          std::size_t e = static_cast<std::size_t>(
+              std::upper_bound(cumulative.begin(), cumulative.end(), x) - cumulative.begin());
+          if (e >= d) e = last_positive;  // x rounded up to the sum
+          if (!chosen[e]) {
+            chosen[e] = 1;
+            --missing;
+          }
+        }
+      }
+    }
+    edge_t at = first;
+    for (std::size_t e = 0; e < d; ++e)
+      if (chosen[e]) {
+        picked.pattern.columns[at] = cols[e];
+        picked.values[at] = w[e];
+        ++at;
+      }
+  });
+  return picked;
+}
+
+}  // namespace sar
