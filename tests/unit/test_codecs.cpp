@@ -16,18 +16,16 @@
 #include <tbb/global_control.h>
 
 #include "sar/distributed/codecs.hpp"
+#include "test_support.hpp"
 
 using namespace sar;
 
 namespace {
 
+/// Values in [-2, 3): rows whose minimum is not 0 and whose range is not 1.
 template <class T>
 matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-2, 3);
-  matrix<T> m(rows, cols);
-  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = static_cast<T>(u(gen));
-  return m;
+  return testing_support::random_matrix<T>(rows, cols, seed, -2, 3);
 }
 
 std::vector<node_t> iota_rows(Eigen::Index n) {

@@ -19,6 +19,7 @@
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/testing/gradient_checker.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -180,13 +181,7 @@ sar::csr random_symmetric_graph(node_t n, int draws, std::uint64_t seed) {
   return sar::build_csr(edges, {.symmetrise = true, .self_loops = sar::self_loop_policy::add});
 }
 
-matrixd random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  matrixd m(rows, cols);
-  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = u(gen);
-  return m;
-}
+using sar::testing_support::random_matrix;
 
 double max_abs(const matrixd& a) { return a.size() ? a.cwiseAbs().maxCoeff() : 0.0; }
 /// Largest difference relative to the larger magnitude (at least 1).

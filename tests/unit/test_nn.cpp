@@ -15,12 +15,14 @@
 #include <tuple>
 
 #include "sar/schedule/local_schedule.hpp"
+#include "test_support.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 
 using namespace sar;
+using sar::testing_support::random_matrix;
 
 namespace {
 
@@ -56,15 +58,6 @@ csr random_graph(node_t n, int avg_degree, std::uint64_t seed) {
     }
   }
   return build_csr(edges, {.deduplicate = false});
-}
-
-template <class T>
-matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  matrix<T> m(rows, cols);
-  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = static_cast<T>(u(gen));
-  return m;
 }
 
 }  // namespace

@@ -1,13 +1,28 @@
 // Helpers shared by the unit tests.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 
 #include <doctest/doctest.h>
 
+#include "sar/core/types.hpp"
+
 namespace sar::testing_support {
+
+/// A rows x cols matrix of values uniform in [lo, hi), from mt19937_64(seed).
+template <class T = double>
+matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed,
+                        double lo = -1, double hi = 1) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  matrix<T> m(rows, cols);
+  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = static_cast<T>(u(gen));
+  return m;
+}
 
 /// ../shared/data (from SAR_DATA_DIR set by meson test); fails the test if it is missing.
 inline std::filesystem::path data_dir() {
