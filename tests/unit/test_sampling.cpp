@@ -27,6 +27,7 @@
 #include "sar/testing/gradient_checker.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/models.hpp"
+#include "test_support.hpp"
 
 using namespace sar;
 
@@ -164,8 +165,9 @@ TEST_CASE("node-wise inclusion frequencies over 20 000 draws are within 4 sigma 
   constexpr int draws = 20000;
   std::vector<int> hits(20, 0);
   const std::vector<std::vector<node_t>> batch{{0}};
+  bulk_sampler sampler(graph, o);
   for (int t = 0; t < draws; ++t) {
-    const auto s = sample_minibatches(graph, batch, static_cast<std::uint64_t>(t), 0, o);
+    const auto s = sampler.sample(batch, static_cast<std::uint64_t>(t), 0);
     REQUIRE(s[0].blocks[0].edges.num_edges() == 5);
     for (node_t c : s[0].blocks[0].edges.columns) ++hits[s[0].ids[c]];
   }
@@ -233,8 +235,9 @@ TEST_CASE("LADIES inclusion frequencies match successive sampling on the importa
   constexpr int draws = 20000;
   std::vector<int> hits(60, 0);
   const std::vector<std::vector<node_t>> batch{{0}};
+  bulk_sampler sampler(graph, o);
   for (int t = 0; t < draws; ++t) {
-    const auto s = sample_minibatches(graph, batch, static_cast<std::uint64_t>(t), 0, o);
+    const auto s = sampler.sample(batch, static_cast<std::uint64_t>(t), 0);
     const auto& b = s[0].blocks[0];
     REQUIRE(b.edges.num_edges() == 2);
     for (node_t c : b.edges.columns) ++hits[s[0].ids[c]];
@@ -265,10 +268,11 @@ TEST_CASE("bulk k = 16 equals each minibatch sampled alone, on 1 or 2 threads") 
     sampler_options o{.kind = kind, .seed = 9};
     o.fanouts = kind == sampler_kind::node_wise ? std::vector<node_t>{5, -1, 3}
                                                 : std::vector<node_t>{300, 100, 60};
-    const auto bulk = sample_minibatches(graph, batches, 2, 100, o);
+    bulk_sampler sampler(graph, o);
+    const auto bulk = sampler.sample(batches, 2, 100);
     REQUIRE(bulk.size() == 16);
     for (std::size_t b = 0; b < 16; ++b) {
-      const auto alone = sample_minibatches(graph, std::span(batches).subspan(b, 1), 2, 100 + b, o);
+      const auto alone = sampler.sample(std::span(batches).subspan(b, 1), 2, 100 + b);
       check_same(bulk[b], alone[0]);
       // Levels nest, seeds first; each block's destinations are the first of its sources.
       const auto& s = bulk[b];
@@ -282,12 +286,12 @@ TEST_CASE("bulk k = 16 equals each minibatch sampled alone, on 1 or 2 threads") 
       CHECK(std::set<node_t>(s.ids.begin(), s.ids.end()).size() == s.ids.size());
     }
     tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
-    const auto serial = sample_minibatches(graph, batches, 2, 100, o);
+    const auto serial = sampler.sample(batches, 2, 100);
     for (std::size_t b = 0; b < 16; ++b) check_same(bulk[b], serial[b]);
   }
   // A fanout of -1 takes every in-neighbour: the block is the graph's rows.
   sampler_options all{.kind = sampler_kind::node_wise, .fanouts = {-1}, .seed = 1};
-  const auto s = sample_minibatches(graph, std::span(batches).subspan(0, 1), 0, 0, all);
+  const auto s = bulk_sampler(graph, all).sample(std::span(batches).subspan(0, 1), 0, 0);
   for (node_t r = 0; r < s[0].blocks[0].edges.num_rows; ++r)
     CHECK(s[0].blocks[0].edges.degree(r) == graph.degree(s[0].ids[r]));
 }
@@ -296,22 +300,20 @@ TEST_CASE("graph layers pass the gradient check on bipartite blocks") {
   const csr graph = with_self_loops(planted_graph(400, 5), self_loop_policy::add);
   const auto batches = batches_of(400, 1, 12, 3);
   sampler_options o{.kind = sampler_kind::node_wise, .fanouts = {4}, .seed = 2};
-  auto sample = sample_minibatches(graph, batches, 0, 0, o)[0];
+  auto sample = bulk_sampler(graph, o).sample(batches, 0, 0)[0];
   sampler_options ladies{.kind = sampler_kind::layer_wise, .fanouts = {20}, .seed = 2};
-  auto ladies_sample = sample_minibatches(graph, batches, 0, 0, ladies)[0];
+  auto ladies_sample = bulk_sampler(graph, ladies).sample(batches, 0, 0)[0];
   REQUIRE(sample.blocks[0].edges.num_cols > sample.blocks[0].edges.num_rows);
   local_schedule block(std::move(sample.blocks[0]));
   local_schedule ladies_block(std::move(ladies_sample.blocks[0]));
   const layer_context ctx{.training = true, .seed = 1};
-  std::mt19937_64 gen(1);
-  std::uniform_real_distribution<double> u(-1, 1);
+  std::uint64_t seed = 0;
   const auto check = [&](auto layer, local_schedule& g) {
     parameter_store<double> store;
     layer.declare(store);
     store.allocate();
     store.initialise(3);
-    matrixd x(g.num_sources(), layer.input_dim());
-    for (Eigen::Index k = 0; k < x.size(); ++k) x.data()[k] = u(gen);
+    const matrixd x = testing_support::random_matrix(g.num_sources(), layer.input_dim(), ++seed);
     const auto r = check_gradients(layer, store, g, ctx, x);
     CHECK_MESSAGE(r.passed, r.summary());
   };

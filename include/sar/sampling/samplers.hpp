@@ -89,7 +89,8 @@ class row_marker {
   explicit row_marker(node_t nodes) : nodes_(nodes) {}
   std::vector<node_t>& local() {
     auto& m = marks_.local();
-    if (m.size() != static_cast<std::size_t>(nodes_)) m.assign(static_cast<std::size_t>(nodes_), -1);
+    const auto size = static_cast<std::size_t>(nodes_);
+    if (m.size() != size) m.assign(size, -1);
     return m;
   }
 
@@ -111,6 +112,11 @@ inline void append_new(std::vector<node_t>& ids, std::vector<node_t>& mark,
     }
 }
 
+/// 1 / sqrt(max(d, 1)).
+inline double inverse_sqrt_degree(node_t d) {
+  return 1.0 / std::sqrt(static_cast<double>(std::max<node_t>(d, 1)));
+}
+
 /// The first `rows` ids of a level as a block's id list.
 inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
   return {ids.begin(), ids.begin() + rows};
@@ -118,159 +124,182 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
 
 }  // namespace detail
 
-/// Samples the blocks of minibatches batches[0..k) (their seeds: distinct ids of `graph`'s
-/// nodes) at once; minibatch b is number first_minibatch + b of `epoch` (keys its random
-/// numbers). graph: in-edges (row = destination). Returns one sample per minibatch, each the
-/// same as sampling that minibatch alone. Throws sar::invalid_argument for bad options, an
-/// empty minibatch, a seed outside the graph or listed twice. Parallel.
-inline std::vector<minibatch_sample> sample_minibatches(const csr& graph,
-                                                        std::span<const std::vector<node_t>> batches,
-                                                        std::uint64_t epoch,
-                                                        std::uint64_t first_minibatch,
-                                                        const sampler_options& options) {
-  constexpr const char* where = "sar::sample_minibatches";
-  check_sampler_options(where, options);
-  const node_t n = graph.num_rows;
-  SAR_CHECK(graph.num_cols == n, invalid_argument, where, ": the graph is ", graph.num_rows,
-            " x ", graph.num_cols, " (square expected)");
-  const std::size_t k = batches.size();
-  const auto layers = options.fanouts.size();
-  detail::row_marker marker(n);
-  std::vector<minibatch_sample> out(k);
-  for (std::size_t b = 0; b < k; ++b) {
-    SAR_CHECK(!batches[b].empty(), invalid_argument, where, ": minibatch ",
-              first_minibatch + b, " has no seeds");
-    auto& mark = marker.local();
-    for (node_t v : batches[b]) {
-      SAR_CHECK(v >= 0 && v < n, invalid_argument, where, ": seed ", v, " of minibatch ",
-                first_minibatch + b, " outside [0, ", n, ")");
-      SAR_CHECK(mark[v] < 0, invalid_argument, where, ": seed ", v, " listed twice in minibatch ",
-                first_minibatch + b);
-      mark[v] = 0;
-    }
-    for (node_t v : batches[b]) mark[v] = -1;
-    out[b].ids = batches[b];
-    out[b].level_sizes.assign(layers + 1, 0);
-    out[b].level_sizes[layers] = static_cast<node_t>(batches[b].size());
-    out[b].blocks.resize(layers);
-  }
-
-  // Layer-wise: the importances come from Â o Â (its values 1 / (in_i out_j)).
-  std::vector<node_t> in_degree, out_degree;
-  std::vector<double> squared;
-  if (options.kind == sampler_kind::layer_wise) {
-    in_degree = in_degrees(graph);
-    out_degree = out_degrees(graph);
-    squared.resize(static_cast<std::size_t>(graph.num_edges()));
-    for (node_t i = 0; i < n; ++i)
+/// Samples the blocks of k minibatches at once. Built once per graph and options: the
+/// layer-wise sampler's Â o Â and the per-thread row maps are made here, not per call.
+class bulk_sampler {
+ public:
+  /// graph: in-edges (row = destination), square; it must outlive the sampler. Throws
+  /// sar::invalid_argument for bad options (check_sampler_options) or a non-square graph.
+  bulk_sampler(const csr& graph, sampler_options options)
+      : graph_(&graph), options_(std::move(options)), marker_(graph.num_rows) {
+    constexpr const char* where = "sar::bulk_sampler";
+    check_sampler_options(where, options_);
+    SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, where, ": the graph is ",
+              graph.num_rows, " x ", graph.num_cols, " (square expected)");
+    if (options_.kind != sampler_kind::layer_wise) return;
+    // The importances come from Â o Â, whose values are 1 / (in_i out_j).
+    const std::vector<node_t> in_degree = in_degrees(graph);
+    out_degree_ = out_degrees(graph);
+    squared_.resize(static_cast<std::size_t>(graph.num_edges()));
+    for (node_t i = 0; i < graph.num_rows; ++i)
       for (edge_t e = graph.offsets[i]; e < graph.offsets[i + 1]; ++e)
-        squared[e] = 1.0 / (static_cast<double>(std::max<node_t>(in_degree[i], 1)) *
-                            static_cast<double>(std::max<node_t>(out_degree[graph.columns[e]], 1)));
+        squared_[e] =
+            1.0 / (static_cast<double>(std::max<node_t>(in_degree[i], 1)) *
+                   static_cast<double>(std::max<node_t>(out_degree_[graph.columns[e]], 1)));
   }
 
-  for (std::size_t l = layers; l-- > 0;) {
-    // Q's rows: every minibatch's level l + 1, stacked.
-    std::vector<node_t> row_start(k + 1, 0);
-    for (std::size_t b = 0; b < k; ++b)
-      row_start[b + 1] = row_start[b] + out[b].level_sizes[l + 1];
-    std::vector<node_t> stacked(static_cast<std::size_t>(row_start[k]));
-    for (std::size_t b = 0; b < k; ++b)
-      std::copy_n(out[b].ids.begin(), out[b].level_sizes[l + 1], stacked.begin() + row_start[b]);
-    const sparse_matrix rows_of_a = spgemm(selection_matrix(stacked, n), sparse_view(graph));
+  const sampler_options& options() const { return options_; }
 
-    if (options.kind == sampler_kind::node_wise) {
-      const std::vector<node_t> want(stacked.size(), options.fanouts[l]);
-      const sparse_matrix picked = sample_rows(rows_of_a, want, options.seed, [&](node_t r) {
-        const auto b = static_cast<std::size_t>(
-            std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
-        return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
-      });
-      tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
-        minibatch_sample& s = out[b];
-        auto& mark = marker.local();
-        for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
-        const node_t first = row_start[b], rows = s.level_sizes[l + 1];
-        const edge_t e0 = picked.pattern.offsets[first], e1 = picked.pattern.offsets[first + rows];
-        detail::append_new(s.ids, mark, {picked.pattern.columns.begin() + e0,
-                                         picked.pattern.columns.begin() + e1});
-        csr& block = s.blocks[l].edges;
-        block.num_rows = rows;
-        block.num_cols = static_cast<node_t>(s.ids.size());
-        block.offsets.resize(static_cast<std::size_t>(rows) + 1);
-        for (node_t r = 0; r <= rows; ++r) block.offsets[r] = picked.pattern.offsets[first + r] - e0;
-        block.columns.resize(static_cast<std::size_t>(e1 - e0));
-        for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark[picked.pattern.columns[e]];
-        for (node_t v : s.ids) mark[v] = -1;
-        s.level_sizes[l] = block.num_cols;
-        s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
-      });
-    } else {
-      // P = Q (Â o Â): one row per minibatch, the importance of every candidate source.
-      sparse_matrix q;
-      q.pattern.num_rows = static_cast<node_t>(k);
-      q.pattern.num_cols = n;
-      q.pattern.offsets.assign(row_start.begin(), row_start.end());
-      q.pattern.columns = stacked;
-      for (std::size_t b = 0; b < k; ++b)  // Q's columns sorted within each row
-        std::sort(q.pattern.columns.begin() + row_start[b], q.pattern.columns.begin() + row_start[b + 1]);
-      q.values.assign(stacked.size(), 1.0);
-      const sparse_matrix importance = spgemm(q, sparse_view(graph, squared));
-      const std::vector<node_t> want(k, options.fanouts[l]);
-      const sparse_matrix picked = sample_rows(importance, want, options.seed, [&](node_t b) {
-        return dart_key{epoch, first_minibatch + static_cast<std::uint64_t>(b), ~std::uint64_t{0}, l};
-      });
-      const auto s_count = static_cast<double>(options.fanouts[l]);
-      tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
-        minibatch_sample& s = out[b];
-        auto& mark = marker.local();
-        const auto weights = importance.row_values(static_cast<node_t>(b));
-        double total = 0;
-        for (double w : weights) total += w;
-        // Scale of each picked source (by id, while marked), then the level's rows.
-        const auto picks = picked.row_columns(static_cast<node_t>(b));
-        const auto pick_weights = picked.row_values(static_cast<node_t>(b));
-        std::vector<double> pick_scale(picks.size());
-        for (std::size_t p = 0; p < picks.size(); ++p)
-          pick_scale[p] = 1.0 / std::sqrt(static_cast<double>(std::max<node_t>(out_degree[picks[p]], 1))) /
-                          (s_count * pick_weights[p] / total);
-        for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
-        const node_t rows = s.level_sizes[l + 1];
-        detail::append_new(s.ids, mark, {picks.begin(), picks.end()});
-        const auto sources = static_cast<node_t>(s.ids.size());
-        sampled_block& block = s.blocks[l];
-        block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);
-        std::vector<char> picked_row(static_cast<std::size_t>(sources), 0);
-        for (std::size_t p = 0; p < picks.size(); ++p) {
-          const node_t r = mark[picks[p]];
-          picked_row[r] = 1;
-          block.source_scales[r] = pick_scale[p];
-        }
-        // Q_R A Q_C: the rows of A of this minibatch, kept where the column was picked.
-        csr& edges = block.edges;
-        edges.num_rows = rows;
-        edges.num_cols = sources;
-        edges.offsets.assign(1, 0);
-        block.destination_scales.assign(static_cast<std::size_t>(rows), 0.0);
-        for (node_t r = 0; r < rows; ++r) {
-          double sum = 0;
-          for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
-            const node_t c = mark[v];
-            if (c >= 0 && picked_row[c]) {
-              edges.columns.push_back(c);
-              sum += block.source_scales[c];
-            }
-          }
-          edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
-          block.destination_scales[r] = sum > 0 ? 1.0 / sum : 0.0;
-        }
-        for (node_t v : s.ids) mark[v] = -1;
-        s.level_sizes[l] = sources;
-        block.ids = detail::prefix(s.ids, sources);
-      });
+  /// The samples of minibatches batches[0..k) (their seeds: distinct node ids of the graph);
+  /// minibatch b is number first_minibatch + b of `epoch` (keys its random numbers). Each
+  /// sample is the same as sampling that minibatch alone. Throws sar::invalid_argument for an
+  /// empty minibatch or a seed outside the graph or listed twice. Parallel; not for
+  /// concurrent calls on one sampler.
+  std::vector<minibatch_sample> sample(std::span<const std::vector<node_t>> batches,
+                                       std::uint64_t epoch, std::uint64_t first_minibatch) {
+    constexpr const char* where = "sar::bulk_sampler::sample";
+    const csr& graph = *graph_;
+    const sampler_options& options = options_;
+    const node_t n = graph.num_rows;
+    const std::size_t k = batches.size();
+    const auto layers = options.fanouts.size();
+    detail::row_marker& marker = marker_;
+    std::vector<minibatch_sample> out(k);
+    for (std::size_t b = 0; b < k; ++b) {
+      SAR_CHECK(!batches[b].empty(), invalid_argument, where, ": minibatch ",
+                first_minibatch + b, " has no seeds");
+      auto& mark = marker.local();
+      for (node_t v : batches[b]) {
+        SAR_CHECK(v >= 0 && v < n, invalid_argument, where, ": seed ", v, " of minibatch ",
+                  first_minibatch + b, " outside [0, ", n, ")");
+        SAR_CHECK(mark[v] < 0, invalid_argument, where, ": seed ", v,
+                  " listed twice in minibatch ", first_minibatch + b);
+        mark[v] = 0;
+      }
+      for (node_t v : batches[b]) mark[v] = -1;
+      out[b].ids = batches[b];
+      out[b].level_sizes.assign(layers + 1, 0);
+      out[b].level_sizes[layers] = static_cast<node_t>(batches[b].size());
+      out[b].blocks.resize(layers);
     }
+    const std::vector<node_t>& out_degree = out_degree_;
+    const std::vector<double>& squared = squared_;
+
+    for (std::size_t l = layers; l-- > 0;) {
+      // Q's rows: every minibatch's level l + 1, stacked.
+      std::vector<node_t> row_start(k + 1, 0);
+      for (std::size_t b = 0; b < k; ++b)
+        row_start[b + 1] = row_start[b] + out[b].level_sizes[l + 1];
+      std::vector<node_t> stacked(static_cast<std::size_t>(row_start[k]));
+      for (std::size_t b = 0; b < k; ++b)
+        std::copy_n(out[b].ids.begin(), out[b].level_sizes[l + 1], stacked.begin() + row_start[b]);
+      const sparse_matrix rows_of_a = spgemm(selection_matrix(stacked, n), sparse_view(graph));
+
+      if (options.kind == sampler_kind::node_wise) {
+        const std::vector<node_t> want(stacked.size(), options.fanouts[l]);
+        const sparse_matrix picked = sample_rows(rows_of_a, want, options.seed, [&](node_t r) {
+          const auto b = static_cast<std::size_t>(
+              std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
+          return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
+        });
+        tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
+          minibatch_sample& s = out[b];
+          auto& mark = marker.local();
+          for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+          const node_t first = row_start[b], rows = s.level_sizes[l + 1];
+          const edge_t e0 = picked.pattern.offsets[first];
+          const edge_t e1 = picked.pattern.offsets[first + rows];
+          detail::append_new(s.ids, mark, {picked.pattern.columns.begin() + e0,
+                                           picked.pattern.columns.begin() + e1});
+          csr& block = s.blocks[l].edges;
+          block.num_rows = rows;
+          block.num_cols = static_cast<node_t>(s.ids.size());
+          block.offsets.resize(static_cast<std::size_t>(rows) + 1);
+          for (node_t r = 0; r <= rows; ++r)
+            block.offsets[r] = picked.pattern.offsets[first + r] - e0;
+          block.columns.resize(static_cast<std::size_t>(e1 - e0));
+          for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark[picked.pattern.columns[e]];
+          for (node_t v : s.ids) mark[v] = -1;
+          s.level_sizes[l] = block.num_cols;
+          s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
+        });
+      } else {
+        // P = Q (Â o Â): one row per minibatch, the importance of every candidate source.
+        sparse_matrix q;
+        q.pattern.num_rows = static_cast<node_t>(k);
+        q.pattern.num_cols = n;
+        q.pattern.offsets.assign(row_start.begin(), row_start.end());
+        q.pattern.columns = stacked;
+        for (std::size_t b = 0; b < k; ++b)  // Q's columns sorted within each row
+          std::sort(q.pattern.columns.begin() + row_start[b],
+                    q.pattern.columns.begin() + row_start[b + 1]);
+        q.values.assign(stacked.size(), 1.0);
+        const sparse_matrix importance = spgemm(q, sparse_view(graph, squared));
+        const std::vector<node_t> want(k, options.fanouts[l]);
+        const sparse_matrix picked = sample_rows(importance, want, options.seed, [&](node_t b) {
+          return dart_key{epoch, first_minibatch + static_cast<std::uint64_t>(b),
+                          ~std::uint64_t{0}, l};
+        });
+        const auto s_count = static_cast<double>(options.fanouts[l]);
+        tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
+          minibatch_sample& s = out[b];
+          auto& mark = marker.local();
+          const auto weights = importance.row_values(static_cast<node_t>(b));
+          double total = 0;
+          for (double w : weights) total += w;
+          // Scale of each picked source (by id, while marked), then the level's rows.
+          const auto picks = picked.row_columns(static_cast<node_t>(b));
+          const auto pick_weights = picked.row_values(static_cast<node_t>(b));
+          std::vector<double> pick_scale(picks.size());
+          for (std::size_t p = 0; p < picks.size(); ++p)
+            pick_scale[p] = detail::inverse_sqrt_degree(out_degree[picks[p]]) /
+                            (s_count * pick_weights[p] / total);
+          for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+          const node_t rows = s.level_sizes[l + 1];
+          detail::append_new(s.ids, mark, {picks.begin(), picks.end()});
+          const auto sources = static_cast<node_t>(s.ids.size());
+          sampled_block& block = s.blocks[l];
+          block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);
+          std::vector<char> picked_row(static_cast<std::size_t>(sources), 0);
+          for (std::size_t p = 0; p < picks.size(); ++p) {
+            const node_t r = mark[picks[p]];
+            picked_row[r] = 1;
+            block.source_scales[r] = pick_scale[p];
+          }
+          // Q_R A Q_C: the rows of A of this minibatch, kept where the column was picked.
+          csr& edges = block.edges;
+          edges.num_rows = rows;
+          edges.num_cols = sources;
+          edges.offsets.assign(1, 0);
+          block.destination_scales.assign(static_cast<std::size_t>(rows), 0.0);
+          for (node_t r = 0; r < rows; ++r) {
+            double sum = 0;
+            for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
+              const node_t c = mark[v];
+              if (c >= 0 && picked_row[c]) {
+                edges.columns.push_back(c);
+                sum += block.source_scales[c];
+              }
+            }
+            edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
+            block.destination_scales[r] = sum > 0 ? 1.0 / sum : 0.0;
+          }
+          for (node_t v : s.ids) mark[v] = -1;
+          s.level_sizes[l] = sources;
+          block.ids = detail::prefix(s.ids, sources);
+        });
+      }
+    }
+    return out;
   }
-  return out;
-}
+
+ private:
+  const csr* graph_;
+  sampler_options options_;
+  detail::row_marker marker_;
+  std::vector<node_t> out_degree_;  // layer-wise only
+  std::vector<double> squared_;     // layer-wise: Â o Â, one value per edge of the graph
+};
 
 /// The block of layer-wise inference for destinations [begin, end) of `graph`: every
 /// in-edge, sources = the destinations then their other in-neighbours (increasing id),

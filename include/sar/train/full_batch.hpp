@@ -85,13 +85,30 @@ struct node_data {
 };
 
 namespace detail {
-/// The training loops' choice of the best epoch (highest validation accuracy, ties to the
-/// lower validation loss) and their patience rule (stop after `patience` epochs in which
+/// The end of an epoch in both training loops: the peak memory, the history and best epoch
+/// (highest validation accuracy, ties to the lower validation loss), the progress line, the
+/// CSV row (train_options::csv_log; with_sampling adds the minibatch loop's sampling and
+/// gather times), on_epoch, and the patience rule (stop after `patience` epochs in which
 /// neither the validation accuracy nor the validation loss improved; 0 = never).
-class best_epoch_tracker {
+class epoch_recorder {
  public:
-  /// Records an epoch in result (history, best epoch); returns whether training should stop.
-  bool record(const epoch_stats& stats, int patience, train_result& result) {
+  /// Opens the CSV log (unless options.csv_log is empty) and writes its header. Throws
+  /// sar::io_error naming `where` if it cannot be opened.
+  epoch_recorder(const train_options& options, const char* where, bool with_sampling,
+                 const std::function<void(const epoch_stats&)>& on_epoch)
+      : options_(options), with_sampling_(with_sampling), on_epoch_(on_epoch) {
+    if (options.csv_log.empty()) return;
+    csv_.open(options.csv_log);
+    SAR_CHECK(csv_, io_error, where, ": cannot write ", options.csv_log);
+    csv_ << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
+         << (with_sampling ? "sampling_seconds,gather_seconds," : "") << "peak_memory_bytes\n";
+  }
+
+  /// Finishes stats (peak memory), records it in result, logs it (the progress line, then
+  /// `detail` before the peak), writes its CSV row and calls on_epoch. Returns whether
+  /// training should stop.
+  bool finish(epoch_stats& stats, const std::string& detail, train_result& result) {
+    stats.peak_memory_bytes = peak_memory_bytes();
     result.history.push_back(stats);
     const bool better = stats.valid_acc > best_acc_ ||
                         (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
@@ -105,10 +122,26 @@ class best_epoch_tracker {
     const bool improved = better || stats.valid_loss < best_loss_seen_;
     best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
     since_improvement_ = improved ? 0 : since_improvement_ + 1;
-    return patience > 0 && since_improvement_ >= patience;
+
+    if (options_.log_progress)
+      log_info(message(epoch_line(stats, stats.seconds), detail, "  peak ",
+                       format_mib(static_cast<double>(stats.peak_memory_bytes))));
+    if (csv_.is_open()) {
+      csv_ << stats.epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ','
+           << stats.train_acc << ',' << stats.valid_acc << ',' << stats.test_acc << ','
+           << stats.seconds << ',';
+      if (with_sampling_) csv_ << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
+      csv_ << stats.peak_memory_bytes << '\n';
+    }
+    if (on_epoch_) on_epoch_(stats);
+    return options_.patience > 0 && since_improvement_ >= options_.patience;
   }
 
  private:
+  const train_options& options_;
+  bool with_sampling_;
+  const std::function<void(const epoch_stats&)>& on_epoch_;
+  std::ofstream csv_;
   double best_loss_ = INFINITY, best_acc_ = -1, best_loss_seen_ = INFINITY;
   int since_improvement_ = 0;
 };
@@ -160,16 +193,9 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
   const double train_count = counts[0], valid_count = counts[1];
   SAR_CHECK(train_count > 0, invalid_argument, where, ": no training node on any rank");
 
-  std::ofstream csv;
-  if (!options.csv_log.empty()) {
-    csv.open(options.csv_log);
-    SAR_CHECK(csv, io_error, where, ": cannot write ", options.csv_log);
-    csv << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
-           "peak_memory_bytes\n";
-  }
+  detail::epoch_recorder recorder(options, where, false, on_epoch);
 
   train_result result;
-  detail::best_epoch_tracker tracker;
   matrix<T> dlogits;
   auto params = model.parameters().grads();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
@@ -193,17 +219,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
 
     ctx.training = false;
     detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
-    stats.peak_memory_bytes = peak_memory_bytes();
-    const bool stop = tracker.record(stats, options.patience, result);
-    if (options.log_progress)
-      log_info(message(epoch_line(stats, stats.seconds), "  peak ",
-                       format_mib(stats.peak_memory_bytes)));
-    if (csv)
-      csv << epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ',' << stats.train_acc
-          << ',' << stats.valid_acc << ',' << stats.test_acc << ',' << stats.seconds << ','
-          << stats.peak_memory_bytes << '\n';
-    if (on_epoch) on_epoch(stats);
-    if (stop) break;
+    if (recorder.finish(stats, "", result)) break;
   }
   return result;
 }

@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <span>
 #include <vector>
@@ -127,7 +126,6 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
             invalid_argument, where, ": ", n, " nodes but ", data.features.rows(),
             " feature rows, ", data.labels.size(), " labels, ", data.split.size(),
             " split entries");
-  check_sampler_options(where, mb.sampler);
   const node_t train_count = node_selection{data.split, node_split::train}.count(n);
   const double valid_count =
       static_cast<double>(node_selection{data.split, node_split::valid}.count(n));
@@ -139,21 +137,15 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
   SAR_CHECK(mb.sampler.fanouts.size() == model.stage_starts().size(), invalid_argument, where,
             ": ", mb.sampler.fanouts.size(), " fanouts for a model of ",
             model.stage_starts().size(), " graph layers");
+  bulk_sampler sampler(graph, mb.sampler);  // checks the sampler options
 
-  std::ofstream csv;
-  if (!options.csv_log.empty()) {
-    csv.open(options.csv_log);
-    SAR_CHECK(csv, io_error, where, ": cannot write ", options.csv_log);
-    csv << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
-           "sampling_seconds,gather_seconds,peak_memory_bytes\n";
-  }
+  detail::epoch_recorder recorder(options, where, true, on_epoch);
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
 
   train_result result;
-  detail::best_epoch_tracker tracker;
   detail::no_reduction reduce;
   const node_t batches = (train_count + mb.batch_size - 1) / mb.batch_size;
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
@@ -172,9 +164,8 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
         seeds[b].assign(order.begin() + begin, order.begin() + end);
       }
       auto t = clock::now();
-      std::vector<minibatch_sample> samples = sample_minibatches(
-          graph, seeds, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first),
-          mb.sampler);
+      std::vector<minibatch_sample> samples = sampler.sample(
+          seeds, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
       stats.sampling_seconds += seconds_since(t);
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
@@ -204,19 +195,10 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
                              .epoch = static_cast<std::uint64_t>(epoch)};
     const matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
     detail::evaluate(reduce, logits, data, valid_count, stats);
-    stats.peak_memory_bytes = peak_memory_bytes();
-    const bool stop = tracker.record(stats, options.patience, result);
-    if (options.log_progress)
-      log_info(message(epoch_line(stats, stats.seconds), "  (sampling ", stats.sampling_seconds,
-                       " s, gather ", stats.gather_seconds, " s)  peak ",
-                       format_mib(stats.peak_memory_bytes)));
-    if (csv)
-      csv << epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ',' << stats.train_acc
-          << ',' << stats.valid_acc << ',' << stats.test_acc << ',' << stats.seconds << ','
-          << stats.sampling_seconds << ',' << stats.gather_seconds << ','
-          << stats.peak_memory_bytes << '\n';
-    if (on_epoch) on_epoch(stats);
-    if (stop) break;
+    if (recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
+                                       stats.gather_seconds, " s)"),
+                        result))
+      break;
   }
   return result;
 }

@@ -41,32 +41,30 @@ column_vector<T> inverse_degrees(std::span<const node_t> degrees,
   return s;
 }
 
+/// `scales` as T when not empty, else 1 / sqrt(max(d, 1)) of `degrees`.
+template <class T>
+column_vector<T> scales_or_inverse_sqrt(std::span<const double> scales,
+                                        std::span<const node_t> degrees) {
+  if (scales.empty()) return inverse_sqrt_degrees<T>(degrees);
+  return Eigen::Map<const column_vector<double>>(scales.data(), scales.size()).cast<T>();
+}
 /// GCN's destination scale: the schedule's destination_scales() where it has them (a sampled
 /// block's), else 1 / sqrt(in-degree).
 template <class T, class Schedule>
 column_vector<T> gcn_destination_scales(const Schedule& graph) {
-  if constexpr (requires { graph.destination_scales(); }) {
-    const std::span<const double> s = graph.destination_scales();
-    if (!s.empty()) return Eigen::Map<const column_vector<double>>(s.data(), s.size()).cast<T>();
-  }
-  return inverse_sqrt_degrees<T>(graph.in_degrees());
+  if constexpr (requires { graph.destination_scales(); })
+    return scales_or_inverse_sqrt<T>(graph.destination_scales(), graph.in_degrees());
+  else
+    return inverse_sqrt_degrees<T>(graph.in_degrees());
 }
-/// GCN's source scale of a block: its source_scales where set, else 1 / sqrt(source degree).
-template <class T>
-column_vector<T> gcn_block_source_scales(const graph_block& block) {
-  if (!block.source_scales.empty())
-    return Eigen::Map<const column_vector<double>>(block.source_scales.data(),
-                                                   block.source_scales.size()).cast<T>();
-  return inverse_sqrt_degrees<T>(block.source_degrees);
-}
-/// GCN's source scale of a schedule's sources (its source_scales() where it has them).
+/// GCN's source scale of a schedule's sources: its source_scales() where it has them, else
+/// 1 / sqrt(out-degree).
 template <class T, class Schedule>
 column_vector<T> gcn_source_scales(const Schedule& graph) {
-  if constexpr (requires { graph.source_scales(); }) {
-    const std::span<const double> s = graph.source_scales();
-    if (!s.empty()) return Eigen::Map<const column_vector<double>>(s.data(), s.size()).cast<T>();
-  }
-  return inverse_sqrt_degrees<T>(graph.out_degrees());
+  if constexpr (requires { graph.source_scales(); })
+    return scales_or_inverse_sqrt<T>(graph.source_scales(), graph.out_degrees());
+  else
+    return inverse_sqrt_degrees<T>(graph.out_degrees());
 }
 
 /// out := a b (+ bias unless null: b.cols() values per row), out resized; parallel over rows
@@ -79,9 +77,10 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
 }
 
 /// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
-/// to graph.num_destinations() x x.cols(); s_b = GCN's scale of the block's halo rows
-/// (gcn_block_source_scales) when SourceNormalised, else 1. A whole block (graph_block::whole) writes out in one pass
-/// (spmm_assign); otherwise out is zeroed, every block added and the rows scaled after.
+/// to graph.num_destinations() x x.cols(); s_b = GCN's scale of the block's halo rows (its
+/// source_scales, else 1 / sqrt(source degree)) when SourceNormalised, else 1. A whole block
+/// (graph_block::whole) writes out in one pass (spmm_assign); otherwise out is zeroed, every
+/// block added and the rows scaled after.
 /// Collective (one gather, under `key`).
 template <bool SourceNormalised, class T, class Schedule>
 void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, matrix<T>& out,
@@ -91,7 +90,8 @@ void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, ma
   bool zeroed = false, finished = false;
   graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
     column_vector<T> src;
-    if constexpr (SourceNormalised) src = gcn_block_source_scales<T>(block);
+    if constexpr (SourceNormalised)
+      src = scales_or_inverse_sqrt<T>(block.source_scales, block.source_degrees);
     const std::span<const T> src_span(src.data(), static_cast<std::size_t>(src.size()));
     if (block.whole) {
       if constexpr (SourceNormalised) spmm_assign_scaled<T>(block, src_span, halo, out, dst_span);
