@@ -20,6 +20,7 @@
 #include "sar/core/log.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/store.hpp"
+#include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar_train.hpp"
 
 namespace {
@@ -66,13 +67,17 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   }
 
   const auto meta = sar::read_partition_metadata(p.partitions);
-  SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
-            "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
-            comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
+  const bool sampled = p.minibatch > 0;
+  if (sampled)  // P ranks = (P / c) block rows x c replicas
+    sar::check_replication("sar-train", comm.size(), p.replication, meta.num_parts);
+  else
+    SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
+              "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
+              comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
   SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
             sar::invalid_argument, "sar-train: the partition store ", p.partitions,
             " has no features, labels or split to train on");
-  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank());
+  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank() / p.replication);
   part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
   // "auto" must decide alike on every rank: is any feature negative anywhere?
   double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
@@ -81,11 +86,15 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   if (comm.rank() == 0)
     sar::log_info(sar::message("partition store ", p.partitions, ": ", meta.dataset, ", ",
                                meta.num_nodes, " nodes, ", meta.num_edges, " edges over ",
-                               meta.num_parts, " ranks; schedule ",
-                               p.low_bit() ? sar::message("low-bit: halos ", p.halo_bits,
-                                                          " bits, gradients ", p.gradient_bits,
-                                                          " bits, staleness ", p.staleness)
-                                           : p.schedule));
+                               meta.num_parts, " parts on ", comm.size(), " ranks; ",
+                               sampled     ? sar::message("minibatches, replication ",
+                                                          p.replication)
+                               : p.low_bit() ? sar::message("schedule low-bit: halos ",
+                                                            p.halo_bits, " bits, gradients ",
+                                                            p.gradient_bits, " bits, staleness ",
+                                                            p.staleness)
+                                             : "schedule " + p.schedule));
+  if (sampled) return sar_train::train_sampled_distributed<T>(p, config, part, meta.dataset, comm);
   return sar_train::train_distributed<T>(p, config, part, meta.dataset, comm);
 }
 
@@ -165,7 +174,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.99));
   app.add_option("--minibatch", p.minibatch,
                  "train on minibatches of this many seeds with sampled neighbourhoods (one "
-                 "process); evaluation runs layer-wise over every node. 0 = full batch")
+                 "process, or data-parallel over the ranks of --partitions); evaluation runs "
+                 "layer-wise over every node. 0 = full batch")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--fanouts", p.fanouts,
                  "with --minibatch: per layer from the input, neighbours sampled per node "
@@ -176,6 +186,10 @@ int main(int argc, char** argv) {
                  "(layer-wise, importance sampling)")
       ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
   app.add_option("--bulk", p.bulk, "with --minibatch: minibatches sampled at once")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--replication", p.replication,
+                 "with --minibatch and --partitions: ranks holding each part (c); P ranks "
+                 "train on a store of P / c parts, rank r on part r / c")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   CLI11_PARSE(app, argc, argv);
@@ -207,10 +221,9 @@ int main(int argc, char** argv) {
       if (!input_dropout) config.input_dropout = 0;
       config.aggregate_features_first = true;
     }
-    if (p.minibatch > 0)
-      SAR_CHECK(p.partitions.empty(), sar::invalid_argument, "sar-train: --minibatch trains "
-                "on one process for now; distributed minibatch training is not implemented "
-                "yet (drop --partitions)");
+    SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
+              sar::invalid_argument, "sar-train: --replication applies to minibatch training "
+              "on a partition store (--minibatch with --partitions)");
     if (learning_rate) config.learning_rate = *learning_rate;
     if (weight_decay) config.weight_decay = *weight_decay;
     if (epochs) config.epochs = *epochs;

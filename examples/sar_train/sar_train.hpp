@@ -38,6 +38,7 @@ struct program_options {
   std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
   std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
   int bulk = 8;                         // minibatches sampled at once
+  int replication = 1;                  // distributed minibatch: ranks per block row (c)
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
 };
@@ -47,6 +48,13 @@ template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
                             sar::graph_dataset& dataset, sar::self_loop_policy loops,
                             sar::mpi_communicator& comm);
+
+/// P ranks, minibatches: this rank's part (part rank / p.replication of a store of
+/// P / p.replication parts) as a distributed sampling graph. Collective.
+template <class T>
+nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
+                                         sar::graph_part& part, const std::string& name,
+                                         sar::mpi_communicator& comm);
 
 /// P ranks: this rank's part under the distributed schedule p.schedule. Collective.
 template <class T>

@@ -1,8 +1,12 @@
-// sar-train: train_single<float> in a translation unit of its own (see sar_train.hpp).
+// sar-train: the runs of models on local_schedule in float (see sar_train.hpp): one process,
+// and minibatch training on P ranks.
 #include "training.hpp"
 
 namespace sar_train {
 template nlohmann::json train_single<float>(
     const program_options&, const sar::model_config&, sar::graph_dataset&,
     sar::self_loop_policy, sar::mpi_communicator&);
+template nlohmann::json train_sampled_distributed<float>(
+    const program_options&, const sar::model_config&, sar::graph_part&, const std::string&,
+    sar::mpi_communicator&);
 }  // namespace sar_train

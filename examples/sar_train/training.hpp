@@ -15,6 +15,7 @@
 
 #include "sar/core/log.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
+#include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
@@ -76,15 +77,18 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
   return o;
 }
 
-/// Trains on `graph` (local_schedule or a distributed schedule) and returns the metrics.
-/// Collective over comm: per-epoch times, memory and bytes are reduced over the ranks, and
-/// rank 0 prints the progress lines.
-template <class T, class Schedule>
-nlohmann::json train(const program_options& p, const sar::model_config& config, Schedule& graph,
+/// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
+/// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
+/// times, memory and bytes are reduced over the ranks, and rank 0 prints the progress lines.
+template <class T, class Graph>
+nlohmann::json train(const program_options& p, const sar::model_config& config, Graph& graph,
                      local_data& data, sar::mpi_communicator& comm) {
+  constexpr bool sampled_ranks = sar::minibatch_graph<Graph>;
+  using model_schedule = std::conditional_t<sampled_ranks, sar::local_schedule, Graph>;
   const sar::matrix<T> features = data.features.template cast<T>();
   data.features = {};
-  auto model = sar::make_model<T, Schedule>(config, features.cols(), data.num_classes, p.seed);
+  auto model =
+      sar::make_model<T, model_schedule>(config, features.cols(), data.num_classes, p.seed);
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
@@ -100,6 +104,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::vector<std::array<std::int64_t, 4>> epoch_bytes;
   std::int64_t peak_memory = 0;  // largest rank
   std::array<std::int64_t, 4> bytes_before{};
+  std::int64_t sent_before = comm.bytes_sent();
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(e.epoch, comm.rank());
     std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
@@ -109,6 +114,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                                             t.evaluation_bytes};
       for (std::size_t k = 0; k < 4; ++k) bytes[k] = now[k] - bytes_before[k];
       bytes_before = now;
+    } else {  // minibatches on P ranks: everything sent (rows, features, gradients)
+      bytes[0] = comm.bytes_sent() - sent_before;
+      sent_before = comm.bytes_sent();
     }
     std::int64_t peak = e.peak_memory_bytes;
     double seconds = e.seconds;
@@ -121,9 +129,11 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     epoch_bytes.push_back(bytes);
     peak_memory = peak;
     if (root && !p.quiet && p.minibatch > 0)
-      sar::log_info(sar::message(sar::epoch_line(e, seconds), "  (sampling ",
-                                 e.sampling_seconds, " s, gather ", e.gather_seconds,
-                                 " s)  peak ", sar::format_mib(static_cast<double>(peak))));
+      sar::log_info(sar::message(
+          sar::epoch_line(e, seconds), "  (sampling ", e.sampling_seconds, " s, gather ",
+          e.gather_seconds, " s)",
+          comm.size() > 1 ? "  sent " + sar::format_mib(static_cast<double>(bytes[0])) : "",
+          "  peak ", sar::format_mib(static_cast<double>(peak))));
     else if (root && !p.quiet)
       sar::log_info(sar::message(
           sar::epoch_line(e, seconds), "  sent ",
@@ -136,15 +146,25 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   const sar::node_data<T> nodes{features, data.labels, data.split};
   sar::train_result result;
   sar::minibatch_options minibatch;
-  if constexpr (std::is_same_v<Schedule, sar::local_schedule>) {
-    if (p.minibatch > 0) {
-      minibatch = minibatch_options_of(p, config);
-      result = sar::train_minibatch(model, graph.graph(), optimiser, nodes, options, minibatch,
-                                    on_epoch);
+  // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
+  auto graph_bytes = static_cast<std::int64_t>(features.size() * sizeof(T));
+  if constexpr (sampled_ranks) {
+    minibatch = minibatch_options_of(p, config);
+    graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
+    result = sar::train_minibatch(model, graph, optimiser, nodes, options, minibatch, on_epoch);
+  } else {
+    if constexpr (std::is_same_v<Graph, sar::local_schedule>) {
+      graph_bytes += static_cast<std::int64_t>(graph.graph().memory_bytes());
+      if (p.minibatch > 0) {
+        minibatch = minibatch_options_of(p, config);
+        result = sar::train_minibatch(model, graph.graph(), optimiser, nodes, options,
+                                      minibatch, on_epoch);
+      }
     }
+    if (p.minibatch == 0)
+      result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
-  if (p.minibatch == 0)
-    result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
+  comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
 
   nlohmann::json metrics;
   metrics["model"] = p.model;
@@ -152,8 +172,13 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["precision"] = p.precision;
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
-  metrics["schedule"] = p.partitions.empty() ? "local" : p.low_bit() ? "low_bit" : p.schedule;
+  metrics["schedule"] = p.partitions.empty() ? "local"
+                        : sampled_ranks     ? "sampled"
+                        : p.low_bit()       ? "low_bit"
+                                            : p.schedule;
   if (p.minibatch > 0) {
+    metrics["replication"] = p.replication;
+    metrics["graph_feature_bytes"] = graph_bytes;  // largest rank
     metrics["minibatch"] = p.minibatch;
     metrics["sampler"] = p.sampler;
     metrics["fanouts"] = minibatch.sampler.fanouts;
@@ -200,6 +225,17 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   dataset.graph = {};  // the schedule holds the graph now
   local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
                   std::move(dataset.split), dataset.num_classes};
+  return train<T>(p, config, graph, data, comm);
+}
+
+template <class T>
+nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
+                                         sar::graph_part& part, const std::string& name,
+                                         sar::mpi_communicator& comm) {
+  sar::distributed_sampling_graph<sar::mpi_communicator> graph(
+      comm, part, p.replication, p.sampler == "ladies");
+  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
+                  part.num_classes};
   return train<T>(p, config, graph, data, comm);
 }
 

@@ -23,12 +23,25 @@
 //
 // Random numbers: a row's darts are keyed by (seed, epoch, minibatch, layer, node id or ~0
 // for a LADIES row), so a minibatch's sample is the same drawn alone or in a bulk, on any
-// thread count. No sentinel vertex: levels are explicit sizes.
+// thread count and any rank count. No sentinel vertex: levels are explicit sizes.
+//
+// The sampler reads the graph through a sampling graph: rows of A by dataset id and LADIES'
+// importance sums. sampling_graph (below) is the whole graph in one process;
+// distributed_sampling_graph (sar/sampling/distributed_sampling_graph.hpp) fetches rows from
+// the ranks that own them (the 1.5D product). On P ranks a minibatch's seeds are split over
+// the ranks and each rank samples the tree of its share: a node-wise row's picks depend only
+// on its key, so they are the same as in one process; LADIES' importances are summed over
+// the whole minibatch's level (every rank knows it: the seeds and all picks), so every rank
+// draws the minibatch's picks, and keeps in its level only the picks its rows reach (a pick
+// no destination reaches changes no output, in one process either).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -38,6 +51,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
@@ -112,6 +126,12 @@ inline void append_new(std::vector<node_t>& ids, std::vector<node_t>& mark,
     }
 }
 
+/// Â_ij^2 = 1 / (in_i out_j), degrees clamped to 1: the same double on every rank.
+inline double squared_normalised(node_t in_degree, node_t out_degree) {
+  return 1.0 / (static_cast<double>(std::max<node_t>(in_degree, 1)) *
+                static_cast<double>(std::max<node_t>(out_degree, 1)));
+}
+
 /// 1 / sqrt(max(d, 1)).
 inline double inverse_sqrt_degree(node_t d) {
   return 1.0 / std::sqrt(static_cast<double>(std::max<node_t>(d, 1)));
@@ -124,203 +144,368 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
 
 }  // namespace detail
 
-/// Samples the blocks of k minibatches at once. Built once per graph and options: the
-/// layer-wise sampler's Â o Â and the per-thread row maps are made here, not per call.
+/// The rows `ids` of m, in that order.
+template <class T>
+matrix<T> gather_rows(const matrix<T>& m, std::span<const node_t> ids) {
+  matrix<T> out(static_cast<Eigen::Index>(ids.size()), m.cols());
+  for_row_chunks(out.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
+    for (Eigen::Index r = b; r < e; ++r) out.row(r) = m.row(ids[static_cast<std::size_t>(r)]);
+  });
+  return out;
+}
+
+/// LADIES' importances of k minibatches: row b of `weights` holds, for every candidate source
+/// j (sorted), p_j = sum over the minibatch's level of Â_ij^2; out_degree[e] is the
+/// out-degree of the candidate of entry e.
+struct ladies_importance {
+  sparse_matrix weights;
+  std::vector<node_t> out_degree;
+};
+
+/// What a bulk sampler reads of a graph:
+///   num_nodes()                            the graph's nodes (dataset ids [0, num_nodes()))
+///   rows(span<const node_t> ids)           -> sparse_matrix: row r = the in-neighbours of
+///                                          ids[r] (dataset ids, sorted; values 1)
+///   importance(const sparse_matrix& levels) -> ladies_importance, for levels' rows (one per
+///                                          minibatch: ones at its level's ids, sorted)
+/// rows and importance are collective on a distributed graph (every rank calls them alike).
+template <class G>
+concept sampling_graph_of = requires(G& g, std::span<const node_t> ids, const sparse_matrix& q) {
+  { g.num_nodes() } -> std::same_as<node_t>;
+  { g.rows(ids) } -> std::same_as<sparse_matrix>;
+  { g.importance(q) } -> std::same_as<ladies_importance>;
+};
+
+/// The whole graph in one process as a sampling graph. graph: in-edges (row = destination),
+/// square; it must outlive this object. LADIES' Â o Â (values 1 / (in_i out_j)) is built on
+/// the first importance() call.
+class sampling_graph {
+ public:
+  /// Throws sar::invalid_argument for a non-square graph.
+  explicit sampling_graph(const csr& graph) : graph_(&graph) {
+    SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, "sar::sampling_graph: the "
+              "graph is ", graph.num_rows, " x ", graph.num_cols, " (square expected)");
+  }
+  node_t num_nodes() const { return graph_->num_rows; }
+
+  sparse_matrix rows(std::span<const node_t> ids) const {
+    return spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_));
+  }
+
+  ladies_importance importance(const sparse_matrix& levels) {
+    const csr& g = *graph_;
+    if (squared_.size() != static_cast<std::size_t>(g.num_edges())) {
+      const std::vector<node_t> in_degree = in_degrees(g);
+      if (out_degree_.empty()) out_degree_ = sar::out_degrees(g);
+      squared_.resize(static_cast<std::size_t>(g.num_edges()));
+      for (node_t i = 0; i < g.num_rows; ++i)
+        for (edge_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
+          squared_[e] = detail::squared_normalised(in_degree[i], out_degree_[g.columns[e]]);
+    }
+    ladies_importance out{spgemm(levels, sparse_view(g, squared_)), {}};
+    out.out_degree.reserve(out.weights.pattern.columns.size());
+    for (node_t j : out.weights.pattern.columns) out.out_degree.push_back(out_degree_[j]);
+    return out;
+  }
+
+  // What the minibatch loop reads (sar/train/minibatch.hpp; the same names as
+  // distributed_sampling_graph, where they are collective): one process holds every node,
+  // row = dataset id.
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  bool counts_in_evaluation() const { return true; }
+  node_t num_local() const { return num_nodes(); }
+  const csr& local_rows() const { return *graph_; }
+  std::span<const node_t> local_ids() const { return {}; }  // row r is node r
+  std::vector<node_t> training_nodes(std::span<const node_split> split) const {
+    std::vector<node_t> out;
+    for (std::size_t v = 0; v < split.size(); ++v)
+      if (split[v] == node_split::train) out.push_back(static_cast<node_t>(v));
+    return out;
+  }
+  template <class T>
+  matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) const {
+    return gather_rows(local, ids);
+  }
+  template <class V>
+  std::vector<V> gather(std::span<const V> local, std::span<const node_t> ids) const {
+    std::vector<V> out;
+    out.reserve(ids.size());
+    for (node_t v : ids) out.push_back(local[v]);
+    return out;
+  }
+  std::vector<node_t> out_degrees(std::span<const node_t> ids) {
+    if (out_degree_.empty()) out_degree_ = sar::out_degrees(*graph_);
+    return gather(std::span<const node_t>(out_degree_), ids);
+  }
+  template <class V>
+  void all_reduce_sum(std::span<V>) const {}
+  std::int64_t all_reduce_max(std::int64_t value) const { return value; }
+
+ private:
+  const csr* graph_;
+  std::vector<node_t> out_degree_;
+  std::vector<double> squared_;  // Â o Â, one value per edge
+};
+
+static_assert(sampling_graph_of<sampling_graph>);
+
+/// Samples the blocks of k minibatches at once, from any sampling graph.
 class bulk_sampler {
  public:
-  /// graph: in-edges (row = destination), square; it must outlive the sampler. Throws
-  /// sar::invalid_argument for bad options (check_sampler_options) or a non-square graph.
+  /// For a graph of num_nodes nodes. Throws sar::invalid_argument for bad options
+  /// (check_sampler_options).
+  bulk_sampler(node_t num_nodes, sampler_options options)
+      : options_(std::move(options)), marker_(num_nodes) {
+    check_sampler_options("sar::bulk_sampler", options_);
+  }
+  /// One process: samples `graph` (in-edges, square; it must outlive the sampler).
   bulk_sampler(const csr& graph, sampler_options options)
-      : graph_(&graph), options_(std::move(options)), marker_(graph.num_rows) {
-    constexpr const char* where = "sar::bulk_sampler";
-    check_sampler_options(where, options_);
-    SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, where, ": the graph is ",
-              graph.num_rows, " x ", graph.num_cols, " (square expected)");
-    if (options_.kind != sampler_kind::layer_wise) return;
-    // The importances come from Â o Â, whose values are 1 / (in_i out_j).
-    const std::vector<node_t> in_degree = in_degrees(graph);
-    out_degree_ = out_degrees(graph);
-    squared_.resize(static_cast<std::size_t>(graph.num_edges()));
-    for (node_t i = 0; i < graph.num_rows; ++i)
-      for (edge_t e = graph.offsets[i]; e < graph.offsets[i + 1]; ++e)
-        squared_[e] =
-            1.0 / (static_cast<double>(std::max<node_t>(in_degree[i], 1)) *
-                   static_cast<double>(std::max<node_t>(out_degree_[graph.columns[e]], 1)));
+      : bulk_sampler(graph.num_rows, std::move(options)) {
+    local_.emplace(graph);
   }
 
   const sampler_options& options() const { return options_; }
 
-  /// The samples of minibatches batches[0..k) (their seeds: distinct node ids of the graph);
-  /// minibatch b is number first_minibatch + b of `epoch` (keys its random numbers). Each
-  /// sample is the same as sampling that minibatch alone. Throws sar::invalid_argument for an
-  /// empty minibatch or a seed outside the graph or listed twice. Parallel; not for
-  /// concurrent calls on one sampler.
+  /// One process: the samples of minibatches batches[0..k) (their seeds: distinct node ids of
+  /// the graph); minibatch b is number first_minibatch + b of `epoch` (keys its random
+  /// numbers). Each sample is the same as sampling that minibatch alone. Throws
+  /// sar::invalid_argument for an empty minibatch or a seed outside the graph or listed twice,
+  /// sar::error if the sampler was made without a graph. Parallel; not for concurrent calls.
   std::vector<minibatch_sample> sample(std::span<const std::vector<node_t>> batches,
                                        std::uint64_t epoch, std::uint64_t first_minibatch) {
+    SAR_CHECK(local_.has_value(), error, "sar::bulk_sampler::sample: made without a graph; "
+              "pass the sampling graph");
+    return sample(*local_, batches, batches, epoch, first_minibatch);
+  }
+
+  /// The samples of this process's share of minibatches batches[0..k): sample b is the tree
+  /// of shares[b] (a subset of batches[b], possibly empty) within minibatch b, which has the
+  /// seeds batches[b] (every rank passes the same batches). Node-wise, it is the sample one
+  /// process draws for shares[b]; layer-wise, the picks are those of the whole minibatch.
+  /// Collective on a distributed graph. Throws as above (a share may be empty).
+  template <sampling_graph_of Graph>
+  std::vector<minibatch_sample> sample(Graph& graph, std::span<const std::vector<node_t>> batches,
+                                       std::span<const std::vector<node_t>> shares,
+                                       std::uint64_t epoch, std::uint64_t first_minibatch) {
     constexpr const char* where = "sar::bulk_sampler::sample";
-    const csr& graph = *graph_;
-    const sampler_options& options = options_;
-    const node_t n = graph.num_rows;
+    const node_t n = graph.num_nodes();
     const std::size_t k = batches.size();
-    const auto layers = options.fanouts.size();
+    const auto layers = options_.fanouts.size();
+    SAR_CHECK(shares.size() == k, invalid_argument, where, ": ", shares.size(), " shares for ",
+              k, " minibatches");
     detail::row_marker& marker = marker_;
+    const auto check_seeds = [&](std::span<const node_t> seeds, std::uint64_t b) {
+      auto& mark = marker.local();
+      for (node_t v : seeds) {
+        SAR_CHECK(v >= 0 && v < n, invalid_argument, where, ": seed ", v, " of minibatch ", b,
+                  " outside [0, ", n, ")");
+        SAR_CHECK(mark[v] < 0, invalid_argument, where, ": seed ", v,
+                  " listed twice in minibatch ", b);
+        mark[v] = 0;
+      }
+      for (node_t v : seeds) mark[v] = -1;
+    };
     std::vector<minibatch_sample> out(k);
+    std::vector<std::vector<node_t>> whole_level(k);  // layer-wise: the minibatch's level
     for (std::size_t b = 0; b < k; ++b) {
       SAR_CHECK(!batches[b].empty(), invalid_argument, where, ": minibatch ",
                 first_minibatch + b, " has no seeds");
-      auto& mark = marker.local();
-      for (node_t v : batches[b]) {
-        SAR_CHECK(v >= 0 && v < n, invalid_argument, where, ": seed ", v, " of minibatch ",
-                  first_minibatch + b, " outside [0, ", n, ")");
-        SAR_CHECK(mark[v] < 0, invalid_argument, where, ": seed ", v,
-                  " listed twice in minibatch ", first_minibatch + b);
-        mark[v] = 0;
-      }
-      for (node_t v : batches[b]) mark[v] = -1;
-      out[b].ids = batches[b];
+      check_seeds(batches[b], first_minibatch + b);
+      check_seeds(shares[b], first_minibatch + b);
+      out[b].ids = shares[b];
       out[b].level_sizes.assign(layers + 1, 0);
-      out[b].level_sizes[layers] = static_cast<node_t>(batches[b].size());
+      out[b].level_sizes[layers] = static_cast<node_t>(shares[b].size());
       out[b].blocks.resize(layers);
+      if (options_.kind == sampler_kind::layer_wise) {
+        whole_level[b] = batches[b];
+        std::sort(whole_level[b].begin(), whole_level[b].end());
+      }
     }
-    const std::vector<node_t>& out_degree = out_degree_;
-    const std::vector<double>& squared = squared_;
 
     for (std::size_t l = layers; l-- > 0;) {
-      // Q's rows: every minibatch's level l + 1, stacked.
+      // This process's rows: every minibatch's level l + 1, stacked; P = Q A by rows of A.
       std::vector<node_t> row_start(k + 1, 0);
       for (std::size_t b = 0; b < k; ++b)
         row_start[b + 1] = row_start[b] + out[b].level_sizes[l + 1];
       std::vector<node_t> stacked(static_cast<std::size_t>(row_start[k]));
       for (std::size_t b = 0; b < k; ++b)
         std::copy_n(out[b].ids.begin(), out[b].level_sizes[l + 1], stacked.begin() + row_start[b]);
-      const sparse_matrix rows_of_a = spgemm(selection_matrix(stacked, n), sparse_view(graph));
-
-      if (options.kind == sampler_kind::node_wise) {
-        const std::vector<node_t> want(stacked.size(), options.fanouts[l]);
-        const sparse_matrix picked = sample_rows(rows_of_a, want, options.seed, [&](node_t r) {
-          const auto b = static_cast<std::size_t>(
-              std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
-          return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
-        });
-        tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
-          minibatch_sample& s = out[b];
-          auto& mark = marker.local();
-          for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
-          const node_t first = row_start[b], rows = s.level_sizes[l + 1];
-          const edge_t e0 = picked.pattern.offsets[first];
-          const edge_t e1 = picked.pattern.offsets[first + rows];
-          detail::append_new(s.ids, mark, {picked.pattern.columns.begin() + e0,
-                                           picked.pattern.columns.begin() + e1});
-          csr& block = s.blocks[l].edges;
-          block.num_rows = rows;
-          block.num_cols = static_cast<node_t>(s.ids.size());
-          block.offsets.resize(static_cast<std::size_t>(rows) + 1);
-          for (node_t r = 0; r <= rows; ++r)
-            block.offsets[r] = picked.pattern.offsets[first + r] - e0;
-          block.columns.resize(static_cast<std::size_t>(e1 - e0));
-          for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark[picked.pattern.columns[e]];
-          for (node_t v : s.ids) mark[v] = -1;
-          s.level_sizes[l] = block.num_cols;
-          s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
-        });
-      } else {
-        // P = Q (Â o Â): one row per minibatch, the importance of every candidate source.
-        sparse_matrix q;
-        q.pattern.num_rows = static_cast<node_t>(k);
-        q.pattern.num_cols = n;
-        q.pattern.offsets.assign(row_start.begin(), row_start.end());
-        q.pattern.columns = stacked;
-        for (std::size_t b = 0; b < k; ++b)  // Q's columns sorted within each row
-          std::sort(q.pattern.columns.begin() + row_start[b],
-                    q.pattern.columns.begin() + row_start[b + 1]);
-        q.values.assign(stacked.size(), 1.0);
-        const sparse_matrix importance = spgemm(q, sparse_view(graph, squared));
-        const std::vector<node_t> want(k, options.fanouts[l]);
-        const sparse_matrix picked = sample_rows(importance, want, options.seed, [&](node_t b) {
-          return dart_key{epoch, first_minibatch + static_cast<std::uint64_t>(b),
-                          ~std::uint64_t{0}, l};
-        });
-        const auto s_count = static_cast<double>(options.fanouts[l]);
-        tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
-          minibatch_sample& s = out[b];
-          auto& mark = marker.local();
-          const auto weights = importance.row_values(static_cast<node_t>(b));
-          double total = 0;
-          for (double w : weights) total += w;
-          // Scale of each picked source (by id, while marked), then the level's rows.
-          const auto picks = picked.row_columns(static_cast<node_t>(b));
-          const auto pick_weights = picked.row_values(static_cast<node_t>(b));
-          std::vector<double> pick_scale(picks.size());
-          for (std::size_t p = 0; p < picks.size(); ++p)
-            pick_scale[p] = detail::inverse_sqrt_degree(out_degree[picks[p]]) /
-                            (s_count * pick_weights[p] / total);
-          for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
-          const node_t rows = s.level_sizes[l + 1];
-          detail::append_new(s.ids, mark, {picks.begin(), picks.end()});
-          const auto sources = static_cast<node_t>(s.ids.size());
-          sampled_block& block = s.blocks[l];
-          block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);
-          std::vector<char> picked_row(static_cast<std::size_t>(sources), 0);
-          for (std::size_t p = 0; p < picks.size(); ++p) {
-            const node_t r = mark[picks[p]];
-            picked_row[r] = 1;
-            block.source_scales[r] = pick_scale[p];
-          }
-          // Q_R A Q_C: the rows of A of this minibatch, kept where the column was picked.
-          csr& edges = block.edges;
-          edges.num_rows = rows;
-          edges.num_cols = sources;
-          edges.offsets.assign(1, 0);
-          block.destination_scales.assign(static_cast<std::size_t>(rows), 0.0);
-          for (node_t r = 0; r < rows; ++r) {
-            double sum = 0;
-            for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
-              const node_t c = mark[v];
-              if (c >= 0 && picked_row[c]) {
-                edges.columns.push_back(c);
-                sum += block.source_scales[c];
-              }
-            }
-            edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
-            block.destination_scales[r] = sum > 0 ? 1.0 / sum : 0.0;
-          }
-          for (node_t v : s.ids) mark[v] = -1;
-          s.level_sizes[l] = sources;
-          block.ids = detail::prefix(s.ids, sources);
-        });
-      }
+      if (options_.kind == sampler_kind::node_wise)
+        sample_node_wise(graph.rows(stacked), row_start, stacked, out, l, epoch, first_minibatch);
+      else
+        sample_layer_wise(graph, row_start, stacked, out, whole_level, l, epoch, first_minibatch);
     }
     return out;
   }
 
  private:
-  const csr* graph_;
+  /// Node-wise layer l: each row of rows_of_a draws its fanout; the picks join the level.
+  void sample_node_wise(const sparse_matrix& rows_of_a, const std::vector<node_t>& row_start,
+                        const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
+                        std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch) {
+    const std::vector<node_t> want(stacked.size(), options_.fanouts[l]);
+    const sparse_matrix picked = sample_rows(rows_of_a, want, options_.seed, [&](node_t r) {
+      const auto b = static_cast<std::size_t>(
+          std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
+      return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
+    });
+    detail::row_marker& marker = marker_;
+    tbb::parallel_for(std::size_t{0}, out.size(), [&](std::size_t b) {
+      minibatch_sample& s = out[b];
+      auto& mark = marker.local();
+      for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+      const node_t first = row_start[b], rows = s.level_sizes[l + 1];
+      const edge_t e0 = picked.pattern.offsets[first];
+      const edge_t e1 = picked.pattern.offsets[first + rows];
+      detail::append_new(s.ids, mark, {picked.pattern.columns.begin() + e0,
+                                       picked.pattern.columns.begin() + e1});
+      csr& block = s.blocks[l].edges;
+      block.num_rows = rows;
+      block.num_cols = static_cast<node_t>(s.ids.size());
+      block.offsets.resize(static_cast<std::size_t>(rows) + 1);
+      for (node_t r = 0; r <= rows; ++r) block.offsets[r] = picked.pattern.offsets[first + r] - e0;
+      block.columns.resize(static_cast<std::size_t>(e1 - e0));
+      for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark[picked.pattern.columns[e]];
+      for (node_t v : s.ids) mark[v] = -1;
+      s.level_sizes[l] = block.num_cols;
+      s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
+    });
+  }
+
+  /// Layer-wise layer l: every minibatch draws s sources from the importances of its whole
+  /// level; this process's rows keep their edges into the picks.
+  template <class Graph>
+  void sample_layer_wise(Graph& graph, const std::vector<node_t>& row_start,
+                         const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
+                         std::vector<std::vector<node_t>>& whole_level, std::size_t l,
+                         std::uint64_t epoch, std::uint64_t first_minibatch) {
+    const std::size_t k = out.size();
+    // P = Q (Â o Â): one row per minibatch, the importance of every candidate source.
+    sparse_matrix q;
+    q.pattern.num_rows = static_cast<node_t>(k);
+    q.pattern.num_cols = graph.num_nodes();
+    q.pattern.offsets.assign(1, 0);
+    for (const auto& level : whole_level) {
+      q.pattern.columns.insert(q.pattern.columns.end(), level.begin(), level.end());
+      q.pattern.offsets.push_back(static_cast<edge_t>(q.pattern.columns.size()));
+    }
+    q.values.assign(q.pattern.columns.size(), 1.0);
+    const ladies_importance importance = graph.importance(q);
+    const std::vector<node_t> want(k, options_.fanouts[l]);
+    const sparse_matrix picked = sample_rows(importance.weights, want, options_.seed,
+                                             [&](node_t b) {
+      return dart_key{epoch, first_minibatch + static_cast<std::uint64_t>(b), ~std::uint64_t{0},
+                      l};
+    });
+    const sparse_matrix rows_of_a = graph.rows(stacked);
+    const auto s_count = static_cast<double>(options_.fanouts[l]);
+    detail::row_marker& marker = marker_;
+    tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
+      minibatch_sample& s = out[b];
+      const auto row = static_cast<node_t>(b);
+      const auto candidates = importance.weights.row_columns(row);
+      const auto weights = importance.weights.row_values(row);
+      double total = 0;
+      for (double w : weights) total += w;
+      // The picks (sorted), their scales c_j, and which of them this process's rows reach.
+      const auto picks = picked.row_columns(row);
+      const auto pick_weights = picked.row_values(row);
+      std::vector<double> pick_scale(picks.size());
+      for (std::size_t p = 0; p < picks.size(); ++p) {
+        const auto e = std::lower_bound(candidates.begin(), candidates.end(), picks[p]) -
+                       candidates.begin();
+        const edge_t entry = importance.weights.pattern.offsets[row] + e;
+        pick_scale[p] = detail::inverse_sqrt_degree(importance.out_degree[entry]) /
+                        (s_count * pick_weights[p] / total);
+      }
+      const auto pick_of = [&](node_t v) {
+        const auto it = std::lower_bound(picks.begin(), picks.end(), v);
+        return it != picks.end() && *it == v ? it - picks.begin() : std::ptrdiff_t{-1};
+      };
+      const node_t rows = s.level_sizes[l + 1];
+      std::vector<node_t> reached;
+      for (node_t r = 0; r < rows; ++r)
+        for (node_t v : rows_of_a.row_columns(row_start[b] + r))
+          if (pick_of(v) >= 0) reached.push_back(v);
+      auto& mark = marker.local();
+      for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+      detail::append_new(s.ids, mark, std::move(reached));
+      const auto sources = static_cast<node_t>(s.ids.size());
+      sampled_block& block = s.blocks[l];
+      block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);
+      for (std::size_t p = 0; p < picks.size(); ++p)
+        if (mark[picks[p]] >= 0) block.source_scales[mark[picks[p]]] = pick_scale[p];
+      // Q_R A Q_C: the rows of A of this minibatch, kept where the column was picked.
+      csr& edges = block.edges;
+      edges.num_rows = rows;
+      edges.num_cols = sources;
+      edges.offsets.assign(1, 0);
+      block.destination_scales.assign(static_cast<std::size_t>(rows), 0.0);
+      for (node_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
+          const auto p = pick_of(v);
+          if (p < 0) continue;
+          edges.columns.push_back(mark[v]);
+          sum += pick_scale[p];
+        }
+        edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
+        block.destination_scales[r] = sum > 0 ? 1.0 / sum : 0.0;
+      }
+      for (node_t v : s.ids) mark[v] = -1;
+      s.level_sizes[l] = sources;
+      block.ids = detail::prefix(s.ids, sources);
+      // The minibatch's whole level l: level l + 1 and every pick.
+      std::vector<node_t>& level = whole_level[b];
+      std::vector<node_t> added;
+      std::set_difference(picks.begin(), picks.end(), level.begin(), level.end(),
+                          std::back_inserter(added));
+      level.insert(level.end(), added.begin(), added.end());
+      std::inplace_merge(level.begin(), level.end() - static_cast<std::ptrdiff_t>(added.size()),
+                         level.end());
+    });
+  }
+
   sampler_options options_;
   detail::row_marker marker_;
-  std::vector<node_t> out_degree_;  // layer-wise only
-  std::vector<double> squared_;     // layer-wise: Â o Â, one value per edge of the graph
+  std::optional<sampling_graph> local_;  // one process
 };
 
-/// The block of layer-wise inference for destinations [begin, end) of `graph`: every
-/// in-edge, sources = the destinations then their other in-neighbours (increasing id),
-/// source degrees = `source_degrees` of the whole graph (GCN then normalises as a full-batch
-/// run does). Throws sar::invalid_argument for a range outside the graph.
-inline minibatch_sample neighbourhood_block(const csr& graph, node_t begin, node_t end,
-                                            std::span<const node_t> source_degrees) {
-  SAR_CHECK(0 <= begin && begin <= end && end <= graph.num_rows, invalid_argument,
-            "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ", graph.num_rows);
-  minibatch_sample s;
+/// The block of layer-wise inference for rows [begin, end) of `rows` (in-edges, columns =
+/// dataset ids; row r is node row_ids[r], or r when row_ids is empty): every in-edge, sources
+/// = the destinations then their other in-neighbours (increasing id). The caller sets the
+/// block's source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
+/// full-batch run does). Throws sar::invalid_argument for a range outside `rows`.
+inline minibatch_sample neighbourhood_block(const csr& rows, std::span<const node_t> row_ids,
+                                            node_t begin, node_t end) {
+  SAR_CHECK(0 <= begin && begin <= end && end <= rows.num_rows &&
+                (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)),
+            invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
+            rows.num_rows, " (", row_ids.size(), " row ids)");
+  const auto id_of = [&](node_t r) { return row_ids.empty() ? r : row_ids[r]; };
   std::vector<node_t> ids;
-  for (node_t v = begin; v < end; ++v) ids.push_back(v);
+  for (node_t r = begin; r < end; ++r) ids.push_back(id_of(r));
+  std::vector<node_t> destinations = ids;  // sorted, to tell destinations from the others
+  std::sort(destinations.begin(), destinations.end());
+  const auto destination_row = [&](node_t u) {
+    const auto it = std::lower_bound(destinations.begin(), destinations.end(), u);
+    return it != destinations.end() && *it == u ? it - destinations.begin() : std::ptrdiff_t{-1};
+  };
   std::vector<node_t> others;
-  for (node_t v = begin; v < end; ++v)
-    for (node_t u : graph.row(v))
-      if (u < begin || u >= end) others.push_back(u);
+  for (node_t r = begin; r < end; ++r)
+    for (node_t u : rows.row(r))
+      if (destination_row(u) < 0) others.push_back(u);
   std::sort(others.begin(), others.end());
   others.erase(std::unique(others.begin(), others.end()), others.end());
+  // Sorted destination position -> block row.
+  std::vector<node_t> row_of_sorted(destinations.size());
+  for (node_t r = begin; r < end; ++r)
+    row_of_sorted[destination_row(id_of(r))] = r - begin;
   ids.insert(ids.end(), others.begin(), others.end());
   const auto local = [&](node_t u) {
-    if (u >= begin && u < end) return u - begin;
+    const auto d = destination_row(u);
+    if (d >= 0) return row_of_sorted[d];
     return end - begin + static_cast<node_t>(std::lower_bound(others.begin(), others.end(), u) -
                                              others.begin());
   };
@@ -328,13 +513,12 @@ inline minibatch_sample neighbourhood_block(const csr& graph, node_t begin, node
   block.edges.num_rows = end - begin;
   block.edges.num_cols = static_cast<node_t>(ids.size());
   block.edges.offsets.assign(1, 0);
-  for (node_t v = begin; v < end; ++v) {
-    for (node_t u : graph.row(v)) block.edges.columns.push_back(local(u));
+  for (node_t r = begin; r < end; ++r) {
+    for (node_t u : rows.row(r)) block.edges.columns.push_back(local(u));
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));
   }
   block.ids = ids;
-  block.source_degrees.reserve(ids.size());
-  for (node_t u : ids) block.source_degrees.push_back(source_degrees[u]);
+  minibatch_sample s;
   s.level_sizes = {static_cast<node_t>(ids.size()), end - begin};
   s.ids = std::move(ids);
   s.blocks.push_back(std::move(block));

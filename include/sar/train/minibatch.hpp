@@ -11,13 +11,17 @@
 // Evaluation is layer-wise inference over all nodes: the model runs stage by stage (one graph
 // layer and the layers after it, model.stage_starts()), each stage over blocks of
 // inference_rows destinations with their whole in-neighbourhood, so it needs two activations
-// of all nodes at a time, never a sampled tree; GCN sees the whole graph's degrees, so the
-// result equals a full-batch forward.
+// of the local nodes at a time, never a sampled tree; GCN sees the whole graph's degrees, so
+// the result equals a full-batch forward.
+//
+// The same loop runs on one process (sampling_graph) and data-parallel on P ranks
+// (distributed_sampling_graph, docs/sampling.md), through the minibatch_graph concept below.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -45,25 +49,14 @@ struct minibatch_options {
   node_t inference_rows = 8192;  ///< destinations per block of layer-wise inference
 };
 
-/// The rows `ids` of m, in that order.
-template <class T>
-matrix<T> gather_rows(const matrix<T>& m, std::span<const node_t> ids) {
-  matrix<T> out(static_cast<Eigen::Index>(ids.size()), m.cols());
-  for_row_chunks(out.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
-    for (Eigen::Index r = b; r < e; ++r) out.row(r) = m.row(ids[static_cast<std::size_t>(r)]);
-  });
-  return out;
-}
-
-/// The training nodes of `split` in the order of `epoch` (a permutation keyed by seed and
-/// epoch).
-inline std::vector<node_t> shuffled_training_nodes(std::span<const node_split> split,
-                                                   std::uint64_t seed, std::uint64_t epoch) {
+/// `nodes` in the order of `epoch`: a permutation keyed by (seed, epoch, node id), so it does
+/// not depend on how the nodes are listed or partitioned.
+inline std::vector<node_t> shuffled_nodes(std::span<const node_t> nodes, std::uint64_t seed,
+                                          std::uint64_t epoch) {
   const counter_rng rng(seed, rng_stream::sampling, 1);
   std::vector<std::pair<std::uint64_t, node_t>> keyed;
-  for (std::size_t v = 0; v < split.size(); ++v)
-    if (split[v] == node_split::train)
-      keyed.emplace_back(rng.bits(epoch, v)[0], static_cast<node_t>(v));
+  keyed.reserve(nodes.size());
+  for (node_t v : nodes) keyed.emplace_back(rng.bits(epoch, static_cast<std::uint64_t>(v))[0], v);
   std::sort(keyed.begin(), keyed.end());
   std::vector<node_t> order;
   order.reserve(keyed.size());
@@ -71,64 +64,96 @@ inline std::vector<node_t> shuffled_training_nodes(std::span<const node_split> s
   return order;
 }
 
-/// The model's output for every node of `graph` by layer-wise inference (see the top of this
-/// header), with ctx (training false). Requires features: graph.num_rows x model.input_dim().
-/// Throws sar::invalid_argument on a shape mismatch.
-template <class Model, class T = typename Model::scalar>
-matrix<T> infer_layer_wise(Model& model, const csr& graph, const matrix<T>& features,
+/// What the minibatch loop and layer-wise inference read of a graph: a sampling graph
+/// (sampling_graph_of) that also tells where the node data lives: sar::sampling_graph (one
+/// process) or sar::distributed_sampling_graph (a rank's part; its calls are collective).
+template <class G>
+concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
+  { cg.rank() } -> std::same_as<int>;
+  { cg.size() } -> std::same_as<int>;
+  { cg.counts_in_evaluation() } -> std::same_as<bool>;
+  { cg.num_local() } -> std::same_as<node_t>;
+  { cg.local_rows() } -> std::same_as<const csr&>;
+  { cg.local_ids() } -> std::same_as<std::span<const node_t>>;
+  g.all_reduce_max(std::int64_t{0});
+};
+
+/// The model's output for this process's nodes (graph.num_local() rows) by layer-wise
+/// inference (see the top of this header), with ctx (training false). Requires features:
+/// graph.num_local() x model.input_dim(). Throws sar::invalid_argument on a shape mismatch.
+/// Collective on a distributed graph.
+template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
+matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features,
                            const layer_context& ctx, node_t rows_per_block = 8192) {
-  SAR_CHECK(features.rows() == graph.num_rows && rows_per_block >= 1, invalid_argument,
-            "sar::infer_layer_wise: ", features.rows(), " feature rows for ", graph.num_rows,
+  const node_t local = graph.num_local();
+  SAR_CHECK(features.rows() == local && rows_per_block >= 1, invalid_argument,
+            "sar::infer_layer_wise: ", features.rows(), " feature rows for ", local,
             " nodes, ", rows_per_block, " rows per block");
-  const std::vector<node_t> degrees = out_degrees(graph);
+  const std::int64_t blocks = graph.all_reduce_max((local + rows_per_block - 1) / rows_per_block);
   const auto starts = model.stage_starts();
   matrix<T> h = features, next;
   for (std::size_t s = 0; s < starts.size(); ++s) {
     const std::size_t end = s + 1 < starts.size() ? starts[s + 1] : model.num_layers();
-    for (node_t begin = 0; begin < graph.num_rows; begin += rows_per_block) {
-      const node_t stop = std::min(graph.num_rows, begin + rows_per_block);
-      minibatch_sample block = neighbourhood_block(graph, begin, stop, degrees);
-      const matrix<T> x = gather_rows(h, block.ids);
+    bool sized = false;
+    for (std::int64_t c = 0; c < blocks; ++c) {  // every rank as many times: collective
+      const node_t begin = std::min<node_t>(local, c * rows_per_block);
+      const node_t stop = std::min(local, begin + rows_per_block);
+      minibatch_sample block = neighbourhood_block(graph.local_rows(), graph.local_ids(), begin, stop);
+      block.blocks[0].source_degrees = graph.out_degrees(block.ids);
+      const matrix<T> x = graph.gather(h, block.ids);
+      if (stop == begin) continue;
       sampled_minibatch mb(std::move(block));
       const matrix<T> y = model.infer(mb, ctx, x, starts[s], end);
-      if (begin == 0) next.resize(graph.num_rows, y.cols());
+      if (!sized) next.resize(local, y.cols());
+      sized = true;
       next.middleRows(begin, stop - begin) = y;
     }
+    const std::int64_t width = graph.all_reduce_max(sized ? next.cols() : 0);
+    if (!sized) next.resize(0, width);
     std::swap(h, next);
   }
   return h;
 }
 
-namespace detail {
-/// The reductions of one process (none): what detail::evaluate needs of a schedule.
-struct no_reduction {
-  template <class V>
-  void all_reduce_sum(std::span<V>) {}
-};
-}  // namespace detail
+/// One process: the output for every node of `graph` (in-edges, row = dataset id).
+template <class Model, class T = typename Model::scalar>
+matrix<T> infer_layer_wise(Model& model, const csr& graph, const matrix<T>& features,
+                           const layer_context& ctx, node_t rows_per_block = 8192) {
+  sampling_graph g(graph);
+  return infer_layer_wise(model, g, features, ctx, rows_per_block);
+}
 
-/// Trains `model` with `optimiser` on minibatches of `graph` (in-edges, row = dataset id; the
-/// graph the model aggregates over, e.g. with self-loops for GCN), evaluating by layer-wise
-/// inference after every epoch. Requires data of graph.num_rows nodes and at least one
-/// training node. Progress, the CSV log, patience and on_epoch as train_full_batch; the
-/// epoch time is the training time (sampling, gathering, compute), split in epoch_stats.
-/// Throws sar::invalid_argument for bad options (before any work), sar::numeric_error for a
-/// non-finite loss (naming the epoch and minibatch).
-template <class Model, class Optimiser, class T = typename Model::scalar>
-train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimiser,
+/// Trains `model` with `optimiser` on minibatches sampled from `graph` (sampling_graph: one
+/// process; distributed_sampling_graph: data-parallel over the ranks), evaluating by
+/// layer-wise inference after every epoch. `data` holds the local nodes (graph.num_local()).
+///
+/// A minibatch is global: its seeds are split over the ranks in order (rank r takes the r-th
+/// of P near-equal slices), each rank samples, gathers and runs the tree of its slice, the
+/// loss of every seed is normalised by the whole minibatch's size, and one all-reduce of the
+/// gradients precedes each step, so P ranks train the model one process trains (up to the
+/// order of floating-point sums; batch norm's statistics are those of each rank's slice).
+/// Progress, the CSV log, patience and on_epoch as train_full_batch; the epoch time is the
+/// training time (sampling, gathering, compute), split in epoch_stats.
+/// Throws sar::invalid_argument for bad options or data (before any work; the same on every
+/// rank), sar::numeric_error for a non-finite loss (naming the epoch and minibatch; every rank
+/// alike). Collective on a distributed graph.
+template <class Model, minibatch_graph Graph, class Optimiser, class T = typename Model::scalar>
+train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                              const node_data<T>& data, const train_options& options,
                              const minibatch_options& mb,
                              const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_minibatch";
-  const node_t n = graph.num_rows;
+  const node_t n = graph.num_local();
   SAR_CHECK(data.features.rows() == n && data.labels.size() == static_cast<std::size_t>(n) &&
                 data.split.size() == static_cast<std::size_t>(n),
-            invalid_argument, where, ": ", n, " nodes but ", data.features.rows(),
-            " feature rows, ", data.labels.size(), " labels, ", data.split.size(),
-            " split entries");
-  const node_t train_count = node_selection{data.split, node_split::train}.count(n);
-  const double valid_count =
-      static_cast<double>(node_selection{data.split, node_split::valid}.count(n));
+            invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
+            data.features.rows(), " feature rows, ", data.labels.size(), " labels, ",
+            data.split.size(), " split entries");
+  const std::vector<node_t> training = graph.training_nodes(data.split);
+  const auto train_count = static_cast<node_t>(training.size());
+  double valid_count = graph.counts_in_evaluation()
+      ? static_cast<double>(node_selection{data.split, node_split::valid}.count(n)) : 0.0;
+  graph.all_reduce_sum(std::span<double>(&valid_count, 1));
   SAR_CHECK(train_count > 0, invalid_argument, where, ": no training node");
   SAR_CHECK(mb.batch_size >= 1 && mb.batch_size <= train_count, invalid_argument, where,
             ": batch size ", mb.batch_size, " outside [1, ", train_count,
@@ -137,55 +162,69 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
   SAR_CHECK(mb.sampler.fanouts.size() == model.stage_starts().size(), invalid_argument, where,
             ": ", mb.sampler.fanouts.size(), " fanouts for a model of ",
             model.stage_starts().size(), " graph layers");
-  bulk_sampler sampler(graph, mb.sampler);  // checks the sampler options
+  bulk_sampler sampler(graph.num_nodes(), mb.sampler);  // checks the sampler options
 
   detail::epoch_recorder recorder(options, where, true, on_epoch);
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
+  const node_data<T> evaluated = graph.counts_in_evaluation()
+      ? data : node_data<T>{data.features, {}, {}};
 
   train_result result;
-  detail::no_reduction reduce;
+  const auto rank = static_cast<std::size_t>(graph.rank());
+  const auto ranks = static_cast<std::size_t>(graph.size());
+  auto grads = model.parameters().grads();
   const node_t batches = (train_count + mb.batch_size - 1) / mb.batch_size;
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     epoch_stats stats;
     stats.epoch = epoch;
     const auto start = clock::now();
     const std::vector<node_t> order =
-        shuffled_training_nodes(data.split, options.seed, static_cast<std::uint64_t>(epoch));
+        shuffled_nodes(training, options.seed, static_cast<std::uint64_t>(epoch));
     double loss_sum = 0;
     for (node_t first = 0; first < batches; first += mb.bulk) {
       const node_t count = std::min<node_t>(mb.bulk, batches - first);
       std::vector<std::vector<node_t>> seeds(static_cast<std::size_t>(count));
+      std::vector<std::vector<node_t>> shares(static_cast<std::size_t>(count));
       for (node_t b = 0; b < count; ++b) {
-        const node_t begin = (first + b) * mb.batch_size;
-        const node_t end = std::min(train_count, begin + mb.batch_size);
-        seeds[b].assign(order.begin() + begin, order.begin() + end);
+        const auto begin = order.begin() + (first + b) * mb.batch_size;
+        const auto size = static_cast<std::size_t>(
+            std::min<node_t>(mb.batch_size, train_count - (first + b) * mb.batch_size));
+        seeds[b].assign(begin, begin + static_cast<std::ptrdiff_t>(size));
+        shares[b].assign(begin + static_cast<std::ptrdiff_t>(size * rank / ranks),
+                         begin + static_cast<std::ptrdiff_t>(size * (rank + 1) / ranks));
       }
       auto t = clock::now();
       std::vector<minibatch_sample> samples = sampler.sample(
-          seeds, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
+          graph, seeds, shares, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
       stats.sampling_seconds += seconds_since(t);
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        const matrix<T> x = gather_rows(data.features, samples[b].ids);
-        std::vector<std::int32_t> labels;
-        for (node_t v : samples[b].seeds()) labels.push_back(data.labels[v]);
+        const matrix<T> x = graph.gather(data.features, samples[b].ids);
+        const std::vector<std::int32_t> labels = graph.gather(data.labels, samples[b].seeds());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
         const auto step = static_cast<std::uint64_t>(epoch) * static_cast<std::uint64_t>(batches) +
                           static_cast<std::uint64_t>(first + b);
         const layer_context ctx{.training = true, .seed = options.seed, .epoch = step};
-        const matrix<T>& logits = model.forward(blocks, ctx, x);
-        matrix<T> dlogits;
-        const double loss = softmax_cross_entropy(logits, labels, node_selection{},
-                                                  static_cast<double>(labels.size()), dlogits);
+        double loss = 0;
+        if (!labels.empty()) {
+          const matrix<T>& logits = model.forward(blocks, ctx, x);
+          matrix<T> dlogits;
+          loss = softmax_cross_entropy(logits, labels, node_selection{},
+                                       static_cast<double>(seeds[b].size()), dlogits);
+          model.backward(blocks, ctx, dlogits);
+        } else {
+          std::fill(grads.begin(), grads.end(), T(0));
+        }
+        graph.all_reduce_sum(std::span<double>(&loss, 1));
         SAR_CHECK(std::isfinite(loss), numeric_error, where, ": training loss is ", loss,
                   " at epoch ", epoch, ", minibatch ", first + b);
-        model.backward(blocks, ctx, dlogits);
+        graph.all_reduce_sum(grads);
         optimiser.step(model.parameters());
-        loss_sum += loss * static_cast<double>(labels.size());
+        loss_sum += loss * static_cast<double>(seeds[b].size());
       }
     }
     stats.seconds = seconds_since(start);
@@ -193,14 +232,26 @@ train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimise
 
     const layer_context eval{.training = false, .seed = options.seed,
                              .epoch = static_cast<std::uint64_t>(epoch)};
-    const matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
-    detail::evaluate(reduce, logits, data, valid_count, stats);
+    matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
+    if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
+    detail::evaluate(graph, logits, evaluated, valid_count, stats);
     if (recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
                                        stats.gather_seconds, " s)"),
                         result))
       break;
   }
   return result;
+}
+
+/// One process: trains on `graph` (in-edges, row = dataset id; the graph the model aggregates
+/// over, e.g. with self-loops for GCN) with data of graph.num_rows nodes.
+template <class Model, class Optimiser, class T = typename Model::scalar>
+train_result train_minibatch(Model& model, const csr& graph, Optimiser& optimiser,
+                             const node_data<T>& data, const train_options& options,
+                             const minibatch_options& mb,
+                             const std::function<void(const epoch_stats&)>& on_epoch = {}) {
+  sampling_graph g(graph);
+  return train_minibatch(model, g, optimiser, data, options, mb, on_epoch);
 }
 
 }  // namespace sar

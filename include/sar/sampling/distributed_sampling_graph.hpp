@@ -1,0 +1,314 @@
+// One rank's part of a graph for distributed minibatch training (docs/sampling.md): P ranks
+// as (P / c) groups x c replicas. Rank r is replica r % c of group r / c and holds part
+// r / c of a partition store of P / c parts: the block rows of the adjacency (every in-edge
+// of the part's nodes) and their features, labels and split, so each block row lives on c
+// ranks. Everything is addressed by dataset id (the id before the store's relabelling), so
+// samples and random numbers do not depend on the partition.
+//
+// A request for rows of A, feature rows, labels or degrees goes to the replica with the
+// requester's replica index in the group owning each id (one all-to-all of ids, one of
+// answers): the 1.5D product P = Q A fetches the rows of A that Q selects, only where
+// needed, and a rank finds the rows of its own group at home. LADIES' importance sums are
+// computed where the rows live (the entry (minibatch b, node v) by replica b % c of v's
+// group) and the partial sums of all ranks are added in rank order.
+//
+// Memory per rank: the part's rows (columns as dataset ids), out-degrees of its nodes, and
+// one id per node of the graph (dataset id -> relabelled id, which gives owner and row);
+// layer-wise sampling adds the out-degree of every edge's source. Setup holds two arrays of
+// the graph's node count for a moment.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "sar/comm/communicator.hpp"
+#include "sar/core/error.hpp"
+#include "sar/core/types.hpp"
+#include "sar/graph/csr.hpp"
+#include "sar/partition/graph_part.hpp"
+#include "sar/sampling/samplers.hpp"
+
+namespace sar {
+
+/// Throws sar::invalid_argument (the same on every rank) unless replication >= 1 divides
+/// `ranks` and the store has ranks / replication parts.
+inline void check_replication(const char* where, int ranks, int replication, int store_parts) {
+  SAR_CHECK(replication >= 1 && ranks % replication == 0, invalid_argument, where,
+            ": replication ", replication, " does not divide the ", ranks,
+            " ranks (ranks = groups x replication)");
+  SAR_CHECK(store_parts == ranks / replication, invalid_argument, where, ": ", ranks,
+            " ranks with replication ", replication, " need a partition of ",
+            ranks / replication, " parts, not ", store_parts);
+}
+
+template <communicator Comm>
+class distributed_sampling_graph {
+ public:
+  /// Collective. Takes part.in_edges (left empty): the graph the sampler walks, with the
+  /// model's self-loops. layer_wise: keep what LADIES' importances need. Throws
+  /// sar::invalid_argument naming the rank (check_replication; part.part not this rank's
+  /// group; original ids not a permutation of the nodes).
+  distributed_sampling_graph(Comm& comm, graph_part& part, int replication, bool layer_wise)
+      : comm_(&comm), replication_(replication), book_(part.book) {
+    constexpr const char* where = "sar::distributed_sampling_graph";
+    check_replication(where, comm.size(), replication, book_.num_parts());
+    group_ = comm.rank() / replication;
+    replica_ = comm.rank() % replication;
+    SAR_CHECK(part.part == group_, invalid_argument, where, ": rank ", comm.rank(),
+              " holds part ", part.part, " but its group is ", group_);
+    const node_t n = book_.num_nodes();
+    ids_ = part.original_ids;
+    if (ids_.empty())
+      for (node_t r = 0; r < part.num_local(); ++r) ids_.push_back(part.first_global() + r);
+
+    // Dataset id of every relabelled id (each group's replica 0 fills its range).
+    std::vector<std::int64_t> dataset_of(static_cast<std::size_t>(n), 0);
+    if (replica_ == 0)
+      for (std::size_t r = 0; r < ids_.size(); ++r) dataset_of[part.first_global() + r] = ids_[r];
+    comm.all_reduce(std::span<std::int64_t>(dataset_of), reduce_op::sum);
+    global_of_.assign(static_cast<std::size_t>(n), -1);
+    for (node_t g = 0; g < n; ++g) {
+      const std::int64_t v = dataset_of[g];
+      SAR_CHECK(v >= 0 && v < n && global_of_[v] < 0, invalid_argument, where, ": rank ",
+                comm.rank(), ": the parts' original ids are not a permutation of [0, ", n,
+                ") (id ", v, ")");
+      global_of_[v] = g;
+    }
+    rows_ = std::move(part.in_edges);
+    part.in_edges = {};
+    for (node_t& c : rows_.columns) c = dataset_of[c];
+    for (node_t r = 0; r < rows_.num_rows; ++r)
+      std::sort(rows_.columns.begin() + rows_.offsets[r], rows_.columns.begin() + rows_.offsets[r + 1]);
+    dataset_of = {};
+
+    // Out-degrees: every group counts its columns once.
+    std::vector<std::int64_t> out(static_cast<std::size_t>(n), 0);
+    if (replica_ == 0)
+      for (node_t c : rows_.columns) ++out[c];
+    comm.all_reduce(std::span<std::int64_t>(out), reduce_op::sum);
+    for (node_t v : ids_) out_degree_.push_back(out[v]);
+    if (layer_wise)
+      for (node_t c : rows_.columns) column_out_degree_.push_back(out[c]);
+  }
+
+  // --- What the sampler reads (sar/sampling/samplers.hpp, sampling_graph_of) ---
+  node_t num_nodes() const { return book_.num_nodes(); }
+
+  /// The rows of A of `ids` (dataset ids), columns as dataset ids. Collective.
+  sparse_matrix rows(std::span<const node_t> ids) {
+    const route r = send(ids);
+    std::vector<std::vector<std::int64_t>> answer(r.asked.size());
+    for (std::size_t q = 0; q < r.asked.size(); ++q)
+      for (std::int64_t row : r.asked[q]) {
+        const auto cols = rows_.row(row);
+        answer[q].push_back(static_cast<std::int64_t>(cols.size()));
+        answer[q].insert(answer[q].end(), cols.begin(), cols.end());
+      }
+    const auto got = all_to_all_vectors(*comm_, answer);
+    std::vector<std::vector<std::size_t>> start(got.size());  // per peer: where answer k starts
+    for (std::size_t q = 0; q < got.size(); ++q)
+      for (std::size_t at = 0; at < got[q].size(); at += 1 + static_cast<std::size_t>(got[q][at]))
+        start[q].push_back(at);
+    sparse_matrix out;
+    out.pattern.num_rows = static_cast<node_t>(ids.size());
+    out.pattern.num_cols = num_nodes();
+    out.pattern.offsets.assign(1, 0);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto& chunk = got[r.peer[i]];
+      const std::size_t at = start[r.peer[i]][r.slot[i]];
+      out.pattern.columns.insert(out.pattern.columns.end(), chunk.begin() + at + 1,
+                                 chunk.begin() + at + 1 + chunk[at]);
+      out.pattern.offsets.push_back(static_cast<edge_t>(out.pattern.columns.size()));
+    }
+    out.values.assign(out.pattern.columns.size(), 1.0);
+    return out;
+  }
+
+  /// LADIES' importances of the minibatches' levels (rows of `levels`, the same on every
+  /// rank). Collective; the same result on every rank.
+  ladies_importance importance(const sparse_matrix& levels) {
+    SAR_CHECK(column_out_degree_.size() == rows_.columns.size(), error,
+              "sar::distributed_sampling_graph::importance: made without layer_wise");
+    // This rank's partial sums: (minibatch, source, out-degree) and the value.
+    std::vector<std::int64_t> keys;
+    std::vector<double> values;
+    for (node_t b = 0; b < levels.rows(); ++b) {
+      if (b % replication_ != replica_) continue;
+      struct entry {
+        node_t source, out_degree;
+        double value;
+      };
+      std::vector<entry> entries;  // in order of v
+      for (node_t v : levels.row_columns(b)) {
+        const node_t g = global_of_[v];
+        if (book_.owner(g) != group_) continue;
+        const node_t row = g - book_.begin(group_);
+        for (edge_t e = rows_.offsets[row]; e < rows_.offsets[row + 1]; ++e)
+          entries.push_back({rows_.columns[e], column_out_degree_[e],
+                             detail::squared_normalised(rows_.degree(row), column_out_degree_[e])});
+      }
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const entry& x, const entry& y) { return x.source < y.source; });
+      for (std::size_t i = 0; i < entries.size();) {
+        const entry& first = entries[i];
+        double sum = 0;
+        for (; i < entries.size() && entries[i].source == first.source; ++i) sum += entries[i].value;
+        keys.insert(keys.end(), {b, first.source, first.out_degree});
+        values.push_back(sum);
+      }
+    }
+    const auto all_keys = all_gather(keys);
+    const auto all_values = all_gather(values);
+    // Sum the partials of every rank in rank order, per minibatch and source.
+    std::vector<std::vector<std::tuple<node_t, std::size_t, std::size_t>>> parts(
+        static_cast<std::size_t>(levels.rows()));  // (source, rank, index)
+    for (std::size_t q = 0; q < all_values.size(); ++q)
+      for (std::size_t i = 0; i < all_values[q].size(); ++i)
+        parts[all_keys[q][3 * i]].emplace_back(all_keys[q][3 * i + 1], q, i);
+    ladies_importance out;
+    sparse_matrix& w = out.weights;
+    w.pattern.num_rows = levels.rows();
+    w.pattern.num_cols = num_nodes();
+    w.pattern.offsets.assign(1, 0);
+    for (auto& p : parts) {
+      std::stable_sort(p.begin(), p.end(), [](const auto& x, const auto& y) {
+        return std::get<0>(x) < std::get<0>(y);
+      });
+      for (std::size_t i = 0; i < p.size();) {
+        const node_t j = std::get<0>(p[i]);
+        double sum = 0;
+        node_t degree = 0;
+        for (; i < p.size() && std::get<0>(p[i]) == j; ++i) {
+          const auto [source, q, k] = p[i];
+          sum += all_values[q][k];
+          degree = all_keys[q][3 * k + 2];
+        }
+        w.pattern.columns.push_back(j);
+        w.values.push_back(sum);
+        out.out_degree.push_back(degree);
+      }
+      w.pattern.offsets.push_back(static_cast<edge_t>(w.pattern.columns.size()));
+    }
+    return out;
+  }
+
+  // --- What the minibatch loop reads (sar/train/minibatch.hpp) ---
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  int replication() const { return replication_; }
+  /// Whether this rank's nodes count in metrics (replica 0 of each group).
+  bool counts_in_evaluation() const { return replica_ == 0; }
+  node_t num_local() const { return rows_.num_rows; }
+  /// In-edges of this rank's nodes, columns as dataset ids (sorted).
+  const csr& local_rows() const { return rows_; }
+  /// Dataset id of each local row.
+  std::span<const node_t> local_ids() const { return ids_; }
+
+  /// The dataset ids of every training node (by `split` of the local rows), sorted; the
+  /// same on every rank. Collective.
+  std::vector<node_t> training_nodes(std::span<const node_split> split) {
+    std::vector<std::int64_t> mine;
+    if (replica_ == 0)
+      for (std::size_t r = 0; r < split.size(); ++r)
+        if (split[r] == node_split::train) mine.push_back(ids_[r]);
+    std::vector<node_t> all;
+    for (const auto& part : all_gather(mine)) all.insert(all.end(), part.begin(), part.end());
+    std::sort(all.begin(), all.end());
+    return all;
+  }
+
+  /// Rows `ids` (dataset ids) of a matrix whose rows are the local nodes (every rank's has
+  /// `cols` columns). Collective.
+  template <class T>
+  matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) {
+    const auto cols = static_cast<std::size_t>(local.cols());
+    const route r = send(ids);
+    std::vector<std::vector<T>> answer(r.asked.size());
+    for (std::size_t q = 0; q < r.asked.size(); ++q)
+      for (std::int64_t row : r.asked[q])
+        for (std::size_t c = 0; c < cols; ++c) answer[q].push_back(local(row, c));
+    const auto got = all_to_all_vectors(*comm_, answer);
+    matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      for (std::size_t c = 0; c < cols; ++c)
+        out(static_cast<Eigen::Index>(i), c) = got[r.peer[i]][r.slot[i] * cols + c];
+    return out;
+  }
+  /// Entries `ids` of a vector over the local nodes. Collective.
+  template <class V>
+  std::vector<V> gather(std::span<const V> local, std::span<const node_t> ids) {
+    const route r = send(ids);
+    std::vector<std::vector<std::int64_t>> answer(r.asked.size());
+    for (std::size_t q = 0; q < r.asked.size(); ++q)
+      for (std::int64_t row : r.asked[q]) answer[q].push_back(static_cast<std::int64_t>(local[row]));
+    const auto got = all_to_all_vectors(*comm_, answer);
+    std::vector<V> out;
+    for (std::size_t i = 0; i < ids.size(); ++i) out.push_back(static_cast<V>(got[r.peer[i]][r.slot[i]]));
+    return out;
+  }
+  /// Out-degrees of `ids`. Collective.
+  std::vector<node_t> out_degrees(std::span<const node_t> ids) {
+    return gather(std::span<const node_t>(out_degree_), ids);
+  }
+
+  template <reducible_scalar V>
+  void all_reduce_sum(std::span<V> values) { comm_->all_reduce(values, reduce_op::sum); }
+  std::int64_t all_reduce_max(std::int64_t value) {
+    comm_->all_reduce(std::span<std::int64_t>(&value, 1), reduce_op::max);
+    return value;
+  }
+
+  /// Bytes of the rows, ids, degrees and id map this rank keeps.
+  std::size_t memory_bytes() const {
+    return rows_.memory_bytes() +
+           (ids_.capacity() + global_of_.capacity() + out_degree_.capacity() +
+            column_out_degree_.capacity()) * sizeof(node_t);
+  }
+
+ private:
+  /// Requests sent: asked[q] = the local rows rank q asks of this rank; the i-th id went to
+  /// rank peer[i] as its slot[i]-th request.
+  struct route {
+    std::vector<std::vector<std::int64_t>> asked;
+    std::vector<int> peer;
+    std::vector<std::size_t> slot;
+  };
+  route send(std::span<const node_t> ids) {
+    const node_t n = num_nodes();
+    std::vector<std::vector<std::int64_t>> per_peer(static_cast<std::size_t>(comm_->size()));
+    route r;
+    r.peer.reserve(ids.size());
+    r.slot.reserve(ids.size());
+    for (node_t v : ids) {
+      SAR_CHECK(v >= 0 && v < n, invalid_argument, "sar::distributed_sampling_graph: rank ",
+                comm_->rank(), " asked for node ", v, " outside [0, ", n, ")");
+      const node_t g = global_of_[v];
+      const int group = book_.owner(g);
+      const int q = group * replication_ + replica_;
+      r.peer.push_back(q);
+      r.slot.push_back(per_peer[q].size());
+      per_peer[q].push_back(g - book_.begin(group));
+    }
+    r.asked = all_to_all_vectors(*comm_, per_peer);
+    return r;
+  }
+  /// Every rank's `mine`, in rank order. Collective.
+  template <class V>
+  std::vector<std::vector<V>> all_gather(const std::vector<V>& mine) {
+    return all_to_all_vectors(*comm_, std::vector<std::vector<V>>(comm_->size(), mine));
+  }
+  Comm* comm_;
+  int replication_ = 1, group_ = 0, replica_ = 0;
+  partition_book book_;
+  std::vector<node_t> ids_;           // local row -> dataset id
+  csr rows_;                          // local rows; columns: dataset ids
+  std::vector<node_t> global_of_;     // dataset id -> relabelled id
+  std::vector<node_t> out_degree_;    // of the local rows
+  std::vector<node_t> column_out_degree_;  // layer-wise: of each edge's source
+};
+
+}  // namespace sar

@@ -1,0 +1,210 @@
+// Run under mpirun -np N. Distributed minibatch training (sar/sampling/
+// distributed_sampling_graph.hpp) against one process, for replication c = 1 and c = 2 (when
+// c divides N), on a planted graph cut by METIS into N / c parts (so relabelled ids differ
+// from dataset ids):
+// - samples: every destination of this rank's share of a bulk of minibatches has, in every
+//   block, the sources (dataset ids), source scales and destination scale it has in the
+//   one-process sample of the whole minibatch (node-wise GraphSAGE and LADIES);
+// - training: per-epoch training losses and validation accuracies of minibatch GraphSAGE and
+//   LADIES GCN (dropout on) equal the one-process run's within 1e-5 (double and float), and
+//   the final parameters agree;
+// - bad input: a replication that does not divide N is a clear error on every rank.
+// Any failure prints the rank and ends every rank with MPI_Abort.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "mpi_check.hpp"
+#include "mpi_parts.hpp"
+#include "sar/comm/mpi.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/partition/metis.hpp"
+#include "sar/sampling/distributed_sampling_graph.hpp"
+#include "sar/train/minibatch.hpp"
+#include "sar/train/models.hpp"
+
+using namespace sar;
+
+namespace {
+
+using mpi_test::the_comm;
+using graph_type = distributed_sampling_graph<mpi_communicator>;
+
+/// For every block l and destination (dataset id): its destination scale and its sources'
+/// (dataset id, scale), sorted.
+using edges_by_destination =
+    std::map<std::pair<std::size_t, node_t>,
+             std::pair<double, std::vector<std::pair<node_t, double>>>>;
+
+edges_by_destination edges_of(const minibatch_sample& s) {
+  edges_by_destination out;
+  for (std::size_t l = 0; l < s.blocks.size(); ++l) {
+    const sampled_block& b = s.blocks[l];
+    for (node_t r = 0; r < b.edges.num_rows; ++r) {
+      auto& [scale, sources] = out[{l, s.ids[r]}];
+      scale = b.destination_scales.empty() ? 1.0 : b.destination_scales[r];
+      for (node_t c : b.edges.row(r))
+        sources.emplace_back(s.ids[c], b.source_scales.empty() ? 1.0 : b.source_scales[c]);
+      std::sort(sources.begin(), sources.end());
+    }
+  }
+  return out;
+}
+
+bool close(double a, double b, double tolerance) {
+  return std::abs(a - b) <= tolerance * std::max(1.0, std::abs(b));
+}
+
+void check_samples(mpi_communicator& comm, graph_type& graph, const csr& whole,
+                   sampler_kind kind, const std::string& what) {
+  sampler_options o{.kind = kind, .seed = 3};
+  o.fanouts = kind == sampler_kind::node_wise ? std::vector<node_t>{4, 3} : std::vector<node_t>{40, 30};
+  std::vector<std::vector<node_t>> batches, shares;
+  const int P = comm.size();
+  for (node_t b = 0; b < 5; ++b) {
+    batches.emplace_back();
+    for (node_t i = 0; i < 23; ++i) batches.back().push_back((b * 97 + i * 31) % whole.num_rows);
+    const std::size_t n = batches.back().size();
+    shares.emplace_back(batches.back().begin() + n * comm.rank() / P,
+                        batches.back().begin() + n * (comm.rank() + 1) / P);
+  }
+  bulk_sampler distributed(graph.num_nodes(), o);
+  const auto mine = distributed.sample(graph, batches, shares, 4, 10);
+  bulk_sampler alone(whole, o);
+  const auto reference = alone.sample(batches, 4, 10);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    EXPECT(std::equal(shares[b].begin(), shares[b].end(), mine[b].ids.begin()), what,
+           ": the share's seeds do not come first");
+    const auto want = edges_of(reference[b]);
+    for (const auto& [key, value] : edges_of(mine[b])) {
+      const auto it = want.find(key);
+      EXPECT(it != want.end(), what, ": node ", key.second, " of block ", key.first,
+             " is not a destination of the one-process sample (minibatch ", b, ")");
+      const auto& [scale, sources] = value;
+      EXPECT(close(scale, it->second.first, 1e-12), what, ": destination scale of node ",
+             key.second);
+      EXPECT(sources.size() == it->second.second.size(), what, ": node ", key.second,
+             " of block ", key.first, " has ", sources.size(), " sources, one process ",
+             it->second.second.size());
+      for (std::size_t e = 0; e < sources.size(); ++e)
+        EXPECT(sources[e].first == it->second.second[e].first &&
+                   close(sources[e].second, it->second.second[e].second, 1e-12),
+               what, ": node ", key.second, " of block ", key.first, " source ",
+               sources[e].first, " vs ", it->second.second[e].first);
+    }
+  }
+  if (comm.rank() == 0) std::printf("ok  samples %s\n", what.c_str());
+}
+
+struct run_result {
+  std::vector<double> losses, valid_acc;
+  std::vector<double> parameters;
+};
+
+template <class T, class Graph>
+run_result train(Graph& graph, const model_config& config, const matrixf& features,
+                 std::span<const std::int32_t> labels, std::span<const node_split> split,
+                 int classes, const minibatch_options& mb) {
+  const matrix<T> x = features.cast<T>();
+  auto model = make_model<T, local_schedule>(config, x.cols(), classes, 7);
+  auto optimiser = make_optimiser(config, model);
+  const train_options options{.epochs = config.epochs, .seed = 5, .log_progress = false};
+  const auto result = train_minibatch(model, graph, optimiser, node_data<T>{x, labels, split},
+                                      options, mb);
+  run_result out;
+  for (const auto& e : result.history) {
+    out.losses.push_back(e.train_loss);
+    out.valid_acc.push_back(e.valid_acc);
+  }
+  for (T v : model.parameters().values()) out.parameters.push_back(static_cast<double>(v));
+  return out;
+}
+
+template <class T>
+void check_training(mpi_communicator& comm, const graph_dataset& data,
+                    const std::vector<int>& assignment, int replication, sampler_kind kind,
+                    const std::string& what) {
+  model_config config = paper_defaults(kind == sampler_kind::node_wise ? model_kind::sage
+                                                                       : model_kind::gcn);
+  config.hidden = 16;
+  config.epochs = 3;
+  const auto loops = config.kind == model_kind::sage ? self_loop_policy::keep
+                                                     : self_loop_policy::add;
+  minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
+  mb.sampler = {.kind = kind, .seed = 2};
+  mb.sampler.fanouts = kind == sampler_kind::node_wise ? std::vector<node_t>{5, 5}
+                                                       : std::vector<node_t>{64, 64};
+  const csr whole = with_self_loops(data.graph, loops);
+  const run_result reference = train<T>(whole, config, data.features, data.labels, data.split,
+                                        data.num_classes, mb);
+  const int groups = comm.size() / replication;
+  graph_part part = mpi_test::cut_part(data, assignment, groups, comm.rank() / replication);
+  part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
+  graph_type graph(comm, part, replication, kind == sampler_kind::layer_wise);
+  const run_result got = train<T>(graph, config, part.features, part.labels, part.split,
+                                  part.num_classes, mb);
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-9;
+  EXPECT(got.losses.size() == reference.losses.size(), what);
+  for (std::size_t e = 0; e < got.losses.size(); ++e) {
+    EXPECT(close(got.losses[e], reference.losses[e], tolerance), what, ": epoch ", e, " loss ",
+           got.losses[e], " vs one process ", reference.losses[e]);
+    EXPECT(got.valid_acc[e] == reference.valid_acc[e], what, ": epoch ", e,
+           " validation accuracy ", got.valid_acc[e], " vs ", reference.valid_acc[e]);
+  }
+  for (std::size_t i = 0; i < got.parameters.size(); ++i)
+    EXPECT(close(got.parameters[i], reference.parameters[i], 100 * tolerance), what,
+           ": parameter ", i, " ", got.parameters[i], " vs ", reference.parameters[i]);
+  if (comm.rank() == 0)
+    std::printf("ok  training %s (loss %.6f -> %.6f)\n", what.c_str(), got.losses.front(),
+                got.losses.back());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mpi_environment env(argc, argv);
+  mpi_communicator comm;
+  the_comm = &comm;
+  const int P = comm.size();
+  try {
+    planted_partition_options o;
+    o.num_nodes = 700;
+    o.seed = 6;
+    const graph_dataset data = make_planted_partition(o);
+    for (int c : {1, 2}) {
+      if (P % c != 0) continue;
+      const std::vector<int> assignment = partition_metis(data, P / c, {.seed = 1});
+      const std::string at = " (P = " + std::to_string(P) + ", c = " + std::to_string(c) + ")";
+      for (const sampler_kind kind : {sampler_kind::node_wise, sampler_kind::layer_wise}) {
+        const std::string name = kind == sampler_kind::node_wise ? "sage" : "ladies";
+        const auto loops = kind == sampler_kind::node_wise ? self_loop_policy::keep
+                                                           : self_loop_policy::add;
+        const csr whole = with_self_loops(data.graph, loops);
+        graph_part part = mpi_test::cut_part(data, assignment, P / c, comm.rank() / c);
+        part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
+        graph_type graph(comm, part, c, kind == sampler_kind::layer_wise);
+        check_samples(comm, graph, whole, kind, name + at);
+        check_training<double>(comm, data, assignment, c, kind, name + " double" + at);
+        check_training<float>(comm, data, assignment, c, kind, name + " float" + at);
+      }
+    }
+    // A replication that does not divide the ranks: the same clear error on every rank.
+    graph_part part = mpi_test::cut_part(data, std::vector<int>(700, 0), 1, 0);
+    bool refused = false;
+    try {
+      graph_type graph(comm, part, P + 1, false);
+    } catch (const invalid_argument& e) {
+      refused = std::string(e.what()).find("does not divide") != std::string::npos;
+    }
+    EXPECT(refused, "replication ", P + 1, " was not refused");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    comm.abort(e.what());
+  }
+  if (comm.rank() == 0)
+    std::printf("distributed minibatch samples and training match one process at %d ranks\n", P);
+  return 0;
+}
