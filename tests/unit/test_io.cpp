@@ -866,8 +866,8 @@ TEST_CASE("npy files: unsupported or malformed headers name the file and the fie
   };
   check_contains(error_for("{'descr': '>f4', 'fortran_order': False, 'shape': (0,), }"),
                  {file.string(), "'descr'", "'>f4'"});
-  check_contains(error_for("{'descr': '<f8', 'fortran_order': False, 'shape': (0,), }"),
-                 {file.string(), "'descr'", "'<f8'"});
+  check_contains(error_for("{'descr': '<c8', 'fortran_order': False, 'shape': (0,), }"),
+                 {file.string(), "'descr'", "'<c8'"});
   check_contains(error_for("{'descr': '<f4', 'fortran_order': True, 'shape': (0, 0), }"),
                  {file.string(), "'fortran_order'"});
   check_contains(

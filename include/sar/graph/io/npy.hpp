@@ -40,7 +40,7 @@
 namespace sar {
 
 /// The element types of the .npy files sar reads and writes.
-enum class npy_dtype : std::uint8_t { int64, int32, uint8, float32 };
+enum class npy_dtype : std::uint8_t { int64, int32, uint8, float32, float64 };
 
 /// Bytes per element of `dtype`.
 inline std::size_t npy_element_size(npy_dtype dtype) {
@@ -49,28 +49,31 @@ inline std::size_t npy_element_size(npy_dtype dtype) {
     case npy_dtype::int32: return 4;
     case npy_dtype::uint8: return 1;
     case npy_dtype::float32: return 4;
+    case npy_dtype::float64: return 8;
   }
   return 0;
 }
 
-/// NumPy's type string of `dtype`: '<i8', '<i4', '|u1', '<f4'.
+/// NumPy's type string of `dtype`: '<i8', '<i4', '|u1', '<f4', '<f8'.
 inline const char* npy_descr(npy_dtype dtype) {
   switch (dtype) {
     case npy_dtype::int64: return "<i8";
     case npy_dtype::int32: return "<i4";
     case npy_dtype::uint8: return "|u1";
     case npy_dtype::float32: return "<f4";
+    case npy_dtype::float64: return "<f8";
   }
   return "?";
 }
 
-/// The NumPy name of `dtype`: int64, int32, uint8, float32.
+/// The NumPy name of `dtype`: int64, int32, uint8, float32, float64.
 inline const char* npy_dtype_name(npy_dtype dtype) {
   switch (dtype) {
     case npy_dtype::int64: return "int64";
     case npy_dtype::int32: return "int32";
     case npy_dtype::uint8: return "uint8";
     case npy_dtype::float32: return "float32";
+    case npy_dtype::float64: return "float64";
   }
   return "?";
 }
@@ -189,7 +192,8 @@ class header_parser {
     return value;
   }
   npy_dtype dtype_of(const std::string& descr) {
-    for (npy_dtype t : {npy_dtype::int64, npy_dtype::int32, npy_dtype::uint8, npy_dtype::float32})
+    for (npy_dtype t : {npy_dtype::int64, npy_dtype::int32, npy_dtype::uint8, npy_dtype::float32,
+                        npy_dtype::float64})
       if (descr == npy_descr(t)) return t;
     fail("unsupported 'descr': '" + descr +
          "' (sar reads '<i8', '<i4', '|u1', '<f4': little-endian int64, int32, uint8, float32)");

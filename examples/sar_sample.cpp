@@ -1,0 +1,180 @@
+// sar-sample: writes the sampled blocks of chosen minibatches to a directory of .npy arrays,
+// to inspect what minibatch training sees or to feed it to another framework. The seeds are
+// those sar-train --minibatch B --seed S trains on in that epoch (the same shuffled training
+// nodes and sampler keys), so a sample here is the sample there.
+//
+//   sar-sample --dataset ../shared/data/cora --minibatch 64 --fanouts 25,10 \
+//       --minibatches 0,1 --out cora-samples
+//
+// Layout (docs/sampling.md, "sar-sample"): OUT/sample.json, and per minibatch m a directory
+// OUT/minibatch-<m> (m zero-padded to 6 digits) holding, for every block l from the input
+// (l = 0 feeds the first graph layer), block-<l>-indptr.npy (int64, destinations + 1),
+// block-<l>-indices.npy (int64, the source row of each edge), block-<l>-destination-ids.npy
+// and block-<l>-source-ids.npy (int64 dataset ids; the destinations are the first sources),
+// and for LADIES block-<l>-source-scales.npy and block-<l>-destination-scales.npy (float64;
+// GCN's y_i = r_i sum_j c_j x_j). The whole output is written into a temporary sibling and
+// renamed into place: a failure leaves the previous output as it was.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "program_support.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/io/npy.hpp"
+#include "sar/sampling/samplers.hpp"
+#include "sar/train/minibatch.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sar_programs::clock_type;
+using sar_programs::seconds_since;
+
+constexpr const char* format_name = "sar-sample";
+constexpr int format_version = 1;
+
+void write_ids(const fs::path& file, std::span<const sar::node_t> ids) {
+  const std::int64_t shape[] = {static_cast<std::int64_t>(ids.size())};
+  sar::write_npy(file, sar::npy_dtype::int64, shape, ids.data());
+}
+void write_doubles(const fs::path& file, const std::vector<double>& values) {
+  const std::int64_t shape[] = {static_cast<std::int64_t>(values.size())};
+  sar::write_npy(file, sar::npy_dtype::float64, shape, values.data());
+}
+
+/// Writes one sample's blocks into `dir` (created).
+void write_sample(const fs::path& dir, const sar::minibatch_sample& s) {
+  fs::create_directory(dir);
+  for (std::size_t l = 0; l < s.blocks.size(); ++l) {
+    const sar::sampled_block& b = s.blocks[l];
+    const std::string prefix = "block-" + std::to_string(l) + "-";
+    write_ids(dir / (prefix + "indptr.npy"), b.edges.offsets);
+    write_ids(dir / (prefix + "indices.npy"), b.edges.columns);
+    write_ids(dir / (prefix + "destination-ids.npy"),
+              std::span(s.ids).first(static_cast<std::size_t>(b.edges.num_rows)));
+    write_ids(dir / (prefix + "source-ids.npy"), b.ids);
+    if (!b.source_scales.empty()) {
+      write_doubles(dir / (prefix + "source-scales.npy"), b.source_scales);
+      write_doubles(dir / (prefix + "destination-scales.npy"), b.destination_scales);
+    }
+  }
+}
+
+/// Whether `dir` is missing, empty, or a sar-sample output (which may be replaced).
+bool replaceable(const fs::path& dir) {
+  if (!fs::exists(dir)) return true;
+  if (!fs::is_directory(dir)) return false;
+  if (fs::is_empty(dir)) return true;
+  std::ifstream in(dir / "sample.json");
+  const auto meta = nlohmann::json::parse(in, nullptr, false);
+  return !meta.is_discarded() && meta.is_object() && meta.value("format", "") == format_name;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Write the sampled blocks of chosen minibatches (GraphSAGE node-wise or LADIES "
+               "layer-wise) as .npy arrays: per block its CSR and the dataset ids of its "
+               "destinations and sources",
+               "sar-sample"};
+  std::string dataset = "planted", sampler = "sage", out, loops = "auto";
+  sar::node_t batch_size = 64;
+  std::vector<sar::node_t> fanouts{25, 10}, chosen{0};
+  std::uint64_t seed = 0, epoch = 0;
+  app.add_option("--dataset", dataset, "OGB raw directory, .npy dataset, graph file or "
+                 "generator spec (as sar-train)")->capture_default_str();
+  app.add_option("--sampler", sampler, "sage (node-wise) | ladies (layer-wise)")
+      ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
+  app.add_option("--fanouts", fanouts, "per layer from the input: neighbours per node (sage; "
+                 "-1 = all) or nodes per layer (ladies)")->delimiter(',')->capture_default_str();
+  app.add_option("--minibatch", batch_size, "seeds per minibatch")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--minibatches", chosen, "which minibatches of the epoch, e.g. 0,5,9")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--epoch", epoch, "the epoch (keys the shuffle and the darts)")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seed, as sar-train --seed")->capture_default_str();
+  app.add_option("--self-loops", loops, "auto (ladies: add, as for GCN; sage: keep) | add | keep")
+      ->check(CLI::IsMember({"auto", "add", "keep"}))->capture_default_str();
+  app.add_option("--out", out, "output directory (created; an earlier sar-sample output there "
+                 "is replaced, anything else refused)")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  SAR_CHECK(replaceable(out), sar::io_error, out, " exists and is not an empty directory or a "
+            "sar-sample output (no sample.json of format '", format_name, "'); refusing to "
+            "overwrite it");
+  sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
+  const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
+  const sar::csr graph = sar::with_self_loops(
+      data.graph, add ? sar::self_loop_policy::add : sar::self_loop_policy::keep);
+  const sar::sampler_options options{
+      .kind = sampler == "ladies" ? sar::sampler_kind::layer_wise : sar::sampler_kind::node_wise,
+      .fanouts = fanouts, .seed = seed};
+
+  std::vector<sar::node_t> training;
+  for (std::size_t v = 0; v < data.split.size(); ++v)
+    if (data.split[v] == sar::node_split::train) training.push_back(static_cast<sar::node_t>(v));
+  SAR_CHECK(!training.empty(), sar::invalid_argument, "dataset ", data.name,
+            " has no training nodes to draw seeds from");
+  SAR_CHECK(batch_size <= static_cast<sar::node_t>(training.size()), sar::invalid_argument,
+            "--minibatch ", batch_size, " exceeds the ", training.size(), " training nodes");
+  const auto order = sar::shuffled_nodes(training, seed, epoch);
+  const auto batches = static_cast<sar::node_t>((order.size() + batch_size - 1) / batch_size);
+  std::vector<std::vector<sar::node_t>> seeds;
+  for (sar::node_t m : chosen) {
+    SAR_CHECK(m >= 0 && m < batches, sar::invalid_argument, "--minibatches: ", m,
+              " outside [0, ", batches, ") (the minibatches of an epoch)");
+    const auto begin = order.begin() + m * batch_size;
+    seeds.emplace_back(begin, begin + std::min<sar::node_t>(batch_size, order.end() - begin));
+  }
+
+  const auto start = clock_type::now();
+  sar::bulk_sampler bulk(graph, options);
+  const fs::path target(out);
+  const fs::path temporary = target.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(temporary);  // ours: named by this process id
+  fs::create_directories(temporary);
+  nlohmann::json meta = {{"format", format_name}, {"version", format_version},
+                         {"dataset", data.name}, {"sampler", sampler}, {"fanouts", fanouts},
+                         {"minibatch_size", batch_size}, {"epoch", epoch}, {"seed", seed},
+                         {"self_loops", add ? "add" : "keep"}, {"minibatches", nlohmann::json::array()}};
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    // Each minibatch drawn alone is the sample sar-train draws in its bulk (same keys).
+    const auto sample = bulk.sample(std::span(seeds).subspan(i, 1), epoch,
+                                    static_cast<std::uint64_t>(chosen[i]))[0];
+    char name[32];
+    std::snprintf(name, sizeof name, "minibatch-%06lld", static_cast<long long>(chosen[i]));
+    write_sample(temporary / name, sample);
+    meta["minibatches"].push_back({{"minibatch", chosen[i]}, {"directory", name},
+                                   {"seeds", sample.level_sizes.back()},
+                                   {"level_sizes", sample.level_sizes}});
+    std::printf("minibatch %lld: levels", static_cast<long long>(chosen[i]));
+    for (sar::node_t size : sample.level_sizes) std::printf(" %lld", static_cast<long long>(size));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  {
+    std::ofstream file(temporary / "sample.json");
+    SAR_CHECK(file << meta.dump(2) << '\n', sar::io_error, "cannot write ",
+              (temporary / "sample.json").string());
+  }
+  // Into place: the previous output (ours, checked above) goes only once the new one is whole.
+  const fs::path previous = target.string() + ".old-" + std::to_string(::getpid());
+  if (fs::exists(target)) fs::rename(target, previous);
+  fs::rename(temporary, target);
+  fs::remove_all(previous);
+  std::printf("wrote %zu minibatches to %s (%.2f s)\n", chosen.size(), out.c_str(),
+              seconds_since(start));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return sar_programs::run_reporting_errors("sar-sample", run, argc, argv);
+}
