@@ -203,6 +203,11 @@ class distributed_sampling_graph {
   /// Whether this rank's nodes count in metrics (replica 0 of each group).
   bool counts_in_evaluation() const { return replica_ == 0; }
   node_t num_local() const { return rows_.num_rows; }
+  /// The local row of node `id` (dataset id), or -1 if another group owns it.
+  node_t local_row(node_t id) const {
+    const node_t g = global_of_[id];
+    return book_.owner(g) == group_ ? g - book_.begin(group_) : -1;
+  }
   /// In-edges of this rank's nodes, columns as dataset ids (sorted).
   const csr& local_rows() const { return rows_; }
   /// Dataset id of each local row.

@@ -215,6 +215,7 @@ class sampling_graph {
   int size() const { return 1; }
   bool counts_in_evaluation() const { return true; }
   node_t num_local() const { return num_nodes(); }
+  node_t local_row(node_t id) const { return id; }
   const csr& local_rows() const { return *graph_; }
   std::span<const node_t> local_ids() const { return {}; }  // row r is node r
   std::vector<node_t> training_nodes(std::span<const node_split> split) const {
@@ -474,47 +475,43 @@ class bulk_sampler {
 
 /// The block of layer-wise inference for rows [begin, end) of `rows` (in-edges, columns =
 /// dataset ids; row r is node row_ids[r], or r when row_ids is empty): every in-edge, sources
-/// = the destinations then their other in-neighbours (increasing id). The caller sets the
-/// block's source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
-/// full-batch run does). Throws sar::invalid_argument for a range outside `rows`.
-inline minibatch_sample neighbourhood_block(const csr& rows, std::span<const node_t> row_ids,
-                                            node_t begin, node_t end) {
+/// = the destinations then their other in-neighbours (increasing id). local_row(id) gives the
+/// row of `rows` holding node id, or -1. The caller sets the block's source_degrees (the
+/// whole graph's out-degrees of its ids, so GCN normalises as a full-batch run does).
+/// Throws sar::invalid_argument for a range outside `rows`.
+template <class LocalRow>
+minibatch_sample neighbourhood_block(const csr& rows, std::span<const node_t> row_ids,
+                                     node_t begin, node_t end, LocalRow&& local_row) {
   SAR_CHECK(0 <= begin && begin <= end && end <= rows.num_rows &&
                 (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)),
             invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
             rows.num_rows, " (", row_ids.size(), " row ids)");
-  const auto id_of = [&](node_t r) { return row_ids.empty() ? r : row_ids[r]; };
-  std::vector<node_t> ids;
-  for (node_t r = begin; r < end; ++r) ids.push_back(id_of(r));
-  std::vector<node_t> destinations = ids;  // sorted, to tell destinations from the others
-  std::sort(destinations.begin(), destinations.end());
-  const auto destination_row = [&](node_t u) {
-    const auto it = std::lower_bound(destinations.begin(), destinations.end(), u);
-    return it != destinations.end() && *it == u ? it - destinations.begin() : std::ptrdiff_t{-1};
+  const auto destination = [&](node_t u) {  // its block row, or -1
+    const node_t r = local_row(u);
+    return r >= begin && r < end ? r - begin : node_t{-1};
   };
+  std::vector<node_t> ids;
+  for (node_t r = begin; r < end; ++r) ids.push_back(row_ids.empty() ? r : row_ids[r]);
   std::vector<node_t> others;
   for (node_t r = begin; r < end; ++r)
     for (node_t u : rows.row(r))
-      if (destination_row(u) < 0) others.push_back(u);
+      if (destination(u) < 0) others.push_back(u);
   std::sort(others.begin(), others.end());
   others.erase(std::unique(others.begin(), others.end()), others.end());
-  // Sorted destination position -> block row.
-  std::vector<node_t> row_of_sorted(destinations.size());
-  for (node_t r = begin; r < end; ++r)
-    row_of_sorted[destination_row(id_of(r))] = r - begin;
   ids.insert(ids.end(), others.begin(), others.end());
-  const auto local = [&](node_t u) {
-    const auto d = destination_row(u);
-    if (d >= 0) return row_of_sorted[d];
-    return end - begin + static_cast<node_t>(std::lower_bound(others.begin(), others.end(), u) -
-                                             others.begin());
-  };
   sampled_block block;
   block.edges.num_rows = end - begin;
   block.edges.num_cols = static_cast<node_t>(ids.size());
   block.edges.offsets.assign(1, 0);
   for (node_t r = begin; r < end; ++r) {
-    for (node_t u : rows.row(r)) block.edges.columns.push_back(local(u));
+    for (node_t u : rows.row(r)) {
+      const node_t d = destination(u);
+      block.edges.columns.push_back(
+          d >= 0 ? d
+                 : end - begin + static_cast<node_t>(
+                                     std::lower_bound(others.begin(), others.end(), u) -
+                                     others.begin()));
+    }
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));
   }
   block.ids = ids;

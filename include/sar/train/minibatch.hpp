@@ -75,6 +75,7 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.num_local() } -> std::same_as<node_t>;
   { cg.local_rows() } -> std::same_as<const csr&>;
   { cg.local_ids() } -> std::same_as<std::span<const node_t>>;
+  { cg.local_row(node_t{0}) } -> std::same_as<node_t>;
   g.all_reduce_max(std::int64_t{0});
 };
 
@@ -98,7 +99,9 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features
     for (std::int64_t c = 0; c < blocks; ++c) {  // every rank as many times: collective
       const node_t begin = std::min<node_t>(local, c * rows_per_block);
       const node_t stop = std::min(local, begin + rows_per_block);
-      minibatch_sample block = neighbourhood_block(graph.local_rows(), graph.local_ids(), begin, stop);
+      minibatch_sample block =
+          neighbourhood_block(graph.local_rows(), graph.local_ids(), begin, stop,
+                              [&](node_t id) { return graph.local_row(id); });
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
       const matrix<T> x = graph.gather(h, block.ids);
       if (stop == begin) continue;
