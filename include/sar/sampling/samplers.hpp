@@ -51,10 +51,10 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
-#include "sar/kernels/dense.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/kernels/dense.hpp"
 #include "sar/sampling/darts.hpp"
 #include "sar/sampling/spgemm.hpp"
 #include "sar/schedule/local_schedule.hpp"
