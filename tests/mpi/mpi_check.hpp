@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <exception>
 
 #include "sar/comm/mpi.hpp"
 #include "sar/core/error.hpp"
@@ -11,6 +12,22 @@
 namespace sar::mpi_test {
 /// Set by main() once the communicator exists.
 inline mpi_communicator* the_comm = nullptr;
+
+/// The main() of an MPI test: starts MPI, sets the_comm, runs body(comm); an exception
+/// escaping body prints the rank and the message and ends every rank. Returns 0.
+template <class Body>
+int run_checked(int argc, char** argv, Body&& body) {
+  mpi_environment env(argc, argv);
+  mpi_communicator comm;
+  the_comm = &comm;
+  try {
+    body(comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
+    comm.abort(e.what());
+  }
+  return 0;
+}
 }  // namespace sar::mpi_test
 
 #define EXPECT(cond, ...)                                                                \

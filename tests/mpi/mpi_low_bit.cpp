@@ -227,11 +227,8 @@ void check_training(mpi_communicator& comm, const graph_dataset& cora) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi_environment env(argc, argv);
-  mpi_communicator comm;
-  the_comm = &comm;
-  const int P = comm.size();
-  try {
+  return mpi_test::run_checked(argc, argv, [](mpi_communicator& comm) {
+    const int P = comm.size();
     {
       tbb::global_control threads(tbb::global_control::max_allowed_parallelism, 1);
       graph_dataset rmat = make_rmat_dataset({.scale = 9, .num_edges = 3000, .seed = 4});
@@ -244,10 +241,6 @@ int main(int argc, char** argv) {
     const char* dir = std::getenv("SAR_DATA_DIR");
     EXPECT(dir != nullptr, "SAR_DATA_DIR is not set");
     check_training(comm, read_ogb_raw(std::string(dir) + "/cora"));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
-    comm.abort(e.what());
-  }
-  if (comm.rank() == 0) std::printf("low-bit exchange: all checks passed on %d ranks\n", P);
-  return 0;
+    if (comm.rank() == 0) std::printf("low-bit exchange: all checks passed on %d ranks\n", P);
+  });
 }

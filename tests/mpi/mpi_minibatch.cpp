@@ -30,7 +30,6 @@ using namespace sar;
 
 namespace {
 
-using mpi_test::the_comm;
 using graph_type = distributed_sampling_graph<mpi_communicator>;
 
 /// For every block l and destination (dataset id): its destination scale and its sources'
@@ -165,11 +164,8 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi_environment env(argc, argv);
-  mpi_communicator comm;
-  the_comm = &comm;
-  const int P = comm.size();
-  try {
+  return mpi_test::run_checked(argc, argv, [](mpi_communicator& comm) {
+    const int P = comm.size();
     planted_partition_options o;
     o.num_nodes = 700;
     o.seed = 6;
@@ -200,11 +196,7 @@ int main(int argc, char** argv) {
       refused = std::string(e.what()).find("does not divide") != std::string::npos;
     }
     EXPECT(refused, "replication ", P + 1, " was not refused");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
-    comm.abort(e.what());
-  }
-  if (comm.rank() == 0)
-    std::printf("distributed minibatch samples and training match one process at %d ranks\n", P);
-  return 0;
+    if (comm.rank() == 0)
+      std::printf("distributed minibatch samples and training match one process at %d ranks\n", P);
+  });
 }

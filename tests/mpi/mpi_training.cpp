@@ -249,11 +249,8 @@ void check_graph(mpi_communicator& comm, const graph_dataset& data,
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpi_environment env(argc, argv);
-  mpi_communicator comm;
-  the_comm = &comm;
-  const int P = comm.size();
-  try {
+  return mpi_test::run_checked(argc, argv, [](mpi_communicator& comm) {
+    const int P = comm.size();
     const char* dir = std::getenv("SAR_DATA_DIR");
     EXPECT(dir != nullptr, "SAR_DATA_DIR is not set");
     graph_dataset cora = read_ogb_raw(std::string(dir) + "/cora");
@@ -271,10 +268,6 @@ int main(int argc, char** argv) {
     }
     EXPECT(isolated > 0 && loops > 0, "the R-MAT graph needs isolated nodes and self-loops");
     check_graph(comm, rmat, assignment);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), e.what());
-    comm.abort(e.what());
-  }
-  if (comm.rank() == 0) std::printf("all training runs match the single-process run at %d ranks\n", P);
-  return 0;
+    if (comm.rank() == 0) std::printf("all training runs match the single-process run at %d ranks\n", P);
+  });
 }

@@ -101,14 +101,11 @@ class distributed_sampling_graph {
   /// The rows of A of `ids` (dataset ids), columns as dataset ids. Collective.
   sparse_matrix rows(std::span<const node_t> ids) {
     const route r = send(ids);
-    std::vector<std::vector<std::int64_t>> answer(r.asked.size());
-    for (std::size_t q = 0; q < r.asked.size(); ++q)
-      for (std::int64_t row : r.asked[q]) {
-        const auto cols = rows_.row(row);
-        answer[q].push_back(static_cast<std::int64_t>(cols.size()));
-        answer[q].insert(answer[q].end(), cols.begin(), cols.end());
-      }
-    const auto got = all_to_all_vectors(*comm_, answer);
+    const auto got = answer<std::int64_t>(r, [&](std::vector<std::int64_t>& reply, node_t row) {
+      const auto cols = rows_.row(row);
+      reply.push_back(static_cast<std::int64_t>(cols.size()));
+      reply.insert(reply.end(), cols.begin(), cols.end());
+    });
     std::vector<std::vector<std::size_t>> start(got.size());  // per peer: where answer k starts
     for (std::size_t q = 0; q < got.size(); ++q)
       for (std::size_t at = 0; at < got[q].size(); at += 1 + static_cast<std::size_t>(got[q][at]))
@@ -232,11 +229,9 @@ class distributed_sampling_graph {
   matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) {
     const auto cols = static_cast<std::size_t>(local.cols());
     const route r = send(ids);
-    std::vector<std::vector<T>> answer(r.asked.size());
-    for (std::size_t q = 0; q < r.asked.size(); ++q)
-      for (std::int64_t row : r.asked[q])
-        for (std::size_t c = 0; c < cols; ++c) answer[q].push_back(local(row, c));
-    const auto got = all_to_all_vectors(*comm_, answer);
+    const auto got = answer<T>(r, [&](std::vector<T>& reply, node_t row) {
+      for (std::size_t c = 0; c < cols; ++c) reply.push_back(local(row, c));
+    });
     matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
     for (std::size_t i = 0; i < ids.size(); ++i)
       for (std::size_t c = 0; c < cols; ++c)
@@ -247,10 +242,9 @@ class distributed_sampling_graph {
   template <class V>
   std::vector<V> gather(std::span<const V> local, std::span<const node_t> ids) {
     const route r = send(ids);
-    std::vector<std::vector<std::int64_t>> answer(r.asked.size());
-    for (std::size_t q = 0; q < r.asked.size(); ++q)
-      for (std::int64_t row : r.asked[q]) answer[q].push_back(static_cast<std::int64_t>(local[row]));
-    const auto got = all_to_all_vectors(*comm_, answer);
+    const auto got = answer<std::int64_t>(r, [&](std::vector<std::int64_t>& reply, node_t row) {
+      reply.push_back(static_cast<std::int64_t>(local[row]));
+    });
     std::vector<V> out;
     for (std::size_t i = 0; i < ids.size(); ++i) out.push_back(static_cast<V>(got[r.peer[i]][r.slot[i]]));
     return out;
@@ -300,6 +294,15 @@ class distributed_sampling_graph {
     }
     r.asked = all_to_all_vectors(*comm_, per_peer);
     return r;
+  }
+  /// Answers the requests of route r (reply_to(reply, row) appends what peer q gets for local
+  /// row `row` to reply) and returns what every rank answered this one, per peer. Collective.
+  template <wire_scalar W, class ReplyTo>
+  std::vector<std::vector<W>> answer(const route& r, ReplyTo&& reply_to) {
+    std::vector<std::vector<W>> replies(r.asked.size());
+    for (std::size_t q = 0; q < r.asked.size(); ++q)
+      for (std::int64_t row : r.asked[q]) reply_to(replies[q], row);
+    return all_to_all_vectors(*comm_, replies);
   }
   /// Every rank's `mine`, in rank order. Collective.
   template <class V>

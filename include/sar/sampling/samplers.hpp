@@ -194,17 +194,16 @@ class sampling_graph {
 
   ladies_importance importance(const sparse_matrix& levels) {
     const csr& g = *graph_;
+    const std::vector<node_t>& out_degree = all_out_degrees();
     if (squared_.size() != static_cast<std::size_t>(g.num_edges())) {
       const std::vector<node_t> in_degree = in_degrees(g);
-      if (out_degree_.empty()) out_degree_ = sar::out_degrees(g);
       squared_.resize(static_cast<std::size_t>(g.num_edges()));
       for (node_t i = 0; i < g.num_rows; ++i)
         for (edge_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
-          squared_[e] = detail::squared_normalised(in_degree[i], out_degree_[g.columns[e]]);
+          squared_[e] = detail::squared_normalised(in_degree[i], out_degree[g.columns[e]]);
     }
     ladies_importance out{spgemm(levels, sparse_view(g, squared_)), {}};
-    out.out_degree.reserve(out.weights.pattern.columns.size());
-    for (node_t j : out.weights.pattern.columns) out.out_degree.push_back(out_degree_[j]);
+    out.out_degree = gather(std::span<const node_t>(out_degree), out.weights.pattern.columns);
     return out;
   }
 
@@ -236,14 +235,20 @@ class sampling_graph {
     return out;
   }
   std::vector<node_t> out_degrees(std::span<const node_t> ids) {
-    if (out_degree_.empty()) out_degree_ = sar::out_degrees(*graph_);
-    return gather(std::span<const node_t>(out_degree_), ids);
+    return gather(std::span<const node_t>(all_out_degrees()), ids);
   }
   template <class V>
   void all_reduce_sum(std::span<V>) const {}
   std::int64_t all_reduce_max(std::int64_t value) const { return value; }
 
  private:
+  /// Every node's out-degree, counted on first use.
+  const std::vector<node_t>& all_out_degrees() {
+    if (out_degree_.size() != static_cast<std::size_t>(num_nodes()))
+      out_degree_ = sar::out_degrees(*graph_);
+    return out_degree_;
+  }
+
   const csr* graph_;
   std::vector<node_t> out_degree_;
   std::vector<double> squared_;  // Â o Â, one value per edge
