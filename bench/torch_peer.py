@@ -49,8 +49,9 @@ def threads_from_command_line(argv):
     return threads if threads >= 1 else 1
 
 
-# OpenMP and OpenBLAS read their thread counts when numpy and torch load them.
-if __name__ == "__main__":
+# OpenMP and OpenBLAS read their thread counts when numpy and torch load them (also for the
+# sibling scripts that import this module: their command lines take --threads as well).
+if "torch" not in sys.modules:
     for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(threads_from_command_line(sys.argv[1:]))
 try:
@@ -434,28 +435,39 @@ def train(args):
     print(f"torch_peer: median epoch {metrics['epoch_seconds_median']:.4f} s "
           f"(of {len(timed)}), peak memory {metrics['peak_memory_bytes'] / 2**20:.1f} MiB",
           flush=True)
-    if args.metrics_out:
-        try:
-            with open(args.metrics_out, "w") as f:
-                json.dump(metrics, f, indent=2)
-                f.write("\n")
-        except OSError as e:
-            raise PeerError(f"cannot write {args.metrics_out}: {e}") from None
+    write_metrics(args.metrics_out, metrics)
     return metrics
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def write_metrics(path, metrics):
+    """Writes metrics as JSON to path, if given. Raises PeerError if it cannot."""
+    if not path:
+        return
+    try:
+        with open(path, "w") as f:
+            json.dump(metrics, f, indent=2)
+            f.write("\n")
+    except OSError as e:
+        raise PeerError(f"cannot write {path}: {e}") from None
+
+
+def run(program, train_function, args):
+    """train_function(args) on args.threads threads; the exit status: 0, 2 for a PeerError
+    (printed as "program: error: ..."), 3 when out of memory."""
     try:
         torch.set_num_threads(args.threads)
-        train(args)
+        train_function(args)
     except PeerError as e:
-        print(f"torch_peer.py: error: {e}", file=sys.stderr)
+        print(f"{program}: error: {e}", file=sys.stderr)
         return 2
     except MemoryError:
-        print("torch_peer.py: error: out of memory", file=sys.stderr)
+        print(f"{program}: error: out of memory", file=sys.stderr)
         return 3
     return 0
+
+
+def main(argv=None):
+    return run("torch_peer.py", train, parse_args(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ struct program_options {
   int threads = 0;
   std::string metrics_out, csv_log;
   bool quiet = false;
+  int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
   std::string partitions;               // a partition store: distributed training
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
@@ -37,7 +38,7 @@ struct program_options {
   sar::node_t minibatch = 0;            // seeds per minibatch; 0 = full-batch training
   std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
   std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
-  int bulk = 8;                         // minibatches sampled at once
+  int bulk = 1;                         // minibatches sampled at once
   int replication = 1;                  // distributed minibatch: ranks per block row (c)
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }

@@ -83,9 +83,13 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
 template <class T, class Graph>
 nlohmann::json train(const program_options& p, const sar::model_config& config, Graph& graph,
                      local_data& data, sar::mpi_communicator& comm) {
-  constexpr bool sampled_ranks = sar::minibatch_graph<Graph>;
-  using model_schedule = std::conditional_t<sampled_ranks, sar::local_schedule, Graph>;
-  const sar::matrix<T> features = data.features.template cast<T>();
+  constexpr bool sampled = sar::minibatch_graph<Graph>;
+  using model_schedule = std::conditional_t<sampled, sar::local_schedule, Graph>;
+  sar::matrix<T> features;
+  if constexpr (std::is_same_v<T, float>)
+    features = std::move(data.features);
+  else
+    features = data.features.template cast<T>();
   data.features = {};
   auto model =
       sar::make_model<T, model_schedule>(config, features.cols(), data.num_classes, p.seed);
@@ -96,7 +100,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
                              .seed = p.seed, .log_progress = false,
-                             .csv_log = root ? p.csv_log : ""};
+                             .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every};
 
   std::vector<double> epoch_seconds, sampling_seconds, gather_seconds;  // slowest rank
   // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce
@@ -114,7 +118,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                                             t.evaluation_bytes};
       for (std::size_t k = 0; k < 4; ++k) bytes[k] = now[k] - bytes_before[k];
       bytes_before = now;
-    } else {  // minibatches on P ranks: everything sent (rows, features, gradients)
+    } else {  // minibatches: everything sent (rows, features, gradients)
       bytes[0] = comm.bytes_sent() - sent_before;
       sent_before = comm.bytes_sent();
     }
@@ -148,21 +152,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   sar::minibatch_options minibatch;
   // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
   auto graph_bytes = static_cast<std::int64_t>(features.size() * sizeof(T));
-  if constexpr (sampled_ranks) {
+  if constexpr (sampled) {
     minibatch = minibatch_options_of(p, config);
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
     result = sar::train_minibatch(model, graph, optimiser, nodes, options, minibatch, on_epoch);
   } else {
-    if constexpr (std::is_same_v<Graph, sar::local_schedule>) {
-      graph_bytes += static_cast<std::int64_t>(graph.graph().memory_bytes());
-      if (p.minibatch > 0) {
-        minibatch = minibatch_options_of(p, config);
-        result = sar::train_minibatch(model, graph.graph(), optimiser, nodes, options,
-                                      minibatch, on_epoch);
-      }
-    }
-    if (p.minibatch == 0)
-      result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
+    result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
 
@@ -173,7 +168,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
   metrics["schedule"] = p.partitions.empty() ? "local"
-                        : sampled_ranks     ? "sampled"
+                        : sampled           ? "sampled"
                         : p.low_bit()       ? "low_bit"
                                             : p.schedule;
   if (p.minibatch > 0) {
@@ -192,9 +187,13 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["staleness"] = graph.staleness();
   }
   metrics["epochs"] = result.history.size();
-  metrics["best_epoch"] = result.best_epoch;
-  metrics["best_val_acc"] = result.best_valid_acc;
-  metrics["test_acc"] = result.test_acc;
+  if (result.best_epoch >= 0) {
+    metrics["best_epoch"] = result.best_epoch;
+    metrics["best_val_acc"] = result.best_valid_acc;
+    metrics["test_acc"] = result.test_acc;
+  } else {  // never evaluated (--eval-every 0): not measured
+    metrics["best_epoch"] = metrics["best_val_acc"] = metrics["test_acc"] = nullptr;
+  }
   metrics["epoch_seconds_median"] = median(epoch_seconds);
   metrics["epoch_seconds"] = epoch_seconds;
   metrics["peak_memory_bytes"] = peak_memory;
@@ -221,11 +220,18 @@ template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
                             sar::graph_dataset& dataset, sar::self_loop_policy loops,
                             sar::mpi_communicator& comm) {
-  sar::local_schedule graph(sar::with_self_loops(dataset.graph, loops));
-  dataset.graph = {};  // the schedule holds the graph now
+  sar::csr graph = loops == sar::self_loop_policy::keep
+                       ? std::move(dataset.graph)
+                       : sar::with_self_loops(dataset.graph, loops);
+  dataset.graph = {};
   local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
                   std::move(dataset.split), dataset.num_classes};
-  return train<T>(p, config, graph, data, comm);
+  if (p.minibatch > 0) {
+    sar::sampling_graph sampled(graph);
+    return train<T>(p, config, sampled, data, comm);
+  }
+  sar::local_schedule schedule(std::move(graph));
+  return train<T>(p, config, schedule, data, comm);
 }
 
 template <class T>

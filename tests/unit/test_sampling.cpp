@@ -127,6 +127,17 @@ TEST_CASE("spgemm equals the dense product, with empty rows and columns") {
     const sparse_matrix q = selection_matrix(std::vector<node_t>{5, 0, 127, 5}, 128);
     check_product(q, sparse_view(a));  // a row gather
   }
+  SUBCASE("one-entry rows of a (copied rows of b) over sorted, unsorted and repeated rows") {
+    sparse_matrix b;
+    b.pattern.num_rows = 3;
+    b.pattern.num_cols = 6;
+    b.pattern.offsets = {0, 3, 6, 9};
+    b.pattern.columns = {0, 2, 5, 4, 1, 3, 2, 2, 5};  // sorted; unsorted; repeated column 2
+    b.values = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    sparse_matrix a = selection_matrix(std::vector<node_t>{0, 1, 2, 1}, 3);
+    a.values = {2.0, -1.0, 0.5, 1.0};
+    check_product(a, b);
+  }
   SUBCASE("shape mismatch") {
     CHECK_THROWS_AS(spgemm(random_sparse(3, 4, 1, 1), random_sparse(5, 3, 1, 1)),
                     invalid_argument);

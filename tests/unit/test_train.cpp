@@ -24,6 +24,7 @@
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"
 #include "sar/testing/gradient_checker.hpp"
+#include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
 
 using namespace sar;
@@ -708,6 +709,36 @@ void check_fused_relu_dropout(const csr& g, Graph first, Graph second) {
 }
 }  // namespace
 
+TEST_CASE("a model given its input by value lets an in-place first layer overwrite it, with "
+          "the numbers of a model given a reference") {
+  const csr g = small_directed_graph();
+  local_schedule graph(g);
+  const auto make = [] {
+    std::vector<any_layer<double, local_schedule>> layers;
+    layers.emplace_back(dropout<double>(6, 0.3));
+    layers.emplace_back(sage_layer<double, mean_aggregator>(6, 4));  // reads its input
+    layers.emplace_back(gcn_layer<double>(4, 2));
+    return dynamic_sequential<double, local_schedule>(std::move(layers));
+  };
+  auto by_value = make(), by_reference = make();
+  by_value.initialise(5);
+  by_reference.initialise(5);
+  const matrixd x = random_matrix(g.num_rows, 6, 81);
+  const matrixd dlogits = random_matrix(g.num_rows, 2, 82);
+  for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {  // inputs of a new buffer each time
+    const layer_context ctx{.training = true, .seed = 4, .epoch = epoch};
+    matrixd copy = x;
+    const double* storage = copy.data();
+    const matrixd y = by_value.forward(graph, ctx, std::move(copy));
+    CHECK(by_value.activation(0).data() == storage);  // dropout wrote into the input
+    CHECK(y == by_reference.forward(graph, ctx, x));
+    by_value.backward(graph, ctx, dlogits);
+    by_reference.backward(graph, ctx, dlogits);
+    const auto gv = by_value.parameters().grads(), gr = by_reference.parameters().grads();
+    CHECK(std::equal(gv.begin(), gv.end(), gr.begin(), gr.end()));
+  }
+}
+
 TEST_CASE("models run relu_dropout inside the graph layer before it, with the numbers of "
           "separate passes") {
   // 1300 nodes: products in 512-row chunks, so ranges come from several chunks and threads.
@@ -860,4 +891,44 @@ TEST_CASE("a float GCN (gcn, relu, dropout, gcn) learns a planted partition; the
   MESSAGE("loss " << first_loss << " -> " << last_loss << ", test accuracy " << accuracy_test);
   CHECK(last_loss < 0.7 * first_loss);
   CHECK(accuracy_test > 0.6);  // chance is 0.25
+}
+
+TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 0, and refuses "
+          "options outside their domain") {
+  planted_partition_options o;
+  o.num_nodes = 300;
+  o.num_classes = 3;
+  o.feature_dim = 8;
+  o.seed = 9;
+  const graph_dataset data = make_planted_partition(o);
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  const node_data<float> nodes{data.features, data.labels, data.split};
+  const auto run = [&](train_options options) {
+    sequential<gcn_layer<float>, relu<float>, gcn_layer<float>> model(
+        gcn_layer<float>(8, 16), relu<float>(16), gcn_layer<float>(16, 3));
+    model.initialise(1);
+    adam<float> optimiser({.learning_rate = 0.01});
+    options.log_progress = false;
+    return train_full_batch(model, graph, optimiser, nodes, options);
+  };
+  const train_result every = run({.epochs = 7, .evaluate_every = 1});
+  const train_result third = run({.epochs = 7, .evaluate_every = 3});
+  REQUIRE(third.history.size() == 7);
+  for (const epoch_stats& e : third.history) {
+    CAPTURE(e.epoch);
+    CHECK(e.evaluated == (e.epoch == 2 || e.epoch == 5 || e.epoch == 6));
+    CHECK(e.train_loss == every.history[e.epoch].train_loss);  // evaluation changes nothing
+    if (e.evaluated) CHECK(e.valid_acc == every.history[e.epoch].valid_acc);
+  }
+  CHECK((third.best_epoch == 2 || third.best_epoch == 5 || third.best_epoch == 6));
+  const train_result never = run({.epochs = 3, .evaluate_every = 0});
+  CHECK(never.best_epoch == -1);
+  CHECK(std::none_of(never.history.begin(), never.history.end(),
+                     [](const epoch_stats& e) { return e.evaluated; }));
+  CHECK(epoch_line(never.history[0], 1.0).find("not evaluated") != std::string::npos);
+  CHECK_THROWS_WITH_AS(run({.epochs = 0}), doctest::Contains("epochs 0"), invalid_argument);
+  CHECK_THROWS_WITH_AS(run({.epochs = 3, .patience = 2, .evaluate_every = 0}),
+                       doctest::Contains("needs evaluations"), invalid_argument);
+  CHECK_THROWS_WITH_AS(run({.epochs = 3, .evaluate_every = -1}),
+                       doctest::Contains("evaluate_every -1"), invalid_argument);
 }

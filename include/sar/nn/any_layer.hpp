@@ -169,12 +169,16 @@ class dynamic_sequential : public detail::model_base<T> {
   template <class Graph>
     requires std::same_as<schedule_type_t<Graph>, Schedule>
   const matrix<T>& forward(Graph& graph, const layer_context& ctx, const matrix<T>& x) {
-    return this->run_forward(
-        graph, ctx, x,
-        [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out) {
-          layers_[k].forward(this->schedule_for(graph, k), c, in, out);
-        },
-        "sar::dynamic_sequential::forward");
+    return this->run_forward(graph, ctx, x, layer_forward(graph),
+                             "sar::dynamic_sequential::forward");
+  }
+  /// As sequential::forward on an input the model takes over (an in-place first layer
+  /// overwrites it).
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, matrix<T>&& x) {
+    return this->run_forward_owned(graph, ctx, std::move(x), layer_forward(graph),
+                                   "sar::dynamic_sequential::forward");
   }
 
   /// As sequential::backward: ASSIGNS every parameter gradient; layers before the first
@@ -193,6 +197,14 @@ class dynamic_sequential : public detail::model_base<T> {
   }
 
  private:
+  template <class Graph>
+  auto layer_forward(Graph& graph) {
+    return [this, &graph](std::size_t k, const layer_context& c, const matrix<T>& in,
+                          matrix<T>& out) {
+      layers_[k].forward(this->schedule_for(graph, k), c, in, out);
+    };
+  }
+
   std::vector<layer_type> layers_;
 };
 

@@ -231,13 +231,29 @@ class model_base {
     return in;
   }
 
+  /// run_forward on an input the model owns: an in-place first layer whose backward does not
+  /// read its input (dropout) overwrites it, else it is kept for backward. Same throws.
+  template <class Graph, class Call>
+  const matrix<T>& run_forward_owned(Graph& graph, const layer_context& ctx, matrix<T>&& x,
+                                     Call&& call, const char* where) {
+    for (auto& y : outputs_) give(y);  // the last input given by value is freed
+    owned_input_ = std::move(x);
+    owned_data_ = owned_input_.data();  // freed, not pooled, when done (sizes vary)
+    const bool overwrite = traits_[0].in_place && !traits_[0].reads.input;
+    const matrix<T>& logits =
+        run_forward(graph, ctx, owned_input_, call, where, overwrite ? &owned_input_ : nullptr);
+    if (overwrite) owned_input_.resize(0, input_dim());  // no backward reads it
+    return logits;
+  }
+
   /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ..., layer k's output getting the rows of its
-  /// schedule's destinations; returns the last output. Throws sar::invalid_argument if x does
+  /// schedule's destinations; returns the last output. `reuse`, if given, is x's storage,
+  /// which layer 0 (in place) may take as its output. Throws sar::invalid_argument if x does
   /// not have the first schedule's source rows and input_dim() columns, or a layered graph
   /// has not one block per layer that reads neighbours.
   template <class Graph, class Call>
   const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const matrix<T>& x,
-                               Call&& call, const char* where) {
+                               Call&& call, const char* where, matrix<T>* reuse = nullptr) {
     if constexpr (layered_graph<Graph>)
       SAR_CHECK(graph.num_blocks() == graph_layers_, invalid_argument, where, ": the graph has ",
                 graph.num_blocks(), " blocks but the model ", graph_layers_,
@@ -265,6 +281,9 @@ class model_base {
       if (k > 0 && traits_[k].in_place && released_after_forward(k - 1)) {
         outputs_[k] = std::move(outputs_[k - 1]);  // outputs_[k - 1] is left empty
         call(k, c, outputs_[k], outputs_[k]);
+      } else if (k == 0 && reuse != nullptr) {
+        outputs_[0] = std::move(*reuse);
+        call(0, c, outputs_[0], outputs_[0]);
       } else {
         outputs_[k] = take(schedule_for(graph, k).num_destinations(), output_dims_[k]);
         call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
@@ -329,6 +348,8 @@ class model_base {
   std::vector<layer_traits> traits_;
   std::vector<matrix<T>> outputs_;
   const matrix<T>* input_ = nullptr;
+  matrix<T> owned_input_;  // the input of a forward given by value
+  const T* owned_data_ = nullptr;  // its buffer, wherever it moved
   std::vector<std::size_t> level_;  // layer k runs on block / level level_[k] of a layered graph
   std::size_t graph_layers_ = 0;    // layers that read neighbours
 
@@ -364,9 +385,10 @@ class model_base {
     m.resize(rows, cols);  // same size: no reallocation
     return m;
   }
-  /// Returns m's buffer to the pool and leaves m empty.
+  /// Returns m's buffer to the pool (unless it is a caller's input given by value) and leaves
+  /// m empty.
   void give(matrix<T>& m) {
-    if (m.size() > 0) idle_.push_back(std::move(m));
+    if (m.size() > 0 && m.data() != owned_data_) idle_.push_back(std::move(m));
     m = matrix<T>();
   }
 
@@ -444,14 +466,28 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   template <class Graph>
   const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, const matrix<scalar>& x) {
     static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
-    return this->run_forward(
-        graph, ctx, x,
-        [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out) {
-          at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k), c, in, out); });
-        },
-        "sar::sequential::forward");
+    return this->run_forward(graph, ctx, x, layer_forward(graph), "sar::sequential::forward");
+  }
+  /// The same, on an input the model takes over: a first in-place layer (dropout) works on
+  /// it instead of a copy (a minibatch's gathered features: no second copy of them).
+  template <class Graph>
+  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, matrix<scalar>&& x) {
+    static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
+    return this->run_forward_owned(graph, ctx, std::move(x), layer_forward(graph),
+                                   "sar::sequential::forward");
   }
 
+ private:
+  /// call(k, ctx_k, x_k, y_k) of forward: layer k's forward on its schedule of `graph`.
+  template <class Graph>
+  auto layer_forward(Graph& graph) {
+    return [this, &graph](std::size_t k, const layer_context& c, const matrix<scalar>& in,
+                          matrix<scalar>& out) {
+      at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k), c, in, out); });
+    };
+  }
+
+ public:
   /// Back-propagates dlogits = dLoss/dlogits through every layer in reverse order, ASSIGNING
   /// every parameter gradient in parameters().grads(); layers before the first one with
   /// parameters are skipped and that one computes no input gradient. Requires the matching forward (same graph and ctx). Throws

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
@@ -51,73 +52,111 @@ sparse_matrix sample_rows(const sparse_matrix& weights, std::span<const node_t> 
   const node_t rows = weights.rows();
   SAR_CHECK(want.size() == static_cast<std::size_t>(rows), invalid_argument, where, ": ",
             want.size(), " pick counts for ", rows, " rows");
-  for (std::size_t e = 0; e < weights.values.size(); ++e)
-    SAR_CHECK(weights.values[e] >= 0 && weights.values[e] < INFINITY, invalid_argument, where,
-              ": weight ", weights.values[e], " at entry ", e);
+  // Positive weights per row (-1: the row holds a bad weight), then offsets.
+  std::vector<edge_t> positive(static_cast<std::size_t>(rows));
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, rows), [&](const auto& range) {
+    for (node_t r = range.begin(); r != range.end(); ++r) {
+      edge_t count = 0;
+      bool bad = false;
+      for (double v : weights.row_values(r)) {
+        count += v > 0;
+        bad |= !(v >= 0 && v < INFINITY);
+      }
+      positive[r] = bad ? -1 : count;
+    }
+  });
   sparse_matrix picked;
   picked.pattern.num_rows = rows;
   picked.pattern.num_cols = weights.cols();
   picked.pattern.offsets.assign(static_cast<std::size_t>(rows) + 1, 0);
   for (node_t r = 0; r < rows; ++r) {
-    const auto w = weights.row_values(r);
-    const auto positive = static_cast<edge_t>(std::count_if(w.begin(), w.end(),
-                                                            [](double v) { return v > 0; }));
-    picked.pattern.offsets[r + 1] = picked.pattern.offsets[r] + picks_for(want[r], positive);
+    if (positive[r] < 0) {
+      const auto w = weights.row_values(r);
+      const auto e = std::find_if(w.begin(), w.end(),
+                                  [](double v) { return !(v >= 0 && v < INFINITY); });
+      throw invalid_argument(message(where, ": weight ", *e, " at entry ",
+                                     weights.pattern.offsets[r] + (e - w.begin())));
+    }
+    picked.pattern.offsets[r + 1] =
+        picked.pattern.offsets[r] + picks_for(want[r], positive[r]);
   }
   picked.pattern.columns.resize(static_cast<std::size_t>(picked.pattern.offsets.back()));
   picked.values.resize(picked.pattern.columns.size());
 
   const counter_rng rng(seed, rng_stream::sampling);
-  tbb::parallel_for(node_t{0}, rows, [&](node_t r) {
-    const auto cols = weights.row_columns(r);
-    const auto w = weights.row_values(r);
-    const std::size_t d = cols.size();
-    const edge_t first = picked.pattern.offsets[r];
-    const edge_t total_picks = picked.pattern.offsets[r + 1] - first;
-    std::vector<char> chosen(d, 0);
-    const auto positive = static_cast<edge_t>(std::count_if(w.begin(), w.end(),
-                                                            [](double v) { return v > 0; }));
-    if (total_picks == positive) {  // every candidate: no randomness needed
-      for (std::size_t e = 0; e < d; ++e) chosen[e] = w[e] > 0;
-    } else {
-      const dart_key key = key_of(r);
-      std::vector<double> cumulative(d);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, rows), [&](const auto& range) {
+    std::vector<char> chosen;
+    std::vector<double> cumulative;
+    std::vector<std::uint32_t> open;  // unit weights: the entries not chosen yet
+    for (node_t r = range.begin(); r != range.end(); ++r) {
+      const auto cols = weights.row_columns(r);
+      const auto w = weights.row_values(r);
+      const std::size_t d = cols.size();
+      const edge_t first = picked.pattern.offsets[r];
+      const edge_t total_picks = picked.pattern.offsets[r + 1] - first;
+      chosen.assign(d, 0);
+      const bool all = total_picks == positive[r];
+      const dart_key key = all ? dart_key{} : key_of(r);
       counter_rng::bits_t words{};
       std::uint64_t dart = 0;
-      for (edge_t missing = total_picks; missing > 0;) {
-        double sum = 0;
-        std::size_t last_positive = 0;
-        for (std::size_t e = 0; e < d; ++e) {
-          if (!chosen[e] && w[e] > 0) {
-            sum += w[e];
-            last_positive = e;
+      const auto next_unit = [&] {
+        if (dart % 4 == 0)
+          words = rng.bits(key.epoch, key.minibatch, key.node, (key.layer << 40) | (dart / 4));
+        return counter_rng::to_unit(words[dart++ % 4]);
+      };
+      if (all) {  // every candidate: no randomness needed
+        for (std::size_t e = 0; e < d; ++e) chosen[e] = w[e] > 0;
+      } else if (std::all_of(w.begin(), w.end(), [](double v) { return v == 1.0; })) {
+        // Unit weights: the cumulative sums are the counts 1, 2, ... of the open entries, so
+        // a dart x lands in the floor(x)-th open entry; the same picks as below, without the
+        // sums and the search.
+        for (edge_t missing = total_picks; missing > 0;) {
+          open.clear();
+          for (std::size_t e = 0; e < d; ++e)
+            if (!chosen[e]) open.push_back(static_cast<std::uint32_t>(e));
+          const auto sum = static_cast<double>(open.size());
+          for (edge_t q = 0, darts = missing; q < darts; ++q) {
+            const auto j = std::min(static_cast<std::size_t>(next_unit() * sum), open.size() - 1);
+            if (!chosen[open[j]]) {
+              chosen[open[j]] = 1;
+              --missing;
+            }
           }
-          cumulative[e] = sum;
         }
-        const edge_t darts = missing;
-        for (edge_t q = 0; q < darts; ++q, ++dart) {
-          if (dart % 4 == 0) words = rng.bits(key.epoch, key.minibatch, key.node,
-                                              (key.layer << 40) | (dart / 4));
-          const double x = counter_rng::to_unit(words[dart % 4]) * sum;
-          // The entry whose interval [cumulative[e - 1], cumulative[e]) holds x: positive
-          // and not chosen before this round (its interval would be empty).
-          std::size_t e = static_cast<std::size_t>(
-              std::upper_bound(cumulative.begin(), cumulative.end(), x) - cumulative.begin());
-          if (e >= d) e = last_positive;  // x rounded up to the sum
-          if (!chosen[e]) {
-            chosen[e] = 1;
-            --missing;
+      } else {
+        cumulative.resize(d);
+        for (edge_t missing = total_picks; missing > 0;) {
+          double sum = 0;
+          std::size_t last_positive = 0;
+          for (std::size_t e = 0; e < d; ++e) {
+            if (!chosen[e] && w[e] > 0) {
+              sum += w[e];
+              last_positive = e;
+            }
+            cumulative[e] = sum;
+          }
+          for (edge_t q = 0, darts = missing; q < darts; ++q) {
+            const double x = next_unit() * sum;
+            // The entry whose interval [cumulative[e - 1], cumulative[e]) holds x: positive
+            // and not chosen before this round (its interval would be empty).
+            std::size_t e = static_cast<std::size_t>(
+                std::upper_bound(cumulative.begin(), cumulative.end(), x) - cumulative.begin());
+            if (e >= d) e = last_positive;  // x rounded up to the sum
+            if (!chosen[e]) {
+              chosen[e] = 1;
+              --missing;
+            }
           }
         }
       }
+      edge_t at = first;
+      for (std::size_t e = 0; e < d; ++e)
+        if (chosen[e]) {
+          picked.pattern.columns[at] = cols[e];
+          picked.values[at] = w[e];
+          ++at;
+        }
     }
-    edge_t at = first;
-    for (std::size_t e = 0; e < d; ++e)
-      if (chosen[e]) {
-        picked.pattern.columns[at] = cols[e];
-        picked.values[at] = w[e];
-        ++at;
-      }
   });
   return picked;
 }

@@ -113,12 +113,10 @@ class row_marker {
   tbb::enumerable_thread_specific<std::vector<node_t>> marks_;
 };
 
-/// Appends to `ids` (marked in `mark` with their rows) the columns of `picked` not marked yet,
-/// in increasing id order.
+/// Appends to `ids` (marked in `mark` with their rows) the entries of `picked` not marked
+/// yet, in order of first appearance (a function of `picked` alone: deterministic).
 inline void append_new(std::vector<node_t>& ids, std::vector<node_t>& mark,
-                       std::vector<node_t> picked) {
-  std::sort(picked.begin(), picked.end());
-  picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+                       std::span<const node_t> picked) {
   for (node_t v : picked)
     if (mark[v] < 0) {
       mark[v] = static_cast<node_t>(ids.size());
@@ -240,6 +238,11 @@ class sampling_graph {
   template <class V>
   void all_reduce_sum(std::span<V>) const {}
   std::int64_t all_reduce_max(std::int64_t value) const { return value; }
+  /// The graph's bytes and what this object derived from it.
+  std::size_t memory_bytes() const {
+    return graph_->memory_bytes() + out_degree_.capacity() * sizeof(node_t) +
+           squared_.capacity() * sizeof(double);
+  }
 
  private:
   /// Every node's out-degree, counted on first use.
@@ -364,8 +367,9 @@ class bulk_sampler {
       const node_t first = row_start[b], rows = s.level_sizes[l + 1];
       const edge_t e0 = picked.pattern.offsets[first];
       const edge_t e1 = picked.pattern.offsets[first + rows];
-      detail::append_new(s.ids, mark, {picked.pattern.columns.begin() + e0,
-                                       picked.pattern.columns.begin() + e1});
+      detail::append_new(s.ids, mark, std::span<const node_t>(picked.pattern.columns).subspan(
+                                          static_cast<std::size_t>(e0),
+                                          static_cast<std::size_t>(e1 - e0)));
       csr& block = s.blocks[l].edges;
       block.num_rows = rows;
       block.num_cols = static_cast<node_t>(s.ids.size());
@@ -436,7 +440,7 @@ class bulk_sampler {
           if (pick_of(v) >= 0) reached.push_back(v);
       auto& mark = marker.local();
       for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
-      detail::append_new(s.ids, mark, std::move(reached));
+      detail::append_new(s.ids, mark, reached);
       const auto sources = static_cast<node_t>(s.ids.size());
       sampled_block& block = s.blocks[l];
       block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -76,7 +77,10 @@ inline sparse_matrix selection_matrix(std::span<const node_t> columns, node_t nu
 
 /// c = a b. Requires a.cols() == b.rows() (throws sar::invalid_argument otherwise). Output
 /// columns are sorted within each row; entries whose contributions sum to exactly zero are
-/// kept (the pattern is the structural product). Parallel over rows.
+/// kept (the pattern is the structural product). Parallel over rows. A row of a with one
+/// entry (a selection, as sampling's Q) copies its row of b, scaled, when that row is strictly
+/// increasing; other rows accumulate in a dense row of b.cols() entries per thread, made on
+/// first use.
 inline sparse_matrix spgemm(sparse_view a, sparse_view b) {
   constexpr const char* where = "sar::spgemm";
   SAR_CHECK(a.cols() == b.rows(), invalid_argument, where, ": ", a.rows(), " x ", a.cols(),
@@ -109,14 +113,29 @@ inline sparse_matrix spgemm(sparse_view a, sparse_view b) {
   };
   tbb::enumerable_thread_specific<accumulator> accumulators;
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1), [&](const auto& range) {
-    accumulator& acc = accumulators.local();
-    if (acc.value.size() != static_cast<std::size_t>(b.cols())) {
-      acc.value.assign(static_cast<std::size_t>(b.cols()), 0.0);
-      acc.seen.assign(static_cast<std::size_t>(b.cols()), 0);
-    }
     for (std::size_t c = range.begin(); c != range.end(); ++c) {
       chunk_out& o = out[c];
+      const auto bound = static_cast<std::size_t>(work[chunk_begin[c + 1]] - work[chunk_begin[c]]);
+      o.columns.reserve(bound);
+      o.values.reserve(bound);
       for (node_t i = chunk_begin[c]; i < chunk_begin[c + 1]; ++i) {
+        if (a.pattern.degree(i) == 1) {
+          const edge_t e = a.pattern.offsets[i];
+          const auto row = b.pattern.row(a.pattern.columns[e]);
+          if (std::adjacent_find(row.begin(), row.end(), std::greater_equal<>()) == row.end()) {
+            const edge_t f0 = b.pattern.offsets[a.pattern.columns[e]];
+            o.row_nonzeros.push_back(static_cast<edge_t>(row.size()));
+            o.columns.insert(o.columns.end(), row.begin(), row.end());
+            for (std::size_t f = 0; f < row.size(); ++f)
+              o.values.push_back(a.value(e) * b.value(f0 + static_cast<edge_t>(f)));
+            continue;
+          }
+        }
+        accumulator& acc = accumulators.local();
+        if (acc.value.size() != static_cast<std::size_t>(b.cols())) {
+          acc.value.assign(static_cast<std::size_t>(b.cols()), 0.0);
+          acc.seen.assign(static_cast<std::size_t>(b.cols()), 0);
+        }
         for (edge_t e = a.pattern.offsets[i]; e < a.pattern.offsets[i + 1]; ++e) {
           const node_t k = a.pattern.columns[e];
           const double a_value = a.value(e);

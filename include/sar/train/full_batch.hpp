@@ -32,6 +32,15 @@ struct train_options {
   std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
   bool log_progress = true; ///< one line per epoch through sar::log_info
   std::string csv_log;      ///< if set, one CSV row per epoch is written there
+  /// Evaluate after every N-th epoch and after the last; 0 = never (the accuracies are then
+  /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
+  /// `patience` counts evaluations.
+  int evaluate_every = 1;
+
+  /// Whether `epoch` (0-based) ends with an evaluation.
+  bool evaluates(int epoch) const {
+    return evaluate_every > 0 && ((epoch + 1) % evaluate_every == 0 || epoch + 1 == epochs);
+  }
 };
 
 struct epoch_stats {
@@ -39,17 +48,24 @@ struct epoch_stats {
   double train_loss = 0;    ///< of the training forward pass (with dropout)
   double valid_loss = 0;    ///< evaluation mode
   double train_acc = 0, valid_acc = 0, test_acc = 0;
+  bool evaluated = false;   ///< whether the accuracies and valid_loss were measured
   double seconds = 0;       ///< forward + backward + gradient all-reduce + step
   double sampling_seconds = 0, gather_seconds = 0;  ///< minibatch training: parts of seconds
   std::int64_t peak_memory_bytes = 0;  ///< this process
 };
 
-/// "epoch E  loss L  train A  val A  test A  time S s": the progress line of an epoch, with
-/// `seconds` as its time (e.g. the slowest rank's); callers append what they measure more.
+/// "epoch E  loss L  train A  val A  test A  time S s" ("not evaluated" instead of the
+/// accuracies if they were not measured): the progress line of an epoch, with `seconds` as its
+/// time (e.g. the slowest rank's); callers append what they measure more.
 inline std::string epoch_line(const epoch_stats& e, double seconds) {
   char line[160];
-  std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs",
-                e.epoch, e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds);
+  if (e.evaluated)
+    std::snprintf(line, sizeof line,
+                  "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs", e.epoch,
+                  e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds);
+  else
+    std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  not evaluated  time %.4fs", e.epoch,
+                  e.train_loss, seconds);
   return line;
 }
 
@@ -88,8 +104,9 @@ namespace detail {
 /// The end of an epoch in both training loops: the peak memory, the history and best epoch
 /// (highest validation accuracy, ties to the lower validation loss), the progress line, the
 /// CSV row (train_options::csv_log; with_sampling adds the minibatch loop's sampling and
-/// gather times), on_epoch, and the patience rule (stop after `patience` epochs in which
-/// neither the validation accuracy nor the validation loss improved; 0 = never).
+/// gather times; the accuracy fields are empty if not evaluated), on_epoch, and the patience
+/// rule (stop after `patience` evaluations in which neither the validation accuracy nor the
+/// validation loss improved; 0 = never).
 class epoch_recorder {
  public:
   /// Opens the CSV log (unless options.csv_log is empty) and writes its header. Throws
@@ -110,26 +127,32 @@ class epoch_recorder {
   bool finish(epoch_stats& stats, const std::string& detail, train_result& result) {
     stats.peak_memory_bytes = peak_memory_bytes();
     result.history.push_back(stats);
-    const bool better = stats.valid_acc > best_acc_ ||
-                        (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
-    if (better) {
-      best_acc_ = stats.valid_acc;
-      best_loss_ = stats.valid_loss;
-      result.best_epoch = stats.epoch;
-      result.best_valid_acc = stats.valid_acc;
-      result.test_acc = stats.test_acc;
+    if (stats.evaluated) {
+      const bool better = stats.valid_acc > best_acc_ ||
+                          (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
+      if (better) {
+        best_acc_ = stats.valid_acc;
+        best_loss_ = stats.valid_loss;
+        result.best_epoch = stats.epoch;
+        result.best_valid_acc = stats.valid_acc;
+        result.test_acc = stats.test_acc;
+      }
+      const bool improved = better || stats.valid_loss < best_loss_seen_;
+      best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
+      since_improvement_ = improved ? 0 : since_improvement_ + 1;
     }
-    const bool improved = better || stats.valid_loss < best_loss_seen_;
-    best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
-    since_improvement_ = improved ? 0 : since_improvement_ + 1;
 
     if (options_.log_progress)
       log_info(message(epoch_line(stats, stats.seconds), detail, "  peak ",
                        format_mib(static_cast<double>(stats.peak_memory_bytes))));
     if (csv_.is_open()) {
-      csv_ << stats.epoch << ',' << stats.train_loss << ',' << stats.valid_loss << ','
-           << stats.train_acc << ',' << stats.valid_acc << ',' << stats.test_acc << ','
-           << stats.seconds << ',';
+      csv_ << stats.epoch << ',' << stats.train_loss << ',';
+      if (stats.evaluated)
+        csv_ << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
+             << stats.test_acc << ',';
+      else
+        csv_ << ",,,,";
+      csv_ << stats.seconds << ',';
       if (with_sampling_) csv_ << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
       csv_ << stats.peak_memory_bytes << '\n';
     }
@@ -145,6 +168,18 @@ class epoch_recorder {
   double best_loss_ = INFINITY, best_acc_ = -1, best_loss_seen_ = INFINITY;
   int since_improvement_ = 0;
 };
+
+/// Throws sar::invalid_argument naming `where` for options outside their domain.
+inline void check_train_options(const train_options& options, const char* where) {
+  SAR_CHECK(options.epochs >= 1, invalid_argument, where, ": epochs ", options.epochs,
+            " (>= 1)");
+  SAR_CHECK(options.patience >= 0, invalid_argument, where, ": patience ", options.patience,
+            " (>= 0)");
+  SAR_CHECK(options.evaluate_every >= 0, invalid_argument, where, ": evaluate_every ",
+            options.evaluate_every, " (>= 0; 0 = never)");
+  SAR_CHECK(options.patience == 0 || options.evaluate_every > 0, invalid_argument, where,
+            ": patience ", options.patience, " needs evaluations (evaluate_every is 0)");
+}
 
 /// Sums (correct, total) per split and the validation loss over all ranks. Collective.
 template <class T, class Schedule>
@@ -168,6 +203,7 @@ void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data
   stats.valid_acc = fraction(sums[2], sums[3]);
   stats.test_acc = fraction(sums[4], sums[5]);
   stats.valid_loss = sums[6];
+  stats.evaluated = true;
 }
 }  // namespace detail
 
@@ -193,6 +229,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
   const double train_count = counts[0], valid_count = counts[1];
   SAR_CHECK(train_count > 0, invalid_argument, where, ": no training node on any rank");
 
+  detail::check_train_options(options, where);
   detail::epoch_recorder recorder(options, where, false, on_epoch);
 
   train_result result;
@@ -217,8 +254,10 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
               " at epoch ", epoch);
     stats.train_loss = loss;
 
-    ctx.training = false;
-    detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
+    if (options.evaluates(epoch)) {
+      ctx.training = false;
+      detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
+    }
     if (recorder.finish(stats, "", result)) break;
   }
   return result;

@@ -167,6 +167,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
             model.stage_starts().size(), " graph layers");
   bulk_sampler sampler(graph.num_nodes(), mb.sampler);  // checks the sampler options
 
+  detail::check_train_options(options, where);
   detail::epoch_recorder recorder(options, where, true, on_epoch);
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) {
@@ -205,7 +206,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       stats.sampling_seconds += seconds_since(t);
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        const matrix<T> x = graph.gather(data.features, samples[b].ids);
+        matrix<T> x = graph.gather(data.features, samples[b].ids);
         const std::vector<std::int32_t> labels = graph.gather(data.labels, samples[b].seeds());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
@@ -214,7 +215,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         const layer_context ctx{.training = true, .seed = options.seed, .epoch = step};
         double loss = 0;
         if (!labels.empty()) {
-          const matrix<T>& logits = model.forward(blocks, ctx, x);
+          const matrix<T>& logits = model.forward(blocks, ctx, std::move(x));
           matrix<T> dlogits;
           loss = softmax_cross_entropy(logits, labels, node_selection{},
                                        static_cast<double>(seeds[b].size()), dlogits);
@@ -233,11 +234,13 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     stats.seconds = seconds_since(start);
     stats.train_loss = loss_sum / static_cast<double>(train_count);
 
-    const layer_context eval{.training = false, .seed = options.seed,
-                             .epoch = static_cast<std::uint64_t>(epoch)};
-    matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
-    if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
-    detail::evaluate(graph, logits, evaluated, valid_count, stats);
+    if (options.evaluates(epoch)) {
+      const layer_context eval{.training = false, .seed = options.seed,
+                               .epoch = static_cast<std::uint64_t>(epoch)};
+      matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
+      if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
+      detail::evaluate(graph, logits, evaluated, valid_count, stats);
+    }
     if (recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
                                        stats.gather_seconds, " s)"),
                         result))
