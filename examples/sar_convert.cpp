@@ -44,12 +44,13 @@ int run(int argc, char** argv) {
                  "generator such as planted:nodes=200000,degree=20,features=128 or rmat:scale=16")
       ->required();
   app.add_option("--out", out,
-                 "output directory (created; an existing .npy dataset there is replaced, any other "
-                 "non-empty directory is refused)")
+                 "output directory (created; an existing .npy dataset there is replaced once the new "
+                 "one is complete, any other non-empty directory is refused)")
       ->required();
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
+  sar::check_replaceable(out, {"sar-npy-dataset"}, "--out");  // before loading
   const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
 
   auto start = clock_type::now();

@@ -37,7 +37,9 @@ int run(int argc, char** argv) {
   app.add_option("--method", method, "partitioner")
       ->check(CLI::IsMember({"metis", "random", "contiguous"}))
       ->capture_default_str();
-  app.add_option("--out", out, "output directory (created; an existing store is replaced)")
+  app.add_option("--out", out,
+                 "output directory (created; an existing partition store there is replaced once "
+                 "the new one is complete, any other non-empty directory is refused)")
       ->required();
   app.add_option("--seed", seed, "seed of the random and METIS partitioners")
       ->capture_default_str();
@@ -47,7 +49,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
+  sar::check_replaceable(out, {"sar-partition-store"}, "--out");  // before the work
   const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
+  SAR_CHECK(parts <= data.num_nodes(), sar::invalid_argument, "--parts ", parts,
+            " exceeds the ", data.num_nodes(), " nodes of ", dataset,
+            " (every part needs a node)");
 
   auto start = clock_type::now();
   std::printf("partitioning into %d parts with %s ...\n", parts, method.c_str());

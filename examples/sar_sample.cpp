@@ -19,13 +19,13 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "program_support.hpp"
+#include "sar/core/safe_directory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/sampling/samplers.hpp"
@@ -67,16 +67,6 @@ void write_sample(const fs::path& dir, const sar::minibatch_sample& s) {
   }
 }
 
-/// Whether `dir` is missing, empty, or a sar-sample output (which may be replaced).
-bool replaceable(const fs::path& dir) {
-  if (!fs::exists(dir)) return true;
-  if (!fs::is_directory(dir)) return false;
-  if (fs::is_empty(dir)) return true;
-  std::ifstream in(dir / "sample.json");
-  const auto meta = nlohmann::json::parse(in, nullptr, false);
-  return !meta.is_discarded() && meta.is_object() && meta.value("format", "") == format_name;
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"Write the sampled blocks of chosen minibatches (GraphSAGE node-wise or LADIES "
                "layer-wise) as .npy arrays: per block its CSR and the dataset ids of its "
@@ -105,9 +95,8 @@ int run(int argc, char** argv) {
                  "is replaced, anything else refused)")->required();
   CLI11_PARSE(app, argc, argv);
 
-  SAR_CHECK(replaceable(out), sar::io_error, out, " exists and is not an empty directory or a "
-            "sar-sample output (no sample.json of format '", format_name, "'); refusing to "
-            "overwrite it");
+  const sar::directory_kind kind{format_name, "sample.json"};
+  sar::check_replaceable(out, kind, "--out");  // before the long work
   sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
   const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
   const sar::csr graph = sar::with_self_loops(
@@ -135,39 +124,32 @@ int run(int argc, char** argv) {
 
   const auto start = clock_type::now();
   sar::bulk_sampler bulk(graph, options);
-  const fs::path target(out);
-  const fs::path temporary = target.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(temporary);  // ours: named by this process id
-  fs::create_directories(temporary);
   nlohmann::json meta = {{"format", format_name}, {"version", format_version},
                          {"dataset", data.name}, {"sampler", sampler}, {"fanouts", fanouts},
                          {"minibatch_size", batch_size}, {"epoch", epoch}, {"seed", seed},
-                         {"self_loops", add ? "add" : "keep"}, {"minibatches", nlohmann::json::array()}};
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    // Each minibatch drawn alone is the sample sar-train draws in its bulk (same keys).
-    const auto sample = bulk.sample(std::span(seeds).subspan(i, 1), epoch,
-                                    static_cast<std::uint64_t>(chosen[i]))[0];
-    char name[32];
-    std::snprintf(name, sizeof name, "minibatch-%06lld", static_cast<long long>(chosen[i]));
-    write_sample(temporary / name, sample);
-    meta["minibatches"].push_back({{"minibatch", chosen[i]}, {"directory", name},
-                                   {"seeds", sample.level_sizes.back()},
-                                   {"level_sizes", sample.level_sizes}});
-    std::printf("minibatch %lld: levels", static_cast<long long>(chosen[i]));
-    for (sar::node_t size : sample.level_sizes) std::printf(" %lld", static_cast<long long>(size));
-    std::printf("\n");
-    std::fflush(stdout);
-  }
-  {
+                         {"self_loops", add ? "add" : "keep"},
+                         {"minibatches", nlohmann::json::array()}};
+  sar::replace_directory(out, kind, [&](const fs::path& temporary) {
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      // Each minibatch drawn alone is the sample sar-train draws in its bulk (same keys).
+      const auto sample = bulk.sample(std::span(seeds).subspan(i, 1), epoch,
+                                      static_cast<std::uint64_t>(chosen[i]))[0];
+      char name[32];
+      std::snprintf(name, sizeof name, "minibatch-%06lld", static_cast<long long>(chosen[i]));
+      write_sample(temporary / name, sample);
+      meta["minibatches"].push_back({{"minibatch", chosen[i]}, {"directory", name},
+                                     {"seeds", sample.level_sizes.back()},
+                                     {"level_sizes", sample.level_sizes}});
+      std::printf("minibatch %lld: levels", static_cast<long long>(chosen[i]));
+      for (sar::node_t size : sample.level_sizes)
+        std::printf(" %lld", static_cast<long long>(size));
+      std::printf("\n");
+      std::fflush(stdout);
+    }
     std::ofstream file(temporary / "sample.json");
     SAR_CHECK(file << meta.dump(2) << '\n', sar::io_error, "cannot write ",
               (temporary / "sample.json").string());
-  }
-  // Into place: the previous output (ours, checked above) goes only once the new one is whole.
-  const fs::path previous = target.string() + ".old-" + std::to_string(::getpid());
-  if (fs::exists(target)) fs::rename(target, previous);
-  fs::rename(temporary, target);
-  fs::remove_all(previous);
+  }, "--out");
   std::printf("wrote %zu minibatches to %s (%.2f s)\n", chosen.size(), out.c_str(),
               seconds_since(start));
   return 0;

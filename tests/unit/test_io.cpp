@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "sar/core/safe_directory.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/gzip.hpp"
 #include "sar/graph/io/load.hpp"
@@ -815,6 +816,65 @@ TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, l
     check_contains(io_error_of([&] { write_npy_dataset(other, data); }),
                    {"sar::write_npy_dataset: ", other.string(), "refusing"});
     CHECK(fs::exists(other / "notes.txt"));
+  }
+}
+
+TEST_CASE("replace_directory: creates, replaces only its own kind, and keeps the old content "
+          "through any failure") {
+  temp_dir dir("safe");
+  const directory_kind kind{"test-kind"};
+  const auto write_kind = [](const fs::path& out, const std::string& payload) {
+    io::write_text_file(out / "meta.json", "{\"format\": \"test-kind\"}\n");
+    io::write_text_file(out / "payload.txt", payload);
+  };
+  const auto partials = [&] {
+    int count = 0;
+    for (const auto& entry : fs::directory_iterator(dir.path))
+      count += entry.path().filename().string().find(".sar-partial-") != std::string::npos;
+    return count;
+  };
+  const fs::path out = dir.path / "out";
+  replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "first"); }, "test");
+  CHECK(read_binary(out / "payload.txt") == "first");
+  replace_directory(out.string() + "/", kind, [&](const fs::path& d) { write_kind(d, "second"); },
+                    "test");
+  CHECK(read_binary(out / "payload.txt") == "second");
+  CHECK(partials() == 0);
+
+  SUBCASE("a failing write leaves the previous content and no partial directory") {
+    CHECK_THROWS_AS(replace_directory(out, kind, [&](const fs::path& d) {
+      write_kind(d, "third");
+      throw io_error("disk full");
+    }, "test"), io_error);
+    CHECK(read_binary(out / "payload.txt") == "second");
+    CHECK(partials() == 0);
+  }
+  SUBCASE("a directory of another kind, or without meta.json, is refused and untouched") {
+    const fs::path store = dir.path / "store";
+    fs::create_directories(store / "part-0");
+    io::write_text_file(store / "meta.json", "{\"format\": \"someone-else\"}\n");
+    check_contains(io_error_of([&] {
+      replace_directory(store, kind, [&](const fs::path& d) { write_kind(d, "x"); }, "test");
+    }), {"test: ", store.string(), "someone-else", "refusing to touch it"});
+    fs::remove(store / "meta.json");
+    check_contains(io_error_of([&] { check_replaceable(store, kind, "test"); }),
+                   {"meta.json is missing"});
+    CHECK(fs::exists(store / "part-0"));
+    const fs::path file = dir.path / "file";
+    io::write_text_file(file, "mine");
+    check_contains(io_error_of([&] { check_replaceable(file, kind, "test"); }),
+                   {"not a directory"});
+    CHECK(read_binary(file) == "mine");
+  }
+  SUBCASE("a partial directory left by a dead process is removed, a live one's kept") {
+    const fs::path dead = out.string() + ".sar-partial-2147483646";  // no such process
+    const fs::path live = out.string() + ".sar-partial-" + std::to_string(::getppid());
+    fs::create_directories(dead);
+    fs::create_directories(live);
+    replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "fourth"); }, "test");
+    CHECK_FALSE(fs::exists(dead));
+    CHECK(fs::exists(live));
+    fs::remove(live);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
+#include "sar/core/safe_directory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
 #include "sar/partition/graph_part.hpp"
@@ -196,74 +197,20 @@ inline std::filesystem::path partition_part_dir(const std::filesystem::path& dir
   return dir / detail::store::part_dir_name(part);
 }
 
-/// Writes `data`, partitioned by `part` (each in [0, parts); parts may be empty), to the store
-/// directory `dir`: nodes are relabelled with sar::relabel, then each part's file set is written,
-/// one part at a time, and meta.json last (written to a temporary name and renamed, so a store
-/// without meta.json is incomplete). Peak extra memory: the relabelling (2 ids per node) plus one
-/// part. `method` is recorded in meta.json as free text.
-/// `dir` is created if missing; an existing store there (a directory with meta.json) is replaced;
-/// any other non-empty directory is refused.
-/// Returns the metadata written. Throws sar::invalid_argument for an invalid dataset or
-/// partition, sar::io_error naming the path for any file-system failure.
-inline partition_metadata write_partition_store(const graph_dataset& data,
-                                                const std::vector<int>& part, int parts,
-                                                const std::filesystem::path& dir,
-                                                const std::string& method = "unspecified") {
+namespace detail::store {
+/// The parts and meta.json of write_partition_store, into the (new, empty) directory out.
+inline void write_parts(const graph_dataset& data, const relabelling& ids,
+                        const partition_metadata& meta, const std::filesystem::path& out,
+                        const char* where) {
   namespace fs = std::filesystem;
-  namespace st = detail::store;
-  constexpr const char* where = "sar::write_partition_store";
-  data.validate(where);
-  const node_t n = data.num_nodes();
-  validate_partition(part, n, parts, where);
+  namespace st = sar::detail::store;
   const csr& graph = data.graph;
-  const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
-
-  // Prepare the directory.
+  const std::int64_t dim = meta.feature_dim;
   std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    SAR_CHECK(fs::is_directory(dir, ec), io_error, where, ": ", dir.string(),
-              " exists and is not a directory");
-    if (!fs::is_empty(dir, ec)) {
-      SAR_CHECK(fs::exists(dir / "meta.json"), io_error, where, ": ", dir.string(),
-                " is a non-empty directory without meta.json (not a partition store); refusing "
-                "to overwrite it");
-      std::vector<fs::path> old_parts;  // collected first: no removal while iterating
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (entry.is_directory() && name.rfind("part-", 0) == 0) old_parts.push_back(entry.path());
-      }
-      fs::remove(dir / "meta.json", ec);
-      for (const auto& old : old_parts)
-        if (!ec) fs::remove_all(old, ec);
-      SAR_CHECK(!ec, io_error, where, ": cannot clear the old store in ", dir.string(), ": ",
-                ec.message());
-    }
-  } else {
-    fs::create_directories(dir, ec);
-    SAR_CHECK(!ec, io_error, where, ": cannot create directory ", dir.string(), ": ",
-              ec.message());
-  }
-
-  partition_metadata meta;
-  meta.dataset = data.name;
-  meta.num_parts = parts;
-  meta.num_nodes = n;
-  meta.num_edges = graph.num_edges();
-  meta.feature_dim = dim;
-  meta.num_classes = data.num_classes;
-  meta.has_labels = !data.labels.empty();
-  meta.has_split = !data.split.empty();
-  meta.method = method;
-  meta.quality = evaluate_partition(graph, part, parts, data.split);
-  meta.part_edges = meta.quality.part_edges;
-
-  const relabelling ids = relabel(part, parts);
-  meta.book = ids.book;
-
-  for (int p = 0; p < parts; ++p) {
+  for (int p = 0; p < meta.num_parts; ++p) {
     const node_t lo = ids.book.begin(p);
     const node_t k = ids.book.size(p);
-    const fs::path pdir = partition_part_dir(dir, p);
+    const fs::path pdir = partition_part_dir(out, p);
     fs::create_directories(pdir, ec);
     SAR_CHECK(!ec, io_error, where, ": cannot create directory ", pdir.string(), ": ",
               ec.message());
@@ -320,17 +267,53 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
       {"method", meta.method},
       {"quality", st::quality_to_json(meta.quality)},
   };
-  const fs::path tmp = dir / "meta.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    SAR_CHECK(out.good(), io_error, where, ": cannot create ", tmp.string());
-    out << j.dump(2) << '\n';
-    out.close();
-    SAR_CHECK(!out.fail(), io_error, where, ": writing ", tmp.string(), " failed");
-  }
-  fs::rename(tmp, dir / "meta.json", ec);
-  SAR_CHECK(!ec, io_error, where, ": cannot rename ", tmp.string(), " to meta.json: ",
-            ec.message());
+  std::ofstream file(out / "meta.json", std::ios::trunc);
+  file << j.dump(2) << '\n';
+  file.close();
+  SAR_CHECK(!file.fail(), io_error, where, ": cannot write ", (out / "meta.json").string());
+}
+}  // namespace detail::store
+
+/// Writes `data`, partitioned by `part` (each in [0, parts); parts may be empty), to the store
+/// directory `dir`: nodes are relabelled with sar::relabel, then each part's file set is written,
+/// one part at a time, and meta.json last. Peak extra memory: the relabelling (2 ids per node)
+/// plus one part. `method` is recorded in meta.json as free text.
+/// The store is written as sar::replace_directory writes (a temporary sibling swapped into
+/// place): `dir` is created if missing; a partition store there is replaced only once the new
+/// one is complete; any other non-empty directory is refused and left untouched.
+/// Returns the metadata written. Throws sar::invalid_argument for an invalid dataset or
+/// partition, sar::io_error naming the path for any file-system failure.
+inline partition_metadata write_partition_store(const graph_dataset& data,
+                                                const std::vector<int>& part, int parts,
+                                                const std::filesystem::path& dir,
+                                                const std::string& method = "unspecified") {
+  namespace fs = std::filesystem;
+  namespace st = detail::store;
+  constexpr const char* where = "sar::write_partition_store";
+  data.validate(where);
+  const node_t n = data.num_nodes();
+  validate_partition(part, n, parts, where);
+  const csr& graph = data.graph;
+  const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
+
+  partition_metadata meta;
+  meta.dataset = data.name;
+  meta.num_parts = parts;
+  meta.num_nodes = n;
+  meta.num_edges = graph.num_edges();
+  meta.feature_dim = dim;
+  meta.num_classes = data.num_classes;
+  meta.has_labels = !data.labels.empty();
+  meta.has_split = !data.split.empty();
+  meta.method = method;
+  meta.quality = evaluate_partition(graph, part, parts, data.split);
+  meta.part_edges = meta.quality.part_edges;
+
+  const relabelling ids = relabel(part, parts);
+  meta.book = ids.book;
+  replace_directory(dir, {"sar-partition-store"}, [&](const fs::path& out) {
+    st::write_parts(data, ids, meta, out, where);
+  }, where);
   return meta;
 }
 

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sar/core/error.hpp"
+#include "sar/core/safe_directory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
 
@@ -367,8 +368,6 @@ namespace detail::npy {
 
 inline constexpr const char* dataset_format = "sar-npy-dataset";
 inline constexpr int dataset_version = 1;
-inline constexpr const char* array_files[] = {"indptr.npy", "indices.npy", "features.npy",
-                                              "labels.npy", "split.npy"};
 
 /// The first row of `graph` whose columns are not sorted, or -1 if every row is sorted.
 inline node_t first_unsorted_row(const csr& graph) {
@@ -377,16 +376,6 @@ inline node_t first_unsorted_row(const csr& graph) {
     if (!std::is_sorted(row.begin(), row.end())) return i;
   }
   return -1;
-}
-
-/// The "format" of dir/meta.json, or "" if it is missing or not a JSON object with a string
-/// "format" (never throws for a malformed file: callers only use it to decide).
-inline std::string meta_format(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "meta.json");
-  if (!in) return "";
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("format") || !j["format"].is_string()) return "";
-  return j["format"].get<std::string>();
 }
 
 /// Reads and checks the header of `file`: dtype `dtype` and shape `shape` (implied by
@@ -404,48 +393,9 @@ inline npy_header expect_array(const std::filesystem::path& file, npy_dtype dtyp
   return header;
 }
 
-}  // namespace detail::npy
-
-/// Writes `data` as a sar .npy dataset directory `dir` (format at the top of this file):
-/// the arrays first, meta.json last (under a temporary name, then renamed), so a directory
-/// without meta.json is incomplete. `dir` is created if missing; an existing sar .npy dataset
-/// there is replaced (its labels.npy / split.npy removed if `data` has none); any other
-/// non-empty directory is refused.
-/// Requires: data.validate() passes and every row of data.graph is sorted.
-/// Throws sar::invalid_argument if not; sar::io_error naming the path for a refused directory
-/// or any file-system failure.
-inline void write_npy_dataset(const std::filesystem::path& dir, const graph_dataset& data) {
-  namespace fs = std::filesystem;
-  namespace np = detail::npy;
-  constexpr const char* where = "sar::write_npy_dataset";
-  data.validate(where);
-  const node_t unsorted = np::first_unsorted_row(data.graph);
-  SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
-            " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
-
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    SAR_CHECK(fs::is_directory(dir, ec), io_error, where, ": ", dir.string(),
-              " exists and is not a directory");
-    if (!fs::is_empty(dir, ec)) {
-      const std::string format = np::meta_format(dir);
-      SAR_CHECK(format == np::dataset_format, io_error, where, ": ", dir.string(),
-                " is a non-empty directory that is not a sar .npy dataset (",
-                format.empty() ? std::string("no readable meta.json")
-                               : "its meta.json has format '" + format + "'",
-                "); refusing to overwrite it");
-      fs::remove(dir / "meta.json", ec);
-      for (const char* name : np::array_files)
-        if (!ec) fs::remove(dir / name, ec);
-      SAR_CHECK(!ec, io_error, where, ": cannot clear the old dataset in ", dir.string(), ": ",
-                ec.message());
-    }
-  } else {
-    fs::create_directories(dir, ec);
-    SAR_CHECK(!ec, io_error, where, ": cannot create directory ", dir.string(), ": ",
-              ec.message());
-  }
-
+/// The arrays and meta.json of write_npy_dataset, into the (new, empty) directory dir.
+inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& data,
+                         const char* where) {
   const std::int64_t n = data.num_nodes();
   const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
   const std::int64_t edges = data.graph.num_edges();
@@ -458,21 +408,37 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
     write_npy(dir / "split.npy", npy_dtype::uint8, std::vector{n}, data.split.data());
 
   const nlohmann::ordered_json meta = {
-      {"format", np::dataset_format}, {"version", np::dataset_version},
-      {"name", data.name},            {"num_nodes", n},
-      {"num_edges", edges},           {"feature_dim", dim},
+      {"format", dataset_format}, {"version", dataset_version},
+      {"name", data.name},        {"num_nodes", n},
+      {"num_edges", edges},       {"feature_dim", dim},
       {"num_classes", data.num_classes}};
-  const fs::path tmp = dir / "meta.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << meta.dump(2) << '\n';
-    out.close();
-    SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", tmp.string());
-  }
-  fs::rename(tmp, dir / "meta.json", ec);
-  SAR_CHECK(!ec, io_error, where, ": cannot rename ", tmp.string(), " to meta.json: ",
-            ec.message());
+  std::ofstream out(dir / "meta.json", std::ios::trunc);
+  out << meta.dump(2) << '\n';
+  out.close();
+  SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", (dir / "meta.json").string());
 }
+}  // namespace detail::npy
+
+/// Writes `data` as a sar .npy dataset directory `dir` (format at the top of this file),
+/// as sar::replace_directory writes (a temporary sibling swapped into place): `dir` is
+/// created if missing; a sar .npy dataset there is replaced only once the new one is
+/// complete; any other non-empty directory is refused and left untouched.
+/// Requires: data.validate() passes and every row of data.graph is sorted.
+/// Throws sar::invalid_argument if not; sar::io_error naming the path for a refused directory
+/// or any file-system failure.
+inline void write_npy_dataset(const std::filesystem::path& dir, const graph_dataset& data) {
+  namespace fs = std::filesystem;
+  namespace np = detail::npy;
+  constexpr const char* where = "sar::write_npy_dataset";
+  data.validate(where);
+  const node_t unsorted = np::first_unsorted_row(data.graph);
+  SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
+            " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
+  replace_directory(dir, {np::dataset_format}, [&](const fs::path& out) {
+    np::write_arrays(out, data, where);
+  }, where);
+}
+
 
 /// Reads the sar .npy dataset directory `dir` (format at the top of this file).
 /// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
