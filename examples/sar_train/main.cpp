@@ -6,6 +6,7 @@
 // at the best validation epoch, epoch time, bytes sent and peak memory (largest over ranks).
 // An error on any rank ends every rank with the message and exit code 1.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 #include <fstream>
@@ -27,13 +28,38 @@ namespace {
 
 using sar_train::program_options;
 
-/// Divides every feature row by its sum (the GCN paper's preprocessing); zero rows stay zero.
+/// Throws sar::invalid_argument naming the first non-finite feature (row, column, value) of
+/// `where` (a dataset or part).
+void check_finite(const sar::matrixf& features, const std::string& where) {
+  for (Eigen::Index i = 0; i < features.rows(); ++i)
+    for (Eigen::Index j = 0; j < features.cols(); ++j)
+      SAR_CHECK(std::isfinite(features(i, j)), sar::invalid_argument, "sar-train: ", where,
+                ": feature row ", i, " column ", j, " is ", features(i, j),
+                " (training needs finite features)");
+}
+
+/// Divides every feature row by the sum of its absolute values, summed in double (the GCN
+/// paper's preprocessing for non-negative features): finite features give entries in
+/// [-1, 1], whatever their magnitude; zero rows stay zero.
 void row_normalise(sar::matrixf& features) {
   for (Eigen::Index i = 0; i < features.rows(); ++i) {
-    const float sum = features.row(i).sum();
-    if (sum != 0) features.row(i) /= sum;
+    const double sum = features.row(i).cast<double>().cwiseAbs().sum();
+    if (sum != 0)
+      for (Eigen::Index j = 0; j < features.cols(); ++j)
+        features(i, j) = static_cast<float>(features(i, j) / sum);
   }
 }
+
+/// CLI11 check: the value parses as a finite number (CLI::Range lets NaN through).
+const CLI::Validator finite_number(
+    [](std::string& text) {
+      try {
+        return std::isfinite(std::stod(text)) ? std::string() : "must be a finite number";
+      } catch (const std::exception&) {
+        return std::string();  // not a number: the option's own conversion reports it
+      }
+    },
+    "FINITE");
 
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
@@ -57,6 +83,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                   data.features.cols() > 0,
               sar::invalid_argument, "sar-train: dataset '", spec,
               "' has no features, labels or split to train on");
+    check_finite(data.features, spec);
     if (normalise_on || (p.normalise == "auto" && data.features.minCoeff() >= 0))
       row_normalise(data.features);
     sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
@@ -79,6 +106,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
             " has no features, labels or split to train on");
   sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank() / p.replication);
   part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
+  check_finite(part.features, sar::message(p.partitions, " part ", comm.rank() / p.replication));
   // "auto" must decide alike on every rank: is any feature negative anywhere?
   double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
   comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
@@ -122,6 +150,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
   app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-loss", p.max_loss,
+                 "stop with an error when the training loss exceeds this (diverged)")
+      ->check(finite_number)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--eval-every", p.eval_every,
                  "evaluate after every N-th epoch and after the last; 0 = never (accuracies "
                  "not measured); --patience counts evaluations")
@@ -135,14 +166,14 @@ int main(int argc, char** argv) {
   app.add_option("--heads", heads, "GAT heads in hidden layers (default 8)")
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", dropout, "dropout on every layer's input (default: gat 0.6, else 0.5)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--attention-dropout", attention_dropout, "GAT attention dropout (default 0.6)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--lr", learning_rate, "Adam learning rate (default: gat 0.005, else 0.01)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_number)->check(CLI::NonNegativeNumber);
   app.add_option("--weight-decay", weight_decay,
                  "L2 weight decay (default 5e-4; gcn: first layer only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_number)->check(CLI::NonNegativeNumber);
   app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
   app.add_option("--normalise-features", p.normalise,
                  "row-normalise features: auto (if all are non-negative) | on | off")
@@ -176,7 +207,7 @@ int main(int argc, char** argv) {
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
                  "once; else --dropout)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--minibatch", p.minibatch,
                  "train on minibatches of this many seeds with sampled neighbourhoods (one "
                  "process, or data-parallel over the ranks of --partitions); evaluation runs "

@@ -30,6 +30,7 @@ struct program_options {
   std::string metrics_out, csv_log;
   bool quiet = false;
   int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
+  double max_loss = 1e4;  // a larger training loss stops training (diverged)
   std::string partitions;               // a partition store: distributed training
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;

@@ -100,7 +100,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
                              .seed = p.seed, .log_progress = false,
-                             .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every};
+                             .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every,
+                             .max_loss = p.max_loss};
 
   std::vector<double> epoch_seconds, sampling_seconds, gather_seconds;  // slowest rank
   // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce

@@ -36,6 +36,9 @@ struct train_options {
   /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
   /// `patience` counts evaluations.
   int evaluate_every = 1;
+  /// A training loss above this (or not finite) stops training with sar::numeric_error: the
+  /// run diverged (cross-entropy starts near ln(classes)).
+  double max_loss = 1e4;
 
   /// Whether `epoch` (0-based) ends with an evaluation.
   bool evaluates(int epoch) const {
@@ -47,7 +50,7 @@ struct epoch_stats {
   int epoch = 0;
   double train_loss = 0;    ///< of the training forward pass (with dropout)
   double valid_loss = 0;    ///< evaluation mode
-  double train_acc = 0, valid_acc = 0, test_acc = 0;
+  double train_acc = 0, valid_acc = 0, test_acc = 0;  ///< NaN for a split without nodes
   bool evaluated = false;   ///< whether the accuracies and valid_loss were measured
   double seconds = 0;       ///< forward + backward + gradient all-reduce + step
   double sampling_seconds = 0, gather_seconds = 0;  ///< minibatch training: parts of seconds
@@ -59,10 +62,15 @@ struct epoch_stats {
 /// time (e.g. the slowest rank's); callers append what they measure more.
 inline std::string epoch_line(const epoch_stats& e, double seconds) {
   char line[160];
+  const auto accuracy = [](double a) {  // NaN: a split without nodes
+    char text[16] = "n/a";
+    if (!std::isnan(a)) std::snprintf(text, sizeof text, "%.4f", a);
+    return std::string(text);
+  };
   if (e.evaluated)
-    std::snprintf(line, sizeof line,
-                  "epoch %4d  loss %.4f  train %.4f  val %.4f  test %.4f  time %.4fs", e.epoch,
-                  e.train_loss, e.train_acc, e.valid_acc, e.test_acc, seconds);
+    std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  train %s  val %s  test %s  time %.4fs",
+                  e.epoch, e.train_loss, accuracy(e.train_acc).c_str(),
+                  accuracy(e.valid_acc).c_str(), accuracy(e.test_acc).c_str(), seconds);
   else
     std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  not evaluated  time %.4fs", e.epoch,
                   e.train_loss, seconds);
@@ -179,6 +187,21 @@ inline void check_train_options(const train_options& options, const char* where)
             options.evaluate_every, " (>= 0; 0 = never)");
   SAR_CHECK(options.patience == 0 || options.evaluate_every > 0, invalid_argument, where,
             ": patience ", options.patience, " needs evaluations (evaluate_every is 0)");
+  SAR_CHECK(options.max_loss > 0, invalid_argument, where, ": max_loss ", options.max_loss,
+            " (> 0)");
+}
+
+/// Throws sar::numeric_error naming `where` and `at` (the epoch, minibatch) unless the
+/// training loss is finite and at most options.max_loss. Every rank sees the same
+/// (all-reduced) loss, so every rank throws alike.
+inline void check_loss(double loss, const train_options& options, const char* where,
+                       const std::string& at) {
+  SAR_CHECK(std::isfinite(loss) && loss <= options.max_loss, numeric_error, where,
+            ": training loss is ", loss, " at ", at,
+            std::isfinite(loss) ? message(", above the bound ", options.max_loss,
+                                          " (train_options::max_loss, sar-train --max-loss): "
+                                          "training diverged; lower the learning rate")
+                                : std::string());
 }
 
 /// Sums (correct, total) per split and the validation loss over all ranks. Collective.
@@ -198,11 +221,12 @@ void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data
                                     node_selection{data.split, node_split::valid}, valid_count,
                                     unused);
   graph.all_reduce_sum(std::span<double>(sums));
-  auto fraction = [](double correct, double total) { return total > 0 ? correct / total : 0.0; };
+  // A split without nodes is not measured: NaN ("n/a" in the progress line, null in JSON).
+  auto fraction = [](double correct, double total) { return total > 0 ? correct / total : NAN; };
   stats.train_acc = fraction(sums[0], sums[1]);
   stats.valid_acc = fraction(sums[2], sums[3]);
   stats.test_acc = fraction(sums[4], sums[5]);
-  stats.valid_loss = sums[6];
+  stats.valid_loss = valid_count > 0 ? sums[6] : NAN;
   stats.evaluated = true;
 }
 }  // namespace detail
@@ -210,9 +234,10 @@ void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
 /// on the nodes of `graph`. Requires data.features: graph.num_destinations() x model.input_dim(),
 /// labels and split of graph.num_destinations() entries, at least one training node over all ranks.
-/// `on_epoch` (optional) sees every epoch's statistics. Throws sar::numeric_error when the
-/// training loss is not finite (on every rank alike: the loss is all-reduced), and whatever
-/// the layers throw. Collective.
+/// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for
+/// options outside their domain, sar::numeric_error when the training loss is not finite or
+/// above options.max_loss (on every rank alike: the loss is all-reduced), and whatever the
+/// layers throw. Collective.
 template <class Model, class Schedule, class Optimiser, class T = typename Model::scalar>
 train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimiser,
                               const node_data<T>& data, const train_options& options,
@@ -250,8 +275,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     optimiser.step(model.parameters());
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     graph.all_reduce_sum(std::span<double>(&loss, 1));
-    SAR_CHECK(std::isfinite(loss), numeric_error, where, ": training loss is ", loss,
-              " at epoch ", epoch);
+    detail::check_loss(loss, options, where, message("epoch ", epoch));
     stats.train_loss = loss;
 
     if (options.evaluates(epoch)) {

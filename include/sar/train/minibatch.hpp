@@ -138,8 +138,8 @@ matrix<T> infer_layer_wise(Model& model, const csr& graph, const matrix<T>& feat
 /// Progress, the CSV log, patience and on_epoch as train_full_batch; the epoch time is the
 /// training time (sampling, gathering, compute), split in epoch_stats.
 /// Throws sar::invalid_argument for bad options or data (before any work; the same on every
-/// rank), sar::numeric_error for a non-finite loss (naming the epoch and minibatch; every rank
-/// alike). Collective on a distributed graph.
+/// rank), sar::numeric_error for a non-finite loss or one above options.max_loss (naming the
+/// epoch and minibatch; every rank alike). Collective on a distributed graph.
 template <class Model, minibatch_graph Graph, class Optimiser, class T = typename Model::scalar>
 train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                              const node_data<T>& data, const train_options& options,
@@ -224,8 +224,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
           std::fill(grads.begin(), grads.end(), T(0));
         }
         graph.all_reduce_sum(std::span<double>(&loss, 1));
-        SAR_CHECK(std::isfinite(loss), numeric_error, where, ": training loss is ", loss,
-                  " at epoch ", epoch, ", minibatch ", first + b);
+        detail::check_loss(loss, options, where,
+                           message("epoch ", epoch, ", minibatch ", first + b));
         graph.all_reduce_sum(grads);
         optimiser.step(model.parameters());
         loss_sum += loss * static_cast<double>(seeds[b].size());
