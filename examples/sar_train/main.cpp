@@ -94,6 +94,13 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   }
 
   const auto meta = sar::read_partition_metadata(p.partitions);
+  // Every rank must read the same store (e.g. not differing local copies on two nodes).
+  std::int64_t identity[2] = {meta.identity, -std::int64_t{meta.identity}};
+  comm.all_reduce(std::span<std::int64_t>(identity), sar::reduce_op::max);
+  SAR_CHECK(identity[0] == -identity[1], sar::invalid_argument, "sar-train: rank ",
+            comm.rank(), " read ", p.partitions, "/meta.json with CRC-32 ", meta.identity,
+            ", but the ranks' copies differ (CRC-32 from ", -identity[1], " to ", identity[0],
+            "): every rank must read the same partition store");
   const bool sampled = p.minibatch > 0;
   if (sampled)  // P ranks = (P / c) block rows x c replicas
     sar::check_replication("sar-train", comm.size(), p.replication, meta.num_parts);
@@ -104,7 +111,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
             sar::invalid_argument, "sar-train: the partition store ", p.partitions,
             " has no features, labels or split to train on");
-  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank() / p.replication);
+  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank() / p.replication,
+                                                  {.verify_checksums = !p.skip_checksums});
   part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
   check_finite(part.features, sar::message(p.partitions, " part ", comm.rank() / p.replication));
   // "auto" must decide alike on every rank: is any feature negative anywhere?
@@ -187,6 +195,9 @@ int main(int argc, char** argv) {
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored");
+  app.add_flag("--skip-checksums", p.skip_checksums,
+               "with --partitions: do not verify the CRC-32 of the part's files (faster start; "
+               "a corrupt or foreign file then goes unnoticed)");
   app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")

@@ -32,6 +32,7 @@ struct program_options {
   int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
   double max_loss = 1e4;  // a larger training loss stops training (diverged)
   std::string partitions;               // a partition store: distributed training
+  bool skip_checksums = false;          // read the store without verifying its CRC-32s
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
   int halo_bits = 32, gradient_bits = 32;  // per value on the wire (32: plain rows)

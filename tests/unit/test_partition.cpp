@@ -390,6 +390,35 @@ TEST_CASE("partition store errors name the file and the problem") {
   }
   CHECK(contains(what_of([&] { read_partition_metadata(dir); }), "format version 99"));
 
+  fresh();  // an in-range change: a label flipped to another valid class
+  {
+    std::fstream f(partition_part_dir(dir, 1) / "labels.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(48);
+    std::int32_t label = 0;
+    f.read(reinterpret_cast<char*>(&label), sizeof label);
+    label = (label + 1) % d.num_classes;
+    f.seekp(48);
+    f.write(reinterpret_cast<const char*>(&label), sizeof label);
+  }
+  w = what_of([&] { read_partition_part(dir, 1); });
+  CHECK(contains(w, "labels.bin"));
+  CHECK(contains(w, "checksum mismatch"));
+  CHECK_NOTHROW(read_partition_part(dir, 1, {.verify_checksums = false}));
+
+  fresh();  // a part copied from another store with the same counts
+  {
+    graph_dataset other = d;
+    other.features.array() += 1.0f;
+    write_partition_store(other, part, 3, tmp.path / "other", "contiguous");
+    fs::copy(partition_part_dir(tmp.path / "other", 2), partition_part_dir(dir, 2),
+             fs::copy_options::overwrite_existing | fs::copy_options::recursive);
+  }
+  w = what_of([&] { read_partition_part(dir, 2); });
+  CHECK(contains(w, "features.bin"));
+  CHECK(contains(w, "belongs to another store"));
+  CHECK(read_partition_metadata(dir).identity != read_partition_metadata(tmp.path / "other").identity);
+
   fs::remove(dir / "meta.json");
   CHECK(contains(what_of([&] { read_partition_part(dir, 0); }), "meta.json"));
 }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <zlib.h>
 
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
@@ -31,7 +34,8 @@
 namespace sar {
 
 /// Version of the store layout (meta.json "format_version" and every binary file header).
-inline constexpr int partition_store_version = 1;
+/// 2: meta.json lists a CRC-32 of every file.
+inline constexpr int partition_store_version = 2;
 
 /// Everything meta.json records about a partitioned dataset.
 struct partition_metadata {
@@ -48,6 +52,17 @@ struct partition_metadata {
   std::vector<edge_t> part_edges; ///< in-edges stored by each part
   std::string method;             ///< how the partition was made (free text, e.g. "metis seed=0")
   partition_quality quality;      ///< edge cut and balance of the partition
+  /// CRC-32 (zlib) of every file, header included, by path relative to the store
+  /// ("part-0001/features.bin"): a corrupt file, or one copied from another store, is caught.
+  std::map<std::string, std::uint32_t> checksums;
+  /// CRC-32 of meta.json itself: the store's identity, which every rank of a run compares.
+  std::uint32_t identity = 0;
+};
+
+/// How read_partition_part reads. verify_checksums false skips the CRC-32 of every file
+/// (bench/RESULTS.md §12 measures what it costs).
+struct partition_read_options {
+  bool verify_checksums = true;
 };
 
 namespace detail::store {
@@ -103,6 +118,18 @@ inline constexpr const char* labels_file = "labels.bin";
 inline constexpr const char* split_file = "split.bin";
 inline constexpr const char* original_ids_file = "original_ids.bin";
 
+/// zlib's CRC-32 of `bytes` bytes at data, continuing `crc` (0 to start); in pieces below
+/// zlib's 32-bit length.
+inline std::uint32_t checksum(std::uint32_t crc, const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const Bytef*>(data);
+  for (std::size_t done = 0; done < bytes;) {
+    const auto piece = static_cast<uInt>(std::min<std::size_t>(bytes - done, 1u << 30));
+    crc = static_cast<std::uint32_t>(::crc32(crc, p + done, piece));
+    done += piece;
+  }
+  return crc;
+}
+
 /// An output file that throws sar::io_error naming itself on any failure.
 class writer {
  public:
@@ -116,34 +143,40 @@ class writer {
   }
   void write(const void* data, std::size_t bytes) {
     if (bytes == 0) return;
+    crc_ = checksum(crc_, data, bytes);
     out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
     SAR_CHECK(out_.good(), io_error, "sar::write_partition_store: write to ", path_.string(),
               " failed (disk full?)");
   }
-  void close() {
+  /// Closes the file; returns the CRC-32 of everything written.
+  std::uint32_t close() {
     out_.close();
     SAR_CHECK(!out_.fail(), io_error, "sar::write_partition_store: closing ", path_.string(),
               " failed");
+    return crc_;
   }
 
  private:
   std::filesystem::path path_;
   std::ofstream out_;
+  std::uint32_t crc_ = 0;
 };
 
+/// Writes values as a one-column file; returns its CRC-32.
 template <class T>
-void write_vector(const std::filesystem::path& path, const std::vector<T>& values, int part) {
+std::uint32_t write_vector(const std::filesystem::path& path, const std::vector<T>& values,
+                           int part) {
   writer w(path, element_type_of<T>(), values.size(), 1, part);
   w.write(values.data(), values.size() * sizeof(T));
-  w.close();
+  return w.close();
 }
 
 /// Reads a binary file whose header must say (type, rows, cols, part) and whose size must be
-/// exactly header + payload, into `out` (rows * cols elements). Throws sar::io_error naming the
-/// file and what is wrong.
+/// exactly header + payload, into `out` (rows * cols elements). Returns the file's CRC-32 if
+/// `with_checksum`, else 0. Throws sar::io_error naming the file and what is wrong.
 template <class T>
-void read_array(const std::filesystem::path& path, std::uint64_t rows, std::uint64_t cols,
-                int part, T* out) {
+std::uint32_t read_array(const std::filesystem::path& path, std::uint64_t rows,
+                         std::uint64_t cols, int part, T* out, bool with_checksum) {
   constexpr const char* where = "sar::read_partition_part";
   std::error_code ec;
   const bool present = std::filesystem::is_regular_file(path, ec);
@@ -174,9 +207,12 @@ void read_array(const std::filesystem::path& path, std::uint64_t rows, std::uint
             " is truncated (", size, " bytes, expected ", sizeof(file_header) + payload, ")");
   SAR_CHECK(size - sizeof(file_header) == payload, io_error, where, ": ", path.string(), " has ",
             size - sizeof(file_header) - payload, " unexpected trailing bytes");
-  if (payload == 0) return;
-  in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(payload));
-  SAR_CHECK(in.good(), io_error, where, ": reading ", path.string(), " failed");
+  if (payload > 0) {
+    in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(payload));
+    SAR_CHECK(in.good(), io_error, where, ": reading ", path.string(), " failed");
+  }
+  if (!with_checksum) return 0;
+  return checksum(checksum(0, &h, sizeof h), out, payload);
 }
 
 inline nlohmann::json quality_to_json(const partition_quality& q) {
@@ -207,6 +243,7 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
   const csr& graph = data.graph;
   const std::int64_t dim = meta.feature_dim;
   std::error_code ec;
+  nlohmann::json checksums = nlohmann::json::object();
   for (int p = 0; p < meta.num_parts; ++p) {
     const node_t lo = ids.book.begin(p);
     const node_t k = ids.book.size(p);
@@ -228,25 +265,27 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
         std::sort(columns.begin() + offsets[r], to);
       }
     });
-    st::write_vector(pdir / st::offsets_file, offsets, p);
-    st::write_vector(pdir / st::columns_file, columns, p);
+    const std::string prefix = st::part_dir_name(p) + "/";
+    checksums[prefix + st::offsets_file] = st::write_vector(pdir / st::offsets_file, offsets, p);
+    checksums[prefix + st::columns_file] = st::write_vector(pdir / st::columns_file, columns, p);
     columns = {};
 
     {  // features, streamed row by row from the dataset (no copy of the part's block)
       st::writer w(pdir / st::features_file, st::element_type::float32, k, dim, p);
       for (node_t r = 0; r < k && dim > 0; ++r)
         w.write(data.features.data() + original[r] * dim, dim * sizeof(float));
-      w.close();
+      checksums[prefix + st::features_file] = w.close();
     }
     std::vector<std::int32_t> labels;
     if (meta.has_labels)
       for (node_t old : original) labels.push_back(data.labels[old]);
-    st::write_vector(pdir / st::labels_file, labels, p);
+    checksums[prefix + st::labels_file] = st::write_vector(pdir / st::labels_file, labels, p);
     std::vector<std::uint8_t> split;
     if (meta.has_split)
       for (node_t old : original) split.push_back(static_cast<std::uint8_t>(data.split[old]));
-    st::write_vector(pdir / st::split_file, split, p);
-    st::write_vector(pdir / st::original_ids_file, original, p);
+    checksums[prefix + st::split_file] = st::write_vector(pdir / st::split_file, split, p);
+    checksums[prefix + st::original_ids_file] =
+        st::write_vector(pdir / st::original_ids_file, original, p);
     log(log_level::debug, message(where, ": wrote ", pdir.string(), " (", k, " nodes, ",
                                   offsets.back(), " edges)"));
   }
@@ -266,6 +305,7 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
       {"part_edges", meta.part_edges},
       {"method", meta.method},
       {"quality", st::quality_to_json(meta.quality)},
+      {"checksums", checksums},
   };
   std::ofstream file(out / "meta.json", std::ios::trunc);
   file << j.dump(2) << '\n';
@@ -328,11 +368,13 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
   const fs::path file = dir / "meta.json";
   SAR_CHECK(fs::is_regular_file(file, ec), io_error, where, ": missing file ", file.string(),
             " (not a partition store, or an incomplete one)");
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   SAR_CHECK(in.good(), io_error, where, ": cannot open ", file.string());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   partition_metadata m;
+  m.identity = detail::store::checksum(0, text.data(), text.size());
   try {
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = nlohmann::json::parse(text);
     SAR_CHECK(j.is_object() && j.value("format", std::string()) == "sar-partition-store",
               io_error, where, ": ", file.string(), " is not sar partition-store metadata");
     m.format_version = j.at("format_version").get<int>();
@@ -369,6 +411,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     SAR_CHECK(total == m.num_edges, io_error, where, ": ", file.string(), ": part_edges sum to ",
               total, ", num_edges is ", m.num_edges);
     m.book = partition_book(std::move(offsets));
+    m.checksums = j.at("checksums").get<std::map<std::string, std::uint32_t>>();
     if (j.contains("quality")) {
       const auto& q = j.at("quality");
       m.quality.num_parts = m.num_parts;
@@ -393,9 +436,11 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
 /// result satisfies the graph_part contract (rows = local nodes, sorted columns = global
 /// relabelled source ids in [0, num_nodes)). Throws sar::io_error naming the file and the
 /// problem: missing directory or file, bad magic, version, element type, truncated or
-/// over-long file, sizes inconsistent with meta.json, out-of-range contents, or `part` outside
-/// [0, num_parts).
-inline graph_part read_partition_part(const std::filesystem::path& dir, int part) {
+/// over-long file, sizes inconsistent with meta.json, out-of-range contents, a CRC-32 that
+/// differs from meta.json's (unless options.verify_checksums is false: in-range corruption
+/// or a file of another store), or `part` outside [0, num_parts).
+inline graph_part read_partition_part(const std::filesystem::path& dir, int part,
+                                      partition_read_options options = {}) {
   namespace st = detail::store;
   constexpr const char* where = "sar::read_partition_part";
   const partition_metadata meta = read_partition_metadata(dir);
@@ -407,6 +452,12 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
             pdir.string());
   const node_t k = meta.book.size(part);
   const edge_t m = meta.part_edges[part];
+  std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
+  const auto read = [&]<class T>(const char* file, std::uint64_t rows, std::uint64_t cols,
+                                 T* data) {
+    checksums.emplace_back(file, st::read_array(pdir / file, rows, cols, part, data,
+                                                options.verify_checksums));
+  };
   graph_part out;
   out.part = part;
   out.book = meta.book;
@@ -416,7 +467,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   g.num_rows = k;
   g.num_cols = meta.num_nodes;
   g.offsets.assign(static_cast<std::size_t>(k) + 1, 0);
-  st::read_array(pdir / st::offsets_file, k + 1, 1, part, g.offsets.data());
+  read(st::offsets_file, k + 1, 1, g.offsets.data());
   for (node_t r = 0; r < k; ++r)
     SAR_CHECK(g.offsets[r] <= g.offsets[r + 1], io_error, where, ": ",
               (pdir / st::offsets_file).string(), ": offsets decrease at row ", r);
@@ -424,24 +475,24 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
             (pdir / st::offsets_file).string(), ": offsets run from ", g.offsets.front(), " to ",
             g.offsets.back(), ", meta.json says ", m, " edges");
   g.columns.resize(static_cast<std::size_t>(m));
-  st::read_array(pdir / st::columns_file, m, 1, part, g.columns.data());
+  read(st::columns_file, m, 1, g.columns.data());
   for (edge_t e = 0; e < m; ++e)
     SAR_CHECK(g.columns[e] >= 0 && g.columns[e] < meta.num_nodes, io_error, where, ": ",
               (pdir / st::columns_file).string(), ": source id ", g.columns[e], " at edge ", e,
               " outside [0, ", meta.num_nodes, ")");
 
   out.features.resize(k, meta.feature_dim);
-  st::read_array(pdir / st::features_file, k, meta.feature_dim, part, out.features.data());
+  read(st::features_file, k, meta.feature_dim, out.features.data());
 
   out.labels.resize(meta.has_labels ? static_cast<std::size_t>(k) : 0);
-  st::read_array(pdir / st::labels_file, out.labels.size(), 1, part, out.labels.data());
+  read(st::labels_file, out.labels.size(), 1, out.labels.data());
   for (std::size_t r = 0; r < out.labels.size(); ++r)
     SAR_CHECK(out.labels[r] >= -1 && out.labels[r] < meta.num_classes, io_error, where, ": ",
               (pdir / st::labels_file).string(), ": label ", out.labels[r], " of row ", r,
               " outside [-1, ", meta.num_classes, ")");
 
   std::vector<std::uint8_t> split(meta.has_split ? static_cast<std::size_t>(k) : 0);
-  st::read_array(pdir / st::split_file, split.size(), 1, part, split.data());
+  read(st::split_file, split.size(), 1, split.data());
   out.split.resize(split.size());
   for (std::size_t r = 0; r < split.size(); ++r) {
     SAR_CHECK(split[r] <= static_cast<std::uint8_t>(node_split::test), io_error, where, ": ",
@@ -451,11 +502,23 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   }
 
   out.original_ids.resize(static_cast<std::size_t>(k));
-  st::read_array(pdir / st::original_ids_file, k, 1, part, out.original_ids.data());
+  read(st::original_ids_file, k, 1, out.original_ids.data());
   for (node_t r = 0; r < k; ++r)
     SAR_CHECK(out.original_ids[r] >= 0 && out.original_ids[r] < meta.num_nodes, io_error, where,
               ": ", (pdir / st::original_ids_file).string(), ": original id ",
               out.original_ids[r], " outside [0, ", meta.num_nodes, ")");
+  // Last: the checks above name out-of-range values; this catches in-range corruption and
+  // files of another store.
+  for (const auto& [file, crc] : checksums) {
+    if (!options.verify_checksums) break;
+    const std::string key = st::part_dir_name(part) + "/" + file;
+    const auto listed = meta.checksums.find(key);
+    SAR_CHECK(listed != meta.checksums.end(), io_error, where, ": ",
+              (dir / "meta.json").string(), " lists no checksum for ", key);
+    SAR_CHECK(listed->second == crc, io_error, where, ": ", (pdir / file).string(),
+              ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", listed->second,
+              "): the file is corrupt or belongs to another store");
+  }
   return out;
 }
 
