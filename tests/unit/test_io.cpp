@@ -809,6 +809,22 @@ TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, l
     CHECK_FALSE(fs::exists(out / "split.npy"));
     check_same_dataset(small, read_npy_dataset(out));
   }
+  SUBCASE("checksums: a value changed in range is caught; without them numpy's layout reads") {
+    {
+      std::fstream f(out / "features.npy", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(read_npy_header(out / "features.npy").data_offset));
+      const float changed = 0.25f;
+      f.write(reinterpret_cast<const char*>(&changed), sizeof changed);
+    }
+    check_contains(io_error_of([&] { read_npy_dataset(out); }),
+                   {"features.npy", "checksum mismatch"});
+    CHECK_NOTHROW(read_npy_dataset(out, {.verify_checksums = false}));
+    nlohmann::json meta;
+    std::ifstream(out / "meta.json") >> meta;
+    meta.erase("checksums");
+    std::ofstream(out / "meta.json") << meta.dump();
+    CHECK_NOTHROW(read_npy_dataset(out));
+  }
   SUBCASE("a non-empty directory that is not a dataset is refused") {
     const fs::path other = dir.path / "other";
     fs::create_directories(other);

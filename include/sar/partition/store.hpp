@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
-#include <zlib.h>
 
+#include "sar/core/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/safe_directory.hpp"
@@ -118,18 +118,6 @@ inline constexpr const char* labels_file = "labels.bin";
 inline constexpr const char* split_file = "split.bin";
 inline constexpr const char* original_ids_file = "original_ids.bin";
 
-/// zlib's CRC-32 of `bytes` bytes at data, continuing `crc` (0 to start); in pieces below
-/// zlib's 32-bit length.
-inline std::uint32_t checksum(std::uint32_t crc, const void* data, std::size_t bytes) {
-  const auto* p = static_cast<const Bytef*>(data);
-  for (std::size_t done = 0; done < bytes;) {
-    const auto piece = static_cast<uInt>(std::min<std::size_t>(bytes - done, 1u << 30));
-    crc = static_cast<std::uint32_t>(::crc32(crc, p + done, piece));
-    done += piece;
-  }
-  return crc;
-}
-
 /// An output file that throws sar::io_error naming itself on any failure.
 class writer {
  public:
@@ -143,7 +131,7 @@ class writer {
   }
   void write(const void* data, std::size_t bytes) {
     if (bytes == 0) return;
-    crc_ = checksum(crc_, data, bytes);
+    crc_ = crc32_update(crc_, data, bytes);
     out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
     SAR_CHECK(out_.good(), io_error, "sar::write_partition_store: write to ", path_.string(),
               " failed (disk full?)");
@@ -212,7 +200,7 @@ std::uint32_t read_array(const std::filesystem::path& path, std::uint64_t rows,
     SAR_CHECK(in.good(), io_error, where, ": reading ", path.string(), " failed");
   }
   if (!with_checksum) return 0;
-  return checksum(checksum(0, &h, sizeof h), out, payload);
+  return crc32_update(crc32_update(0, &h, sizeof h), out, payload);
 }
 
 inline nlohmann::json quality_to_json(const partition_quality& q) {
@@ -372,7 +360,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
   SAR_CHECK(in.good(), io_error, where, ": cannot open ", file.string());
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   partition_metadata m;
-  m.identity = detail::store::checksum(0, text.data(), text.size());
+  m.identity = crc32_update(0, text.data(), text.size());
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     SAR_CHECK(j.is_object() && j.value("format", std::string()) == "sar-partition-store",

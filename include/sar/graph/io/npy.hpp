@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sar/core/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/core/types.hpp"
@@ -311,9 +313,11 @@ inline npy_header read_npy_header(const std::filesystem::path& file) {
 
 /// Reads the data of `file`, whose header is `header` (from read_npy_header), into `out`.
 /// Requires: out has room for header.data_bytes() bytes. Reads in large sequential pieces
-/// straight into `out` (no parsing; arrays over 2^31 bytes work).
+/// straight into `out` (no parsing; arrays over 2^31 bytes work). Returns the data's CRC-32
+/// if `with_checksum`, else 0.
 /// Throws sar::io_error naming the file if it cannot be opened or read to the end.
-inline void read_npy_data(const std::filesystem::path& file, const npy_header& header, void* out) {
+inline std::uint32_t read_npy_data(const std::filesystem::path& file, const npy_header& header,
+                                   void* out, bool with_checksum = false) {
   constexpr const char* where = "sar::read_npy_data";
   std::ifstream in(file, std::ios::binary);
   SAR_CHECK(in.good(), io_error, where, ": cannot open ", file.string());
@@ -328,14 +332,16 @@ inline void read_npy_data(const std::filesystem::path& file, const npy_header& h
   }
   SAR_CHECK(left == 0, io_error, where, ": ", file.string(), ": read failed or file shrank with ",
             left, " of ", header.data_bytes(), " data bytes unread");
+  return with_checksum ? crc32_update(0, out, header.data_bytes()) : 0;
 }
 
 /// Writes `data` (C order, shape.size() = 1 or 2, the product of `shape` elements of `dtype`)
-/// to `file` as a version 1.0 .npy file whose data starts at a multiple of 64 bytes.
+/// to `file` as a version 1.0 .npy file whose data starts at a multiple of 64 bytes. Returns
+/// the CRC-32 of the data (what a .npy dataset's meta.json lists).
 /// Throws sar::invalid_argument for a shape that is not 1-D or 2-D or has a negative
 /// dimension; sar::io_error naming the file if it cannot be created or written.
-inline void write_npy(const std::filesystem::path& file, npy_dtype dtype,
-                      std::span<const std::int64_t> shape, const void* data) {
+inline std::uint32_t write_npy(const std::filesystem::path& file, npy_dtype dtype,
+                               std::span<const std::int64_t> shape, const void* data) {
   constexpr const char* where = "sar::write_npy";
   detail::npy::require_little_endian_host(where, file);
   SAR_CHECK((shape.size() == 1 || shape.size() == 2) &&
@@ -362,6 +368,7 @@ inline void write_npy(const std::filesystem::path& file, npy_dtype dtype,
   out.close();
   SAR_CHECK(ok && !out.fail(), io_error, where, ": writing ", file.string(),
             " failed (disk full?)");
+  return crc32_update(0, data, written.data_bytes());
 }
 
 namespace detail::npy {
@@ -399,19 +406,22 @@ inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& 
   const std::int64_t n = data.num_nodes();
   const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
   const std::int64_t edges = data.graph.num_edges();
-  write_npy(dir / "indptr.npy", npy_dtype::int64, std::vector{n + 1}, data.graph.offsets.data());
-  write_npy(dir / "indices.npy", npy_dtype::int64, std::vector{edges}, data.graph.columns.data());
-  write_npy(dir / "features.npy", npy_dtype::float32, std::vector{n, dim}, data.features.data());
-  if (!data.labels.empty())
-    write_npy(dir / "labels.npy", npy_dtype::int32, std::vector{n}, data.labels.data());
-  if (!data.split.empty())
-    write_npy(dir / "split.npy", npy_dtype::uint8, std::vector{n}, data.split.data());
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
+  const auto write = [&](const char* name, npy_dtype dtype, std::vector<std::int64_t> shape,
+                         const void* values) {
+    checksums[name] = write_npy(dir / name, dtype, shape, values);
+  };
+  write("indptr.npy", npy_dtype::int64, {n + 1}, data.graph.offsets.data());
+  write("indices.npy", npy_dtype::int64, {edges}, data.graph.columns.data());
+  write("features.npy", npy_dtype::float32, {n, dim}, data.features.data());
+  if (!data.labels.empty()) write("labels.npy", npy_dtype::int32, {n}, data.labels.data());
+  if (!data.split.empty()) write("split.npy", npy_dtype::uint8, {n}, data.split.data());
 
   const nlohmann::ordered_json meta = {
       {"format", dataset_format}, {"version", dataset_version},
       {"name", data.name},        {"num_nodes", n},
       {"num_edges", edges},       {"feature_dim", dim},
-      {"num_classes", data.num_classes}};
+      {"num_classes", data.num_classes}, {"checksums", checksums}};
   std::ofstream out(dir / "meta.json", std::ios::trunc);
   out << meta.dump(2) << '\n';
   out.close();
@@ -439,6 +449,11 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
   }, where);
 }
 
+/// How read_npy_dataset reads. verify_checksums false skips the CRC-32 of the arrays listed
+/// in meta.json.
+struct npy_read_options {
+  bool verify_checksums = true;
+};
 
 /// Reads the sar .npy dataset directory `dir` (format at the top of this file).
 /// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
@@ -449,11 +464,15 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
 /// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
 /// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
 /// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); split codes
-/// above 3.
-inline graph_dataset read_npy_dataset(const std::filesystem::path& dir) {
+/// above 3; an array whose data's CRC-32 differs from meta.json's "checksums" (sar writes
+/// them; a dataset written by numpy may leave them out; options.verify_checksums false skips
+/// them).
+inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
+                                      npy_read_options options = {}) {
   namespace fs = std::filesystem;
   namespace np = detail::npy;
   constexpr const char* where = "sar::read_npy_dataset";
+  std::map<std::string, std::uint32_t> listed;  // meta.json's checksums, if it has them
   std::error_code ec;
   SAR_CHECK(fs::is_directory(dir, ec), io_error, where, ": missing directory ", dir.string());
   const fs::path meta_file = dir / "meta.json";
@@ -494,18 +513,41 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir) {
     SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
               meta_file.string(), ": num_classes ", classes, " is too large");
     data.num_classes = static_cast<std::int32_t>(classes);
+    if (meta.contains("checksums")) {  // written by sar; numpy users may leave it out
+      const auto& c = meta["checksums"];
+      SAR_CHECK(c.is_object(), io_error, where, ": ", meta_file.string(),
+                ": \"checksums\" is not an object");
+      for (const auto& [name, crc] : c.items()) {
+        SAR_CHECK(crc.is_number_unsigned() && crc.get<std::uint64_t>() <= 0xffffffffu,
+                  io_error, where, ": ", meta_file.string(), ": checksum of ", name,
+                  " is not a CRC-32");
+        listed[name] = crc.get<std::uint32_t>();
+      }
+    }
   }
+  // After each array's own checks: a CRC-32 that differs from meta.json's is in-range
+  // corruption (or an array of another dataset).
+  const bool checked = options.verify_checksums && !listed.empty();
+  const auto verify = [&](const fs::path& file, std::uint32_t crc) {
+    const auto it = listed.find(file.filename().string());
+    if (!checked || it == listed.end()) return;
+    SAR_CHECK(it->second == crc, io_error, where, ": ", file.string(),
+              ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", it->second,
+              "): the file is corrupt or belongs to another dataset");
+  };
   const std::string nodes = message("num_nodes = ", n);
 
   const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
   auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
   data.graph.num_rows = data.graph.num_cols = n;
   data.graph.offsets.resize(static_cast<std::size_t>(n) + 1);
-  read_npy_data(indptr_file, header, data.graph.offsets.data());
+  const std::uint32_t indptr_crc =
+      read_npy_data(indptr_file, header, data.graph.offsets.data(), checked);
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
   data.graph.columns.resize(static_cast<std::size_t>(edges));
-  read_npy_data(indices_file, header, data.graph.columns.data());
+  const std::uint32_t indices_crc =
+      read_npy_data(indices_file, header, data.graph.columns.data(), checked);
   const std::string graph_files =
       message(where, ": ", indptr_file.string(), ", ", indices_file.string());
   try {
@@ -516,34 +558,38 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir) {
   const node_t unsorted = np::first_unsorted_row(data.graph);
   SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", unsorted,
             " are not sorted");
+  verify(indptr_file, indptr_crc);
+  verify(indices_file, indices_crc);
 
   const fs::path features_file = dir / "features.npy";
   header = np::expect_array(features_file, npy_dtype::float32, {n, dim},
                             message(nodes, ", feature_dim = ", dim));
   data.features.resize(n, dim);
-  read_npy_data(features_file, header, data.features.data());
+  verify(features_file, read_npy_data(features_file, header, data.features.data(), checked));
 
   if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
     data.labels.resize(static_cast<std::size_t>(n));
-    read_npy_data(file, header, data.labels.data());
+    const std::uint32_t crc = read_npy_data(file, header, data.labels.data(), checked);
     const auto bad = std::find_if(data.labels.begin(), data.labels.end(), [&](std::int32_t label) {
       return label < -1 || label >= data.num_classes;
     });
     SAR_CHECK(bad == data.labels.end(), io_error, where, ": ", file.string(), ": label ",
               bad == data.labels.end() ? 0 : *bad, " of node ", bad - data.labels.begin(),
               " outside [-1, ", data.num_classes, ") (num_classes in meta.json)");
+    verify(file, crc);
   }
   if (const fs::path file = dir / "split.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::uint8, {n}, nodes);
     data.split.resize(static_cast<std::size_t>(n));
-    read_npy_data(file, header, data.split.data());
+    const std::uint32_t crc = read_npy_data(file, header, data.split.data(), checked);
     const auto bad = std::find_if(data.split.begin(), data.split.end(), [](node_split s) {
       return static_cast<std::uint8_t>(s) > static_cast<std::uint8_t>(node_split::test);
     });
     SAR_CHECK(bad == data.split.end(), io_error, where, ": ", file.string(), ": split code ",
               bad == data.split.end() ? 0 : static_cast<int>(*bad), " of node ",
               bad - data.split.begin(), " is not 0 (none), 1 (train), 2 (valid) or 3 (test)");
+    verify(file, crc);
   }
   return data;
 }
