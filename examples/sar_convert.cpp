@@ -50,7 +50,7 @@ int run(int argc, char** argv) {
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
-  sar::check_replaceable(out, {"sar-npy-dataset"}, "--out");  // before loading
+  sar::check_replaceable(out, sar::npy_dataset_kind, "--out");  // before loading
   const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
 
   auto start = clock_type::now();

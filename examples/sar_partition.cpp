@@ -49,7 +49,7 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
-  sar::check_replaceable(out, {"sar-partition-store"}, "--out");  // before the work
+  sar::check_replaceable(out, sar::partition_store_kind, "--out");  // before the work
   const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
   SAR_CHECK(parts <= data.num_nodes(), sar::invalid_argument, "--parts ", parts,
             " exceeds the ", data.num_nodes(), " nodes of ", dataset,

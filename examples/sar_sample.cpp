@@ -95,7 +95,7 @@ int run(int argc, char** argv) {
                  "is replaced, anything else refused)")->required();
   CLI11_PARSE(app, argc, argv);
 
-  const sar::directory_kind kind{format_name, "sample.json"};
+  const sar::directory_kind kind{format_name, "sample.json", "sample.json minibatch-*"};
   sar::check_replaceable(out, kind, "--out");  // before the long work
   sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
   const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
@@ -147,8 +147,9 @@ int run(int argc, char** argv) {
       std::fflush(stdout);
     }
     std::ofstream file(temporary / "sample.json");
-    SAR_CHECK(file << meta.dump(2) << '\n', sar::io_error, "cannot write ",
-              (temporary / "sample.json").string());
+    file << meta.dump(2) << '\n';
+    file.close();
+    SAR_CHECK(!file.fail(), sar::io_error, "cannot write ", (temporary / "sample.json").string());
   }, "--out");
   std::printf("wrote %zu minibatches to %s (%.2f s)\n", chosen.size(), out.c_str(),
               seconds_since(start));

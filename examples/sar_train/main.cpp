@@ -275,6 +275,7 @@ int main(int argc, char** argv) {
     if (weight_decay) config.weight_decay = *weight_decay;
     if (epochs) config.epochs = *epochs;
     if (patience) config.patience = *patience;
+    else if (p.eval_every == 0) config.patience = 0;  // no evaluations: no early stopping
     config.batch_norm = batch_norm;
 
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);

@@ -838,7 +838,7 @@ TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, l
 TEST_CASE("replace_directory: creates, replaces only its own kind, and keeps the old content "
           "through any failure") {
   temp_dir dir("safe");
-  const directory_kind kind{"test-kind"};
+  const directory_kind kind{"test-kind", "meta.json", "meta.json payload*"};
   const auto write_kind = [](const fs::path& out, const std::string& payload) {
     io::write_text_file(out / "meta.json", "{\"format\": \"test-kind\"}\n");
     io::write_text_file(out / "payload.txt", payload);
@@ -881,6 +881,30 @@ TEST_CASE("replace_directory: creates, replaces only its own kind, and keeps the
     check_contains(io_error_of([&] { check_replaceable(file, kind, "test"); }),
                    {"not a directory"});
     CHECK(read_binary(file) == "mine");
+  }
+  SUBCASE("a directory of ours holding a file we did not write is refused and untouched") {
+    io::write_text_file(out / "notes.txt", "mine");
+    check_contains(io_error_of([&] {
+      replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "x"); }, "test");
+    }), {"holds notes.txt", "refused"});
+    CHECK(read_binary(out / "notes.txt") == "mine");
+    CHECK(read_binary(out / "payload.txt") == "second");
+  }
+  SUBCASE("a symbolic link is followed: what it points to is replaced, the link stays") {
+    const fs::path link = dir.path / "link";
+    fs::create_directory_symlink(out, link);
+    replace_directory(link, kind, [&](const fs::path& d) { write_kind(d, "via link"); }, "test");
+    CHECK(fs::is_symlink(link));
+    CHECK(read_binary(out / "payload.txt") == "via link");
+  }
+  SUBCASE("the previous content of a process killed between two renames is moved back") {
+    const fs::path previous = out.string() + ".sar-previous-2147483646";  // no such process
+    fs::rename(out, previous);
+    CHECK_THROWS_AS(replace_directory(out, kind, [](const fs::path&) {
+      throw io_error("the new write fails");
+    }, "test"), io_error);
+    CHECK(read_binary(out / "payload.txt") == "second");  // recovered before the write
+    CHECK_FALSE(fs::exists(previous));
   }
   SUBCASE("a partial directory left by a dead process is removed, a live one's kept") {
     const fs::path dead = out.string() + ".sar-partial-2147483646";  // no such process

@@ -737,6 +737,19 @@ TEST_CASE("a model given its input by value lets an in-place first layer overwri
     const auto gv = by_value.parameters().grads(), gr = by_reference.parameters().grads();
     CHECK(std::equal(gv.begin(), gv.end(), gr.begin(), gr.end()));
   }
+  // A first layer that reads its input in backward keeps it; the caller's x holds nothing.
+  std::vector<any_layer<double, local_schedule>> layers;
+  layers.emplace_back(sage_layer<double, mean_aggregator>(6, 2));
+  dynamic_sequential<double, local_schedule> kept(std::move(layers));
+  kept.initialise(5);
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    const layer_context ctx{.training = true, .seed = 4, .epoch = epoch};
+    matrixd copy = x;
+    kept.forward(graph, ctx, std::move(copy));
+    CHECK(copy.size() == 0);  // not the previous step's input swapped back
+    kept.backward(graph, ctx, dlogits);
+    CHECK_THROWS_AS(kept.backward(graph, ctx, dlogits), invalid_argument);  // input released
+  }
 }
 
 TEST_CASE("models run relu_dropout inside the graph layer before it, with the numbers of "

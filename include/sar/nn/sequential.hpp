@@ -237,13 +237,12 @@ class model_base {
   const matrix<T>& run_forward_owned(Graph& graph, const layer_context& ctx, matrix<T>&& x,
                                      Call&& call, const char* where) {
     for (auto& y : outputs_) give(y);  // the last input given by value is freed
+    owned_input_ = matrix<T>();         // (a move assignment would swap it into x)
     owned_input_ = std::move(x);
     owned_data_ = owned_input_.data();  // freed, not pooled, when done (sizes vary)
     const bool overwrite = traits_[0].in_place && !traits_[0].reads.input;
-    const matrix<T>& logits =
-        run_forward(graph, ctx, owned_input_, call, where, overwrite ? &owned_input_ : nullptr);
-    if (overwrite) owned_input_.resize(0, input_dim());  // no backward reads it
-    return logits;
+    return run_forward(graph, ctx, owned_input_, call, where,
+                       overwrite ? &owned_input_ : nullptr);
   }
 
   /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ..., layer k's output getting the rows of its
@@ -332,6 +331,11 @@ class model_base {
       if (!last) give(outputs_[k]);  // the logits stay readable
     }
     give(gradient);
+    if (input_ == &owned_input_) {  // an input given by value is no longer needed
+      owned_input_ = matrix<T>();
+      owned_data_ = nullptr;
+      input_ = nullptr;  // a second backward needs a new forward
+    }
   }
 
   /// Declares layer `l`'s parameters, recording where they start. Call in layer order.
@@ -388,7 +392,8 @@ class model_base {
   /// Returns m's buffer to the pool (unless it is a caller's input given by value) and leaves
   /// m empty.
   void give(matrix<T>& m) {
-    if (m.size() > 0 && m.data() != owned_data_) idle_.push_back(std::move(m));
+    if (m.size() > 0 && m.data() == owned_data_) owned_data_ = nullptr;  // freed below
+    else if (m.size() > 0) idle_.push_back(std::move(m));
     m = matrix<T>();
   }
 

@@ -33,6 +33,10 @@
 
 namespace sar {
 
+/// A partition store as sar::replace_directory recognises it.
+inline constexpr directory_kind partition_store_kind{"sar-partition-store", "meta.json",
+                                                     "meta.json part-*"};
+
 /// Version of the store layout (meta.json "format_version" and every binary file header).
 /// 2: meta.json lists a CRC-32 of every file.
 inline constexpr int partition_store_version = 2;
@@ -279,7 +283,7 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
   }
 
   nlohmann::json j = {
-      {"format", "sar-partition-store"},
+      {"format", partition_store_kind.format},
       {"format_version", partition_store_version},
       {"dataset", meta.dataset},
       {"num_parts", meta.num_parts},
@@ -339,7 +343,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
 
   const relabelling ids = relabel(part, parts);
   meta.book = ids.book;
-  replace_directory(dir, {"sar-partition-store"}, [&](const fs::path& out) {
+  replace_directory(dir, partition_store_kind, [&](const fs::path& out) {
     st::write_parts(data, ids, meta, out, where);
   }, where);
   return meta;
@@ -363,7 +367,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
   m.identity = crc32_update(0, text.data(), text.size());
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    SAR_CHECK(j.is_object() && j.value("format", std::string()) == "sar-partition-store",
+    SAR_CHECK(j.is_object() && j.value("format", std::string()) == partition_store_kind.format,
               io_error, where, ": ", file.string(), " is not sar partition-store metadata");
     m.format_version = j.at("format_version").get<int>();
     SAR_CHECK(m.format_version == partition_store_version, io_error, where, ": ", file.string(),
@@ -497,16 +501,16 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
               out.original_ids[r], " outside [0, ", meta.num_nodes, ")");
   // Last: the checks above name out-of-range values; this catches in-range corruption and
   // files of another store.
-  for (const auto& [file, crc] : checksums) {
-    if (!options.verify_checksums) break;
-    const std::string key = st::part_dir_name(part) + "/" + file;
-    const auto listed = meta.checksums.find(key);
-    SAR_CHECK(listed != meta.checksums.end(), io_error, where, ": ",
-              (dir / "meta.json").string(), " lists no checksum for ", key);
-    SAR_CHECK(listed->second == crc, io_error, where, ": ", (pdir / file).string(),
-              ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", listed->second,
-              "): the file is corrupt or belongs to another store");
-  }
+  if (options.verify_checksums)
+    for (const auto& [file, crc] : checksums) {
+      const std::string key = st::part_dir_name(part) + "/" + file;
+      const auto listed = meta.checksums.find(key);
+      SAR_CHECK(listed != meta.checksums.end(), io_error, where, ": ",
+                (dir / "meta.json").string(), " lists no checksum for ", key);
+      SAR_CHECK(listed->second == crc, io_error, where, ": ", (pdir / file).string(),
+                ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", listed->second,
+                "): the file is corrupt or belongs to another store");
+    }
   return out;
 }
 

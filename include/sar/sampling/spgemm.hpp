@@ -1,6 +1,7 @@
 // Sparse matrices with values and their product: the engine of matrix-based bulk sampling
 // (docs/algorithms.md §7). Row-wise (Gustavson) SpGEMM over oneTBB: each output row is
-// accumulated in a per-thread dense buffer, its columns sorted, and the rows of a chunk
+// accumulated in a per-thread dense buffer, its columns sorted (a row of a with one entry,
+// as in sampling's selections, copies its row of b instead), and the rows of a chunk
 // written to the chunk's own buffers before one parallel copy into the result, so offsets
 // are 64-bit and nothing is counted twice. An output entry sums its contributions in the
 // order of a's row (then b's), whatever the threads: the product is deterministic.
@@ -115,9 +116,13 @@ inline sparse_matrix spgemm(sparse_view a, sparse_view b) {
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1), [&](const auto& range) {
     for (std::size_t c = range.begin(); c != range.end(); ++c) {
       chunk_out& o = out[c];
-      const auto bound = static_cast<std::size_t>(work[chunk_begin[c + 1]] - work[chunk_begin[c]]);
-      o.columns.reserve(bound);
-      o.values.reserve(bound);
+      std::size_t copied = 0;  // entries of the rows copied whole (below): exact
+      for (node_t i = chunk_begin[c]; i < chunk_begin[c + 1]; ++i)
+        if (a.pattern.degree(i) == 1)
+          copied += static_cast<std::size_t>(
+              b.pattern.degree(a.pattern.columns[a.pattern.offsets[i]]));
+      o.columns.reserve(copied);
+      o.values.reserve(copied);
       for (node_t i = chunk_begin[c]; i < chunk_begin[c + 1]; ++i) {
         if (a.pattern.degree(i) == 1) {
           const edge_t e = a.pattern.offsets[i];

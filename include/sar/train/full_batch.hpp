@@ -136,7 +136,9 @@ class epoch_recorder {
     stats.peak_memory_bytes = peak_memory_bytes();
     result.history.push_back(stats);
     if (stats.evaluated) {
-      const bool better = stats.valid_acc > best_acc_ ||
+      // Without validation nodes (NaN) the latest evaluation is the best, and never stale.
+      const bool unmeasured = std::isnan(stats.valid_acc);
+      const bool better = unmeasured || stats.valid_acc > best_acc_ ||
                           (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
       if (better) {
         best_acc_ = stats.valid_acc;
@@ -145,7 +147,7 @@ class epoch_recorder {
         result.best_valid_acc = stats.valid_acc;
         result.test_acc = stats.test_acc;
       }
-      const bool improved = better || stats.valid_loss < best_loss_seen_;
+      const bool improved = unmeasured || better || stats.valid_loss < best_loss_seen_;
       best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
       since_improvement_ = improved ? 0 : since_improvement_ + 1;
     }

@@ -429,6 +429,11 @@ inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& 
 }
 }  // namespace detail::npy
 
+/// A sar .npy dataset directory as sar::replace_directory recognises it.
+inline constexpr directory_kind npy_dataset_kind{
+    detail::npy::dataset_format, "meta.json",
+    "meta.json indptr.npy indices.npy features.npy labels.npy split.npy"};
+
 /// Writes `data` as a sar .npy dataset directory `dir` (format at the top of this file),
 /// as sar::replace_directory writes (a temporary sibling swapped into place): `dir` is
 /// created if missing; a sar .npy dataset there is replaced only once the new one is
@@ -444,7 +449,7 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
   const node_t unsorted = np::first_unsorted_row(data.graph);
   SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
             " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
-  replace_directory(dir, {np::dataset_format}, [&](const fs::path& out) {
+  replace_directory(dir, npy_dataset_kind, [&](const fs::path& out) {
     np::write_arrays(out, data, where);
   }, where);
 }
