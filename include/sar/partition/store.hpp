@@ -507,9 +507,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
       const auto listed = meta.checksums.find(key);
       SAR_CHECK(listed != meta.checksums.end(), io_error, where, ": ",
                 (dir / "meta.json").string(), " lists no checksum for ", key);
-      SAR_CHECK(listed->second == crc, io_error, where, ": ", (pdir / file).string(),
-                ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", listed->second,
-                "): the file is corrupt or belongs to another store");
+      check_crc32(where, (pdir / file).string(), crc, listed->second, "store");
     }
   return out;
 }

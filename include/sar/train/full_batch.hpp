@@ -193,13 +193,14 @@ inline void check_train_options(const train_options& options, const char* where)
             " (> 0)");
 }
 
-/// Throws sar::numeric_error naming `where` and `at` (the epoch, minibatch) unless the
-/// training loss is finite and at most options.max_loss. Every rank sees the same
+/// Throws sar::numeric_error naming `where`, the epoch and the minibatch (if >= 0) unless
+/// the training loss is finite and at most options.max_loss. Every rank sees the same
 /// (all-reduced) loss, so every rank throws alike.
-inline void check_loss(double loss, const train_options& options, const char* where,
-                       const std::string& at) {
+inline void check_loss(double loss, const train_options& options, const char* where, int epoch,
+                       std::int64_t minibatch = -1) {
   SAR_CHECK(std::isfinite(loss) && loss <= options.max_loss, numeric_error, where,
-            ": training loss is ", loss, " at ", at,
+            ": training loss is ", loss, " at epoch ", epoch,
+            minibatch >= 0 ? message(", minibatch ", minibatch) : std::string(),
             std::isfinite(loss) ? message(", above the bound ", options.max_loss,
                                           " (train_options::max_loss, sar-train --max-loss): "
                                           "training diverged; lower the learning rate")
@@ -277,7 +278,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     optimiser.step(model.parameters());
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     graph.all_reduce_sum(std::span<double>(&loss, 1));
-    detail::check_loss(loss, options, where, message("epoch ", epoch));
+    detail::check_loss(loss, options, where, epoch);
     stats.train_loss = loss;
 
     if (options.evaluates(epoch)) {

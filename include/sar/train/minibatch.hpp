@@ -224,8 +224,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
           std::fill(grads.begin(), grads.end(), T(0));
         }
         graph.all_reduce_sum(std::span<double>(&loss, 1));
-        detail::check_loss(loss, options, where,
-                           message("epoch ", epoch, ", minibatch ", first + b));
+        detail::check_loss(loss, options, where, epoch, first + b);
         graph.all_reduce_sum(grads);
         optimiser.step(model.parameters());
         loss_sum += loss * static_cast<double>(seeds[b].size());

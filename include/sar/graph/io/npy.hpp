@@ -536,9 +536,7 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
   const auto verify = [&](const fs::path& file, std::uint32_t crc) {
     const auto it = listed.find(file.filename().string());
     if (!checked || it == listed.end()) return;
-    SAR_CHECK(it->second == crc, io_error, where, ": ", file.string(),
-              ": checksum mismatch (CRC-32 ", crc, ", meta.json lists ", it->second,
-              "): the file is corrupt or belongs to another dataset");
+    check_crc32(where, file.string(), crc, it->second, "dataset");
   };
   const std::string nodes = message("num_nodes = ", n);
 
