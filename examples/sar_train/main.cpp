@@ -22,6 +22,7 @@
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
+#include "sar/train/checkpoint.hpp"
 #include "sar_train.hpp"
 
 namespace {
@@ -192,6 +193,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", p.threads, "worker threads (0 = all cores)")->capture_default_str();
   app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
   app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
+  app.add_option("--checkpoint", p.checkpoint,
+                 "write the run's state (parameters, optimiser, batch norm statistics, epoch, "
+                 "early stopping, settings) to this directory every --checkpoint-every epochs "
+                 "and at the end; the previous checkpoint stays until the new one is complete");
+  app.add_option("--checkpoint-every", p.checkpoint_every, "epochs between checkpoints")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--resume", p.resume,
+                 "continue the run saved in this checkpoint directory, on any number of ranks, "
+                 "up to --epochs; the settings must match the checkpoint's");
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored");
@@ -238,11 +248,18 @@ int main(int argc, char** argv) {
                  "with --minibatch and --partitions: ranks holding each part (c); P ranks "
                  "train on a store of P / c parts, rank r on part r / c")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  std::optional<double> watchdog;
+  app.add_option("--watchdog", watchdog,
+                 "with several ranks: end the job, naming the stalled call and rank, when an "
+                 "MPI call waits longer than this many seconds; 0 = never (default: "
+                 "$SAR_WATCHDOG_SECONDS or 300)")
+      ->check(finite_number)->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   CLI11_PARSE(app, argc, argv);
 
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
   sar::mpi_communicator comm;
+  if (watchdog) comm.set_watchdog(*watchdog);
   if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
   try {
     auto config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
@@ -277,6 +294,14 @@ int main(int argc, char** argv) {
     if (patience) config.patience = *patience;
     else if (p.eval_every == 0) config.patience = 0;  // no evaluations: no early stopping
     config.batch_norm = batch_norm;
+
+    // A resumed run continues bit for bit only if it restarts on a synchronous epoch.
+    SAR_CHECK(p.checkpoint.empty() || p.checkpoint_every % p.staleness == 0,
+              sar::invalid_argument, "sar-train: --checkpoint-every ", p.checkpoint_every,
+              " is not a multiple of --staleness ", p.staleness, " (a resumed run must start "
+              "on a synchronous epoch)");
+    if (!p.checkpoint.empty() && comm.rank() == 0)  // before any work, not after it
+      sar::check_replaceable(p.checkpoint, sar::checkpoint_kind, "sar-train: --checkpoint");
 
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);
     nlohmann::json metrics;

@@ -29,6 +29,9 @@ struct program_options {
   int threads = 0;
   std::string metrics_out, csv_log;
   bool quiet = false;
+  std::string checkpoint;    // directory written every checkpoint_every epochs and at the end
+  int checkpoint_every = 10;
+  std::string resume;        // checkpoint directory to continue from
   int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
   double max_loss = 1e4;  // a larger training loss stops training (diverged)
   std::string partitions;               // a partition store: distributed training

@@ -6,8 +6,13 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +22,7 @@
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/train/checkpoint.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/models.hpp"
@@ -27,23 +33,32 @@ namespace sar_train {
 /// The local nodes' data (a whole dataset on one process, or one rank's part).
 struct local_data {
   std::string name;
+  sar::node_t num_nodes = 0;  // in the whole dataset
   sar::matrixf features;
   std::vector<std::int32_t> labels;
   std::vector<sar::node_split> split;
   std::int32_t num_classes = 0;
 };
 
-/// Test hook (not an option): SAR_TRAIN_INJECT_FAILURE="EPOCH:RANK" makes RANK throw after
-/// EPOCH, so the fault tests can check that every rank then ends. Throws on a malformed value.
+/// Test hook (not an option): SAR_TRAIN_INJECT_FAILURE="EPOCH:RANK[:HOW]" makes RANK, after
+/// EPOCH, throw (HOW absent), stop itself with SIGSTOP (stop) or sleep for ever outside MPI
+/// (hang), so the fault tests can check that every rank then ends. Throws on a malformed value.
 inline void inject_failure(int epoch, int rank) {
   const char* spec = std::getenv("SAR_TRAIN_INJECT_FAILURE");
   if (spec == nullptr) return;
   int at_epoch = -1, at_rank = -1;
-  SAR_CHECK(std::sscanf(spec, "%d:%d", &at_epoch, &at_rank) == 2, sar::invalid_argument,
-            "sar-train: SAR_TRAIN_INJECT_FAILURE='", spec, "' is not EPOCH:RANK");
-  if (epoch == at_epoch && rank == at_rank)
+  char how[8] = "";
+  const int fields = std::sscanf(spec, "%d:%d:%7s", &at_epoch, &at_rank, how);
+  SAR_CHECK(fields >= 2 && (fields == 2 || std::string(how) == "stop" ||
+                            std::string(how) == "hang"),
+            sar::invalid_argument, "sar-train: SAR_TRAIN_INJECT_FAILURE='", spec,
+            "' is not EPOCH:RANK[:stop|:hang]");
+  if (epoch != at_epoch || rank != at_rank) return;
+  if (fields == 2)
     throw sar::error(sar::message("injected failure on rank ", rank, " at epoch ", epoch,
                                   " (SAR_TRAIN_INJECT_FAILURE)"));
+  if (std::string(how) == "stop") std::raise(SIGSTOP);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 /// The median of v (0 if empty).
@@ -75,6 +90,34 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
             " fanouts for ", config.layers, " layers (--fanouts gives one per layer, from the "
             "input)");
   return o;
+}
+
+/// What a run's results depend on besides the rank count, the schedule and the threads: a
+/// checkpoint resumes only into a run with the same settings (--epochs may differ).
+inline nlohmann::json run_settings(const program_options& p, const sar::model_config& c,
+                                   const local_data& data, Eigen::Index features) {
+  nlohmann::json s{{"dataset", data.name}, {"nodes", data.num_nodes}, {"features", features},
+                   {"classes", data.num_classes}, {"model", p.model}, {"layers", c.layers},
+                   {"hidden", c.hidden}, {"dropout", c.dropout},
+                   {"input_dropout", c.first_dropout()}, {"batch_norm", c.batch_norm},
+                   {"aggregate_features_first", c.aggregate_features_first},
+                   {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
+                   {"decay_first_layer_only", c.decay_first_layer_only},
+                   {"patience", c.patience}, {"eval_every", p.eval_every},
+                   {"precision", p.precision}, {"normalise_features", p.normalise},
+                   {"seed", p.seed}, {"minibatch", p.minibatch}, {"halo_bits", p.halo_bits},
+                   {"gradient_bits", p.gradient_bits}, {"staleness", p.staleness}};
+  if (c.kind == sar::model_kind::sage) s["aggregator"] = p.aggregator;
+  if (c.kind == sar::model_kind::gat) {
+    s["heads"] = c.heads;
+    s["output_heads"] = c.output_heads;
+    s["attention_dropout"] = c.attention_dropout;
+  }
+  if (p.minibatch > 0) {
+    s["sampler"] = p.sampler;
+    s["fanouts"] = minibatch_options_of(p, c).sampler.fanouts;
+  }
+  return s;
 }
 
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
@@ -148,6 +191,36 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
           sar::format_mib(static_cast<double>(bytes[2])), ")  peak/rank ",
           sar::format_mib(static_cast<double>(peak))));
   };
+  // Checkpoints: --resume restores the model, the optimiser and the run so far; --checkpoint
+  // saves them every p.checkpoint_every epochs and at the end (rank 0 writes).
+  const nlohmann::json settings = run_settings(p, config, data, features.cols());
+  std::optional<sar::checkpoint> resumed;
+  if (!p.resume.empty()) {
+    resumed = sar::read_checkpoint(p.resume);
+    std::int64_t identity[2] = {resumed->identity, -std::int64_t{resumed->identity}};
+    comm.all_reduce(std::span<std::int64_t>(identity), sar::reduce_op::max);
+    SAR_CHECK(identity[0] == -identity[1], sar::invalid_argument, "sar-train: rank ",
+              comm.rank(), " read --resume ", p.resume, " with CRC-32 ", resumed->identity,
+              ", but the ranks' copies differ: every rank must read the same checkpoint");
+    resumed->check_settings(settings, "sar-train: --resume");
+    sar::restore_checkpoint(*resumed, model, optimiser);
+    options.resume = &resumed->progress;
+    if (root)
+      sar::log_info(sar::message("resuming ", p.resume, " after epoch ",
+                                 resumed->progress.epochs_done() - 1));
+  }
+  int saved = -1;  // epochs done at the last checkpoint
+  const auto save = [&](const sar::train_result& r) {
+    sar::save_checkpoint(comm, p.checkpoint, model, optimiser, r, settings);
+    saved = r.epochs_done();
+    if (root && !p.quiet)
+      sar::log_info(sar::message("checkpoint ", p.checkpoint, " after epoch ", saved - 1));
+  };
+  if (!p.checkpoint.empty())
+    options.after_epoch = [&](const sar::train_result& r) {
+      if (r.epochs_done() % p.checkpoint_every == 0) save(r);
+    };
+
   const sar::node_data<T> nodes{features, data.labels, data.split};
   sar::train_result result;
   sar::minibatch_options minibatch;
@@ -161,6 +234,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
+  if (!p.checkpoint.empty() && saved != result.epochs_done()) save(result);
 
   nlohmann::json metrics;
   metrics["model"] = p.model;
@@ -188,6 +262,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["staleness"] = graph.staleness();
   }
   metrics["epochs"] = result.history.size();
+  if (resumed) metrics["resumed_after_epochs"] = resumed->progress.epochs_done();
   if (result.best_epoch >= 0) {
     metrics["best_epoch"] = result.best_epoch;
     metrics["best_val_acc"] = result.best_valid_acc;
@@ -221,12 +296,13 @@ template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
                             sar::graph_dataset& dataset, sar::self_loop_policy loops,
                             sar::mpi_communicator& comm) {
+  const sar::node_t nodes = dataset.num_nodes();
   sar::csr graph = loops == sar::self_loop_policy::keep
                        ? std::move(dataset.graph)
                        : sar::with_self_loops(dataset.graph, loops);
   dataset.graph = {};
-  local_data data{dataset.name, std::move(dataset.features), std::move(dataset.labels),
-                  std::move(dataset.split), dataset.num_classes};
+  local_data data{dataset.name, nodes, std::move(dataset.features),
+                  std::move(dataset.labels), std::move(dataset.split), dataset.num_classes};
   if (p.minibatch > 0) {
     sar::sampling_graph sampled(graph);
     return train<T>(p, config, sampled, data, comm);
@@ -241,8 +317,8 @@ nlohmann::json train_sampled_distributed(const program_options& p, const sar::mo
                                          sar::mpi_communicator& comm) {
   sar::distributed_sampling_graph<sar::mpi_communicator> graph(
       comm, part, p.replication, p.sampler == "ladies");
-  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
-                  part.num_classes};
+  local_data data{name, part.book.num_nodes(), std::move(part.features),
+                  std::move(part.labels), std::move(part.split), part.num_classes};
   return train<T>(p, config, graph, data, comm);
 }
 
@@ -255,8 +331,8 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
                   : sar::named_exchange(p.schedule, p.prefetch));
   part.in_edges = {};  // the schedule holds its shard now
-  local_data data{name, std::move(part.features), std::move(part.labels), std::move(part.split),
-                  part.num_classes};
+  local_data data{name, part.book.num_nodes(), std::move(part.features),
+                  std::move(part.labels), std::move(part.split), part.num_classes};
   return train<T>(p, config, graph, data, comm);
 }
 

@@ -34,6 +34,15 @@ def expect_failure(name, command, must_contain, extra_env=None):
     passed, failed = passed + ok, failed + (not ok)
 
 
+def alive(pid):
+    """Whether process pid exists and is not a zombie (dead, waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
     store = os.path.join(tmp, "planted-2")
     subprocess.run([sar_partition, "--dataset", "planted:nodes=3000", "--parts", "2",
@@ -61,6 +70,19 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
 
     expect_failure("no partition store for several ranks", mpirun(2, "--dataset", "planted"),
                    "no --partitions")
+
+    # The watchdog: a rank stopped with SIGSTOP, or busy outside MPI for ever, makes every
+    # other rank end the job within the limit (2 s here) plus the census, naming it.
+    for how, named in (("stop", "no answer from rank(s) 1 (stopped"),
+                       ("hang", "outside MPI (computing or stuck): rank 1")):
+        expect_failure(f"a rank that stops ({how}) at epoch 3",
+                       mpirun(2, "--partitions", store, "--epochs", "200", "--watchdog", "2"),
+                       named, {"SAR_TRAIN_INJECT_FAILURE": f"3:1:{how}"})
+        left = [pid for pid in subprocess.run(["pgrep", "-f", sar_train], capture_output=True,
+                                              text=True).stdout.split()
+                if alive(pid) and int(pid) != os.getpid()]
+        print(f"{'ok  ' if not left else 'FAIL'} no sar-train process is left ({how}): {left}")
+        passed, failed = passed + (not left), failed + bool(left)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

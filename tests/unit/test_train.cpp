@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include <tbb/task_arena.h>
 
+#include "sar/comm/serial.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
@@ -24,6 +26,9 @@
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"
 #include "sar/testing/gradient_checker.hpp"
+#include "test_support.hpp"
+#include "sar/optim/sgd.hpp"
+#include "sar/train/checkpoint.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
 
@@ -906,14 +911,19 @@ TEST_CASE("a float GCN (gcn, relu, dropout, gcn) learns a planted partition; the
   CHECK(accuracy_test > 0.6);  // chance is 0.25
 }
 
-TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 0, and refuses "
-          "options outside their domain") {
+/// A small planted partition: 300 nodes, 3 classes, 8 features.
+static graph_dataset small_planted() {
   planted_partition_options o;
   o.num_nodes = 300;
   o.num_classes = 3;
   o.feature_dim = 8;
   o.seed = 9;
-  const graph_dataset data = make_planted_partition(o);
+  return make_planted_partition(o);
+}
+
+TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 0, and refuses "
+          "options outside their domain") {
+  const graph_dataset data = small_planted();
   local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
   const node_data<float> nodes{data.features, data.labels, data.split};
   const auto run = [&](train_options options) {
@@ -944,4 +954,115 @@ TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 
                        doctest::Contains("needs evaluations"), invalid_argument);
   CHECK_THROWS_WITH_AS(run({.epochs = 3, .evaluate_every = -1}),
                        doctest::Contains("evaluate_every -1"), invalid_argument);
+}
+
+TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninterrupted run ends "
+          "(GCN with batch norm and dropout, Adam, patience state); checkpoints refuse what does "
+          "not fit them") {
+  const graph_dataset data = small_planted();
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  const node_data<float> nodes{data.features, data.labels, data.split};
+  model_config config;
+  config.batch_norm = true;
+  config.hidden = 12;
+  const auto make = [&](int hidden = 12) {
+    model_config c = config;
+    c.hidden = hidden;
+    return make_model<float, local_schedule>(c, 8, 3, 4);
+  };
+  const nlohmann::json settings{{"model", "gcn"}, {"hidden", 12}};
+  const train_options base{.epochs = 9, .patience = 50, .seed = 2, .log_progress = false};
+  testing_support::temp_dir dir("checkpoint");
+  const auto ck_dir = dir.path / "ck";
+
+  auto whole = make();
+  auto whole_opt = make_optimiser(config, whole);
+  const train_result uninterrupted = train_full_batch(whole, graph, whole_opt, nodes, base);
+
+  {  // the first run saves after every third epoch and "dies" after epoch 4
+    auto model = make();
+    auto optimiser = make_optimiser(config, model);
+    train_options first = base;
+    first.after_epoch = [&](const train_result& r) {
+      if (r.epochs_done() % 3 == 0) {
+        serial_communicator comm;
+        save_checkpoint(comm, ck_dir, model, optimiser, r, settings);
+      }
+      if (r.epochs_done() == 5) throw std::runtime_error("killed");
+    };
+    CHECK_THROWS_AS(train_full_batch(model, graph, optimiser, nodes, first), std::runtime_error);
+  }
+  const checkpoint ck = read_checkpoint(ck_dir);
+  CHECK(ck.progress.epochs_done() == 3);
+  CHECK(ck.optimiser_steps == 3);
+  CHECK(ck.state.size() == 2);  // one batch norm: running mean and variance
+  auto model = make();
+  auto optimiser = make_optimiser(config, model);
+  ck.check_settings(settings, "test");
+  restore_checkpoint(ck, model, optimiser);
+  train_options second = base;
+  second.resume = &ck.progress;
+  const train_result resumed = train_full_batch(model, graph, optimiser, nodes, second);
+
+  const auto a = whole.parameters().values(), b = model.parameters().values();
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  CHECK(whole_opt.get_state().m == optimiser.get_state().m);
+  CHECK(whole_opt.get_state().v == optimiser.get_state().v);
+  const auto sa = whole.state(), sb = model.state();
+  for (std::size_t s = 0; s < sa.size(); ++s)
+    CHECK(std::equal(sa[s].begin(), sa[s].end(), sb[s].begin(), sb[s].end()));
+  REQUIRE(resumed.history.size() == uninterrupted.history.size());
+  for (std::size_t e = 0; e < resumed.history.size(); ++e) {
+    CHECK(resumed.history[e].train_loss == uninterrupted.history[e].train_loss);
+    CHECK(resumed.history[e].valid_acc == uninterrupted.history[e].valid_acc);
+  }
+  CHECK(resumed.best_epoch == uninterrupted.best_epoch);
+  CHECK(resumed.stale_evaluations == uninterrupted.stale_evaluations);
+
+  // A finished run with its patience exhausted trains no further epoch when resumed.
+  train_result exhausted = uninterrupted;
+  exhausted.stale_evaluations = 50;
+  train_options more = base;
+  more.epochs = 20;
+  more.resume = &exhausted;
+  CHECK(train_full_batch(model, graph, optimiser, nodes, more).epochs_done() == 9);
+
+  // What does not fit is refused before anything changes.
+  CHECK_THROWS_WITH_AS(ck.check_settings({{"model", "gat"}, {"hidden", 12}}, "test"),
+                       doctest::Contains("model: checkpoint \"gcn\", this run \"gat\""),
+                       invalid_argument);
+  auto wider = make(16);
+  auto wider_opt = make_optimiser(config, wider);
+  const std::vector<float> before(wider.parameters().values().begin(),
+                                  wider.parameters().values().end());
+  CHECK_THROWS_WITH_AS(restore_checkpoint(ck, wider, wider_opt), doctest::Contains("x 16"),
+                       invalid_argument);
+  CHECK(std::equal(before.begin(), before.end(), wider.parameters().values().begin()));
+  sgd<float> plain({.learning_rate = 0.1});
+  CHECK_THROWS_WITH_AS(restore_checkpoint(ck, model, plain),
+                       doctest::Contains("optimiser 'adam', this run uses 'sgd'"),
+                       invalid_argument);
+
+  // Corruption: an in-range change of a value, a missing file, a foreign directory.
+  const auto set_last_byte = [&](char value) {
+    std::fstream f(ck_dir / "parameters.npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char old = static_cast<char>(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(value);
+    return old;
+  };
+  const char last = set_last_byte('\x3f');
+  CHECK_THROWS_WITH_AS(read_checkpoint(ck_dir), doctest::Contains("checksum mismatch"), io_error);
+  set_last_byte(last);
+  CHECK(read_checkpoint(ck_dir).identity == ck.identity);
+  std::filesystem::remove(ck_dir / "state.npy");
+  CHECK_THROWS_WITH_AS(read_checkpoint(ck_dir), doctest::Contains("state.npy"), io_error);
+  CHECK_THROWS_WITH_AS(read_checkpoint(dir.path), doctest::Contains("not a checkpoint"), io_error);
+  std::filesystem::create_directories(dir.path / "foreign");
+  { std::ofstream(dir.path / "foreign" / "notes.txt") << "mine"; }
+  serial_communicator comm;
+  CHECK_THROWS_AS(save_checkpoint(comm, dir.path / "foreign", model, optimiser, resumed, settings),
+                  io_error);
+  CHECK(std::filesystem::exists(dir.path / "foreign" / "notes.txt"));
 }

@@ -21,6 +21,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <numeric>
 #include <span>
 #include <string_view>
@@ -150,5 +151,29 @@ std::vector<std::vector<T>> all_to_all_vectors(Comm& comm, const std::vector<std
   }
   return out;
 }
+
+namespace detail {
+/// The ranks agree on whether any of them failed (collective: one all_reduce). Rethrows the
+/// local failure; on the other ranks throws sar::comm_error naming the first failing rank.
+template <communicator Comm>
+void agree_on_failure(Comm& comm, std::exception_ptr failure, const char* where) {
+  std::int64_t first = failure ? comm.rank() : comm.size();
+  comm.all_reduce(std::span<std::int64_t>(&first, 1), reduce_op::min);
+  if (failure) std::rethrow_exception(failure);
+  SAR_CHECK(first == comm.size(), comm_error, where, ": rank ", first, " failed (rank ",
+            comm.rank(), " stops too)");
+}
+
+/// Runs f, keeping what it throws in `failure` (to be agreed on after the collective work).
+template <class F>
+void guarded(std::exception_ptr& failure, F&& f) {
+  if (failure) return;
+  try {
+    f();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+}
+}  // namespace detail
 
 }  // namespace sar

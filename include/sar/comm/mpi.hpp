@@ -1,5 +1,5 @@
-// The MPI communicator. This is the ONLY sar header that includes Boost.MPI or mpi.h, so code
-// that never includes it pays for no MPI at all.
+// The MPI communicator. This header and its watchdog (mpi_watchdog.hpp) are the ONLY sar headers
+// that include Boost.MPI or mpi.h, so code that never includes them pays for no MPI at all.
 //
 // Boost.MPI supplies the environment (init/finalize only when nobody else did) and the
 // lifetime of the duplicated MPI_Comm; the data paths call MPI directly (Alltoallv, in-place
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,20 +29,22 @@
 #include <boost/mpi/environment.hpp>
 
 #include "sar/comm/communicator.hpp"
+#include "sar/comm/mpi_watchdog.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 
 namespace sar {
 
 /// RAII ownership of MPI for programs that own the process (examples, sar-train, tests).
-/// Initialises MPI with MPI_THREAD_FUNNELED (only the main thread calls MPI; oneTBB workers
-/// never do) unless MPI is already initialised, and finalises only what it initialised.
+/// Initialises MPI with MPI_THREAD_MULTIPLE (the main thread makes the data calls, oneTBB
+/// workers none, and the communicators' watchdog threads their census: mpi_watchdog.hpp)
+/// unless MPI is already initialised, and finalises only what it initialised.
 /// An exception escaping main while it lives aborts every rank (no rank is left waiting).
 class mpi_environment {
  public:
   mpi_environment(int& argc, char**& argv)
-      : env_(argc, argv, boost::mpi::threading::funneled, /*abort_on_exception=*/true) {}
-  mpi_environment() : env_(boost::mpi::threading::funneled, /*abort_on_exception=*/true) {}
+      : env_(argc, argv, boost::mpi::threading::multiple, /*abort_on_exception=*/true) {}
+  mpi_environment() : env_(boost::mpi::threading::multiple, /*abort_on_exception=*/true) {}
   mpi_environment(const mpi_environment&) = delete;
   mpi_environment& operator=(const mpi_environment&) = delete;
 
@@ -74,6 +77,8 @@ inline MPI_Op mpi_op(reduce_op op) {
 /// destruction (unless MPI was finalised before).
 /// Messages longer than max_message_elements() are split into several MPI calls, so counts
 /// above 2^31 never overflow MPI's int.
+/// A watchdog (mpi_watchdog.hpp) ends the job, naming the stalled call and rank, when a
+/// blocking call waits longer than watchdog_seconds() (default: SAR_WATCHDOG_SECONDS or 300).
 class mpi_communicator {
  public:
   /// A handle of a non-blocking operation (one MPI request per chunk).
@@ -93,6 +98,8 @@ class mpi_communicator {
     internal_ = duplicate(comm);  // for the chunked fallback, never matches user tags
     rank_ = comm_.rank();
     size_ = comm_.size();
+    watchdog_ = std::make_unique<mpi_watchdog>(native(), rank_, size_,
+                                               mpi_watchdog::default_limit_seconds());
   }
   mpi_communicator(mpi_communicator&&) = default;
   mpi_communicator& operator=(mpi_communicator&&) = default;
@@ -116,8 +123,16 @@ class mpi_communicator {
   }
   std::int64_t max_message_elements() const { return max_elements_; }
 
+  /// The longest a blocking call may wait before the watchdog ends the job (0 = never). Every
+  /// rank should set the same. Throws sar::invalid_argument for a negative limit.
+  void set_watchdog(double seconds) { watchdog_->set_limit(seconds); }
+  double watchdog_seconds() const { return watchdog_->limit_seconds(); }
+
   /// Collective.
-  void barrier() { check(MPI_Barrier(native()), "MPI_Barrier"); }
+  void barrier() {
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::barrier);
+    check(MPI_Barrier(native()), "MPI_Barrier");
+  }
 
   /// Logs the message with this rank and calls MPI_Abort on the communicator. Never returns.
   [[noreturn]] void abort(std::string_view message) {
@@ -131,6 +146,7 @@ class mpi_communicator {
   template <reducible_scalar T>
   void all_reduce(std::span<T> values, reduce_op op) {
     const MPI_Op mpi_op = detail::mpi_op(op);
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_reduce);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, detail::mpi_type<T>(),
                           mpi_op, native()),
@@ -144,6 +160,7 @@ class mpi_communicator {
   void broadcast(std::span<T> values, int root) {
     SAR_CHECK(root >= 0 && root < size_, invalid_argument, "sar::mpi_communicator::broadcast: "
               "root ", root, " outside [0, ", size_, ") on rank ", rank_);
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::broadcast);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Bcast(values.data() + first, count, detail::mpi_type<T>(), root, native()),
             "MPI_Bcast");
@@ -157,6 +174,7 @@ class mpi_communicator {
               "sar::mpi_communicator::all_to_all: ", one_per_peer.size(), " values for ", size_,
               " ranks on rank ", rank_);
     std::vector<std::int64_t> out(size_);
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_to_all);
     check(MPI_Alltoall(one_per_peer.data(), 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, native()),
           "MPI_Alltoall");
     bytes_sent_ += static_cast<std::int64_t>(sizeof(std::int64_t)) * (size_ - 1);
@@ -178,6 +196,7 @@ class mpi_communicator {
               invalid_argument, where, ": counts total ", send_total, " / ", recv_total,
               " elements but the spans hold ", send.size(), " / ", recv.size(), " on rank ",
               rank_);
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_to_all_v);
     // Every rank must take the same path: agree on whether anything is too large.
     std::int64_t too_large = (send_total > max_elements_ || recv_total > max_elements_) ? 1 : 0;
     check(MPI_Allreduce(MPI_IN_PLACE, &too_large, 1, MPI_INT64_T, MPI_MAX, native()),
@@ -299,6 +318,7 @@ class mpi_communicator {
 
   void wait_handles(std::vector<MPI_Request>& handles) const {
     if (handles.empty()) return;
+    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::wait);
     check(MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE),
           "MPI_Waitall");
   }
@@ -309,6 +329,7 @@ class mpi_communicator {
   int size_ = 1;
   std::int64_t max_elements_ = INT_MAX;
   std::int64_t bytes_sent_ = 0;
+  std::unique_ptr<mpi_watchdog> watchdog_;  // destroyed (thread joined) before the duplicates
 };
 
 static_assert(point_to_point_communicator<mpi_communicator>);

@@ -26,11 +26,13 @@ inline std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size
 }
 
 /// Throws sar::io_error naming `where` and `file` unless `crc` (what was read) equals `listed`
-/// (what the metadata lists); `owner` says what a foreign file came from ("store").
+/// (what the metadata file `metadata` lists); `owner` says what a foreign file came from
+/// ("store").
 inline void check_crc32(const char* where, const std::string& file, std::uint32_t crc,
-                        std::uint32_t listed, const char* owner) {
+                        std::uint32_t listed, const char* owner,
+                        const char* metadata = "meta.json") {
   SAR_CHECK(crc == listed, io_error, where, ": ", file, ": checksum mismatch (CRC-32 ", crc,
-            ", meta.json lists ", listed, "): the file is corrupt or belongs to another ",
+            ", ", metadata, " lists ", listed, "): the file is corrupt or belongs to another ",
             owner);
 }
 

@@ -47,6 +47,8 @@ class any_layer {
   /// The held layer's optional traits (sar/nn/layer.hpp), as a model reads them.
   detail::layer_traits traits() const { return self_->traits(); }
   void declare(parameter_store<T>& store) { self_->declare(store); }
+  /// The held layer's state besides its parameters (sar/nn/layer.hpp), or nothing.
+  std::vector<std::span<double>> state() { return self_->state(); }
   /// As the held layer's forward (collective if it is).
   void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
     self_->forward(graph, ctx, x, y);
@@ -78,6 +80,7 @@ class any_layer {
     virtual Eigen::Index output_dim() const = 0;
     virtual detail::layer_traits traits() const = 0;
     virtual void declare(parameter_store<T>& store) = 0;
+    virtual std::vector<std::span<double>> state() = 0;
     virtual void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
                          matrix<T>& y) = 0;
     virtual void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
@@ -92,6 +95,7 @@ class any_layer {
     Eigen::Index output_dim() const override { return layer.output_dim(); }
     detail::layer_traits traits() const override { return detail::traits_of(layer); }
     void declare(parameter_store<T>& store) override { layer.declare(store); }
+    std::vector<std::span<double>> state() override { return state_of(layer); }
     void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
                  matrix<T>& y) override {
       layer.forward(graph, ctx, x, y);
@@ -146,6 +150,13 @@ class dynamic_sequential : public detail::model_base<T> {
   dynamic_sequential& operator=(dynamic_sequential&&) noexcept = default;
 
   std::size_t size() const { return layers_.size(); }
+  /// Every layer's state besides its parameters (sar/nn/layer.hpp), in layer order.
+  std::vector<std::span<double>> state() {
+    std::vector<std::span<double>> all;
+    for (auto& l : layers_)
+      for (auto s : l.state()) all.push_back(s);
+    return all;
+  }
   layer_type& layer(std::size_t k) { return layers_.at(k); }
   const layer_type& layer(std::size_t k) const { return layers_.at(k); }
 

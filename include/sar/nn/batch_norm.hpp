@@ -58,11 +58,14 @@ class batch_norm {
 
   Eigen::Index input_dim() const { return dim_; }
   Eigen::Index output_dim() const { return dim_; }
-  /// Evaluation-mode statistics (state, not parameters: checkpoint them with the model).
+  /// Evaluation-mode statistics (state, not parameters: checkpoints hold them through state()).
   std::span<double> running_mean() { return running_mean_; }
   std::span<double> running_var() { return running_var_; }
   std::span<const double> running_mean() const { return running_mean_; }
   std::span<const double> running_var() const { return running_var_; }
+  /// The layer's state besides its parameters (see sar/nn/layer.hpp): the running mean, then
+  /// the running variance.
+  std::vector<std::span<double>> state() { return {running_mean_, running_var_}; }
 
   /// With affine: gamma (1 x dim, ones) and beta (1 x dim, zeros).
   void declare(parameter_store<T>& store) {

@@ -51,6 +51,11 @@
 //                                      other node's row (activations, dropout, linear, batch
 //                                      norm): it runs on a level's rows, y with x's rows;
 //                                      one that reads neighbours runs on the next block.
+// Optional, for checkpoints (sar/train/checkpoint.hpp):
+//   l.state() -> std::vector<std::span<double>>
+//                                      what the layer learns besides its parameters and needs
+//                                      after a restart (batch norm's running statistics);
+//                                      same sizes on every call.
 // What a layer keeps between forward and backward is stated in its header (e.g. GAT keeps
 // the per-node softmax max and sum, never a per-edge matrix). Random numbers (dropout) come
 // from counter_rng keyed by (ctx.seed, ctx.epoch, ctx.layer, global node id, column), so they
@@ -60,7 +65,9 @@
 
 #include <concepts>
 #include <cstdint>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
@@ -147,6 +154,15 @@ inline constexpr bool finishes_rows_v = [] {
   else
     return false;
 }();
+
+/// l.state() if L has it (see the contract above), else nothing.
+template <class L>
+std::vector<std::span<double>> state_of(L& l) {
+  if constexpr (requires { { l.state() } -> std::convertible_to<std::vector<std::span<double>>>; })
+    return l.state();
+  else
+    return {};
+}
 
 template <class L, class Schedule>
 concept layer = requires(L& l, const L& cl, Schedule& graph, const layer_context& ctx,

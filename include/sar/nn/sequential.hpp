@@ -443,6 +443,12 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   sequential& operator=(sequential&&) noexcept = default;
 
   static constexpr std::size_t size() { return sizeof...(Layers); }
+  /// Every layer's state besides its parameters (sar/nn/layer.hpp), in layer order.
+  std::vector<std::span<double>> state() {
+    std::vector<std::span<double>> all;
+    std::apply([&](auto&... l) { ((append(all, state_of(l))), ...); }, layers_);
+    return all;
+  }
   template <std::size_t I>
   auto& layer() { return std::get<I>(layers_); }
   template <std::size_t I>
@@ -516,6 +522,10 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((k == I ? (f(std::get<I>(layers_)), 0) : 0), ...);
     }(std::index_sequence_for<Layers...>{});
+  }
+
+  static void append(std::vector<std::span<double>>& all, std::vector<std::span<double>> more) {
+    all.insert(all.end(), more.begin(), more.end());
   }
 
   std::tuple<Layers...> layers_;

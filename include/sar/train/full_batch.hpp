@@ -24,28 +24,6 @@
 
 namespace sar {
 
-struct train_options {
-  int epochs = 200;
-  /// Stop when neither the validation accuracy nor the validation loss has improved for this
-  /// many epochs (the GAT paper's rule); 0 = run every epoch.
-  int patience = 0;
-  std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
-  bool log_progress = true; ///< one line per epoch through sar::log_info
-  std::string csv_log;      ///< if set, one CSV row per epoch is written there
-  /// Evaluate after every N-th epoch and after the last; 0 = never (the accuracies are then
-  /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
-  /// `patience` counts evaluations.
-  int evaluate_every = 1;
-  /// A training loss above this (or not finite) stops training with sar::numeric_error: the
-  /// run diverged (cross-entropy starts near ln(classes)).
-  double max_loss = 1e4;
-
-  /// Whether `epoch` (0-based) ends with an evaluation.
-  bool evaluates(int epoch) const {
-    return evaluate_every > 0 && ((epoch + 1) % evaluate_every == 0 || epoch + 1 == epochs);
-  }
-};
-
 struct epoch_stats {
   int epoch = 0;
   double train_loss = 0;    ///< of the training forward pass (with dropout)
@@ -85,10 +63,17 @@ inline std::string format_mib(double bytes) {
 }
 
 struct train_result {
-  std::vector<epoch_stats> history;
+  std::vector<epoch_stats> history;  ///< epochs 0, 1, ... in order
   int best_epoch = -1;      ///< highest validation accuracy, ties to the lower validation loss
   double best_valid_acc = 0;
   double test_acc = 0;      ///< at best_epoch
+  // Early-stopping state (what a resumed run continues from).
+  double best_valid_loss = INFINITY;    ///< at best_epoch
+  double lowest_valid_loss = INFINITY;  ///< over every evaluation
+  int stale_evaluations = 0;  ///< evaluations since the accuracy or the loss last improved
+
+  /// Epochs trained (the next epoch's number).
+  int epochs_done() const { return static_cast<int>(history.size()); }
 
   /// Median of the per-epoch training times (0 without epochs).
   double median_epoch_seconds() const {
@@ -97,6 +82,36 @@ struct train_result {
     if (t.empty()) return 0;
     std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
     return t[t.size() / 2];
+  }
+};
+
+struct train_options {
+  int epochs = 200;
+  /// Stop when neither the validation accuracy nor the validation loss has improved for this
+  /// many epochs (the GAT paper's rule); 0 = run every epoch.
+  int patience = 0;
+  std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
+  bool log_progress = true; ///< one line per epoch through sar::log_info
+  std::string csv_log;      ///< if set, one CSV row per epoch is written there
+  /// Evaluate after every N-th epoch and after the last; 0 = never (the accuracies are then
+  /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
+  /// `patience` counts evaluations.
+  int evaluate_every = 1;
+  /// A training loss above this (or not finite) stops training with sar::numeric_error: the
+  /// run diverged (cross-entropy starts near ln(classes)).
+  double max_loss = 1e4;
+  /// Continue an earlier run from its result so far (checkpoint::progress,
+  /// sar/train/checkpoint.hpp): training starts at epoch resume->epochs_done() with its
+  /// history (also rewritten to csv_log) and early-stopping state. The model and optimiser
+  /// must hold that run's state then (restore_checkpoint). nullptr: a new run.
+  const train_result* resume = nullptr;
+  /// Called on every rank after each epoch is recorded (after on_epoch), with the result so
+  /// far; may make collective calls (e.g. save_checkpoint every N epochs).
+  std::function<void(const train_result&)> after_epoch;
+
+  /// Whether `epoch` (0-based) ends with an evaluation.
+  bool evaluates(int epoch) const {
+    return evaluate_every > 0 && ((epoch + 1) % evaluate_every == 0 || epoch + 1 == epochs);
   }
 };
 
@@ -114,69 +129,90 @@ namespace detail {
 /// CSV row (train_options::csv_log; with_sampling adds the minibatch loop's sampling and
 /// gather times; the accuracy fields are empty if not evaluated), on_epoch, and the patience
 /// rule (stop after `patience` evaluations in which neither the validation accuracy nor the
-/// validation loss improved; 0 = never).
+/// validation loss improved; 0 = never) and after_epoch.
 class epoch_recorder {
  public:
-  /// Opens the CSV log (unless options.csv_log is empty) and writes its header. Throws
-  /// sar::io_error naming `where` if it cannot be opened.
+  /// The result to continue (options.resume's, else empty). Opens the CSV log (unless
+  /// options.csv_log is empty) and writes its header and the rows of a resumed history.
+  /// Throws sar::io_error naming `where` if it cannot be opened, sar::invalid_argument for a
+  /// resumed history whose epochs are not 0, 1, ...
   epoch_recorder(const train_options& options, const char* where, bool with_sampling,
                  const std::function<void(const epoch_stats&)>& on_epoch)
       : options_(options), with_sampling_(with_sampling), on_epoch_(on_epoch) {
+    if (options.resume) {
+      result_ = *options.resume;
+      for (int e = 0; e < result_.epochs_done(); ++e)
+        SAR_CHECK(result_.history[static_cast<std::size_t>(e)].epoch == e, invalid_argument,
+                  where, ": the resumed history's entry ", e, " is epoch ",
+                  result_.history[static_cast<std::size_t>(e)].epoch);
+    }
     if (options.csv_log.empty()) return;
     csv_.open(options.csv_log);
     SAR_CHECK(csv_, io_error, where, ": cannot write ", options.csv_log);
     csv_ << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
          << (with_sampling ? "sampling_seconds,gather_seconds," : "") << "peak_memory_bytes\n";
+    for (const auto& stats : result_.history) write_row(stats);
   }
 
-  /// Finishes stats (peak memory), records it in result, logs it (the progress line, then
-  /// `detail` before the peak), writes its CSV row and calls on_epoch. Returns whether
-  /// training should stop.
-  bool finish(epoch_stats& stats, const std::string& detail, train_result& result) {
+  /// The first epoch to train, and whether to train `epoch` (below options.epochs and the
+  /// patience not exhausted).
+  int first_epoch() const { return result_.epochs_done(); }
+  bool trains(int epoch) const {
+    return epoch < options_.epochs &&
+           (options_.patience == 0 || result_.stale_evaluations < options_.patience);
+  }
+
+  /// Finishes stats (peak memory), records it in the result, logs it (the progress line,
+  /// then `detail` before the peak), writes its CSV row, calls on_epoch and after_epoch.
+  void finish(epoch_stats& stats, const std::string& detail) {
     stats.peak_memory_bytes = peak_memory_bytes();
-    result.history.push_back(stats);
+    train_result& r = result_;
+    r.history.push_back(stats);
     if (stats.evaluated) {
       // Without validation nodes (NaN) the latest evaluation is the best, and never stale.
       const bool unmeasured = std::isnan(stats.valid_acc);
-      const bool better = unmeasured || stats.valid_acc > best_acc_ ||
-                          (stats.valid_acc == best_acc_ && stats.valid_loss < best_loss_);
+      const bool better = unmeasured || r.best_epoch < 0 || stats.valid_acc > r.best_valid_acc ||
+                          (stats.valid_acc == r.best_valid_acc &&
+                           stats.valid_loss < r.best_valid_loss);
       if (better) {
-        best_acc_ = stats.valid_acc;
-        best_loss_ = stats.valid_loss;
-        result.best_epoch = stats.epoch;
-        result.best_valid_acc = stats.valid_acc;
-        result.test_acc = stats.test_acc;
+        r.best_epoch = stats.epoch;
+        r.best_valid_acc = stats.valid_acc;
+        r.best_valid_loss = stats.valid_loss;
+        r.test_acc = stats.test_acc;
       }
-      const bool improved = unmeasured || better || stats.valid_loss < best_loss_seen_;
-      best_loss_seen_ = std::min(best_loss_seen_, stats.valid_loss);
-      since_improvement_ = improved ? 0 : since_improvement_ + 1;
+      const bool improved = unmeasured || better || stats.valid_loss < r.lowest_valid_loss;
+      r.lowest_valid_loss = std::min(r.lowest_valid_loss, stats.valid_loss);
+      r.stale_evaluations = improved ? 0 : r.stale_evaluations + 1;
     }
 
     if (options_.log_progress)
       log_info(message(epoch_line(stats, stats.seconds), detail, "  peak ",
                        format_mib(static_cast<double>(stats.peak_memory_bytes))));
-    if (csv_.is_open()) {
-      csv_ << stats.epoch << ',' << stats.train_loss << ',';
-      if (stats.evaluated)
-        csv_ << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
-             << stats.test_acc << ',';
-      else
-        csv_ << ",,,,";
-      csv_ << stats.seconds << ',';
-      if (with_sampling_) csv_ << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
-      csv_ << stats.peak_memory_bytes << '\n';
-    }
+    if (csv_.is_open()) write_row(stats);
     if (on_epoch_) on_epoch_(stats);
-    return options_.patience > 0 && since_improvement_ >= options_.patience;
+    if (options_.after_epoch) options_.after_epoch(r);
   }
 
+  train_result& result() { return result_; }
+
  private:
+  void write_row(const epoch_stats& stats) {
+    csv_ << stats.epoch << ',' << stats.train_loss << ',';
+    if (stats.evaluated)
+      csv_ << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
+           << stats.test_acc << ',';
+    else
+      csv_ << ",,,,";
+    csv_ << stats.seconds << ',';
+    if (with_sampling_) csv_ << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
+    csv_ << stats.peak_memory_bytes << '\n';
+  }
+
   const train_options& options_;
   bool with_sampling_;
   const std::function<void(const epoch_stats&)>& on_epoch_;
   std::ofstream csv_;
-  double best_loss_ = INFINITY, best_acc_ = -1, best_loss_seen_ = INFINITY;
-  int since_improvement_ = 0;
+  train_result result_;
 };
 
 /// Throws sar::invalid_argument naming `where` for options outside their domain.
@@ -260,10 +296,9 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
   detail::check_train_options(options, where);
   detail::epoch_recorder recorder(options, where, false, on_epoch);
 
-  train_result result;
   matrix<T> dlogits;
   auto params = model.parameters().grads();
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
     epoch_stats stats;
     stats.epoch = epoch;
     layer_context ctx{.training = true, .seed = options.seed,
@@ -285,9 +320,9 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
       ctx.training = false;
       detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
     }
-    if (recorder.finish(stats, "", result)) break;
+    recorder.finish(stats, "");
   }
-  return result;
+  return std::move(recorder.result());
 }
 
 }  // namespace sar

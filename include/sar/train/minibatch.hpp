@@ -176,12 +176,11 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   const node_data<T> evaluated = graph.counts_in_evaluation()
       ? data : node_data<T>{data.features, {}, {}};
 
-  train_result result;
   const auto rank = static_cast<std::size_t>(graph.rank());
   const auto ranks = static_cast<std::size_t>(graph.size());
   auto grads = model.parameters().grads();
   const node_t batches = (train_count + mb.batch_size - 1) / mb.batch_size;
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
     epoch_stats stats;
     stats.epoch = epoch;
     const auto start = clock::now();
@@ -240,12 +239,10 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
       detail::evaluate(graph, logits, evaluated, valid_count, stats);
     }
-    if (recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
-                                       stats.gather_seconds, " s)"),
-                        result))
-      break;
+    recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
+                                   stats.gather_seconds, " s)"));
   }
-  return result;
+  return std::move(recorder.result());
 }
 
 /// One process: trains on `graph` (in-edges, row = dataset id; the graph the model aggregates

@@ -1,0 +1,272 @@
+// The watchdog of an mpi_communicator: no blocking MPI call waits longer than a set time.
+// A rank that stops making progress (stopped with SIGSTOP, deadlocked, busy forever, gone
+// without MPI noticing) would leave the others spinning in a collective forever. Instead,
+// once a call of this rank has waited `limit`, its watchdog thread asks every other rank,
+// on a private duplicate communicator, what it is doing (a census that lasts at most
+// `grace`). It then logs one line naming the call, the ranks that did not answer and what
+// the others are doing, and ends the job with MPI_Abort. Every waiting rank does the same,
+// so every rank is gone within about limit + grace.
+//
+// The census needs MPI_THREAD_MULTIPLE (sar::mpi_environment asks for it). Under a lower
+// thread level the watchdog still ends the job, but cannot name the other ranks. Destroy the
+// communicator (or set its watchdog to 0) before MPI is finalised.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mpi.h>
+
+#include "sar/core/error.hpp"
+#include "sar/core/log.hpp"
+
+namespace sar {
+
+class mpi_watchdog {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// The watchdog's default limit: the environment variable SAR_WATCHDOG_SECONDS if set (0
+  /// = off), else 300 s. Throws sar::invalid_argument for a value that is not a non-negative
+  /// number.
+  static double default_limit_seconds() {
+    const char* text = std::getenv("SAR_WATCHDOG_SECONDS");
+    if (text == nullptr) return 300;
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    SAR_CHECK(end != text && *end == '\0' && seconds >= 0 && seconds < 1e9, invalid_argument,
+              "SAR_WATCHDOG_SECONDS='", text, "' is not a number of seconds >= 0");
+    return seconds;
+  }
+
+  /// Watches calls on `comm` (this rank `rank` of `size`); duplicates it for the census
+  /// (collective over comm). limit_seconds 0: no thread, nothing watched.
+  mpi_watchdog(MPI_Comm comm, int rank, int size, double limit_seconds)
+      : rank_(rank), size_(size) {
+    MPI_Comm_dup(comm, &census_comm_);
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    census_ = level == MPI_THREAD_MULTIPLE;
+    set_limit(limit_seconds);
+  }
+  ~mpi_watchdog() {
+    stop();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&census_comm_);
+  }
+  mpi_watchdog(const mpi_watchdog&) = delete;
+  mpi_watchdog& operator=(const mpi_watchdog&) = delete;
+
+  /// Sets the limit (0 = off), restarting the thread. Not collective, but every rank should
+  /// set the same. Throws sar::invalid_argument for a negative or non-finite limit.
+  void set_limit(double seconds) {
+    SAR_CHECK(seconds >= 0 && seconds < 1e9, invalid_argument,
+              "sar::mpi_watchdog: limit ", seconds, " s (>= 0; 0 = off)");
+    stop();
+    limit_ = std::chrono::duration<double>(seconds);
+    if (seconds > 0 && size_ > 1) {
+      stopping_ = false;
+      thread_ = std::thread([this] { watch(); });
+    }
+  }
+  double limit_seconds() const { return limit_.count(); }
+
+  /// The blocking calls an mpi_communicator makes.
+  enum class call : int { none = -1, barrier, all_reduce, broadcast, all_to_all, all_to_all_v, wait };
+  static const char* name_of(call c) {
+    constexpr const char* names[] = {"MPI_Barrier", "MPI_Allreduce", "MPI_Bcast",
+                                     "MPI_Alltoall", "MPI_Alltoallv", "MPI_Waitall"};
+    return c == call::none ? "no call" : names[static_cast<int>(c)];
+  }
+
+  /// Marks one blocking call of the thread that calls MPI; collective calls are numbered
+  /// (the same number on every rank, as they are made in the same order).
+  class scope {
+   public:
+    scope(mpi_watchdog& w, call c) : w_(w) {
+      if (c != call::wait) w_.collectives_.fetch_add(1, std::memory_order_relaxed);
+      w_.since_.store(now(), std::memory_order_relaxed);
+      w_.call_.store(static_cast<int>(c), std::memory_order_release);  // after since_
+    }
+    ~scope() {
+      w_.call_.store(static_cast<int>(call::none), std::memory_order_release);
+      w_.since_.store(now(), std::memory_order_relaxed);
+    }
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+
+   private:
+    mpi_watchdog& w_;
+  };
+
+ private:
+  static constexpr int probe_tag = 1, reply_tag = 2;
+  // What a rank answers: census id, its call (-1: none), collectives so far, milliseconds
+  // in the current state (in the call, or since the last one).
+  using answer = std::array<std::int64_t, 4>;
+
+  static clock::rep now() { return clock::now().time_since_epoch().count(); }
+
+  void stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  /// The watchdog thread: answers other ranks' census probes, and ends the job once a call of
+  /// this rank has waited limit_.
+  void watch() {
+    const auto poll = std::min<clock::duration>(
+        std::chrono::milliseconds(100),
+        std::chrono::duration_cast<clock::duration>(limit_ / 10));
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_for(lock, poll, [&] { return stopping_; })) {
+      if (finalized()) return;
+      if (census_) answer_probes();
+      const answer mine = own_state(0);
+      if (mine[1] >= 0 && std::chrono::milliseconds(mine[3]) >= limit_) end_job(mine);
+    }
+  }
+
+  static bool finalized() {
+    int done = 0;
+    MPI_Finalized(&done);
+    return done != 0;
+  }
+
+  answer own_state(std::int64_t census) const {
+    const int c = call_.load(std::memory_order_acquire);
+    const auto waited = clock::duration(now() - since_.load(std::memory_order_relaxed));
+    return {census, c, static_cast<std::int64_t>(collectives_.load(std::memory_order_relaxed)),
+            std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()};
+  }
+
+  /// Answers every pending census probe with this rank's state (sends complete later).
+  void answer_probes() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, probe_tag, census_comm_, &flag, &status);
+      if (!flag) break;
+      std::int64_t census = 0;
+      MPI_Recv(&census, 1, MPI_INT64_T, status.MPI_SOURCE, probe_tag, census_comm_,
+               MPI_STATUS_IGNORE);
+      auto& sent = replies_.emplace_back(own_state(census), MPI_REQUEST_NULL);
+      MPI_Isend(sent.first.data(), 4, MPI_INT64_T, status.MPI_SOURCE, reply_tag, census_comm_,
+                &sent.second);
+    }
+    for (auto it = replies_.begin(); it != replies_.end();) {  // forget completed sends
+      int done = 0;
+      MPI_Test(&it->second, &done, MPI_STATUS_IGNORE);
+      it = done ? replies_.erase(it) : std::next(it);
+    }
+  }
+
+  /// Asks every other rank for its state; returns the answers (census id -1: no answer
+  /// within the grace time).
+  std::vector<answer> take_census() {
+    const std::int64_t census = ++censuses_;
+    std::vector<answer> answers(static_cast<std::size_t>(size_), answer{-1, 0, 0, 0});
+    answers[static_cast<std::size_t>(rank_)] = own_state(census);
+    std::vector<MPI_Request> probes;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      MPI_Request r;
+      MPI_Isend(&census, 1, MPI_INT64_T, q, probe_tag, census_comm_, &r);
+      probes.push_back(r);
+    }
+    const auto grace = std::chrono::duration_cast<clock::duration>(std::clamp(
+        limit_ / 4, std::chrono::duration<double>(0.5), std::chrono::duration<double>(10)));
+    const auto deadline = clock::now() + grace;
+    int missing = size_ - 1;
+    while (missing > 0 && clock::now() < deadline) {
+      answer_probes();  // others may take their census at the same time
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, reply_tag, census_comm_, &flag, &status);
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      answer a;
+      MPI_Recv(a.data(), 4, MPI_INT64_T, status.MPI_SOURCE, reply_tag, census_comm_,
+               MPI_STATUS_IGNORE);
+      auto& slot = answers[static_cast<std::size_t>(status.MPI_SOURCE)];
+      if (a[0] == census && slot[0] != census) {
+        slot = a;
+        --missing;
+      }
+    }
+    return answers;  // the probes to ranks that never answered are left pending: we abort
+  }
+
+  /// Logs what stalls (`mine`: this rank's state) and ends the job (MPI_Abort). Never
+  /// returns.
+  [[noreturn]] void end_job(const answer& mine) {
+    const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000; };
+    std::string text = message("sar watchdog: rank ", rank_, " of ", size_, " has waited ",
+                               seconds(mine[3]), " s in ", name_of(static_cast<call>(mine[1])),
+                               " (collective call #", mine[2], "), past the limit of ",
+                               limit_.count(), " s");
+    if (census_) {
+      const std::vector<answer> answers = take_census();
+      std::string silent, outside, elsewhere;
+      for (int q = 0; q < size_; ++q) {
+        const answer& a = answers[static_cast<std::size_t>(q)];
+        const auto add = [&](std::string& list, const std::string& item) {
+          list += (list.empty() ? "" : ", ") + item;
+        };
+        if (a[0] < 0)
+          add(silent, std::to_string(q));
+        else if (a[1] < 0)
+          add(outside, message("rank ", q, " for ", seconds(a[3]), " s after collective #", a[2]));
+        else if (a[1] != mine[1] || a[2] != mine[2])
+          add(elsewhere, message("rank ", q, " in ", name_of(static_cast<call>(a[1])), " #", a[2]));
+      }
+      if (!silent.empty())
+        text += message("; no answer from rank(s) ", silent, " (stopped, deadlocked or gone)");
+      if (!outside.empty()) text += "; outside MPI (computing or stuck): " + outside;
+      if (!elsewhere.empty()) text += "; in another call: " + elsewhere;
+      if (silent.empty() && outside.empty() && elsewhere.empty())
+        text += "; every rank is in this call (the transfer itself has not finished)";
+    } else {
+      text += " (MPI was initialised without MPI_THREAD_MULTIPLE: the other ranks cannot be "
+              "asked which one stalls)";
+    }
+    log(log_level::warning, text + ". Ending the job (SAR_WATCHDOG_SECONDS or "
+                                   "mpi_communicator::set_watchdog sets the limit; 0 = off)");
+    MPI_Abort(census_comm_, 3);
+    std::abort();
+  }
+
+  int rank_, size_;
+  MPI_Comm census_comm_ = MPI_COMM_NULL;
+  bool census_ = false;
+  std::chrono::duration<double> limit_{0};
+  std::atomic<int> call_{static_cast<int>(call::none)};
+  std::atomic<clock::rep> since_{now()};
+  std::atomic<std::uint64_t> collectives_{0};
+  std::int64_t censuses_ = 0;
+  std::list<std::pair<answer, MPI_Request>> replies_;  // stable addresses while sending
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace sar

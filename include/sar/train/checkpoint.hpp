@@ -1,0 +1,434 @@
+// Checkpoint / restart of a training run. A checkpoint is a directory (format version 1):
+//   checkpoint.json        {"format": "sar-checkpoint", "format_version": 1,
+//                           "scalar": "float32" | "float64", "settings": {the writer's},
+//                           "progress": {history, best epoch, early-stopping state},
+//                           "parameters": [{"name", "rows", "cols"}, ...],
+//                           "optimiser": {"kind", "steps", "arrays": [names]},
+//                           "state": [sizes], "checksums": {file: CRC-32 of its data}}
+//   parameters.npy         every parameter packed back to back in store order (no padding), 1-D
+//   optimiser-<name>.npy   each per-value array of the optimiser (Adam's m and v, SGD's
+//                          velocity), packed alike; empty before the first step
+//   state.npy              every layer's state (batch norm's running statistics), float64
+// The parameters, the optimiser state and batch norm's statistics are the same on every rank
+// (gradients and batch statistics are all-reduced), so one rank writes, and a checkpoint taken
+// on P ranks resumes on any number of ranks (exception: minibatch training with batch norm on
+// several ranks keeps each rank's own running statistics; the checkpoint holds rank 0's).
+// Random numbers are keyed by (seed, epoch, ...), never by a generator's position, so a
+// resumed run continues the interrupted one bit for bit.
+//
+//   sar::save_checkpoint(comm, dir, model, optimiser, result, settings);  // collective
+//   ...
+//   sar::checkpoint ck = sar::read_checkpoint(dir);
+//   ck.check_settings(settings, "my-code");        // same model, data and hyper-parameters?
+//   sar::restore_checkpoint(ck, model, optimiser);
+//   options.resume = &ck.progress;                 // train_full_batch / train_minibatch go on
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/comm/communicator.hpp"
+#include "sar/core/checksum.hpp"
+#include "sar/core/error.hpp"
+#include "sar/core/safe_directory.hpp"
+#include "sar/graph/io/npy.hpp"
+#include "sar/nn/parameters.hpp"
+#include "sar/optim/adam.hpp"
+#include "sar/optim/sgd.hpp"
+#include "sar/train/full_batch.hpp"
+
+namespace sar {
+
+inline constexpr int checkpoint_version = 1;
+/// A checkpoint directory as sar::replace_directory recognises it.
+inline constexpr directory_kind checkpoint_kind{
+    "sar-checkpoint", "checkpoint.json", "checkpoint.json parameters.npy optimiser-* state.npy"};
+
+/// The optimiser state a checkpoint holds: the kind (a checkpoint restores only into the same
+/// kind), the step count, and arrays of one value per parameter value (the store's flat
+/// layout; empty before the first step). optimiser_state(o) returns it for sgd, adam and
+/// adamw; an optimiser of your own provides an overload found by argument-dependent lookup.
+template <class T>
+struct optimiser_state_ref {
+  std::string kind;
+  std::uint64_t* steps;
+  std::vector<std::pair<std::string, std::vector<T>*>> arrays;
+};
+
+template <class T>
+optimiser_state_ref<T> optimiser_state(sgd<T>& o) {
+  auto& s = o.get_state();
+  return {"sgd", &s.steps, {{"velocity", &s.velocity}}};
+}
+template <class T>
+optimiser_state_ref<T> optimiser_state(adam<T>& o) {  // and adamw
+  auto& s = o.get_state();
+  return {"adam", &s.steps, {{"m", &s.m}, {"v", &s.v}}};
+}
+
+/// What read_checkpoint reads: everything a checkpoint holds, the values as double (exact for
+/// float32 files).
+struct checkpoint {
+  struct parameter {
+    std::string name;
+    std::int64_t rows = 0, cols = 0;
+  };
+  std::filesystem::path directory;
+  std::uint32_t identity = 0;  ///< CRC-32 of checkpoint.json: equal copies, equal identity
+  npy_dtype scalar = npy_dtype::float32;
+  nlohmann::json settings;     ///< as the writer gave them
+  train_result progress;       ///< for train_options::resume
+  std::vector<parameter> parameters;
+  std::vector<double> values;  ///< the parameters packed in order
+  std::string optimiser_kind;
+  std::uint64_t optimiser_steps = 0;
+  std::vector<std::pair<std::string, std::vector<double>>> optimiser_arrays;  ///< packed
+  std::vector<std::vector<double>> state;  ///< model.state(), in order
+
+  /// Throws sar::invalid_argument naming `where`, the directory and every differing key
+  /// (with both values) unless `current` equals the settings the checkpoint was written with.
+  void check_settings(const nlohmann::json& current, const std::string& where) const {
+    std::string differences;
+    auto note = [&](const std::string& key, const nlohmann::json& then, const nlohmann::json& now) {
+      differences += message("\n  ", key, ": checkpoint ", then.is_null() ? "-" : then.dump(),
+                             ", this run ", now.is_null() ? "-" : now.dump());
+    };
+    for (const auto& [key, then] : settings.items())
+      if (!current.contains(key) || current[key] != then)
+        note(key, then, current.contains(key) ? current[key] : nlohmann::json());
+    for (const auto& [key, now] : current.items())
+      if (!settings.contains(key)) note(key, nlohmann::json(), now);
+    SAR_CHECK(differences.empty(), invalid_argument, where, ": the checkpoint ",
+              directory.string(), " belongs to a run with other settings:", differences);
+  }
+};
+
+namespace detail::checkpoints {
+
+template <class T>
+constexpr npy_dtype dtype_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  return std::is_same_v<T, float> ? npy_dtype::float32 : npy_dtype::float64;
+}
+
+/// The parameters' values in `flat` (the store's layout) back to back, without the padding.
+template <class T>
+std::vector<T> packed(const parameter_store<T>& store, std::span<const T> flat) {
+  std::vector<T> out;
+  for (std::size_t p = 0; p < store.size(); ++p) {
+    const auto begin = flat.begin() + store.offset(p);
+    out.insert(out.end(), begin, begin + store.shape(p).rows * store.shape(p).cols);
+  }
+  return out;
+}
+
+/// The inverse of packed: `values` (as many as the parameters hold) into the store's layout.
+template <class T>
+void unpack(const parameter_store<T>& store, std::span<const double> values, std::span<T> flat) {
+  std::size_t from = 0;
+  for (std::size_t p = 0; p < store.size(); ++p) {
+    const auto count = static_cast<std::size_t>(store.shape(p).rows * store.shape(p).cols);
+    for (std::size_t k = 0; k < count; ++k)
+      flat[static_cast<std::size_t>(store.offset(p)) + k] = static_cast<T>(values[from + k]);
+    from += count;
+  }
+}
+
+/// A number in JSON; the non-finite ones (which JSON lacks) as "nan", "inf", "-inf".
+inline nlohmann::json number(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+/// The inverse of number(). Throws nlohmann::json::type_error for anything else.
+inline double number(const nlohmann::json& j) {
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "nan") return NAN;
+    if (s == "inf") return INFINITY;
+    if (s == "-inf") return -INFINITY;
+  }
+  return j.get<double>();
+}
+
+inline nlohmann::json progress_json(const train_result& r) {
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& e : r.history)
+    history.push_back({{"epoch", e.epoch}, {"train_loss", number(e.train_loss)},
+                       {"valid_loss", number(e.valid_loss)}, {"train_acc", number(e.train_acc)},
+                       {"valid_acc", number(e.valid_acc)}, {"test_acc", number(e.test_acc)},
+                       {"evaluated", e.evaluated}, {"seconds", number(e.seconds)},
+                       {"sampling_seconds", number(e.sampling_seconds)},
+                       {"gather_seconds", number(e.gather_seconds)},
+                       {"peak_memory_bytes", e.peak_memory_bytes}});
+  return {{"history", history}, {"best_epoch", r.best_epoch},
+          {"best_valid_acc", number(r.best_valid_acc)}, {"test_acc", number(r.test_acc)},
+          {"best_valid_loss", number(r.best_valid_loss)},
+          {"lowest_valid_loss", number(r.lowest_valid_loss)},
+          {"stale_evaluations", r.stale_evaluations}};
+}
+
+/// Throws nlohmann::json::exception on a missing or mistyped field.
+inline train_result progress_from(const nlohmann::json& j) {
+  train_result r;
+  for (const auto& h : j.at("history")) {
+    epoch_stats e;
+    e.epoch = h.at("epoch").get<int>();
+    e.train_loss = number(h.at("train_loss"));
+    e.valid_loss = number(h.at("valid_loss"));
+    e.train_acc = number(h.at("train_acc"));
+    e.valid_acc = number(h.at("valid_acc"));
+    e.test_acc = number(h.at("test_acc"));
+    e.evaluated = h.at("evaluated").get<bool>();
+    e.seconds = number(h.at("seconds"));
+    e.sampling_seconds = number(h.at("sampling_seconds"));
+    e.gather_seconds = number(h.at("gather_seconds"));
+    e.peak_memory_bytes = h.at("peak_memory_bytes").get<std::int64_t>();
+    r.history.push_back(e);
+  }
+  r.best_epoch = j.at("best_epoch").get<int>();
+  r.best_valid_acc = number(j.at("best_valid_acc"));
+  r.test_acc = number(j.at("test_acc"));
+  r.best_valid_loss = number(j.at("best_valid_loss"));
+  r.lowest_valid_loss = number(j.at("lowest_valid_loss"));
+  r.stale_evaluations = j.at("stale_evaluations").get<int>();
+  return r;
+}
+
+/// Reads the 1-D array `name` of dir: `count` elements of float32 or float64 as double,
+/// verifying its checksum against `listed`. Throws sar::io_error naming the file.
+inline std::vector<double> read_array(const std::filesystem::path& dir, const std::string& name,
+                                      std::uint64_t count, npy_dtype dtype,
+                                      const nlohmann::json& listed) {
+  constexpr const char* where = "sar::read_checkpoint";
+  const auto file = dir / name;
+  const npy_header header = read_npy_header(file);  // its size matches its shape
+  SAR_CHECK(header.dtype == dtype && header.shape.size() == 1 &&
+                static_cast<std::uint64_t>(header.shape[0]) == count,
+            io_error, where, ": ", file.string(), " holds ", npy_dtype_name(header.dtype), " ",
+            npy_shape_string(header.shape), ", but checkpoint.json implies ",
+            npy_dtype_name(dtype), " (", count, ",)");
+  SAR_CHECK(listed.contains(name) && listed[name].is_number_unsigned(), io_error, where, ": ",
+            (dir / "checkpoint.json").string(), " lists no checksum of ", name);
+  std::vector<double> values(count);
+  std::uint32_t crc = 0;
+  if (dtype == npy_dtype::float64) {
+    crc = read_npy_data(file, header, values.data(), true);
+  } else {
+    std::vector<float> raw(count);
+    crc = read_npy_data(file, header, raw.data(), true);
+    std::copy(raw.begin(), raw.end(), values.begin());
+  }
+  check_crc32(where, file.string(), crc, listed[name].get<std::uint32_t>(), "checkpoint",
+              "checkpoint.json");
+  return values;
+}
+
+}  // namespace detail::checkpoints
+
+/// Writes the state of a training run (model parameters and state(), the optimiser's state,
+/// `progress`, the caller's `settings`) as the checkpoint directory `dir`, through
+/// sar::replace_directory: a checkpoint there is replaced only once the new one is complete
+/// (a kill midway leaves the previous one), anything else that is not empty is refused.
+/// Not collective (see save_checkpoint). Throws sar::io_error naming the path.
+template <class Model, class Optimiser>
+void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
+                      const train_result& progress, const nlohmann::json& settings) {
+  using T = typename Model::scalar;
+  namespace cp = detail::checkpoints;
+  const auto& store = model.parameters();
+  auto opt = optimiser_state(optimiser);
+  replace_directory(dir, checkpoint_kind, [&](const std::filesystem::path& to) {
+    nlohmann::json meta{{"format", checkpoint_kind.format},
+                        {"format_version", checkpoint_version},
+                        {"scalar", npy_dtype_name(cp::dtype_of<T>())},
+                        {"settings", settings},
+                        {"progress", cp::progress_json(progress)}};
+    nlohmann::json checksums, parameters = nlohmann::json::array(), arrays = nlohmann::json::array();
+    const auto write = [&](const std::string& name, npy_dtype dtype, std::size_t count,
+                           const void* data) {
+      const std::int64_t shape[1] = {static_cast<std::int64_t>(count)};
+      checksums[name] = write_npy(to / name, dtype, shape, data);
+    };
+    const std::vector<T> values = cp::packed<T>(store, store.values());
+    write("parameters.npy", cp::dtype_of<T>(), values.size(), values.data());
+    for (std::size_t p = 0; p < store.size(); ++p)
+      parameters.push_back({{"name", store.shape(p).name}, {"rows", store.shape(p).rows},
+                            {"cols", store.shape(p).cols}});
+    for (const auto& [name, array] : opt.arrays) {
+      const std::vector<T> packed =
+          array->empty() ? std::vector<T>() : cp::packed<T>(store, std::span<const T>(*array));
+      write("optimiser-" + name + ".npy", cp::dtype_of<T>(), packed.size(), packed.data());
+      arrays.push_back(name);
+    }
+    std::vector<double> state;
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto s : model.state()) {
+      state.insert(state.end(), s.begin(), s.end());
+      sizes.push_back(s.size());
+    }
+    write("state.npy", npy_dtype::float64, state.size(), state.data());
+    meta["parameters"] = parameters;
+    meta["optimiser"] = {{"kind", opt.kind}, {"steps", *opt.steps}, {"arrays", arrays}};
+    meta["state"] = sizes;
+    meta["checksums"] = checksums;
+    std::ofstream out(to / "checkpoint.json");
+    out << meta.dump(1) << '\n';
+    out.close();
+    SAR_CHECK(!out.fail(), io_error, "sar::write_checkpoint: cannot write ",
+              (to / "checkpoint.json").string());
+  }, "sar::write_checkpoint");
+}
+
+/// write_checkpoint on rank `root` of comm, every rank returning or throwing alike (the
+/// others throw sar::comm_error naming the root). Requires the model and optimiser state to be
+/// the same on every rank (as the training loops keep them). Collective.
+template <communicator Comm, class Model, class Optimiser>
+void save_checkpoint(Comm& comm, const std::filesystem::path& dir, Model& model,
+                     Optimiser& optimiser, const train_result& progress,
+                     const nlohmann::json& settings, int root = 0) {
+  std::exception_ptr failure;
+  if (comm.rank() == root)
+    detail::guarded(failure, [&] { write_checkpoint(dir, model, optimiser, progress, settings); });
+  detail::agree_on_failure(comm, failure, "sar::save_checkpoint");
+}
+
+/// Reads and checks the checkpoint directory `dir`: its format and version, every field, every
+/// array's type, size and CRC-32. Not collective (compare checkpoint::identity across ranks to
+/// know they read the same). Throws sar::io_error naming the file and the problem.
+inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
+  constexpr const char* where = "sar::read_checkpoint";
+  namespace cp = detail::checkpoints;
+  const auto meta_file = dir / "checkpoint.json";
+  std::ifstream in(meta_file, std::ios::binary);
+  SAR_CHECK(in.good(), io_error, where, ": cannot open ", meta_file.string(),
+            " (not a checkpoint directory?)");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  checkpoint ck;
+  ck.directory = dir;
+  ck.identity = crc32_update(0, text.data(), text.size());
+  const auto meta = nlohmann::json::parse(text, nullptr, false);
+  SAR_CHECK(meta.is_object() && meta.contains("format") &&
+                meta["format"] == checkpoint_kind.format,
+            io_error, where, ": ", meta_file.string(), " is not a sar checkpoint's metadata");
+  SAR_CHECK(meta.contains("format_version") && meta["format_version"] == checkpoint_version,
+            io_error, where, ": ", meta_file.string(), " has format version ",
+            meta.value("format_version", nlohmann::json()).dump(), "; this sar reads version ",
+            checkpoint_version);
+  std::uint64_t total = 0, state_total = 0;  // parameter values, layer state values
+  std::vector<std::uint64_t> state_sizes;
+  nlohmann::json checksums;
+  try {
+    const auto scalar = meta.at("scalar").get<std::string>();
+    SAR_CHECK(scalar == "float32" || scalar == "float64", io_error, where, ": ",
+              meta_file.string(), ": scalar '", scalar, "' (float32 or float64)");
+    ck.scalar = scalar == "float32" ? npy_dtype::float32 : npy_dtype::float64;
+    ck.settings = meta.at("settings");
+    ck.progress = cp::progress_from(meta.at("progress"));
+    for (const auto& p : meta.at("parameters")) {
+      checkpoint::parameter q{p.at("name").get<std::string>(), p.at("rows").get<std::int64_t>(),
+                              p.at("cols").get<std::int64_t>()};
+      constexpr std::int64_t limit = std::int64_t{1} << 31;
+      SAR_CHECK(q.rows >= 0 && q.cols >= 0 && q.rows < limit && q.cols < limit, io_error, where,
+                ": ", meta_file.string(), ": parameter '", q.name, "' has shape ", q.rows, " x ",
+                q.cols);
+      total += static_cast<std::uint64_t>(q.rows * q.cols);
+      SAR_CHECK(total < (std::uint64_t{1} << 62), io_error, where, ": ", meta_file.string(),
+                ": the parameters hold more than 2^62 values");
+      ck.parameters.push_back(std::move(q));
+    }
+    const auto& opt = meta.at("optimiser");
+    ck.optimiser_kind = opt.at("kind").get<std::string>();
+    ck.optimiser_steps = opt.at("steps").get<std::uint64_t>();
+    for (const auto& name : opt.at("arrays"))
+      ck.optimiser_arrays.emplace_back(name.get<std::string>(), std::vector<double>());
+    for (const auto& size : meta.at("state")) {
+      state_sizes.push_back(size.get<std::uint64_t>());
+      state_total += state_sizes.back();
+      constexpr std::uint64_t limit = std::uint64_t{1} << 40;
+      SAR_CHECK(state_sizes.back() < limit && state_total < limit, io_error, where, ": ", meta_file.string(), ": layer state of ",
+                state_sizes.back(), " values");
+    }
+    checksums = meta.at("checksums");
+  } catch (const nlohmann::json::exception& e) {
+    throw io_error(message(where, ": ", meta_file.string(), ": malformed: ", e.what()));
+  }
+
+  ck.values = cp::read_array(dir, "parameters.npy", total, ck.scalar, checksums);
+  for (auto& [name, values] : ck.optimiser_arrays) {
+    const std::string file = "optimiser-" + name + ".npy";
+    const npy_header header = read_npy_header(dir / file);
+    // Empty before the optimiser's first step (and without momentum), else one per value.
+    const std::uint64_t count = header.shape.size() == 1 && header.shape[0] == 0 ? 0 : total;
+    values = cp::read_array(dir, file, count, ck.scalar, checksums);
+  }
+  // Sizes checked against the file before anything of them is allocated.
+  const std::vector<double> state =
+      cp::read_array(dir, "state.npy", state_total, npy_dtype::float64, checksums);
+  auto from = state.begin();
+  for (const std::uint64_t size : state_sizes) {
+    ck.state.emplace_back(from, from + static_cast<std::ptrdiff_t>(size));
+    from += static_cast<std::ptrdiff_t>(size);
+  }
+  return ck;
+}
+
+/// Puts the checkpoint's parameters, layer state and optimiser state into model and
+/// optimiser. Checks everything first: throws sar::invalid_argument (naming the first
+/// difference: a parameter's name or shape, the optimiser kind, a state size) and leaves both
+/// untouched if the checkpoint does not fit them. Bitwise the state written when the scalar
+/// types agree. Not collective.
+template <class Model, class Optimiser>
+void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser) {
+  using T = typename Model::scalar;
+  const std::string where = "sar::restore_checkpoint: " + ck.directory.string();
+  auto& store = model.parameters();
+  SAR_CHECK(ck.parameters.size() == store.size(), invalid_argument, where, " holds ",
+            ck.parameters.size(), " parameters, the model ", store.size());
+  for (std::size_t p = 0; p < store.size(); ++p) {
+    const auto& a = ck.parameters[p];
+    const auto& b = store.shape(p);
+    SAR_CHECK(a.name == b.name && a.rows == b.rows && a.cols == b.cols, invalid_argument, where,
+              ": parameter ", p, " is '", a.name, "' ", a.rows, " x ", a.cols,
+              ", the model's is '", b.name, "' ", b.rows, " x ", b.cols);
+  }
+  auto opt = optimiser_state(optimiser);
+  SAR_CHECK(ck.optimiser_kind == opt.kind && ck.optimiser_arrays.size() == opt.arrays.size(),
+            invalid_argument, where, " holds the state of optimiser '", ck.optimiser_kind,
+            "', this run uses '", opt.kind, "'");
+  for (std::size_t a = 0; a < opt.arrays.size(); ++a)
+    SAR_CHECK(ck.optimiser_arrays[a].first == opt.arrays[a].first, invalid_argument, where,
+              ": optimiser array ", a, " is '", ck.optimiser_arrays[a].first, "', expected '",
+              opt.arrays[a].first, "'");
+  auto state = model.state();
+  SAR_CHECK(ck.state.size() == state.size(), invalid_argument, where, " holds ",
+            ck.state.size(), " layer state arrays, the model ", state.size());
+  for (std::size_t s = 0; s < state.size(); ++s)
+    SAR_CHECK(ck.state[s].size() == state[s].size(), invalid_argument, where,
+              ": layer state array ", s, " holds ", ck.state[s].size(), " values, the model's ",
+              state[s].size());
+
+  detail::checkpoints::unpack<T>(store, ck.values, store.values());
+  for (std::size_t s = 0; s < state.size(); ++s)
+    std::copy(ck.state[s].begin(), ck.state[s].end(), state[s].begin());
+  *opt.steps = ck.optimiser_steps;
+  for (std::size_t a = 0; a < opt.arrays.size(); ++a) {
+    std::vector<T>& array = *opt.arrays[a].second;
+    const auto& saved = ck.optimiser_arrays[a].second;
+    array.assign(saved.empty() ? 0 : static_cast<std::size_t>(store.total_size()), T(0));
+    if (!saved.empty()) detail::checkpoints::unpack<T>(store, saved, array);
+  }
+}
+
+}  // namespace sar
