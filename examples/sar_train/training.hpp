@@ -234,7 +234,15 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
-  if (!p.checkpoint.empty() && saved != result.epochs_done()) save(result);
+  // The final checkpoint too, unless a run resumed from it could not start on a synchronous
+  // epoch (bounded staleness) and so not continue bit for bit.
+  if (!p.checkpoint.empty() && saved != result.epochs_done()) {
+    if (result.epochs_done() % p.staleness == 0) save(result);
+    else if (root)
+      sar::log_info(sar::message("no final checkpoint: ", result.epochs_done(),
+                                 " epochs are not a multiple of --staleness ", p.staleness,
+                                 "; ", p.checkpoint, " holds epoch ", saved - 1));
+  }
 
   nlohmann::json metrics;
   metrics["model"] = p.model;

@@ -73,10 +73,14 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
 
     # The watchdog: a rank stopped with SIGSTOP, or busy outside MPI for ever, makes every
     # other rank end the job within the limit (2 s here) plus the census, naming it.
-    for how, named in (("stop", "no answer from rank(s) 1 (stopped"),
-                       ("hang", "outside MPI (computing or stuck): rank 1")):
-        expect_failure(f"a rank that stops ({how}) at epoch 3",
-                       mpirun(2, "--partitions", store, "--epochs", "200", "--watchdog", "2"),
+    store4 = os.path.join(tmp, "planted-4")
+    subprocess.run([sar_partition, "--dataset", "planted:nodes=3000", "--parts", "4",
+                    "--out", store4], env=env, check=True, capture_output=True)
+    for ranks, parts, how, named in ((2, store, "stop", "no answer from rank(s) 1 (stopped"),
+                                     (2, store, "hang", "outside MPI (computing or stuck): rank 1"),
+                                     (4, store4, "stop", "no answer from rank(s) 1 (stopped")):
+        expect_failure(f"a rank that stops ({how}) at epoch 3 of {ranks}",
+                       mpirun(ranks, "--partitions", parts, "--epochs", "200", "--watchdog", "2"),
                        named, {"SAR_TRAIN_INJECT_FAILURE": f"3:1:{how}"})
         left = [pid for pid in subprocess.run(["pgrep", "-f", sar_train], capture_output=True,
                                               text=True).stdout.split()

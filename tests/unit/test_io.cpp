@@ -314,6 +314,29 @@ TEST_CASE("read_ogb_raw: malformed edge files") {
     check_contains(fx.error(), {fx.path("raw/num-node-list.csv.gz").string() + " line 1: ",
                                 "single non-negative integer", "(\"4 nodes\")"});
   }
+  SUBCASE("a declared count of 1e9 beside small files fails before allocating") {
+    fx.files["raw/num-node-list.csv.gz"] = "1000000000\n";
+    check_contains(fx.error(), {fx.path("raw/num-node-list.csv.gz").string(),
+                                "declares 1000000000 nodes, but ",
+                                fx.path("raw/node-feat.csv.gz").string(),
+                                "can hold at most"});
+  }
+  SUBCASE("a declared count beyond the machine's memory is refused, naming what it needs") {
+    fx.files["raw/num-node-list.csv.gz"] = "1000000000000000\n";
+    fx.files.erase("raw/node-feat.csv.gz");
+    fx.files.erase("raw/node-label.csv.gz");
+    check_contains(fx.error(), {"the split of the 1000000000000000 nodes in ",
+                                "GiB, more than this machine's"});
+  }
+  SUBCASE("a line longer than io::max_line_bytes") {
+    const chunk_size_guard small_chunks(64);  // the limit applies when a line outgrows a chunk
+    const std::size_t saved = io::max_line_bytes;
+    io::max_line_bytes = 1000;
+    fx.files["raw/edge.csv.gz"] = "0,1\n" + std::string(70000, '7');  // no line break
+    const std::string error = fx.error();
+    io::max_line_bytes = saved;
+    check_contains(error, {edge + " line 2: ", "line longer than 1000 bytes"});
+  }
   SUBCASE("num-edge-list with two graphs") {
     fx.files["raw/num-edge-list.csv.gz"] = "3\n5\n";
     check_contains(fx.error(), {fx.path("raw/num-edge-list.csv.gz").string() + " line 2: ",

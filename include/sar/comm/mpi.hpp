@@ -73,8 +73,9 @@ inline MPI_Op mpi_op(reduce_op op) {
 }  // namespace detail
 
 /// A communicator over a DUPLICATE of a caller's MPI_Comm (the caller keeps theirs; sar's
-/// traffic can never match the caller's messages). Move-only; the duplicate is freed on
-/// destruction (unless MPI was finalised before).
+/// traffic can never match the caller's messages). Move-only (a moved-from one throws
+/// sar::comm_error when used); the duplicates are freed on destruction unless MPI was
+/// finalised before, and MPI_Finalize stops the watchdog thread first.
 /// Messages longer than max_message_elements() are split into several MPI calls, so counts
 /// above 2^31 never overflow MPI's int.
 /// A watchdog (mpi_watchdog.hpp) ends the job, naming the stalled call and rank, when a
@@ -125,12 +126,12 @@ class mpi_communicator {
 
   /// The longest a blocking call may wait before the watchdog ends the job (0 = never). Every
   /// rank should set the same. Throws sar::invalid_argument for a negative limit.
-  void set_watchdog(double seconds) { watchdog_->set_limit(seconds); }
-  double watchdog_seconds() const { return watchdog_->limit_seconds(); }
+  void set_watchdog(double seconds) { watchdog().set_limit(seconds); }
+  double watchdog_seconds() const { return watchdog().limit_seconds(); }
 
   /// Collective.
   void barrier() {
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::barrier);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::barrier);
     check(MPI_Barrier(native()), "MPI_Barrier");
   }
 
@@ -146,7 +147,7 @@ class mpi_communicator {
   template <reducible_scalar T>
   void all_reduce(std::span<T> values, reduce_op op) {
     const MPI_Op mpi_op = detail::mpi_op(op);
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_reduce);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_reduce);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, detail::mpi_type<T>(),
                           mpi_op, native()),
@@ -160,7 +161,7 @@ class mpi_communicator {
   void broadcast(std::span<T> values, int root) {
     SAR_CHECK(root >= 0 && root < size_, invalid_argument, "sar::mpi_communicator::broadcast: "
               "root ", root, " outside [0, ", size_, ") on rank ", rank_);
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::broadcast);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::broadcast);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Bcast(values.data() + first, count, detail::mpi_type<T>(), root, native()),
             "MPI_Bcast");
@@ -174,7 +175,7 @@ class mpi_communicator {
               "sar::mpi_communicator::all_to_all: ", one_per_peer.size(), " values for ", size_,
               " ranks on rank ", rank_);
     std::vector<std::int64_t> out(size_);
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_to_all);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_to_all);
     check(MPI_Alltoall(one_per_peer.data(), 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, native()),
           "MPI_Alltoall");
     bytes_sent_ += static_cast<std::int64_t>(sizeof(std::int64_t)) * (size_ - 1);
@@ -196,7 +197,7 @@ class mpi_communicator {
               invalid_argument, where, ": counts total ", send_total, " / ", recv_total,
               " elements but the spans hold ", send.size(), " / ", recv.size(), " on rank ",
               rank_);
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::all_to_all_v);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_to_all_v);
     // Every rank must take the same path: agree on whether anything is too large.
     std::int64_t too_large = (send_total > max_elements_ || recv_total > max_elements_) ? 1 : 0;
     check(MPI_Allreduce(MPI_IN_PLACE, &too_large, 1, MPI_INT64_T, MPI_MAX, native()),
@@ -277,6 +278,12 @@ class mpi_communicator {
     return dup;
   }
 
+  mpi_watchdog& watchdog() const {
+    SAR_CHECK(watchdog_ != nullptr, comm_error,
+              "sar::mpi_communicator: used after it was moved from");
+    return *watchdog_;
+  }
+
   void check(int code, const char* call) const {
     if (code == MPI_SUCCESS) return;
     char text[MPI_MAX_ERROR_STRING];
@@ -318,7 +325,7 @@ class mpi_communicator {
 
   void wait_handles(std::vector<MPI_Request>& handles) const {
     if (handles.empty()) return;
-    const mpi_watchdog::scope watch(*watchdog_, mpi_watchdog::call::wait);
+    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::wait);
     check(MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE),
           "MPI_Waitall");
   }

@@ -76,8 +76,11 @@ class mpi_watchdog {
     stop();
     limit_ = std::chrono::duration<double>(seconds);
     if (seconds > 0 && size_ > 1) {
+      stop_at_finalize();
       stopping_ = false;
       thread_ = std::thread([this] { watch(); });
+      std::lock_guard lock(running().mutex);
+      running().watchdogs.push_back(this);
     }
   }
   double limit_seconds() const { return limit_.count(); }
@@ -121,6 +124,10 @@ class mpi_watchdog {
   void stop() {
     if (!thread_.joinable()) return;
     {
+      std::lock_guard lock(running().mutex);
+      std::erase(running().watchdogs, this);
+    }
+    {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
@@ -128,12 +135,43 @@ class mpi_watchdog {
     thread_.join();
   }
 
+  /// The watchdogs whose thread runs, so that MPI_Finalize can stop them before it ends MPI.
+  struct registry {
+    std::mutex mutex;
+    std::vector<mpi_watchdog*> watchdogs;
+  };
+  static registry& running() {
+    static registry r;
+    return r;
+  }
+  /// Once per process: an attribute on MPI_COMM_SELF whose delete callback (run at the start
+  /// of MPI_Finalize) stops every running watchdog, so no thread calls MPI after it.
+  static void stop_at_finalize() {
+    static const bool registered = [] {
+      int key = MPI_KEYVAL_INVALID;
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
+                             [](MPI_Comm, int, void*, void*) {
+                               std::vector<mpi_watchdog*> all;
+                               {
+                                 std::lock_guard lock(running().mutex);
+                                 all = running().watchdogs;
+                               }
+                               for (mpi_watchdog* w : all) w->stop();
+                               return MPI_SUCCESS;
+                             },
+                             &key, nullptr);
+      MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+      return true;
+    }();
+    (void)registered;
+  }
+
   /// The watchdog thread: answers other ranks' census probes, and ends the job once a call of
   /// this rank has waited limit_.
   void watch() {
-    const auto poll = std::min<clock::duration>(
-        std::chrono::milliseconds(100),
-        std::chrono::duration_cast<clock::duration>(limit_ / 10));
+    const auto poll = std::clamp<clock::duration>(
+        std::chrono::duration_cast<clock::duration>(limit_ / 10), std::chrono::milliseconds(1),
+        std::chrono::milliseconds(100));
     std::unique_lock lock(mutex_);
     while (!wake_.wait_for(lock, poll, [&] { return stopping_; })) {
       if (finalized()) return;
@@ -180,15 +218,14 @@ class mpi_watchdog {
   /// Asks every other rank for its state; returns the answers (census id -1: no answer
   /// within the grace time).
   std::vector<answer> take_census() {
-    const std::int64_t census = ++censuses_;
+    const std::int64_t census = ++census_id_;  // a member: the probes send it
     std::vector<answer> answers(static_cast<std::size_t>(size_), answer{-1, 0, 0, 0});
     answers[static_cast<std::size_t>(rank_)] = own_state(census);
-    std::vector<MPI_Request> probes;
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       MPI_Request r;
-      MPI_Isend(&census, 1, MPI_INT64_T, q, probe_tag, census_comm_, &r);
-      probes.push_back(r);
+      MPI_Isend(&census_id_, 1, MPI_INT64_T, q, probe_tag, census_comm_, &r);
+      MPI_Request_free(&r);  // completes on its own (a rank that never answers: we abort)
     }
     const auto grace = std::chrono::duration_cast<clock::duration>(std::clamp(
         limit_ / 4, std::chrono::duration<double>(0.5), std::chrono::duration<double>(10)));
@@ -212,12 +249,12 @@ class mpi_watchdog {
         --missing;
       }
     }
-    return answers;  // the probes to ranks that never answered are left pending: we abort
+    return answers;
   }
 
-  /// Logs what stalls (`mine`: this rank's state) and ends the job (MPI_Abort). Never
-  /// returns.
-  [[noreturn]] void end_job(const answer& mine) {
+  /// Logs what stalls (`mine`: this rank's state) and ends the job (MPI_Abort); returns only
+  /// if the call ended during the census.
+  void end_job(const answer& mine) {
     const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000; };
     std::string text = message("sar watchdog: rank ", rank_, " of ", size_, " has waited ",
                                seconds(mine[3]), " s in ", name_of(static_cast<call>(mine[1])),
@@ -225,6 +262,8 @@ class mpi_watchdog {
                                limit_.count(), " s");
     if (census_) {
       const std::vector<answer> answers = take_census();
+      const answer now = own_state(0);
+      if (now[1] != mine[1] || now[2] != mine[2]) return;  // the call ended meanwhile
       std::string silent, outside, elsewhere;
       for (int q = 0; q < size_; ++q) {
         const answer& a = answers[static_cast<std::size_t>(q)];
@@ -250,6 +289,9 @@ class mpi_watchdog {
     }
     log(log_level::warning, text + ". Ending the job (SAR_WATCHDOG_SECONDS or "
                                    "mpi_communicator::set_watchdog sets the limit; 0 = off)");
+    // Every waiting rank gets here at about the same time, and simultaneous aborts crash Open
+    // MPI 4.1's mpirun: lower ranks go first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(rank_, 40)));
     MPI_Abort(census_comm_, 3);
     std::abort();
   }
@@ -261,7 +303,7 @@ class mpi_watchdog {
   std::atomic<int> call_{static_cast<int>(call::none)};
   std::atomic<clock::rep> since_{now()};
   std::atomic<std::uint64_t> collectives_{0};
-  std::int64_t censuses_ = 0;
+  std::int64_t census_id_ = 0;
   std::list<std::pair<answer, MPI_Request>> replies_;  // stable addresses while sending
   std::thread thread_;
   std::mutex mutex_;

@@ -6,11 +6,16 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <new>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include "sar/core/error.hpp"
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -30,6 +35,32 @@ inline std::int64_t current_memory_bytes() {
   std::int64_t pages_total = 0, pages_resident = 0;
   if (!(statm >> pages_total >> pages_resident)) return 0;
   return pages_resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// This machine's physical memory in bytes (sysconf); 0 where unknown.
+inline std::uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                               : 0;
+}
+
+/// Runs allocate(), which allocates about `bytes` for `what` (e.g. "the features of 1e9
+/// nodes x 1433 columns declared by raw/num-node-list.csv"): first refuses `bytes` above the
+/// machine's physical memory, then turns a std::bad_alloc into a named error. Throws
+/// sar::io_error "<where>: <what> needs N GiB, ..." in both cases (input declared the size).
+template <class Allocate>
+void allocate_checked(std::string_view where, const std::string& what, double bytes,
+                      Allocate&& allocate) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const auto machine = static_cast<double>(physical_memory_bytes());
+  SAR_CHECK(machine == 0 || bytes <= machine, io_error, where, ": ", what, " needs ",
+            bytes / gib, " GiB, more than this machine's ", machine / gib, " GiB of memory");
+  try {
+    allocate();
+  } catch (const std::bad_alloc&) {
+    throw io_error(message(where, ": allocating ", bytes / gib, " GiB for ", what, " failed ",
+                           "(out of memory)"));
+  }
 }
 
 /// Buffers of at least this many bytes are advised as huge-page backed by the functions below.

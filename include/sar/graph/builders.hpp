@@ -56,6 +56,13 @@ inline void exclusive_scan(const std::vector<edge_t>& counts, std::vector<edge_t
 }
 }  // namespace detail
 
+/// About the bytes build_csr(edges, options) allocates at its peak: row counts and offsets,
+/// and the columns (twice as many edges when symmetrising), for allocate_checked.
+inline double build_csr_bytes(const edge_list& edges, const build_options& options = {}) {
+  const double n = static_cast<double>(edges.num_nodes), m = static_cast<double>(edges.size());
+  return 3 * sizeof(edge_t) * (n + 1) + 2 * sizeof(node_t) * m * (options.symmetrise ? 2 : 1);
+}
+
 /// Builds the in-edge CSR (row = destination, sorted columns = sources) of `edges`.
 /// Throws sar::invalid_argument naming the first edge whose id is outside [0, num_nodes).
 inline csr build_csr(const edge_list& edges, const build_options& options = {}) {

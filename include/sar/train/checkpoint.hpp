@@ -25,12 +25,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -179,12 +181,22 @@ inline nlohmann::json progress_json(const train_result& r) {
           {"stale_evaluations", r.stale_evaluations}};
 }
 
-/// Throws nlohmann::json::exception on a missing or mistyped field.
-inline train_result progress_from(const nlohmann::json& j) {
+/// j as an int in [-1, 2^31): throws sar::io_error naming `file` and `field` otherwise.
+inline int small_integer(const nlohmann::json& j, const std::string& file, const char* field) {
+  SAR_CHECK(j.is_number_integer() && j.get<std::int64_t>() >= -1 &&
+                j.get<std::int64_t>() <= std::numeric_limits<int>::max(),
+            io_error, "sar::read_checkpoint: ", file, ": ", field, " is ", j.dump(),
+            ", not an integer in [-1, 2^31)");
+  return static_cast<int>(j.get<std::int64_t>());
+}
+
+/// Throws nlohmann::json::exception on a missing or mistyped field, sar::io_error naming
+/// `file` for an integer out of range.
+inline train_result progress_from(const nlohmann::json& j, const std::string& file) {
   train_result r;
   for (const auto& h : j.at("history")) {
     epoch_stats e;
-    e.epoch = h.at("epoch").get<int>();
+    e.epoch = small_integer(h.at("epoch"), file, "epoch");
     e.train_loss = number(h.at("train_loss"));
     e.valid_loss = number(h.at("valid_loss"));
     e.train_acc = number(h.at("train_acc"));
@@ -197,12 +209,12 @@ inline train_result progress_from(const nlohmann::json& j) {
     e.peak_memory_bytes = h.at("peak_memory_bytes").get<std::int64_t>();
     r.history.push_back(e);
   }
-  r.best_epoch = j.at("best_epoch").get<int>();
+  r.best_epoch = small_integer(j.at("best_epoch"), file, "best_epoch");
   r.best_valid_acc = number(j.at("best_valid_acc"));
   r.test_acc = number(j.at("test_acc"));
   r.best_valid_loss = number(j.at("best_valid_loss"));
   r.lowest_valid_loss = number(j.at("lowest_valid_loss"));
-  r.stale_evaluations = j.at("stale_evaluations").get<int>();
+  r.stale_evaluations = small_integer(j.at("stale_evaluations"), file, "stale_evaluations");
   return r;
 }
 
@@ -335,7 +347,7 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
               meta_file.string(), ": scalar '", scalar, "' (float32 or float64)");
     ck.scalar = scalar == "float32" ? npy_dtype::float32 : npy_dtype::float64;
     ck.settings = meta.at("settings");
-    ck.progress = cp::progress_from(meta.at("progress"));
+    ck.progress = cp::progress_from(meta.at("progress"), meta_file.string());
     for (const auto& p : meta.at("parameters")) {
       checkpoint::parameter q{p.at("name").get<std::string>(), p.at("rows").get<std::int64_t>(),
                               p.at("cols").get<std::int64_t>()};
@@ -351,8 +363,17 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
     const auto& opt = meta.at("optimiser");
     ck.optimiser_kind = opt.at("kind").get<std::string>();
     ck.optimiser_steps = opt.at("steps").get<std::uint64_t>();
-    for (const auto& name : opt.at("arrays"))
-      ck.optimiser_arrays.emplace_back(name.get<std::string>(), std::vector<double>());
+    for (const auto& entry : opt.at("arrays")) {
+      const auto name = entry.get<std::string>();
+      const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+      SAR_CHECK(plain && std::none_of(ck.optimiser_arrays.begin(), ck.optimiser_arrays.end(),
+                                      [&](const auto& a) { return a.first == name; }),
+                io_error, where, ": ", meta_file.string(), ": optimiser array name '", name,
+                "' (letters, digits, _; each once)");
+      ck.optimiser_arrays.emplace_back(name, std::vector<double>());
+    }
     for (const auto& size : meta.at("state")) {
       state_sizes.push_back(size.get<std::uint64_t>());
       state_total += state_sizes.back();
@@ -361,6 +382,15 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
                 state_sizes.back(), " values");
     }
     checksums = meta.at("checksums");
+    const train_result& r = ck.progress;
+    for (int e = 0; e < r.epochs_done(); ++e)
+      SAR_CHECK(r.history[static_cast<std::size_t>(e)].epoch == e, io_error, where, ": ",
+                meta_file.string(), ": history entry ", e, " is epoch ",
+                r.history[static_cast<std::size_t>(e)].epoch);
+    SAR_CHECK(r.best_epoch >= -1 && r.best_epoch < r.epochs_done() && r.stale_evaluations >= 0,
+              io_error, where, ": ", meta_file.string(), ": best epoch ", r.best_epoch,
+              " or stale evaluations ", r.stale_evaluations, " outside the ",
+              r.epochs_done(), " epochs of the history");
   } catch (const nlohmann::json::exception& e) {
     throw io_error(message(where, ": ", meta_file.string(), ": malformed: ", e.what()));
   }
@@ -419,16 +449,28 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
               ": layer state array ", s, " holds ", ck.state[s].size(), " values, the model's ",
               state[s].size());
 
+  std::size_t values = 0;
+  for (std::size_t p = 0; p < store.size(); ++p)
+    values += static_cast<std::size_t>(store.shape(p).rows * store.shape(p).cols);
+  SAR_CHECK(ck.values.size() == values, invalid_argument, where, " holds ", ck.values.size(),
+            " parameter values, the model ", values);
+  for (const auto& [name, saved] : ck.optimiser_arrays)
+    SAR_CHECK(saved.empty() || saved.size() == values, invalid_argument, where,
+              ": optimiser array '", name, "' holds ", saved.size(), " values, the model ",
+              values);
+
+  // Everything that allocates first, then only copies and swaps (nothing left half done).
+  std::vector<std::vector<T>> arrays;
+  for (const auto& [name, saved] : ck.optimiser_arrays) {
+    auto& array = arrays.emplace_back(
+        saved.empty() ? 0 : static_cast<std::size_t>(store.total_size()), T(0));
+    if (!saved.empty()) detail::checkpoints::unpack<T>(store, saved, array);
+  }
   detail::checkpoints::unpack<T>(store, ck.values, store.values());
   for (std::size_t s = 0; s < state.size(); ++s)
     std::copy(ck.state[s].begin(), ck.state[s].end(), state[s].begin());
   *opt.steps = ck.optimiser_steps;
-  for (std::size_t a = 0; a < opt.arrays.size(); ++a) {
-    std::vector<T>& array = *opt.arrays[a].second;
-    const auto& saved = ck.optimiser_arrays[a].second;
-    array.assign(saved.empty() ? 0 : static_cast<std::size_t>(store.total_size()), T(0));
-    if (!saved.empty()) detail::checkpoints::unpack<T>(store, saved, array);
-  }
+  for (std::size_t a = 0; a < opt.arrays.size(); ++a) opt.arrays[a].second->swap(arrays[a]);
 }
 
 }  // namespace sar

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/matrix_market.hpp"
@@ -126,7 +127,13 @@ inline graph_dataset load_dataset(const std::string& spec) {
   const std::string name = path.filename().string();
   const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
   edge_list edges = mtx ? read_matrix_market(path) : read_edge_list(path);
-  return detail::graph_only(build_csr(edges, {.symmetrise = true}), path.stem().string());
+  csr graph;
+  allocate_checked("sar::load_dataset",
+                   message("the graph of ", edges.num_nodes, " nodes and ", edges.size(),
+                           " edges in ", spec),
+                   build_csr_bytes(edges, {.symmetrise = true}),
+                   [&] { graph = build_csr(edges, {.symmetrise = true}); });
+  return detail::graph_only(std::move(graph), path.stem().string());
 }
 
 }  // namespace sar

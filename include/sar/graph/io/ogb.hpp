@@ -8,9 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
@@ -106,6 +108,23 @@ inline void parse_feature_row(std::string_view line, std::int64_t number,
     io::throw_parse_error(function, file, number,
                           message("expected ", width, " comma-separated columns, got ", column),
                           io::trim(line));
+}
+
+/// Throws sar::io_error unless `file` (node-feat or node-label: one line per node) can hold
+/// the n lines that `count_file` declares: each line takes at least 2 bytes, and gzip
+/// expands at most 1032-fold (deflate's limit). Checked before anything of size n is
+/// allocated, so a declared count of 1e9 beside small files fails at once.
+inline void check_line_capacity(const std::filesystem::path& file, std::int64_t n,
+                                const std::filesystem::path& count_file) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(file, ec);
+  if (ec) return;  // reading it will report the problem
+  const bool gzip = io::input_file(file, std::string(function)).compressed();
+  const std::uint64_t most = (bytes * (gzip ? 1032 : 1) + 1) / 2;
+  SAR_CHECK(static_cast<std::uint64_t>(n) <= most, io_error, function, ": ",
+            count_file.string(), " declares ", n, " nodes, but ", file.string(), " (", bytes,
+            " bytes", gzip ? ", gzip" : "", ") can hold at most ", most,
+            " lines of one node each");
 }
 
 /// The single non-negative integer of a num-*-list file (blank lines after it are ignored).
@@ -226,6 +245,12 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
   std::optional<std::int64_t> expected_edges;
   const auto edge_count_file = find_csv(raw, "num-edge-list");
   if (edge_count_file) expected_edges = read_count(*edge_count_file);
+  for (const char* per_node : {"node-feat", "node-label"})
+    if (const auto file = find_csv(raw, per_node)) check_line_capacity(*file, n, node_count_file);
+  const auto allocate = [&](const std::string& what, double bytes, auto&& f) {
+    allocate_checked(function, message(what, " of the ", n, " nodes in ",
+                                       node_count_file.string()), bytes, f);
+  };
 
   // Edges: one per line, so edge k is on line k + 1.
   edge_list edges;
@@ -279,7 +304,8 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
                                       node_count_file.string()),
                               io::trim(first));
       const auto width = static_cast<std::int64_t>(std::count(first.begin(), first.end(), ',')) + 1;
-      data.features.resize(n, width);
+      allocate(message("the ", width, " features"), 4.0 * static_cast<double>(n) * width,
+               [&] { data.features.resize(n, width); });
       parse_feature_row(first, 1, *file, data.features.data(), width);
       rows = 1;
       io::parse_chunks<std::int64_t>(
@@ -310,7 +336,7 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
 
   // Labels: line i + 1 is node i.
   if (const auto file = find_csv(raw, "node-label")) {
-    data.labels.assign(n, -1);
+    allocate("the labels", 4.0 * static_cast<double>(n), [&] { data.labels.assign(n, -1); });
     io::line_reader reader(*file, std::string(function));
     std::int64_t rows = 0;
     std::int32_t max_label = -1;
@@ -365,15 +391,17 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
     if (names.size() == 1) split_dir = split_root / names.front();
   }
   if (!split_dir.empty()) {
-    data.split.assign(n, node_split::none);
+    allocate("the split", static_cast<double>(n), [&] { data.split.assign(n, node_split::none); });
     read_split(require_csv(split_dir, "train"), node_split::train, data.split);
     read_split(require_csv(split_dir, "valid"), node_split::valid, data.split);
     read_split(require_csv(split_dir, "test"), node_split::test, data.split);
   }
 
-  data.graph = build_csr(edges, {.symmetrise = options.add_inverse_edges,
-                                 .deduplicate = options.deduplicate,
-                                 .self_loops = options.self_loops});
+  const build_options build{.symmetrise = options.add_inverse_edges,
+                            .deduplicate = options.deduplicate,
+                            .self_loops = options.self_loops};
+  allocate("the graph", build_csr_bytes(edges, build),
+           [&] { data.graph = build_csr(edges, build); });
   return data;
 }
 

@@ -27,6 +27,9 @@ namespace sar::io {
 /// Decompressed bytes per parallel parsing chunk. A tuning knob (tests lower it to exercise
 /// chunk boundaries); change it only while no loader is running.
 inline std::size_t chunk_bytes = std::size_t{4} << 20;
+/// The longest line the text readers accept (256 MiB: a row of a million features fits many
+/// times). Tests lower it.
+inline std::size_t max_line_bytes = std::size_t{256} << 20;
 
 /// Throws sar::io_error "<function>: <file> line <line>: <what> ("<token>")"; a token longer
 /// than 80 characters is shortened with "...". An empty token prints as "" (still quoted).
@@ -114,6 +117,7 @@ class line_reader {
         ++line_number_;
         return true;
       }
+      check_line_length();
       if (!fill(std::max<std::size_t>(2 * (buffer_.size() - position_), 1 << 16))) {  // geometric
         if (position_ == buffer_.size()) return false;
         line = std::string_view(buffer_).substr(position_);
@@ -143,6 +147,7 @@ class line_reader {
         break;
       }
       // No newline yet in the remainder: the line is longer than the chunk; read on.
+      check_line_length();
       if (!fill(std::max(2 * (buffer_.size() - position_), want))) break;
       end = buffer_.size();
     }
@@ -155,6 +160,17 @@ class line_reader {
   }
 
  private:
+  /// Throws sar::io_error naming the file and line if the unread part holds no newline and
+  /// is longer than max_line_bytes (a binary file, or one without line breaks, is not read
+  /// whole into memory).
+  void check_line_length() const {
+    if (buffer_.size() - position_ <= max_line_bytes) return;
+    throw_parse_error(function_, path(), line_number_ + 1,
+                      message("line longer than ", max_line_bytes, " bytes (sar::io::"
+                              "max_line_bytes): not a text file of lines?"),
+                      std::string_view(buffer_).substr(position_, 32));
+  }
+
   /// Ensures at least `bytes` unread bytes (fewer at the end of the file). Returns false if
   /// no byte could be added because the file has ended.
   bool fill(std::size_t bytes) {
