@@ -593,6 +593,17 @@ TEST_CASE("read_edge_list: many chunks keep order and line numbers") {
   check_contains(io_error_of([&] { read_edge_list(file); }), {" line 779: ", "(\"7y7\")"});
 }
 
+TEST_CASE("read_edge_list: a last line without a line break that outgrows the chunk (found by "
+          "fuzz-text-graph)") {
+  temp_dir dir("edges-last-line");
+  const fs::path file = dir.path / "edges.txt";
+  io::write_text_file(file, "0 1\n1 2\n2" + std::string(300, ' ') + "3");
+  chunk_size_guard guard(64);
+  const edge_list e = read_edge_list(file);
+  REQUIRE(e.size() == 3);
+  CHECK((e.src[2] == 2 && e.dst[2] == 3));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matrix Market
 

@@ -3,12 +3,14 @@
 // the file name, so "edge.csv" and "edge.csv.gz" are read the same way.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <zlib.h>
@@ -23,7 +25,7 @@ class input_file {
  public:
   /// Opens `path`. Throws sar::io_error if it cannot be opened (message has strerror).
   input_file(const std::filesystem::path& path, std::string function)
-      : path_(path), function_(std::move(function)), buffer_(1 << 20) {
+      : path_(path), function_(std::move(function)), buffer_(raw_buffer_bytes(path)) {
     file_ = std::fopen(path.c_str(), "rb");
     if (!file_) fail("cannot open file (", std::strerror(errno), ")");
     refill();
@@ -127,6 +129,14 @@ class input_file {
   std::filesystem::path path_;
   std::string function_;
   std::FILE* file_ = nullptr;
+  /// 1 MiB, or less for a smaller file (a small file then costs no 1 MiB allocation).
+  static std::size_t raw_buffer_bytes(const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    constexpr std::size_t most = std::size_t{1} << 20;
+    return ec ? most : std::clamp<std::size_t>(static_cast<std::size_t>(size) + 1, 4096, most);
+  }
+
   std::vector<unsigned char> buffer_;  ///< raw file bytes; unread ones are [begin_, begin_ + available_)
   std::size_t begin_ = 0;
   std::size_t available_ = 0;

@@ -148,8 +148,9 @@ class line_reader {
       }
       // No newline yet in the remainder: the line is longer than the chunk; read on.
       check_line_length();
-      if (!fill(std::max(2 * (buffer_.size() - position_), want))) break;
-      end = buffer_.size();
+      const bool more = fill(std::max(2 * (buffer_.size() - position_), want));
+      end = buffer_.size();  // also when fill ends the file: it may have moved the bytes
+      if (!more) break;
     }
     chunk.assign(buffer_, position_, end - position_);
     position_ = end;
