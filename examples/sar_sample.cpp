@@ -146,10 +146,7 @@ int run(int argc, char** argv) {
       std::printf("\n");
       std::fflush(stdout);
     }
-    std::ofstream file(temporary / "sample.json");
-    file << meta.dump(2) << '\n';
-    file.close();
-    SAR_CHECK(!file.fail(), sar::io_error, "cannot write ", (temporary / "sample.json").string());
+    sar::write_json_file(temporary / "sample.json", meta, "--out");
   }, "--out");
   std::printf("wrote %zu minibatches to %s (%.2f s)\n", chosen.size(), out.c_str(),
               seconds_since(start));

@@ -96,11 +96,10 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
 
   const auto meta = sar::read_partition_metadata(p.partitions);
   // Every rank must read the same store (e.g. not differing local copies on two nodes).
-  std::int64_t identity[2] = {meta.identity, -std::int64_t{meta.identity}};
-  comm.all_reduce(std::span<std::int64_t>(identity), sar::reduce_op::max);
-  SAR_CHECK(identity[0] == -identity[1], sar::invalid_argument, "sar-train: rank ",
-            comm.rank(), " read ", p.partitions, "/meta.json with CRC-32 ", meta.identity,
-            ", but the ranks' copies differ (CRC-32 from ", -identity[1], " to ", identity[0],
+  const auto [lowest, highest] = sar::min_max_over_ranks(comm, meta.identity);
+  SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ", comm.rank(), " read ",
+            p.partitions, "/meta.json with CRC-32 ", meta.identity,
+            ", but the ranks' copies differ (CRC-32 from ", lowest, " to ", highest,
             "): every rank must read the same partition store");
   const bool sampled = p.minibatch > 0;
   if (sampled)  // P ranks = (P / c) block rows x c replicas
@@ -319,11 +318,7 @@ int main(int argc, char** argv) {
                       metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
                       metrics["test_acc"].get<double>());
       sar::log_info(sar::message(best, "; ", line));
-      if (!p.metrics_out.empty()) {
-        std::ofstream out(p.metrics_out);
-        SAR_CHECK(out << metrics.dump(2) << '\n', sar::io_error, "sar-train: cannot write ",
-                  p.metrics_out);
-      }
+      if (!p.metrics_out.empty()) sar::write_json_file(p.metrics_out, metrics, "sar-train");
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();

@@ -197,9 +197,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::optional<sar::checkpoint> resumed;
   if (!p.resume.empty()) {
     resumed = sar::read_checkpoint(p.resume);
-    std::int64_t identity[2] = {resumed->identity, -std::int64_t{resumed->identity}};
-    comm.all_reduce(std::span<std::int64_t>(identity), sar::reduce_op::max);
-    SAR_CHECK(identity[0] == -identity[1], sar::invalid_argument, "sar-train: rank ",
+    const auto [lowest, highest] = sar::min_max_over_ranks(comm, resumed->identity);
+    SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ",
               comm.rank(), " read --resume ", p.resume, " with CRC-32 ", resumed->identity,
               ", but the ranks' copies differ: every rank must read the same checkpoint");
     resumed->check_settings(settings, "sar-train: --resume");

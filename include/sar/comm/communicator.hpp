@@ -25,6 +25,7 @@
 #include <numeric>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -150,6 +151,15 @@ std::vector<std::vector<T>> all_to_all_vectors(Comm& comm, const std::vector<std
     from += recv_counts[q];
   }
   return out;
+}
+
+/// The smallest and the largest of `value` over the ranks (one all_reduce), e.g. to check that
+/// every rank read the same file. Collective.
+template <communicator Comm>
+std::pair<std::int64_t, std::int64_t> min_max_over_ranks(Comm& comm, std::int64_t value) {
+  std::int64_t both[2] = {-value, value};
+  comm.all_reduce(std::span<std::int64_t>(both), reduce_op::max);
+  return {-both[0], both[1]};
 }
 
 namespace detail {

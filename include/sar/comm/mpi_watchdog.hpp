@@ -61,9 +61,7 @@ class mpi_watchdog {
   }
   ~mpi_watchdog() {
     stop();
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&census_comm_);
+    if (!finalized()) MPI_Comm_free(&census_comm_);
   }
   mpi_watchdog(const mpi_watchdog&) = delete;
   mpi_watchdog& operator=(const mpi_watchdog&) = delete;

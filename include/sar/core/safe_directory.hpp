@@ -69,6 +69,16 @@ inline std::string directory_format(const std::filesystem::path& dir,
   return meta["format"].get<std::string>();
 }
 
+/// Writes `json` (indented by 2, then a newline) to `file`, e.g. the metadata file of a
+/// directory being written. Throws sar::io_error "<where>: cannot write <file>" on failure.
+template <class Json>
+void write_json_file(const std::filesystem::path& file, const Json& json, std::string_view where) {
+  std::ofstream out(file, std::ios::trunc);
+  out << json.dump(2) << '\n';
+  out.close();
+  SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", file.string());
+}
+
 namespace detail {
 
 /// fsync of one path (a file, or a directory's entries). Throws sar::io_error naming it.

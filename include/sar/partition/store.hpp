@@ -299,10 +299,7 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
       {"quality", st::quality_to_json(meta.quality)},
       {"checksums", checksums},
   };
-  std::ofstream file(out / "meta.json", std::ios::trunc);
-  file << j.dump(2) << '\n';
-  file.close();
-  SAR_CHECK(!file.fail(), io_error, where, ": cannot write ", (out / "meta.json").string());
+  write_json_file(out / "meta.json", j, where);
 }
 }  // namespace detail::store
 

@@ -225,12 +225,9 @@ inline std::vector<double> read_array(const std::filesystem::path& dir, const st
                                       const nlohmann::json& listed) {
   constexpr const char* where = "sar::read_checkpoint";
   const auto file = dir / name;
-  const npy_header header = read_npy_header(file);  // its size matches its shape
-  SAR_CHECK(header.dtype == dtype && header.shape.size() == 1 &&
-                static_cast<std::uint64_t>(header.shape[0]) == count,
-            io_error, where, ": ", file.string(), " holds ", npy_dtype_name(header.dtype), " ",
-            npy_shape_string(header.shape), ", but checkpoint.json implies ",
-            npy_dtype_name(dtype), " (", count, ",)");
+  const npy_header header =  // its size matches its shape
+      npy::expect_array(file, dtype, {static_cast<std::int64_t>(count)},
+                        "its parameters, optimiser and state", where, "checkpoint.json");
   SAR_CHECK(listed.contains(name) && listed[name].is_number_unsigned(), io_error, where, ": ",
             (dir / "checkpoint.json").string(), " lists no checksum of ", name);
   std::vector<double> values(count);
@@ -295,11 +292,7 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
     meta["optimiser"] = {{"kind", opt.kind}, {"steps", *opt.steps}, {"arrays", arrays}};
     meta["state"] = sizes;
     meta["checksums"] = checksums;
-    std::ofstream out(to / "checkpoint.json");
-    out << meta.dump(1) << '\n';
-    out.close();
-    SAR_CHECK(!out.fail(), io_error, "sar::write_checkpoint: cannot write ",
-              (to / "checkpoint.json").string());
+    write_json_file(to / "checkpoint.json", meta, "sar::write_checkpoint");
   }, "sar::write_checkpoint");
 }
 

@@ -385,17 +385,19 @@ inline node_t first_unsorted_row(const csr& graph) {
   return -1;
 }
 
-/// Reads and checks the header of `file`: dtype `dtype` and shape `shape` (implied by
-/// meta.json through `origin`, e.g. "num_nodes = 4"). Throws sar::io_error naming the file.
+/// Reads and checks the header of `file`: dtype `dtype` and shape `shape` (implied by the
+/// metadata file `metadata` through `origin`, e.g. "num_nodes = 4"). Throws sar::io_error
+/// naming `where` and the file.
 inline npy_header expect_array(const std::filesystem::path& file, npy_dtype dtype,
-                               std::vector<std::int64_t> shape, const std::string& origin) {
-  constexpr const char* where = "sar::read_npy_dataset";
+                               std::vector<std::int64_t> shape, const std::string& origin,
+                               const char* where = "sar::read_npy_dataset",
+                               const char* metadata = "meta.json") {
   const npy_header header = read_npy_header(file);
   SAR_CHECK(header.dtype == dtype, io_error, where, ": ", file.string(), " holds ",
             npy_dtype_name(header.dtype), " ('", npy_descr(header.dtype), "'), expected ",
             npy_dtype_name(dtype), " ('", npy_descr(dtype), "')");
   SAR_CHECK(header.shape == shape, io_error, where, ": ", file.string(), " has shape ",
-            npy_shape_string(header.shape), ", but meta.json (", origin, ") implies ",
+            npy_shape_string(header.shape), ", but ", metadata, " (", origin, ") implies ",
             npy_shape_string(shape));
   return header;
 }
@@ -422,10 +424,7 @@ inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& 
       {"name", data.name},        {"num_nodes", n},
       {"num_edges", edges},       {"feature_dim", dim},
       {"num_classes", data.num_classes}, {"checksums", checksums}};
-  std::ofstream out(dir / "meta.json", std::ios::trunc);
-  out << meta.dump(2) << '\n';
-  out.close();
-  SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", (dir / "meta.json").string());
+  write_json_file(dir / "meta.json", meta, where);
 }
 }  // namespace detail::npy
 
