@@ -12,9 +12,7 @@ seconds=${1:-20}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(text_graph npy partition_store checkpoint)
-if ! command -v clang++ >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq clang >/dev/null
-fi
+bash scripts/install-deps.sh --fuzz
 if [ ! -d build-fuzz ]; then
   CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=false -Dexamples=false \
     -Dbenchmarks=false -Dbuildtype=debugoptimized -Dnative=false >/dev/null

@@ -2,14 +2,19 @@
 # Installs the Debian 12 packages sar needs (only those missing). Safe to run repeatedly.
 # With --bench also what the benchmarks in bench/ need: PyTorch for the peer (with OpenBLAS:
 # Debian's torch otherwise runs its matrix products on the reference BLAS, ~10x slower),
-# matplotlib for the plots, jq for the shell scripts.
+# matplotlib for the plots, jq for the shell scripts. With --fuzz also clang and its libFuzzer
+# runtime (scripts/fuzz.sh). python3 and procps (pgrep, pkill) run the program-level tests.
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
           libopenmpi-dev openmpi-bin libmetis-dev doctest-dev zlib1g-dev libcli11-dev
-          nlohmann-json3-dev librandom123-dev)
-if [[ ${1:-} == --bench ]]; then
-  packages+=(python3-torch libopenblas0-pthread python3-matplotlib jq)
-fi
+          nlohmann-json3-dev librandom123-dev python3 procps)
+for option in "$@"; do
+  case $option in
+    --bench) packages+=(python3-torch libopenblas0-pthread python3-matplotlib jq) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "usage: install-deps.sh [--bench] [--fuzz]" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
