@@ -42,12 +42,14 @@ namespace sar {
 /// An exception escaping main while it lives aborts every rank (no rank is left waiting).
 class mpi_environment {
  public:
+  /// Initialises MPI from main's arguments (see the class).
   mpi_environment(int& argc, char**& argv)
       : env_(argc, argv, boost::mpi::threading::multiple, /*abort_on_exception=*/true) {}
   mpi_environment() : env_(boost::mpi::threading::multiple, /*abort_on_exception=*/true) {}
   mpi_environment(const mpi_environment&) = delete;
   mpi_environment& operator=(const mpi_environment&) = delete;
 
+  /// Whether MPI has been initialised (by anyone).
   static bool initialized() { return boost::mpi::environment::initialized(); }
 
  private:
@@ -85,6 +87,7 @@ class mpi_communicator {
   /// A handle of a non-blocking operation (one MPI request per chunk).
   /// Default-constructed = complete. Wait on every request before destroying its buffer.
   struct request {
+    /// One MPI request per chunk (empty: complete).
     std::vector<MPI_Request> handles;
   };
 
@@ -102,16 +105,21 @@ class mpi_communicator {
     watchdog_ = std::make_unique<mpi_watchdog>(native(), rank_, size_,
                                                mpi_watchdog::default_limit_seconds());
   }
+  /// Takes over the duplicated communicators and the watchdog.
   mpi_communicator(mpi_communicator&&) = default;
+  /// Takes over the duplicated communicators and the watchdog (see the move constructor).
   mpi_communicator& operator=(mpi_communicator&&) = default;
   mpi_communicator(const mpi_communicator&) = delete;
   mpi_communicator& operator=(const mpi_communicator&) = delete;
 
+  /// This rank, in [0, size()).
   int rank() const { return rank_; }
+  /// Number of ranks.
   int size() const { return size_; }
   /// The duplicated communicator (for a caller who needs a raw MPI call on sar's traffic).
   MPI_Comm native() const { return static_cast<MPI_Comm>(comm_); }
 
+  /// Payload bytes this rank handed over for other ranks so far (sar/comm/communicator.hpp).
   std::int64_t bytes_sent() const { return bytes_sent_; }
 
   /// Largest element count handed to one MPI call (default INT_MAX). Lower it to exercise the
@@ -122,11 +130,13 @@ class mpi_communicator {
               "]");
     max_elements_ = n;
   }
+  /// Largest element count handed to one MPI call (see set_max_message_elements()).
   std::int64_t max_message_elements() const { return max_elements_; }
 
   /// The longest a blocking call may wait before the watchdog ends the job (0 = never). Every
   /// rank should set the same. Throws sar::invalid_argument for a negative limit.
   void set_watchdog(double seconds) { watchdog().set_limit(seconds); }
+  /// The watchdog's limit in seconds (0 = off).
   double watchdog_seconds() const { return watchdog().limit_seconds(); }
 
   /// Collective.
@@ -262,6 +272,8 @@ class mpi_communicator {
     wait_handles(r.handles);
     r.handles.clear();
   }
+  /// Completes every request (one MPI wait over all their handles). Throws sar::comm_error if
+  /// MPI reports an error.
   void wait_all(std::span<request> requests) {
     std::vector<MPI_Request> all;
     for (auto& r : requests) all.insert(all.end(), r.handles.begin(), r.handles.end());

@@ -32,8 +32,11 @@
 
 namespace sar {
 
+/// The watchdog of an mpi_communicator (see the top of this file): ends the job, naming the
+/// stalled call, when a blocking MPI call of this rank waits longer than the limit.
 class mpi_watchdog {
  public:
+  /// The clock calls are timed with.
   using clock = std::chrono::steady_clock;
 
   /// The watchdog's default limit: the environment variable SAR_WATCHDOG_SECONDS if set (0
@@ -81,10 +84,12 @@ class mpi_watchdog {
       running().watchdogs.push_back(this);
     }
   }
+  /// The limit in seconds (0 = off).
   double limit_seconds() const { return limit_.count(); }
 
   /// The blocking calls an mpi_communicator makes.
   enum class call : int { none = -1, barrier, all_reduce, broadcast, all_to_all, all_to_all_v, wait };
+  /// The MPI function a call stands for ("MPI_Barrier", ...; "no call" for none).
   static const char* name_of(call c) {
     constexpr const char* names[] = {"MPI_Barrier", "MPI_Allreduce", "MPI_Bcast",
                                      "MPI_Alltoall", "MPI_Alltoallv", "MPI_Waitall"};
@@ -95,6 +100,7 @@ class mpi_watchdog {
   /// (the same number on every rank, as they are made in the same order).
   class scope {
    public:
+    /// Marks call `c` of `w` as under way until the scope ends.
     scope(mpi_watchdog& w, call c) : w_(w) {
       if (c != call::wait) w_.collectives_.fetch_add(1, std::memory_order_relaxed);
       w_.since_.store(now(), std::memory_order_relaxed);

@@ -18,6 +18,8 @@
 
 namespace sar {
 
+/// The communicator of a single process (see the top of this file): a
+/// sar::point_to_point_communicator with one rank.
 class serial_communicator {
  public:
   /// A handle of a non-blocking operation; default-constructed = already complete.
@@ -25,8 +27,11 @@ class serial_communicator {
     std::uint64_t id = 0;  ///< 0: complete; otherwise a posted, unmatched receive
   };
 
+  /// Always 0.
   int rank() const { return 0; }
+  /// Always 1.
   int size() const { return 1; }
+  /// Nothing to wait for.
   void barrier() {}
   /// Nothing leaves the process: always 0.
   std::int64_t bytes_sent() const { return 0; }
@@ -113,6 +118,7 @@ class serial_communicator {
               "message it never sent to itself (deadlock)");
     r.id = 0;
   }
+  /// wait() on each request; throws as wait.
   void wait_all(std::span<request> requests) {
     for (auto& r : requests) wait(r);
   }

@@ -31,8 +31,10 @@ enum class rng_stream : std::uint64_t {
 /// A keyed family of random numbers. Cheap to copy; thread-safe (no state).
 class counter_rng {
  public:
+  /// The four 64-bit words of one draw.
   using bits_t = std::array<std::uint64_t, 4>;
 
+  /// The numbers of `seed` for one use (`stream`), split further by `sub_stream` if needed.
   constexpr counter_rng(std::uint64_t seed, rng_stream stream, std::uint64_t sub_stream = 0)
       : seed_(seed), stream_((static_cast<std::uint64_t>(stream) << 48) ^ sub_stream) {}
 
@@ -94,6 +96,7 @@ class counter_rng {
         (static_cast<unsigned __int128>(bits(a, b, c)[0]) * n) >> 64);
   }
 
+  /// The top 53 bits of `word` as a double in [0, 1) (what uniform() returns).
   static constexpr double to_unit(std::uint64_t word) {
     return static_cast<double>(word >> 11) * 0x1.0p-53;
   }

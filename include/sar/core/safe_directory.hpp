@@ -40,8 +40,11 @@ namespace sar {
 /// What a directory of ours is recognised by: its metadata file's "format", and the names of
 /// the entries it may hold (space-separated; a trailing * matches any suffix).
 struct directory_kind {
+  /// The "format" field its metadata file holds (e.g. "sar-partition-store").
   std::string_view format;
+  /// Name of the JSON metadata file inside the directory (e.g. "meta.json").
   std::string_view metadata_file;
+  /// The names of the entries it may hold (space-separated; a trailing * matches any suffix).
   std::string_view entries;
 
   /// Whether `name` is one of the entries.

@@ -24,6 +24,8 @@
 
 namespace sar {
 
+/// One rank's graph as the distributed schedules see it (see the top of this file): its
+/// shard, halo plan and per-peer graph blocks. Move-only.
 class distributed_graph {
  public:
   /// Collective over comm. Builds (and owns) this rank's graph_shard from part and its
@@ -61,18 +63,28 @@ class distributed_graph {
 
   distributed_graph(const distributed_graph&) = delete;
   distributed_graph& operator=(const distributed_graph&) = delete;
+  /// Moves; the blocks keep pointing at the same shard and plan.
   distributed_graph(distributed_graph&&) = default;
+  /// Move assignment (see the move constructor).
   distributed_graph& operator=(distributed_graph&&) = default;
 
+  /// This rank.
   int rank() const { return plan_->rank; }
+  /// Number of ranks P.
   int num_parts() const { return plan_->num_parts; }
+  /// This rank's graph_shard.
   const graph_shard& shard() const { return *shard_; }
+  /// This rank's halo_plan.
   const halo_plan& plan() const { return *plan_; }
+  /// Number of nodes this rank owns.
   node_t num_local() const { return shard_->num_local(); }
+  /// Global id of local row 0.
   node_t first_global() const { return shard_->first_global(); }
+  /// Number of nodes of the whole graph.
   node_t num_global() const { return shard_->book().num_nodes(); }
   /// The dataset id of local row `row`.
   node_t node_id(node_t row) const { return shard_->node_ids()[static_cast<std::size_t>(row)]; }
+  /// The dataset id of every local row.
   std::span<const node_t> node_ids() const { return shard_->node_ids(); }
   /// Global in-degree of every local node (all in-edges live on the owner).
   std::span<const node_t> in_degrees() const { return shard_->in_degree(); }

@@ -75,9 +75,11 @@ namespace sar {
 /// How a distributed_schedule exchanges halos. Move-only (it holds a codec and a cache).
 /// Every rank must pass the same options (codecs and cache are not compared across ranks).
 struct exchange_options {
+  /// How blocks travel (ring with prefetch, or all at once).
   transport_options transport;
   any_wire_codec feature_codec;   ///< forward halo features (training calls)
   any_wire_codec gradient_codec;  ///< backward halo feature-gradients (training calls)
+  /// Fetch or reuse each call's halo (default: keep nothing).
   any_halo_cache cache;
   /// 1: synchronous. S > 1: bounded staleness, epochs not a multiple of S use the previous
   /// epoch's halos (see the top of this file).
@@ -161,9 +163,13 @@ std::uint64_t content_hash(const const_rows_ref<T>& x) {
 }
 }  // namespace detail
 
+/// The exchange engine (see the top of this file): an aggregation schedule
+/// (sar/schedule/schedule.hpp) over the ranks of Comm, each rank holding its own nodes.
+/// Calls that move rows are collective.
 template <point_to_point_communicator Comm>
 class distributed_schedule {
  public:
+  /// The communicator type.
   using communicator_type = Comm;
 
   /// Collective. Builds (and owns) this rank's distributed_graph from part (its shard, halo
@@ -194,6 +200,7 @@ class distributed_schedule {
 
   distributed_schedule(const distributed_schedule&) = delete;
   distributed_schedule& operator=(const distributed_schedule&) = delete;
+  /// Moves the schedule; its graph and pipelined halos are held by pointer and stay put.
   distributed_schedule(distributed_schedule&&) = default;
   distributed_schedule& operator=(distributed_schedule&&) = delete;
   /// Completes the pipelined transfers still in flight (every rank destroys its schedule at
@@ -208,14 +215,21 @@ class distributed_schedule {
   }
 
   // --- the schedule interface (sar/schedule/schedule.hpp) ---
+  /// Rows a layer writes: this rank's nodes.
   node_t num_destinations() const { return graph_->num_local(); }
+  /// Rows a layer reads locally: this rank's nodes (halo rows come through the blocks).
   node_t num_sources() const { return graph_->num_local(); }
+  /// Number of nodes this rank owns.
   node_t num_local() const { return graph_->num_local(); }
+  /// Global id of local row 0.
   node_t first_global() const { return graph_->first_global(); }
+  /// Number of nodes of the whole graph.
   node_t num_global() const { return graph_->num_global(); }
   /// The dataset id of local row `row` (keys random numbers; see graph_block).
   node_t node_id(node_t row) const { return graph_->node_id(row); }
+  /// Global in-degree of every local node.
   std::span<const node_t> in_degrees() const { return graph_->in_degrees(); }
+  /// Global out-degree of every local node.
   std::span<const node_t> out_degrees() const { return graph_->out_degrees(); }
 
   /// Sums values element-wise over all ranks, in place. Collective. Not counted as traffic.
@@ -272,15 +286,25 @@ class distributed_schedule {
   }
 
   // --- accessors beyond the interface ---
+  /// The communicator it runs on.
   Comm& communicator() const { return *comm_; }
+  /// The graph it exchanges over (owned or shared).
   const distributed_graph& graph() const { return *graph_; }
+  /// This rank's graph_shard.
   const graph_shard& shard() const { return graph_->shard(); }
+  /// This rank's halo_plan.
   const halo_plan& plan() const { return graph_->plan(); }
+  /// The transport options.
   const transport_options& transport() const { return transport_.options(); }
+  /// Remote blocks fetched ahead on the ring.
   int prefetch_depth() const { return transport_.options().prefetch_depth; }
+  /// Name of the feature codec.
   std::string feature_codec_name() const { return feature_codec_.name(); }
+  /// Name of the gradient codec.
   std::string gradient_codec_name() const { return gradient_codec_.name(); }
+  /// 1: synchronous; S > 1: bounded staleness (see exchange_options::staleness).
   int staleness() const { return staleness_; }
+  /// The halo cache policy (e.g. to clear it or reach it through target()).
   any_halo_cache& cache() { return cache_; }
   /// Wire bytes kept now: the cache policy's, the first layer's halo, the pipelined halos.
   std::size_t kept_halo_bytes() const {
@@ -293,13 +317,16 @@ class distributed_schedule {
   /// Rows this rank receives per gather (the halo).
   node_t rows_received_per_gather() const { return plan().total_recv(); }
 
+  /// Bytes sent through this schedule since the last reset_traffic(), by kind.
   const schedule_traffic& traffic() const { return transport_.traffic(); }
   /// Starts a new count (e.g. per epoch); not collective.
   void reset_traffic() { transport_.reset_traffic(); }
   /// Remote blocks whose buffers the transport holds now / at most since the last reset
   /// (the ring's open slots; every remote block during an all-at-once call).
   int live_blocks() const { return transport_.live_blocks(); }
+  /// The most remote blocks alive at once since the last reset_peak_live_blocks().
   int peak_live_blocks() const { return transport_.peak_live_blocks(); }
+  /// Starts a new peak from the blocks alive now.
   void reset_peak_live_blocks() { transport_.reset_peak_live_blocks(); }
 
  private:

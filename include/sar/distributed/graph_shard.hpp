@@ -45,7 +45,9 @@ struct shard_block {
   /// transposed edge t is adjacency edge transposed_edge[t] (to carry per-edge values).
   std::vector<edge_t> transposed_edge;
 
+  /// Number of edges from peer (with multiplicity).
   edge_t num_edges() const { return adjacency.num_edges(); }
+  /// Number of columns (see the column convention).
   node_t num_columns() const { return adjacency.num_cols; }
 
   /// The same edges with one row per local node (num_rows = num_local, rows without edges
@@ -62,12 +64,15 @@ struct shard_block {
     out.columns = adjacency.columns;
     return out;
   }
+  /// Bytes the block holds allocated (capacities).
   std::size_t memory_bytes() const {
     return rows.capacity() * sizeof(node_t) + adjacency.memory_bytes() +
            transposed.memory_bytes() + transposed_edge.capacity() * sizeof(edge_t);
   }
 };
 
+/// The graph of one rank (see the top of this file): its in-edges in one block per rank that
+/// owns their sources.
 class graph_shard {
  public:
   graph_shard() = default;
@@ -79,32 +84,41 @@ class graph_shard {
   /// Throws sar::invalid_argument naming the part and the broken requirement.
   explicit graph_shard(const graph_part& part) { build(part); }
 
+  /// This rank (the part it was built from).
   int rank() const { return rank_; }
+  /// Number of ranks P.
   int num_parts() const { return book_.num_parts(); }
+  /// The partition of the global ids over the ranks.
   const partition_book& book() const { return book_; }
+  /// Number of nodes this rank owns.
   node_t num_local() const { return num_local_; }
+  /// Global id of local row 0 (a rank owns a contiguous range).
   node_t first_global() const { return book_.begin(rank_); }
 
   /// Sorted unique global ids of rank q that send edges here; empty for q == rank().
   const std::vector<node_t>& sources(int q) const { return sources_[q]; }
+  /// The edges whose sources rank q owns (q == rank(): the local block).
   const shard_block& block(int q) const { return blocks_[q]; }
+  /// Every block, indexed by rank.
   std::span<const shard_block> blocks() const { return blocks_; }
   /// In-degree of every local node (all its in-edges, with multiplicity and self-loops): the
   /// GLOBAL in-degree, since every in-edge of a node lives on its owner.
   const std::vector<node_t>& in_degree() const { return in_degree_; }
 
-  /// The global id behind column `column` of block q (see the column convention).
   /// The id in the dataset (before relabelling) of each local row: part.original_ids, or the
   /// global id when the part has none. Partition independent: it keys random numbers.
   const std::vector<node_t>& node_ids() const { return node_ids_; }
+  /// The global id behind column `column` of block q (see the column convention).
   node_t global_source(int q, node_t column) const {
     return q == rank_ ? first_global() + column : sources_[q][column];
   }
+  /// Number of edges into this rank's nodes (all blocks).
   edge_t num_edges() const {
     edge_t total = 0;
     for (const auto& b : blocks_) total += b.num_edges();
     return total;
   }
+  /// Bytes the shard holds allocated (capacities).
   std::size_t memory_bytes() const {
     std::size_t total = (in_degree_.capacity() + node_ids_.capacity()) * sizeof(node_t);
     for (const auto& s : sources_) total += s.capacity() * sizeof(node_t);

@@ -38,12 +38,14 @@ enum class exchange_kind : std::uint8_t { gather, scatter, gather_scatter };
 
 /// The halo of one call as it came off the wire.
 struct kept_halo {
+  /// The call it was fetched for.
   exchange_key key;
   /// A hash of the local rows of the x that was sent (0: not checked on reuse).
   std::uint64_t source_hash = 0;
   /// blocks[q]: the wire bytes received from rank q (empty for this rank).
   std::vector<std::vector<std::byte>> blocks;
 
+  /// Wire bytes held (the sum over blocks).
   std::size_t bytes() const {
     std::size_t total = 0;
     for (const auto& b : blocks) total += b.size();
@@ -85,8 +87,11 @@ class kept_halo_list {
     take(halo.key);
     kept_.push_back(std::move(halo));
   }
+  /// Drops every kept halo.
   void clear() { kept_.clear(); }
+  /// Number of halos kept.
   std::size_t size() const { return kept_.size(); }
+  /// Wire bytes kept (the sum over the halos).
   std::size_t bytes() const {
     std::size_t total = 0;
     for (const auto& k : kept_) total += k.bytes();
@@ -99,9 +104,13 @@ class kept_halo_list {
 
 /// Keeps nothing: every call fetches (sequential SAR: each remote block freed after use).
 struct no_halo_cache {
+  /// Nothing is kept: always nullopt.
   std::optional<kept_halo> take(const exchange_key&, exchange_kind) { return std::nullopt; }
+  /// Never keeps: always halo_keep::no.
   halo_keep keeps(const exchange_key&, exchange_kind) const { return halo_keep::no; }
+  /// Discards `halo` (keeps() never asks for it).
   void keep(kept_halo) {}
+  /// Always 0.
   std::size_t kept_bytes() const { return 0; }
 };
 
@@ -114,6 +123,9 @@ struct no_halo_cache {
 /// SAGE) are memory without benefit until then.
 class keep_for_backward {
  public:
+  /// A gather starts a forward pass: it returns nothing, and after a backward call drops
+  /// every kept halo first. A gather_scatter takes the halo kept for its key; a scatter gets
+  /// nothing.
   std::optional<kept_halo> take(const exchange_key& key, exchange_kind kind) {
     if (kind == exchange_kind::gather) {
       if (std::exchange(backward_seen_, false)) kept_.clear();
@@ -123,11 +135,15 @@ class keep_for_backward {
     if (kind == exchange_kind::scatter) return std::nullopt;
     return kept_.take(key);
   }
+  /// Keep every gather's halo, with a hash of x; nothing else.
   halo_keep keeps(const exchange_key&, exchange_kind kind) const {
     return kind == exchange_kind::gather ? halo_keep::if_x_unchanged : halo_keep::no;
   }
+  /// Keeps `halo`, replacing one kept for the same exchange.
   void keep(kept_halo halo) { kept_.put(std::move(halo)); }
+  /// Wire bytes kept now.
   std::size_t kept_bytes() const { return kept_.bytes(); }
+  /// Number of halos kept now.
   std::size_t kept_count() const { return kept_.size(); }
   /// Drops every kept halo (the next gather_scatter fetches on every rank).
   void clear() { kept_.clear(); }
@@ -142,11 +158,15 @@ class keep_for_backward {
 /// once. Memory: one halo per exchange (layer, call).
 class keep_unchanged_input {
  public:
+  /// The halo kept for key's exchange (nothing for a scatter).
   std::optional<kept_halo> take(const exchange_key& key, exchange_kind kind) {
     return kind == exchange_kind::scatter ? std::nullopt : kept_.take(key);
   }
+  /// Keep every halo, with a hash of x.
   halo_keep keeps(const exchange_key&, exchange_kind) const { return halo_keep::if_x_unchanged; }
+  /// Keeps `halo`, replacing one kept for the same exchange.
   void keep(kept_halo halo) { kept_.put(std::move(halo)); }
+  /// Wire bytes kept now.
   std::size_t kept_bytes() const { return kept_.bytes(); }
 
  private:
@@ -159,21 +179,28 @@ static_assert(halo_cache_policy<no_halo_cache> && halo_cache_policy<keep_for_bac
 /// Any halo cache policy behind one interface (chosen at run time). Move-only.
 class any_halo_cache {
  public:
+  /// Holds `policy` (any sar::halo_cache_policy).
   template <halo_cache_policy C>
     requires(!std::is_same_v<std::remove_cvref_t<C>, any_halo_cache>)
   any_halo_cache(C policy)  // NOLINT: implicit, so options take a policy directly
       : self_(std::make_unique<model<C>>(std::move(policy))) {}
   any_halo_cache() : any_halo_cache(no_halo_cache{}) {}
+  /// Takes over the held policy.
   any_halo_cache(any_halo_cache&&) noexcept = default;
+  /// Takes over the held policy (destroying the one held).
   any_halo_cache& operator=(any_halo_cache&&) noexcept = default;
 
+  /// The held policy's take().
   std::optional<kept_halo> take(const exchange_key& key, exchange_kind kind) {
     return self_->take(key, kind);
   }
+  /// The held policy's keeps().
   halo_keep keeps(const exchange_key& key, exchange_kind kind) const {
     return self_->keeps(key, kind);
   }
+  /// The held policy's keep().
   void keep(kept_halo halo) { self_->keep(std::move(halo)); }
+  /// The held policy's kept_bytes().
   std::size_t kept_bytes() const { return self_->kept_bytes(); }
   /// The held policy if it is a C, else nullptr (like std::function::target).
   template <class C>

@@ -16,8 +16,12 @@
 
 namespace sar {
 
+/// Which rows this rank sends to and receives from every peer, agreed once (see the top of
+/// this file).
 struct halo_plan {
+  /// The rank it is the plan of.
   int rank = 0;
+  /// Number of ranks P.
   int num_parts = 1;
   /// send_rows[q]: the local rows to send to rank q, in the order q expects them (q's
   /// sources(rank) mapped to local rows). send_rows[rank] is empty (the local block reads the
@@ -27,14 +31,17 @@ struct halo_plan {
   /// block q in order. recv_count[rank] = 0.
   std::vector<node_t> recv_count{0};
 
+  /// Rows this rank sends per gather (to all peers).
   node_t total_send() const {
     node_t total = 0;
     for (const auto& rows : send_rows) total += static_cast<node_t>(rows.size());
     return total;
   }
+  /// Rows this rank receives per gather (its halo).
   node_t total_recv() const {
     return std::accumulate(recv_count.begin(), recv_count.end(), node_t{0});
   }
+  /// Same rank, parts, send rows and receive counts.
   friend bool operator==(const halo_plan&, const halo_plan&) = default;
 };
 

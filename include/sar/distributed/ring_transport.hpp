@@ -29,6 +29,7 @@
 
 namespace sar {
 
+/// How a ring_transport schedules the transfers of a call.
 struct transport_options {
   /// Ring: remote transfers started ahead of the block being visited (>= 0). At most
   /// prefetch_depth + 1 remote blocks are alive at once. Ignored with all_at_once.
@@ -46,6 +47,7 @@ struct schedule_traffic {
   std::int64_t gradient_bytes = 0;    ///< halo gradient rows sent in training calls
   std::int64_t evaluation_bytes = 0;  ///< halo rows sent in evaluation calls (training false)
   std::int64_t reduce_bytes = 0;      ///< values all_reduce_sum reduced (parameter gradients)
+  /// All bytes counted: features, gradients, evaluation and reductions.
   std::int64_t total_bytes() const {
     return feature_bytes + gradient_bytes + evaluation_bytes + reduce_bytes;
   }
@@ -57,15 +59,36 @@ struct schedule_traffic {
 /// drain() completes them).
 template <class Request>
 struct pipelined_halo {
+  /// Empty buffers and completed requests for `peers` ranks.
   explicit pipelined_halo(int peers)
       : features(peers), gradients(peers), incoming_features(peers), outgoing_features(peers),
         incoming_gradients(peers), outgoing_gradients(peers), feature_requests(2 * peers),
         gradient_requests(2 * peers) {}
+  /// \var features
+  /// features[q]: the feature block q sent for the last completed call (visited next).
   std::vector<std::vector<std::byte>> features, gradients;  ///< arrived: visited / added next
+  /// \var incoming_features
+  /// incoming_features[q]: the buffer of the feature block in flight from q.
+  /// \var outgoing_features
+  /// outgoing_features[q]: the encoded rows in flight to q.
+  /// \var incoming_gradients
+  /// incoming_gradients[q]: the buffer of the gradient block in flight from q.
+  /// \var outgoing_gradients
+  /// outgoing_gradients[q]: the gradients in flight to q.
   std::vector<std::vector<std::byte>> incoming_features, outgoing_features, incoming_gradients,
       outgoing_gradients;
+  /// \var feature_requests
+  /// The feature transfers: [2 q] receives from q, [2 q + 1] sends to q.
+  /// \var gradient_requests
+  /// The gradient transfers: [2 q] receives from q, [2 q + 1] sends to q.
   std::vector<Request> feature_requests, gradient_requests;
+  /// \var features_in_flight
+  /// Whether feature transfers of a call are in flight.
+  /// \var gradients_in_flight
+  /// Whether gradient transfers of a call are in flight.
   bool features_in_flight = false, gradients_in_flight = false;
+  /// \var has_features
+  /// Whether `features` holds a call's blocks.
   bool has_features = false, has_gradients = false;  ///< whether features / gradients hold a call's blocks
 
   /// Bytes held (arrived and in flight).
@@ -100,7 +123,9 @@ class ring_transport {
               comm.rank());
   }
 
+  /// The options it was built with.
   const transport_options& options() const { return options_; }
+  /// The communicator it moves blocks over.
   Comm& communicator() const { return *comm_; }
 
   /// One call: features travel to the ranks that aggregate them if `features`, gradients
@@ -265,13 +290,17 @@ class ring_transport {
     h.features_in_flight = h.gradients_in_flight = false;
   }
 
+  /// Bytes sent since the last reset_traffic().
   const schedule_traffic& traffic() const { return traffic_; }
+  /// Starts a new count (e.g. per epoch); not collective.
   void reset_traffic() { traffic_ = {}; }
   /// Counts values all-reduced by the schedule (not moved by the transport).
   void count_reduction(std::size_t bytes) { traffic_.reduce_bytes += static_cast<std::int64_t>(bytes); }
   /// Remote blocks whose buffers are alive now / at most since the last reset.
   int live_blocks() const { return open_blocks_; }
+  /// The most remote blocks alive at once since the last reset_peak_live_blocks().
   int peak_live_blocks() const { return peak_live_; }
+  /// Starts a new peak from the blocks alive now.
   void reset_peak_live_blocks() { peak_live_ = open_blocks_; }
 
  private:

@@ -54,7 +54,9 @@ enum class exchange_direction : std::uint8_t { features = 0, gradients = 1 };
 
 /// What a codec is told about the rows it encodes or decodes.
 struct codec_context {
+  /// The exchange the rows belong to.
   exchange_key key;
+  /// Features forward or gradients backward.
   exchange_direction direction = exchange_direction::features;
   int sender = 0;    ///< the rank that encodes the rows
   int receiver = 0;  ///< the rank that decodes them
@@ -91,12 +93,16 @@ inline constexpr bool raw_rows_v = [] {
 /// Rows as they are: contiguous row-major T, no metadata (fp32 for float rows, fp64 for
 /// double). Exact; decode is a view of the received bytes (no copy).
 struct plain_codec {
+  /// The wire bytes are the rows themselves (see the top of this file).
   static constexpr bool raw_rows = true;
+  /// "plain".
   std::string name() const { return "plain"; }
+  /// rows * cols * sizeof(T).
   template <class T>
   std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
     return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) * sizeof(T);
   }
+  /// wire := x's rows `rows` (in that order), copied as they are.
   template <class T>
   void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context&,
               std::vector<std::byte>& wire) const {
@@ -109,11 +115,13 @@ struct plain_codec {
         std::memcpy(wire.data() + k * row_bytes, x.row(rows[k]).data(), row_bytes);
     });
   }
+  /// A view of the received bytes as a rows x cols matrix (no copy; scratch is not used).
   template <class T>
   Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
                                      Eigen::Index cols, const codec_context&, matrix<T>&) const {
     return {reinterpret_cast<const T*>(wire.data()), rows, cols};
   }
+  /// dx's rows `rows` += the received rows (rows unique).
   template <class T>
   void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
                   const codec_context&, rows_ref<T>& dx) const {
@@ -133,32 +141,40 @@ static_assert(wire_codec_for<plain_codec, float> && wire_codec_for<plain_codec, 
 /// codec does not move throws sar::invalid_argument.
 class any_wire_codec {
  public:
+  /// Holds `codec` (any sar::wire_codec).
   template <wire_codec C>
     requires(!std::is_same_v<std::remove_cvref_t<C>, any_wire_codec>)
   any_wire_codec(C codec)  // NOLINT: implicit, so options take a codec directly
       : self_(std::make_unique<model<C>>(std::move(codec))) {}
   any_wire_codec() : any_wire_codec(plain_codec{}) {}
+  /// Takes over the held codec.
   any_wire_codec(any_wire_codec&&) noexcept = default;
+  /// Takes over the held codec (destroying the one held).
   any_wire_codec& operator=(any_wire_codec&&) noexcept = default;
 
+  /// The held codec's name().
   std::string name() const { return self_->name(); }
   /// Whether the held codec's wire bytes are the rows themselves (raw_rows_v).
   bool raw_rows() const { return self_->raw_rows(); }
+  /// The held codec's wire_bytes<T>().
   template <class T>
   std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
     return self_->wire_bytes(rows, cols, tag<T>{});
   }
+  /// The held codec's encode().
   template <class T>
   void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
               std::vector<std::byte>& wire) {
     self_->encode(x, rows, ctx, wire);
   }
+  /// The held codec's decode().
   template <class T>
   Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
                                      Eigen::Index cols, const codec_context& ctx,
                                      matrix<T>& scratch) {
     return self_->decode(wire, rows, cols, ctx, scratch);
   }
+  /// The held codec's decode_add().
   template <class T>
   void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
                   const codec_context& ctx, rows_ref<T>& dx) {

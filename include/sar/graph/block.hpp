@@ -50,6 +50,7 @@ struct graph_block {
   /// Where the SpMM kernels keep their tilings of `edges` and `transposed` between calls
   /// (sar/kernels/source_tiles.hpp); owned by the schedule. Null: each product tiles anew.
   spmm_tile_cache* edge_tiles = nullptr;
+  /// The same for `transposed` (null: each product tiles anew).
   spmm_tile_cache* transposed_tiles = nullptr;
   /// The only block its gather visits, uncompressed (every in-edge of every destination): a
   /// layer may then assign its aggregation (spmm_assign) instead of zeroing and adding.
@@ -59,6 +60,7 @@ struct graph_block {
   node_t num_sources() const { return edges->num_cols; }
   /// Rows the block writes (all destinations of the schedule, also those without an edge).
   node_t num_destinations() const { return transposed->num_cols; }
+  /// Whether the rows are compressed (`rows` not empty; see the row convention).
   bool compressed() const { return !rows.empty(); }
   /// The destination row of edges row k.
   node_t local_row(node_t k) const { return rows.empty() ? k : rows[k]; }
@@ -66,6 +68,7 @@ struct graph_block {
   node_t destination_id(node_t row) const {
     return destination_ids.empty() ? first_destination + row : destination_ids[row];
   }
+  /// Id of halo row `halo_row`.
   node_t source_id(node_t halo_row) const {
     return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
   }

@@ -16,10 +16,15 @@ namespace sar {
 
 /// Directed edges src[k] -> dst[k] over nodes [0, num_nodes).
 struct edge_list {
+  /// Nodes are [0, num_nodes).
   node_t num_nodes = 0;
+  /// Source of edge k.
   std::vector<node_t> src;
+  /// Destination of edge k.
   std::vector<node_t> dst;
+  /// Number of edges.
   std::size_t size() const { return src.size(); }
+  /// Appends the edge s -> d.
   void push_back(node_t s, node_t d) {
     src.push_back(s);
     dst.push_back(d);
@@ -27,14 +32,17 @@ struct edge_list {
 };
 
 enum class self_loop_policy {
+  /// What build_csr does with self-loops.
   keep,    ///< leave self-loops as they come
   remove,  ///< drop every self-loop
   add,     ///< exactly one self-loop per node (GCN's A + I)
 };
 
+/// How build_csr shapes the graph.
 struct build_options {
   bool symmetrise = false;  ///< add the reverse of every edge
   bool deduplicate = true;  ///< merge parallel edges
+  /// What to do with self-loops.
   self_loop_policy self_loops = self_loop_policy::keep;
 };
 

@@ -12,20 +12,29 @@
 
 namespace sar {
 
+/// A sparse graph or matrix in compressed sparse rows: row i lists the sources (columns) of
+/// the edges into node i (see the top of this file).
 struct csr {
+  /// Number of rows (destinations).
   node_t num_rows = 0;
+  /// Number of columns (sources); columns are in [0, num_cols).
   node_t num_cols = 0;
   std::vector<edge_t> offsets{0};  ///< num_rows + 1 entries, offsets[0] = 0, non-decreasing
   std::vector<node_t> columns;     ///< offsets.back() entries, each in [0, num_cols)
 
+  /// Number of edges (stored entries).
   edge_t num_edges() const { return offsets.back(); }
+  /// Number of entries of row `row` (its in-degree).
   node_t degree(node_t row) const { return offsets[row + 1] - offsets[row]; }
+  /// The columns of row i (its sources), in stored order.
   std::span<const node_t> row(node_t i) const {
     return {columns.data() + offsets[i], static_cast<std::size_t>(degree(i))};
   }
+  /// Bytes the two arrays hold allocated (their capacity, not their size).
   std::size_t memory_bytes() const {
     return offsets.capacity() * sizeof(edge_t) + columns.capacity() * sizeof(node_t);
   }
+  /// Same shape and the same arrays, entry for entry.
   friend bool operator==(const csr&, const csr&) = default;
 
   /// Throws sar::invalid_argument naming `where` and the first broken invariant.

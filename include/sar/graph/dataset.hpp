@@ -10,15 +10,21 @@
 
 namespace sar {
 
+/// A node-classification dataset held in memory on one process: graph, features, labels,
+/// split.
 struct graph_dataset {
+  /// What the dataset is called (e.g. "planted", "rmat", an OGB directory's name).
   std::string name;
   csr graph;                         ///< in-edges, num_rows = num_cols = num_nodes()
   matrixf features;                  ///< num_nodes() x feature_dim (feature_dim may be 0)
   std::vector<std::int32_t> labels;  ///< one per node, -1 = unlabelled (may be empty)
+  /// Number of classes: labels are in [0, num_classes), or -1.
   std::int32_t num_classes = 0;
   std::vector<node_split> split;     ///< one per node (may be empty: no split)
 
+  /// Number of nodes (rows of the graph).
   node_t num_nodes() const { return graph.num_rows; }
+  /// How many nodes the split puts in `which` (0 when there is no split).
   node_t count(node_split which) const {
     node_t total = 0;
     for (auto s : split) total += (s == which);

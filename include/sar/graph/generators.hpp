@@ -19,14 +19,19 @@ namespace sar {
 /// a node's own features predict its class only weakly, its neighbours' (mostly of the same
 /// class) much better, so a GNN learns something real on it. sar-train's built-in graph.
 struct planted_partition_options {
+  /// Number of nodes (> 0).
   node_t num_nodes = 20000;
+  /// Number of classes, each node's drawn uniformly (in [1, num_nodes]).
   std::int32_t num_classes = 8;
   double average_degree = 10;     ///< mean in-degree after symmetrising (self-loops excluded)
   double homophily = 0.7;         ///< probability that an edge stays inside its class
+  /// Features per node (>= 0).
   std::int32_t feature_dim = 32;
   double feature_noise = 2.0;     ///< std of the per-node noise; class centroids have unit std
+  /// Fraction of the nodes in the training split (train_fraction + valid_fraction <= 1).
   double train_fraction = 0.1;
   double valid_fraction = 0.1;    ///< the rest is test
+  /// Seed of every random number of the graph.
   std::uint64_t seed = 1;
 };
 
@@ -126,9 +131,18 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
 /// levels choosing a quadrant with probabilities a, b, c, 1-a-b-c. Produces duplicates,
 /// self-loops and isolated nodes, as real power-law graphs have.
 struct rmat_options {
+  /// The graph has 2^scale nodes (scale in [1, 40]).
   int scale = 16;
+  /// Number of edges drawn (before any deduplication).
   edge_t num_edges = 16 << 16;
+  /// \var a
+  /// Probability of the top-left quadrant at each level (a + b + c <= 1, each >= 0).
+  /// \var b
+  /// Probability of the top-right quadrant at each level.
+  /// \var c
+  /// Probability of the bottom-left quadrant at each level (bottom-right: 1 - a - b - c).
   double a = 0.57, b = 0.19, c = 0.19;
+  /// Seed of every random number of the graph.
   std::uint64_t seed = 1;
 };
 

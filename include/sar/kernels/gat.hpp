@@ -35,7 +35,9 @@ namespace sar {
 
 /// H heads of F features each.
 struct gat_dims {
+  /// Number of heads H.
   Eigen::Index heads = 1;
+  /// Features per head F.
   Eigen::Index features = 1;
   Eigen::Index width() const { return heads * features; }  ///< HF: columns of z
   Eigen::Index halo_width() const { return heads * features + heads; }  ///< [z | el]
@@ -59,7 +61,9 @@ class gat_attention_dropout {
               "sar::gat_attention_dropout: rate = ", rate, " outside [0, 1)");
   }
 
+  /// Whether any coefficient is dropped (rate > 0).
   bool active() const { return rate_ > 0; }
+  /// The drop rate.
   double rate() const { return rate_; }
 
   /// Writes the scales of heads [0, heads) of edge source -> destination into out[0..heads).
@@ -164,7 +168,14 @@ inline void check_gat_block_rows(const char* where, const graph_block& block, Ei
 ///   slope_acc_i(h) = sum_j exp(e_ij - m_i) l_ij d_ij z_j(h)
 template <class T>
 struct gat_softmax_state {
+  /// \var max
+  /// Running max m_i(h) of the logits seen so far (n x H); after gat_softmax_finish, the
+  /// log-normaliser m + log sum.
+  /// \var sum
+  /// sum_j exp(e_ij - m_i) over the edges seen so far (n x H).
   matrix<T> max, sum, slope_sum;  ///< n x H
+  /// \var acc
+  /// sum_j exp(e_ij - m_i) d_ij z_j(h) (n x HF); after gat_softmax_finish, divided by sum.
   matrix<T> acc, slope_acc;       ///< n x HF
 
   /// Ensures the state of n rows that have seen no edge: max = -inf, sums 0. Filled in

@@ -18,18 +18,26 @@ namespace sar {
 template <class T, class Op>
 class pointwise_layer {
  public:
+  /// Element type of the matrices.
   using scalar = T;
+  /// forward and backward may run in place (sar/nn/layer.hpp).
   static constexpr bool in_place = true;
+  /// Row i of y depends on row i of x alone (sar/nn/layer.hpp).
   static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 (the width of x and y); throws sar::invalid_argument otherwise.
   explicit pointwise_layer(Eigen::Index dim, Op op = {}) : dim_(dim), op_(op) {
     SAR_CHECK(dim >= 0, invalid_argument, "sar::", Op::name, ": width ", dim);
   }
+  /// Input width (features per node).
   Eigen::Index input_dim() const { return dim_; }
+  /// Output width: the input width.
   Eigen::Index output_dim() const { return dim_; }
+  /// No parameters: declares nothing.
   void declare(parameter_store<T>&) {}
+  /// The element-wise function (its value and slope).
   const Op& op() const { return op_; }
+  /// Backward reads y, never x.
   reads_in_backward backward_reads() const { return {.input = false, .output = true}; }
 
   /// y := f(x). Requires x.cols() == input_dim(); x and y may be the same matrix.
@@ -111,6 +119,7 @@ struct elu_op {
 template <class T>
 class relu : public pointwise_layer<T, detail::relu_op> {
  public:
+  /// Width `dim` (>= 0); throws sar::invalid_argument otherwise.
   explicit relu(Eigen::Index dim) : pointwise_layer<T, detail::relu_op>(dim) {}
 };
 
@@ -119,6 +128,8 @@ class relu : public pointwise_layer<T, detail::relu_op> {
 template <class T>
 class leaky_relu : public pointwise_layer<T, detail::leaky_relu_op> {
  public:
+  /// Width `dim` (>= 0) and the slope for negative x (>= 0); throws sar::invalid_argument
+  /// otherwise.
   explicit leaky_relu(Eigen::Index dim, double negative_slope = 0.01)
       : pointwise_layer<T, detail::leaky_relu_op>(dim, detail::leaky_relu_op{negative_slope}) {
     SAR_CHECK(negative_slope >= 0, invalid_argument, "sar::leaky_relu: negative_slope ",
@@ -131,6 +142,7 @@ class leaky_relu : public pointwise_layer<T, detail::leaky_relu_op> {
 template <class T>
 class elu : public pointwise_layer<T, detail::elu_op> {
  public:
+  /// Width `dim` (>= 0) and alpha (> 0); throws sar::invalid_argument otherwise.
   explicit elu(Eigen::Index dim, double alpha = 1.0)
       : pointwise_layer<T, detail::elu_op>(dim, detail::elu_op{alpha}) {
     SAR_CHECK(alpha > 0, invalid_argument, "sar::elu: alpha ", alpha, " <= 0");

@@ -29,7 +29,9 @@ namespace sar {
 template <class T, class Schedule>
 class any_layer {
  public:
+  /// Element type of the held layer.
   using scalar = T;
+  /// The schedule the held layer runs on.
   using schedule_type = Schedule;
 
   /// Takes ownership of a copy of (or the moved) layer. Requires L to satisfy
@@ -39,13 +41,18 @@ class any_layer {
   any_layer(L&& l)  // NOLINT: implicit, so a vector of any_layer accepts layers directly
       : self_(make_model(std::forward<L>(l))) {}
 
+  /// Takes over the held layer of the moved-from any_layer.
   any_layer(any_layer&&) noexcept = default;
+  /// Takes over the held layer of the moved-from any_layer (destroying the one held).
   any_layer& operator=(any_layer&&) noexcept = default;
 
+  /// The held layer's input width.
   Eigen::Index input_dim() const { return self_->input_dim(); }
+  /// The held layer's output width.
   Eigen::Index output_dim() const { return self_->output_dim(); }
   /// The held layer's optional traits (sar/nn/layer.hpp), as a model reads them.
   detail::layer_traits traits() const { return self_->traits(); }
+  /// Declares the held layer's parameters in `store` (its declare()).
   void declare(parameter_store<T>& store) { self_->declare(store); }
   /// The held layer's state besides its parameters (sar/nn/layer.hpp), or nothing.
   std::vector<std::span<double>> state() { return self_->state(); }
@@ -65,6 +72,7 @@ class any_layer {
     auto* m = dynamic_cast<model<L>*>(self_.get());
     return m ? &m->layer : nullptr;
   }
+  /// As target(), for a const any_layer.
   template <class L>
   const L* target() const {
     const auto* m = dynamic_cast<const model<L>*>(self_.get());
@@ -125,7 +133,9 @@ class any_layer {
 template <class T, class Schedule>
 class dynamic_sequential : public detail::model_base<T> {
  public:
+  /// Element type of the layers.
   using scalar = T;
+  /// How the layers are held.
   using layer_type = any_layer<T, Schedule>;
 
   /// Takes the layers, declares their parameters (in layer order) in one store and allocates
@@ -146,9 +156,12 @@ class dynamic_sequential : public detail::model_base<T> {
     this->set_dimensions(std::move(in), std::move(out), std::move(traits),
                          "sar::dynamic_sequential");
   }
+  /// Movable: the store is held by pointer, so the layers' parameter views stay valid.
   dynamic_sequential(dynamic_sequential&&) noexcept = default;
+  /// Move assignment (see the move constructor).
   dynamic_sequential& operator=(dynamic_sequential&&) noexcept = default;
 
+  /// Number of layers.
   std::size_t size() const { return layers_.size(); }
   /// Every layer's state besides its parameters (sar/nn/layer.hpp), in layer order.
   std::vector<std::span<double>> state() {
@@ -157,7 +170,9 @@ class dynamic_sequential : public detail::model_base<T> {
       for (auto s : l.state()) all.push_back(s);
     return all;
   }
+  /// Layer k; throws std::out_of_range for k >= size().
   layer_type& layer(std::size_t k) { return layers_.at(k); }
+  /// Layer k (const); throws std::out_of_range for k >= size().
   const layer_type& layer(std::size_t k) const { return layers_.at(k); }
 
   /// As sequential::infer: layers [first, end) in inference on a Schedule or layered graph.

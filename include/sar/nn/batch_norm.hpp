@@ -29,18 +29,24 @@
 
 namespace sar {
 
+/// Settings of a batch_norm layer.
 struct batch_norm_options {
   double momentum = 0.1;  ///< weight of the new batch in the running statistics
   double epsilon = 1e-5;  ///< added to the variance
   bool affine = true;     ///< learn gamma (init 1) and beta (init 0)
   int group = 1;          ///< optimiser group of gamma and beta (no weight decay by default)
+  /// Parameters are named name + ".gamma" and name + ".beta".
   std::string name = "batch_norm";
 };
 
+/// Batch normalisation per feature over the nodes of every rank (see the top of this file).
+/// A layer (sar/nn/layer.hpp) whose training forward and backward are collective.
 template <class T>
 class batch_norm {
  public:
+  /// Element type of the matrices and parameters.
   using scalar = T;
+  /// Output row i depends on no other node's row (only on the batch statistics).
   static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0, 0 <= momentum <= 1, epsilon >= 0; throws sar::invalid_argument.
@@ -56,12 +62,17 @@ class batch_norm {
               options_.epsilon);
   }
 
+  /// Input width (features per node).
   Eigen::Index input_dim() const { return dim_; }
+  /// Output width: the input width.
   Eigen::Index output_dim() const { return dim_; }
   /// Evaluation-mode statistics (state, not parameters: checkpoints hold them through state()).
   std::span<double> running_mean() { return running_mean_; }
+  /// The running variance (unbiased).
   std::span<double> running_var() { return running_var_; }
+  /// The running mean (const).
   std::span<const double> running_mean() const { return running_mean_; }
+  /// The running variance (const).
   std::span<const double> running_var() const { return running_var_; }
   /// The layer's state besides its parameters (see sar/nn/layer.hpp): the running mean, then
   /// the running variance.

@@ -36,6 +36,7 @@ namespace sar {
 /// covers 16 columns; the probability actually used is dropped_fraction() (within 2^-17 of p).
 class dropout_mask {
  public:
+  /// Columns one random draw decides (16 bits each).
   static constexpr Eigen::Index columns_per_draw = 16;
 
   /// Requires 0 <= p < 1.
@@ -242,16 +243,23 @@ class dropout_parameters {
 
 }  // namespace detail
 
+/// Inverted dropout (see the top of this file). Forward keeps the mask as bits, so backward
+/// draws no random numbers.
 template <class T>
 class dropout : public detail::dropout_parameters {
  public:
+  /// Element type of the matrices.
   using scalar = T;
+  /// forward and backward may run in place (sar/nn/layer.hpp).
   static constexpr bool in_place = true;
+  /// Row i of y depends on row i of x alone (sar/nn/layer.hpp).
   static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
   dropout(Eigen::Index dim, double p) : dropout_parameters("dropout", dim, p) {}
+  /// No parameters: declares nothing.
   void declare(parameter_store<T>&) {}
+  /// Backward reads neither x nor y (it uses the kept mask).
   reads_in_backward backward_reads() const { return {.input = false, .output = false}; }
 
   /// y := x * mask / (1 - p) in training, y := x otherwise. Requires x.cols() == input_dim()
@@ -310,8 +318,11 @@ class dropout : public detail::dropout_parameters {
 template <class T>
 class relu_dropout : public detail::dropout_parameters {
  public:
+  /// Element type of the matrices.
   using scalar = T;
+  /// forward and backward may run in place (sar/nn/layer.hpp).
   static constexpr bool in_place = true;
+  /// Row i of y depends on row i of x alone (sar/nn/layer.hpp).
   static constexpr bool reads_neighbours = false;
 
   /// Requires dim >= 0 and 0 <= p < 1; throws sar::invalid_argument otherwise.
@@ -319,7 +330,9 @@ class relu_dropout : public detail::dropout_parameters {
   /// Row i of y depends on row i of x alone: a model may run the layer inside the layer
   /// before it, on rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool row_wise = true;
+  /// No parameters: declares nothing.
   void declare(parameter_store<T>&) {}
+  /// Backward reads y, never x.
   reads_in_backward backward_reads() const { return {.input = false, .output = true}; }
 
   /// y := max(x, 0) * mask / (1 - p) in training, max(x, 0) otherwise, on ctx's rows

@@ -39,11 +39,15 @@ enum class gat_merge {
   mean,    ///< output_dim = F (output layers)
 };
 
+/// Settings of a gat_layer.
 struct gat_options {
+  /// Number of attention heads H (in [1, 2^18]).
   Eigen::Index heads = 1;
+  /// How the heads are combined (concat: output_dim = H F; mean: F).
   gat_merge merge = gat_merge::concat;
   double negative_slope = 0.2;     ///< LeakyReLU slope of the attention logits
   double attention_dropout = 0.0;  ///< rate on the normalised coefficients, training only
+  /// Learn a bias b (1 x output_dim, zeros).
   bool bias = true;
 };
 
@@ -78,9 +82,11 @@ struct gat_parameter_ids {
 };
 }  // namespace detail
 
+/// Graph attention layer with H heads of head_dim features (see the top of this file).
 template <class T>
 class gat_layer {
  public:
+  /// Element type of the matrices and parameters.
   using scalar = T;
 
   /// head_dim = F, features per head. Throws sar::invalid_argument for non-positive sizes, a
@@ -90,12 +96,17 @@ class gat_layer {
     detail::check_gat_options("sar::gat_layer", input_dim, head_dim, options);
   }
 
+  /// Input width F_in.
   Eigen::Index input_dim() const { return input_dim_; }
+  /// Output width: H F with concat, F with mean.
   Eigen::Index output_dim() const {
     return options_.merge == gat_merge::concat ? dims_.width() : dims_.features;
   }
+  /// Number of heads H.
   Eigen::Index heads() const { return dims_.heads; }
+  /// Features per head F.
   Eigen::Index head_dim() const { return dims_.features; }
+  /// The options it was built with.
   const gat_options& options() const { return options_; }
 
   /// Registers weight, attention_left, attention_right and (optionally) bias. Once per store.

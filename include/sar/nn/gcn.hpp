@@ -28,10 +28,13 @@
 
 namespace sar {
 
+/// Graph convolution layer (Kipf & Welling; see the top of this file).
 template <class T>
 class gcn_layer {
  public:
+  /// Element type of the matrices and parameters.
   using scalar = T;
+  /// Backward assigns dLoss/dx, so dx need not be zeroed (sar/nn/layer.hpp).
   static constexpr bool assigns_input_gradient = true;
   /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool finishes_rows = true;
@@ -47,7 +50,9 @@ class gcn_layer {
               input_dim, " -> ", output_dim);
   }
 
+  /// Input width F_in.
   Eigen::Index input_dim() const { return input_dim_; }
+  /// Output width F_out.
   Eigen::Index output_dim() const { return output_dim_; }
   /// True when W is applied before aggregating (output_dim() < input_dim(), unless
   /// constructed aggregate_first).

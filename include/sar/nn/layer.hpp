@@ -79,13 +79,19 @@ namespace sar {
 
 /// What a forward/backward pass needs to know besides its data.
 struct layer_context {
+  /// True in training; false in evaluation (dropout off, batch norm on its running statistics).
   bool training = true;
+  /// Seed of the run; keys the layers' random numbers (with epoch and layer).
   std::uint64_t seed = 0;
+  /// Epoch; keys the layers' random numbers (with seed and layer).
   std::uint64_t epoch = 0;
   std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
   /// Set by a model for a layer with finishes_rows (see above); null: nothing to call.
   const row_finisher* finish_rows = nullptr;
+  /// \var first_row
   /// Set by a model for a row_wise layer's forward: the rows to compute; end_row < 0: all.
+  /// \var end_row
+  /// End of that range (exclusive); < 0: all rows.
   Eigen::Index first_row = 0, end_row = -1;
 
   /// The key of this layer's exchange number `call` (0, 1, ... in the layer's own order),
@@ -118,7 +124,9 @@ inline void finish_all_rows(const layer_context& ctx, Eigen::Index rows) {
 
 /// Which of its forward's input x and output y a layer's backward reads.
 struct reads_in_backward {
+  /// Whether backward reads x.
   bool input = true;
+  /// Whether backward reads y.
   bool output = true;
 };
 

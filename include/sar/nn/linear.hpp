@@ -14,18 +14,24 @@
 
 namespace sar {
 
+/// Settings of a linear layer.
 struct linear_options {
+  /// Learn a bias b (1 x output_dim, zeros).
   bool bias = true;
   int weight_group = 0;  ///< optimiser group of W (weight decay is set per group)
   int bias_group = 0;    ///< optimiser group of b
+  /// How W is initialised (b starts at zero).
   init_kind init = init_kind::glorot_uniform;
   std::string name = "linear";  ///< parameters are named name + ".weight" / ".bias"
 };
 
+/// Fully connected layer y = x W + b on each node's row (see the top of this file).
 template <class T>
 class linear {
  public:
+  /// Element type of the matrices and parameters.
   using scalar = T;
+  /// Row i of y depends on row i of x alone (sar/nn/layer.hpp).
   static constexpr bool reads_neighbours = false;
 
   /// Requires input_dim, output_dim >= 0; throws sar::invalid_argument otherwise.
@@ -35,8 +41,11 @@ class linear {
               out_);
   }
 
+  /// Input width (features per node).
   Eigen::Index input_dim() const { return in_; }
+  /// Output width.
   Eigen::Index output_dim() const { return out_; }
+  /// Whether it has a bias b.
   bool has_bias() const { return options_.bias; }
   /// Backward reads x, never y.
   reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
@@ -50,7 +59,9 @@ class linear {
       bias_ = store.declare({options_.name + ".bias", 1, out_, init_kind::zeros,
                              options_.bias_group});
   }
+  /// Index of W in the store (valid after declare()).
   std::size_t weight_index() const { return weight_; }
+  /// Index of b in the store (valid after declare() with a bias).
   std::size_t bias_index() const { return bias_; }
 
   /// y := x W + b. Requires declare() and an allocated store, x.cols() == input_dim().

@@ -18,9 +18,12 @@ namespace sar {
 /// Which local nodes count: those whose split equals `which`. An empty split selects every
 /// node (with which == node_split::none meaning "all").
 struct node_selection {
+  /// Split of each local node (empty: every node is selected).
   std::span<const node_split> split;
+  /// The split that counts.
   node_split which = node_split::train;
 
+  /// Whether local node i counts.
   bool selected(Eigen::Index i) const {
     return split.empty() ? true : split[static_cast<std::size_t>(i)] == which;
   }
@@ -89,9 +92,13 @@ double softmax_cross_entropy(const matrix<T>& logits, std::span<const std::int32
   return sums[0];
 }
 
+/// Correct and total selected nodes: local sums, which a distributed run all-reduces.
 struct accuracy_counts {
+  /// Selected nodes whose arg-max is their label.
   node_t correct = 0;
+  /// Selected nodes.
   node_t total = 0;
+  /// correct / total; 0 when total is 0.
   double fraction() const { return total > 0 ? static_cast<double>(correct) / total : 0.0; }
 };
 

@@ -50,11 +50,16 @@ struct parameter_shape {
   int group = 0;
 };
 
+/// The flat value and gradient buffers of every parameter of a model (see the top of this
+/// file): layers declare(), the owner calls allocate(), layers then read views by index.
 template <class T>
 class parameter_store {
  public:
+  /// Element type of the parameters.
   using scalar = T;
+  /// A parameter as a mutable rows x cols row-major matrix in a buffer.
   using view = Eigen::Map<matrix<T>>;
+  /// A parameter as a read-only rows x cols row-major matrix in a buffer.
   using const_view = Eigen::Map<const matrix<T>>;
 
   /// Registers a parameter; returns its index. Requires allocate() not yet called.
@@ -101,20 +106,32 @@ class parameter_store {
   /// Moves parameter p to optimiser group `group` (e.g. no weight decay beyond layer 0).
   void set_group(std::size_t p, int group) { entries_.at(p).shape.group = group; }
 
+  /// Number of parameters declared.
   std::size_t size() const { return entries_.size(); }
   /// Length of values() and grads(): the parameters plus the padding between them.
   Eigen::Index total_size() const { return total_; }
+  /// The shape parameter p was declared with (its group as set_group() left it).
   const parameter_shape& shape(std::size_t p) const { return entries_[p].shape; }
+  /// Where parameter p starts in values() and grads().
   Eigen::Index offset(std::size_t p) const { return entries_[p].offset; }
 
+  /// The values of parameter p. Throws sar::invalid_argument before allocate().
   view value(std::size_t p) { return map(values_.data(), p); }
+  /// The values of parameter p (read-only). Throws sar::invalid_argument before allocate().
   const_view value(std::size_t p) const { return cmap(values_.data(), p); }
+  /// The gradient of parameter p. Throws sar::invalid_argument before allocate().
   view grad(std::size_t p) { return map(grads_.data(), p); }
+  /// The gradient of parameter p (read-only). Throws sar::invalid_argument before allocate().
   const_view grad(std::size_t p) const { return cmap(grads_.data(), p); }
 
+  /// The whole value buffer (total_size() entries; empty before allocate()): what optimisers
+  /// step.
   std::span<T> values() { return values_; }
+  /// The whole value buffer (read-only).
   std::span<const T> values() const { return values_; }
+  /// The whole gradient buffer (total_size() entries): what one all-reduce syncs.
   std::span<T> grads() { return grads_; }
+  /// The whole gradient buffer (read-only).
   std::span<const T> grads() const { return grads_; }
 
  private:

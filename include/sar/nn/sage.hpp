@@ -58,7 +58,9 @@ struct gcn_aggregator {};
 /// Elementwise max over the in-neighbours of relu(x W_pool + b_pool).
 struct pool_aggregator {};
 
+/// Settings of a sage_layer.
 struct sage_options {
+  /// Add a learned bias b (1 x output_dim, zeros).
   bool bias = true;
   Eigen::Index pool_dim = 0;  ///< pool only: width of the pooled features; 0 = input_dim
   /// mean, gcn: aggregate x before the neighbour weight whatever the widths (the halo is then
@@ -66,6 +68,8 @@ struct sage_options {
   bool aggregate_first = false;
 };
 
+/// GraphSAGE convolution; Aggregator is mean_aggregator, gcn_aggregator or pool_aggregator
+/// (see the top of this file).
 template <class T, class Aggregator>
 class sage_layer {
   static_assert(std::is_same_v<Aggregator, mean_aggregator> ||
@@ -78,8 +82,11 @@ class sage_layer {
   static constexpr bool is_pool = std::is_same_v<Aggregator, pool_aggregator>;
 
  public:
+  /// Element type of the matrices and parameters.
   using scalar = T;
+  /// The aggregator it was instantiated with.
   using aggregator = Aggregator;
+  /// Backward assigns dLoss/dx, so dx need not be zeroed (sar/nn/layer.hpp).
   static constexpr bool assigns_input_gradient = true;
   /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool finishes_rows = true;
@@ -95,7 +102,9 @@ class sage_layer {
               options.pool_dim);
   }
 
+  /// Input width F_in.
   Eigen::Index input_dim() const { return input_dim_; }
+  /// Output width F_out.
   Eigen::Index output_dim() const { return output_dim_; }
   /// Width of the pooled (and exchanged) features of pool; input_dim() otherwise.
   Eigen::Index pool_dim() const { return is_pool ? pool_dim_ : input_dim_; }

@@ -413,6 +413,8 @@ struct model_scalar<First, Rest...> {
 
 }  // namespace detail
 
+/// A model composed at compile time of the layers Layers... (see the top of this file): one
+/// parameter_store for all of them, forward in order, backward in reverse.
 template <class... Layers>
 class sequential : public detail::model_base<typename detail::model_scalar<Layers...>::type> {
   static_assert(sizeof...(Layers) >= 1, "sar::sequential needs at least one layer type.");
@@ -420,6 +422,7 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   using base = detail::model_base<typename detail::model_scalar<Layers...>::type>;
 
  public:
+  /// Element type of every layer.
   using scalar = typename base::scalar;
   static_assert((std::is_same_v<typename detail::model_scalar<Layers>::type, scalar> && ...),
                 "Every layer of a sar::sequential must use the same scalar type (all float or "
@@ -439,9 +442,12 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
         },
         layers_);
   }
+  /// Movable: the store is held by pointer, so the layers' parameter views stay valid.
   sequential(sequential&&) noexcept = default;
+  /// Move assignment (see the move constructor).
   sequential& operator=(sequential&&) noexcept = default;
 
+  /// Number of layers.
   static constexpr std::size_t size() { return sizeof...(Layers); }
   /// Every layer's state besides its parameters (sar/nn/layer.hpp), in layer order.
   std::vector<std::span<double>> state() {
@@ -449,8 +455,10 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
     std::apply([&](auto&... l) { ((append(all, state_of(l))), ...); }, layers_);
     return all;
   }
+  /// Layer I.
   template <std::size_t I>
   auto& layer() { return std::get<I>(layers_); }
+  /// Layer I (const).
   template <std::size_t I>
   const auto& layer() const { return std::get<I>(layers_); }
 

@@ -17,10 +17,15 @@
 
 namespace sar {
 
+/// Settings of adam and adamw (see the top of this file).
 struct adam_options {
+  /// Step size (>= 0); set_learning_rate() changes it between steps.
   double learning_rate = 1e-3;
+  /// Decay rate of the first moment, in [0, 1).
   double beta1 = 0.9;
+  /// Decay rate of the second moment, in [0, 1).
   double beta2 = 0.999;
+  /// Added to the denominator (> 0).
   double epsilon = 1e-8;
   /// Decay per parameter group (parameter_shape::group); groups past the end decay by 0.
   std::vector<double> weight_decay;
@@ -28,11 +33,16 @@ struct adam_options {
   bool decoupled_weight_decay = false;
 };
 
+/// Adam, or AdamW with options.decoupled_weight_decay, stepping a parameter_store<T>.
 template <class T>
 class adam {
  public:
+  /// What the optimiser carries from step to step (what a checkpoint saves).
   struct state {
+    /// \var m
+    /// First moments, one per parameter value.
     std::vector<T> m, v;  ///< first and second moments, one per parameter value
+    /// Steps taken (t of the bias corrections).
     std::uint64_t steps = 0;
   };
 
@@ -49,10 +59,16 @@ class adam {
     detail::check_decay("sar::adam", options_.weight_decay);
   }
 
+  /// The settings (with the learning rate as last set).
   const adam_options& options() const { return options_; }
+  /// The learning rate may change between steps (schedules).
   void set_learning_rate(double lr) { options_.learning_rate = lr; }
+  /// The moments and the step count.
   const state& get_state() const { return state_; }
+  /// The moments and the step count, writable (to restore a checkpoint).
   state& get_state() { return state_; }
+  /// Forgets the moments and the step count: the next step starts afresh (needed after the
+  /// store changes size).
   void reset() { state_ = {}; }
 
   /// One update of every value from store.grads(). Requires an allocated store whose size
@@ -95,6 +111,7 @@ class adam {
 template <class T>
 class adamw : public adam<T> {
  public:
+  /// As adam(options) with decoupled_weight_decay set; the same requirements and throws.
   explicit adamw(adam_options options = {})
       : adam<T>(with_decoupled(std::move(options))) {}
 

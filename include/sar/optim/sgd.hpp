@@ -16,19 +16,26 @@
 
 namespace sar {
 
+/// Settings of sgd (see the top of this file).
 struct sgd_options {
+  /// Step size (>= 0); set_learning_rate() changes it between steps.
   double learning_rate = 0.01;
+  /// Momentum in [0, 1); 0: plain gradient steps, no velocity.
   double momentum = 0.0;
+  /// Nesterov momentum instead of heavy-ball (requires momentum > 0).
   bool nesterov = false;
   /// L2 decay per parameter group (parameter_shape::group); groups past the end decay by 0.
   std::vector<double> weight_decay;
 };
 
+/// SGD with optional momentum (heavy-ball or Nesterov), stepping a parameter_store<T>.
 template <class T>
 class sgd {
  public:
+  /// What the optimiser carries from step to step (what a checkpoint saves).
   struct state {
     std::vector<T> velocity;  ///< one per parameter value (empty without momentum)
+    /// Steps taken.
     std::uint64_t steps = 0;
   };
 
@@ -44,11 +51,16 @@ class sgd {
     detail::check_decay("sar::sgd", options_.weight_decay);
   }
 
+  /// The settings (with the learning rate as last set).
   const sgd_options& options() const { return options_; }
   /// The learning rate may change between steps (schedules).
   void set_learning_rate(double lr) { options_.learning_rate = lr; }
+  /// The velocity and the step count.
   const state& get_state() const { return state_; }
+  /// The velocity and the step count, writable (to restore a checkpoint).
   state& get_state() { return state_; }
+  /// Forgets the velocity and the step count: the next step starts afresh (needed after the
+  /// store changes size).
   void reset() { state_ = {}; }
 
   /// One update of every value from store.grads(). Requires an allocated store whose size

@@ -11,6 +11,7 @@
 
 namespace sar {
 
+/// What one rank holds of a partitioned dataset (see the top of this file).
 struct graph_part {
   int part = 0;                          ///< this part's index (= the rank that loads it)
   partition_book book;                   ///< ranges of all parts (relabelled global ids)
@@ -18,11 +19,14 @@ struct graph_part {
                                          ///< columns: GLOBAL source ids (num_cols = book.num_nodes())
   matrixf features;                      ///< local nodes x feature_dim
   std::vector<std::int32_t> labels;      ///< local nodes (may be empty), -1 = unlabelled
+  /// Number of classes of the whole dataset (labels are in [0, num_classes) or -1).
   std::int32_t num_classes = 0;
   std::vector<node_split> split;         ///< local nodes (may be empty)
   std::vector<node_t> original_ids;      ///< local row -> id in the dataset before relabelling
 
+  /// Number of nodes this part owns.
   node_t num_local() const { return in_edges.num_rows; }
+  /// Global (relabelled) id of local row 0.
   node_t first_global() const { return book.begin(part); }
 };
 

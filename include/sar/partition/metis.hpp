@@ -16,6 +16,7 @@
 
 namespace sar {
 
+/// Settings of partition_metis.
 struct metis_options {
   std::uint64_t seed = 0;         ///< METIS_OPTION_SEED (reduced modulo 2^31): same seed, same result
   double imbalance = 0.05;        ///< allowed imbalance per constraint: max part weight <= (1+x) * mean

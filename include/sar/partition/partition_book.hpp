@@ -10,6 +10,8 @@
 
 namespace sar {
 
+/// Which part owns which global id: part p owns the contiguous range
+/// [offsets[p], offsets[p + 1]). The default book has no parts and no nodes.
 class partition_book {
  public:
   partition_book() : offsets_{0} {}
@@ -21,11 +23,17 @@ class partition_book {
               "sar::partition_book: offsets must not decrease");
   }
 
+  /// Number of parts.
   int num_parts() const { return static_cast<int>(offsets_.size()) - 1; }
+  /// Number of nodes of all parts.
   node_t num_nodes() const { return offsets_.back(); }
+  /// First global id of `part`.
   node_t begin(int part) const { return offsets_[part]; }
+  /// One past the last global id of `part`.
   node_t end(int part) const { return offsets_[part + 1]; }
+  /// Number of nodes of `part`.
   node_t size(int part) const { return end(part) - begin(part); }
+  /// The num_parts() + 1 range bounds.
   const std::vector<node_t>& offsets() const { return offsets_; }
 
   /// The part owning global id `id` (requires 0 <= id < num_nodes()); empty parts are skipped.
@@ -33,6 +41,7 @@ class partition_book {
     return static_cast<int>(std::upper_bound(offsets_.begin(), offsets_.end(), id) -
                             offsets_.begin()) - 1;
   }
+  /// Same offsets.
   friend bool operator==(const partition_book&, const partition_book&) = default;
 
  private:

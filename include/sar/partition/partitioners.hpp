@@ -62,8 +62,11 @@ inline std::vector<int> partition_contiguous(node_t n, int parts) {
 /// How good a partition is. Edges are the directed (stored) edges of the CSR; a part's edges
 /// are the in-edges of its nodes (what the rank owning it stores).
 struct partition_quality {
+  /// Number of parts.
   int num_parts = 0;
+  /// Number of nodes of the graph.
   node_t num_nodes = 0;
+  /// Number of (directed, stored) edges of the graph.
   edge_t num_edges = 0;
   edge_t edge_cut = 0;             ///< edges whose endpoints lie in different parts
   double edge_cut_fraction = 0.0;  ///< edge_cut / num_edges (0 if there are no edges)

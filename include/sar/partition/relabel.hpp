@@ -9,6 +9,7 @@
 
 namespace sar {
 
+/// What relabel() returns: the new global ids and the ranges they give each part.
 struct relabelling {
   std::vector<node_t> new_of_old;  ///< original id -> relabelled id
   std::vector<node_t> old_of_new;  ///< relabelled id -> original id

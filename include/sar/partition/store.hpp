@@ -43,12 +43,18 @@ inline constexpr int partition_store_version = 2;
 
 /// Everything meta.json records about a partitioned dataset.
 struct partition_metadata {
+  /// Version of the store layout (partition_store_version when written).
   int format_version = partition_store_version;
   std::string dataset;            ///< the dataset's name
+  /// Number of parts.
   int num_parts = 0;
+  /// Number of nodes of the dataset.
   node_t num_nodes = 0;
+  /// Number of edges of the dataset (all parts).
   edge_t num_edges = 0;
+  /// Features per node.
   std::int64_t feature_dim = 0;
+  /// Number of classes.
   std::int32_t num_classes = 0;
   bool has_labels = false;        ///< false: every part's labels are empty
   bool has_split = false;         ///< false: every part's split is empty
@@ -66,6 +72,7 @@ struct partition_metadata {
 /// How read_partition_part reads. verify_checksums false skips the CRC-32 of every file
 /// (bench/RESULTS.md §12 measures what it costs).
 struct partition_read_options {
+  /// Check the CRC-32 of every file (false skips it).
   bool verify_checksums = true;
 };
 

@@ -28,6 +28,7 @@ namespace sar {
 
 /// What a row's darts are keyed by (see the top of this header).
 struct dart_key {
+  /// The epoch the minibatch belongs to.
   std::uint64_t epoch = 0;
   std::uint64_t minibatch = 0;  ///< the minibatch's number in its epoch
   std::uint64_t node = 0;       ///< dataset id of the row's vertex (node-wise), or ~0

@@ -45,6 +45,8 @@ inline void check_replication(const char* where, int ranks, int replication, int
             ranks / replication, " parts, not ", store_parts);
 }
 
+/// One rank's part of a graph for distributed minibatch training (see the top of this
+/// file): a sar::minibatch_graph whose calls that fetch rows or reduce are collective.
 template <communicator Comm>
 class distributed_sampling_graph {
  public:
@@ -96,6 +98,7 @@ class distributed_sampling_graph {
   }
 
   // --- What the sampler reads (sar/sampling/samplers.hpp, sampling_graph_of) ---
+  /// Number of nodes of the whole graph.
   node_t num_nodes() const { return book_.num_nodes(); }
 
   /// The rows of A of `ids` (dataset ids), columns as dataset ids. Collective.
@@ -194,11 +197,15 @@ class distributed_sampling_graph {
   }
 
   // --- What the minibatch loop reads (sar/train/minibatch.hpp) ---
+  /// This rank.
   int rank() const { return comm_->rank(); }
+  /// Number of ranks.
   int size() const { return comm_->size(); }
+  /// Ranks per group c (each part lives on c ranks).
   int replication() const { return replication_; }
   /// Whether this rank's nodes count in metrics (replica 0 of each group).
   bool counts_in_evaluation() const { return replica_ == 0; }
+  /// Number of nodes of this rank's part.
   node_t num_local() const { return rows_.num_rows; }
   /// The local row of node `id` (dataset id), or -1 if another group owns it.
   node_t local_row(node_t id) const {
@@ -254,8 +261,10 @@ class distributed_sampling_graph {
     return gather(std::span<const node_t>(out_degree_), ids);
   }
 
+  /// Sums values element-wise over all ranks, in place. Collective.
   template <reducible_scalar V>
   void all_reduce_sum(std::span<V> values) { comm_->all_reduce(values, reduce_op::sum); }
+  /// The largest `value` of all ranks. Collective.
   std::int64_t all_reduce_max(std::int64_t value) {
     comm_->all_reduce(std::span<std::int64_t>(&value, 1), reduce_op::max);
     return value;

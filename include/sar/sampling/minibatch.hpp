@@ -16,8 +16,11 @@
 
 namespace sar {
 
+/// A sampled minibatch as a sar::layered_graph (see the top of this file). Not copyable
+/// (its schedules point into themselves).
 class sampled_minibatch {
  public:
+  /// The schedule its blocks and levels are.
   using schedule_type = local_schedule;
 
   /// Takes a sample (sar/sampling/samplers.hpp). Throws sar::invalid_argument if its levels
@@ -45,11 +48,17 @@ class sampled_minibatch {
     }
   }
 
+  /// Number of blocks (graph layers sampled).
   std::size_t num_blocks() const { return blocks_.size(); }
+  /// Block l: level l (sources) -> level l + 1 (destinations). Throws std::out_of_range for
+  /// l >= num_blocks().
   local_schedule& block(std::size_t l) { return blocks_.at(l); }
+  /// Level l's rows as an edgeless schedule (l <= num_blocks()). Throws std::out_of_range
+  /// otherwise.
   local_schedule& level(std::size_t l) { return levels_.at(l); }
   /// Dataset ids of the input rows (level 0); the first num_seeds() are the seeds.
   std::span<const node_t> ids() const { return ids_; }
+  /// Number of seeds (the last level's rows).
   node_t num_seeds() const { return levels_.back().num_destinations(); }
 
  private:

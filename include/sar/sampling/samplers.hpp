@@ -68,6 +68,7 @@ struct minibatch_sample {
   std::vector<node_t> level_sizes;    ///< n_0 >= n_1 >= ... >= n_L (n_L = the seeds)
   std::vector<sampled_block> blocks;  ///< block l: level l (sources) -> level l + 1
 
+  /// The seeds: the first level_sizes.back() ids.
   std::span<const node_t> seeds() const {
     return {ids.data(), static_cast<std::size_t>(level_sizes.back())};
   }
@@ -75,11 +76,14 @@ struct minibatch_sample {
 
 enum class sampler_kind { node_wise, layer_wise };
 
+/// How bulk_sampler samples.
 struct sampler_options {
+  /// Node-wise (fanout per node) or layer-wise (LADIES: sources per minibatch).
   sampler_kind kind = sampler_kind::node_wise;
   /// Per layer from the input: the fanout (node-wise; -1 = all in-neighbours) or the sources
   /// drawn per minibatch (layer-wise, >= 1).
   std::vector<node_t> fanouts;
+  /// Keys the random numbers of the sampling.
   std::uint64_t seed = 0;
 };
 
@@ -156,7 +160,9 @@ matrix<T> gather_rows(const matrix<T>& m, std::span<const node_t> ids) {
 /// j (sorted), p_j = sum over the minibatch's level of Â_ij^2; out_degree[e] is the
 /// out-degree of the candidate of entry e.
 struct ladies_importance {
+  /// Row b: the importances p_j of minibatch b's candidate sources j.
   sparse_matrix weights;
+  /// Out-degree of the candidate of each entry of weights.
   std::vector<node_t> out_degree;
 };
 
@@ -184,12 +190,15 @@ class sampling_graph {
     SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, "sar::sampling_graph: the "
               "graph is ", graph.num_rows, " x ", graph.num_cols, " (square expected)");
   }
+  /// Number of nodes.
   node_t num_nodes() const { return graph_->num_rows; }
 
+  /// Row r = the in-neighbours of ids[r] (sorted; values 1).
   sparse_matrix rows(std::span<const node_t> ids) const {
     return spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_));
   }
 
+  /// LADIES' importances for levels' rows (builds Â o Â on the first call).
   ladies_importance importance(const sparse_matrix& levels) {
     const csr& g = *graph_;
     const std::vector<node_t>& out_degree = all_out_degrees();
@@ -208,23 +217,33 @@ class sampling_graph {
   // What the minibatch loop reads (sar/train/minibatch.hpp; the same names as
   // distributed_sampling_graph, where they are collective): one process holds every node,
   // row = dataset id.
+  /// Always 0.
   int rank() const { return 0; }
+  /// Always 1.
   int size() const { return 1; }
+  /// Always true: every node counts in metrics.
   bool counts_in_evaluation() const { return true; }
+  /// Number of nodes (all of them are local).
   node_t num_local() const { return num_nodes(); }
+  /// The local row of node `id`: `id` itself.
   node_t local_row(node_t id) const { return id; }
+  /// The whole graph.
   const csr& local_rows() const { return *graph_; }
+  /// Empty: no id map is needed.
   std::span<const node_t> local_ids() const { return {}; }  // row r is node r
+  /// The nodes whose split is train, ascending.
   std::vector<node_t> training_nodes(std::span<const node_split> split) const {
     std::vector<node_t> out;
     for (std::size_t v = 0; v < split.size(); ++v)
       if (split[v] == node_split::train) out.push_back(static_cast<node_t>(v));
     return out;
   }
+  /// The rows `ids` of `local` (gather_rows).
   template <class T>
   matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) const {
     return gather_rows(local, ids);
   }
+  /// The entries `ids` of `local`.
   template <class V>
   std::vector<V> gather(std::span<const V> local, std::span<const node_t> ids) const {
     std::vector<V> out;
@@ -232,11 +251,14 @@ class sampling_graph {
     for (node_t v : ids) out.push_back(local[v]);
     return out;
   }
+  /// Out-degrees of `ids` (every node's counted on first use).
   std::vector<node_t> out_degrees(std::span<const node_t> ids) {
     return gather(std::span<const node_t>(all_out_degrees()), ids);
   }
+  /// Nothing to sum over: leaves the values unchanged.
   template <class V>
   void all_reduce_sum(std::span<V>) const {}
+  /// Returns `value`.
   std::int64_t all_reduce_max(std::int64_t value) const { return value; }
   /// The graph's bytes and what this object derived from it.
   std::size_t memory_bytes() const {
@@ -274,6 +296,7 @@ class bulk_sampler {
     local_.emplace(graph);
   }
 
+  /// The options it was made with.
   const sampler_options& options() const { return options_; }
 
   /// One process: the samples of minibatches batches[0..k) (their seeds: distinct node ids of

@@ -27,16 +27,23 @@ namespace sar {
 /// A sparse matrix: a CSR pattern (columns sorted within each row for what spgemm returns)
 /// and one value per entry.
 struct sparse_matrix {
+  /// The rows, columns and entries.
   csr pattern;
   std::vector<double> values;  ///< pattern.num_edges() entries
 
+  /// Number of rows.
   node_t rows() const { return pattern.num_rows; }
+  /// Number of columns.
   node_t cols() const { return pattern.num_cols; }
+  /// Number of stored entries.
   edge_t nonzeros() const { return pattern.num_edges(); }
+  /// The columns of row i.
   std::span<const node_t> row_columns(node_t i) const { return pattern.row(i); }
+  /// The values of row i (aligned with row_columns(i)).
   std::span<const double> row_values(node_t i) const {
     return {values.data() + pattern.offsets[i], static_cast<std::size_t>(pattern.degree(i))};
   }
+  /// Same pattern and values.
   friend bool operator==(const sparse_matrix&, const sparse_matrix&) = default;
 
   /// Throws sar::invalid_argument naming `where` if the pattern is broken or the value count
@@ -51,14 +58,20 @@ struct sparse_matrix {
 /// A sparse matrix without a copy: a pattern and its values, or no values (every entry 1:
 /// a graph's adjacency as it is stored).
 struct sparse_view {
+  /// The rows, columns and entries (not owned: it must outlive the view).
   const csr& pattern;
   std::span<const double> values = {};  ///< empty: all ones
 
+  /// A view of `p` with values `v` (empty: all ones).
   sparse_view(const csr& p, std::span<const double> v = {}) : pattern(p), values(v) {}
+  /// A view of `m` (implicit, so a sparse_matrix passes where a view is taken).
   sparse_view(const sparse_matrix& m) : pattern(m.pattern), values(m.values) {}  // NOLINT
 
+  /// Number of rows.
   node_t rows() const { return pattern.num_rows; }
+  /// Number of columns.
   node_t cols() const { return pattern.num_cols; }
+  /// The value of entry e (1 without values).
   double value(edge_t e) const { return values.empty() ? 1.0 : values[e]; }
 };
 

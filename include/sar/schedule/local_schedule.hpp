@@ -26,11 +26,16 @@ struct sampled_block {
   /// The source degree GCN normalises by (1 / sqrt): empty = the out-degree in the block;
   /// layer-wise inference gives the whole graph's, as a full-batch run sees it.
   std::vector<node_t> source_degrees;
+  /// \var source_scales
   /// GCN's scales instead of 1 / sqrt(degree), one per source and one per destination
   /// (LADIES' importance re-weighting and row normalisation); empty = from the degrees.
+  /// \var destination_scales
+  /// One per destination (see source_scales); empty = from the degrees.
   std::vector<double> source_scales, destination_scales;
 };
 
+/// The single-process schedule (see the top of this file): a sar::aggregation_schedule of
+/// one block whose halo is the input itself.
 class local_schedule {
  public:
   /// Requires a CSR of in-edges (row = destination, column = source) with num_rows <=
@@ -84,17 +89,22 @@ class local_schedule {
   local_schedule(const local_schedule&) = delete;
   local_schedule& operator=(const local_schedule&) = delete;
 
+  /// Rows of a layer's output: the graph's rows.
   node_t num_destinations() const { return graph_.num_rows; }
+  /// Rows of a layer's input: the graph's columns.
   node_t num_sources() const { return graph_.num_cols; }
   /// The dataset id of source row `row` (keys random numbers; see graph_block).
   node_t node_id(node_t row) const { return block_.source_id(row); }
   /// In-degree of every destination and out-degree of every source (edges within the
   /// block): what GCN normalisation and mean aggregation need.
   std::span<const node_t> in_degrees() const { return in_degrees_; }
+  /// Out-degree of every source (the sampled block's source_degrees if it had them).
   std::span<const node_t> out_degrees() const { return out_degrees_; }
   /// GCN's scales of a sampled block (empty: from the degrees; see sampled_block).
   std::span<const double> source_scales() const { return source_scales_; }
+  /// GCN's destination scales of a sampled block (empty: from the degrees).
   std::span<const double> destination_scales() const { return destination_scales_; }
+  /// The in-edges (destinations x sources).
   const csr& graph() const { return graph_; }
 
   /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
@@ -111,11 +121,13 @@ class local_schedule {
     const const_rows_ref<typename X::Scalar> halo(x);
     visit(block_, halo);
   }
+  /// visit(block, dhalo) with dhalo = dx itself: the visitor adds into dx directly.
   template <class DX, class Visit>
   void scatter(const exchange_key&, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
     rows_ref<typename DX::Scalar> dhalo(dx.derived());
     visit(block_, dhalo);  // the halo is x itself, so its gradient is added straight into dx
   }
+  /// visit(block, halo, dhalo) with halo = x and dhalo = dx.
   template <class X, class DX, class Visit>
   void gather_scatter(const exchange_key&, const Eigen::MatrixBase<X>& x,
                       Eigen::MatrixBase<DX>& dx, Visit&& visit) {

@@ -42,7 +42,9 @@ namespace sar {
 struct exchange_key {
   std::uint64_t layer = 0;  ///< the layer's position in its model
   std::uint32_t call = 0;   ///< which of the layer's exchanges (0, 1, ... in its own order)
+  /// Seed of the run; keys random numbers (with epoch and layer).
   std::uint64_t seed = 0;
+  /// Epoch; keys random numbers (with seed and layer).
   std::uint64_t epoch = 0;
   bool training = true;     ///< false in evaluation passes
 
@@ -104,10 +106,13 @@ concept layered_graph = requires(G& g, std::size_t j) {
 /// The schedule type a model's layers see on graph G: G itself, or a layered graph's blocks'.
 template <class G>
 struct schedule_type {
+  /// G itself.
   using type = G;
 };
+/// For a layered graph: the schedule type of its blocks.
 template <layered_graph G>
 struct schedule_type<G> {
+  /// G::schedule_type.
   using type = typename G::schedule_type;
 };
 template <class G>

@@ -45,6 +45,7 @@
 
 namespace sar {
 
+/// Settings of check_gradients.
 struct gradient_check_options {
   double step = 1e-5;          ///< central-difference step h (absolute)
   double tolerance = 1e-6;     ///< pass when every relative error is below this
@@ -57,25 +58,33 @@ struct gradient_check_options {
 
 /// The outcome for one tensor (the input x or one parameter).
 struct gradient_check_entry {
+  /// "input", or the parameter's name ("parameter p" if it has none).
   std::string name;
   double max_relative_error = 0;  ///< over the checked entries
   Eigen::Index worst_index = -1;  ///< flat row-major index of the worst entry
   double analytic = 0;            ///< the two gradients at the worst entry
+  /// The central-difference gradient at the worst entry.
   double numeric = 0;
   Eigen::Index checked = 0;  ///< number of entries compared
+  /// Whether max_relative_error is within the tolerance.
   bool passed = true;
 };
 
+/// What check_gradients found (see the top of this file).
 struct gradient_check_result {
+  /// Every check passed: (a), (b) and every tensor's gradients.
   bool passed = false;
   bool output_assigned = false;      ///< (a): right shape, every entry finite
   bool input_gradient_added = true;  ///< (b): dx = sentinel + gradient (assigning layers: gradient)
   bool parameter_gradients_assigned = true;  ///< (b): garbage in the gradient buffer ignored
   bool empty_input_gradient_skipped = true;  ///< (b): empty dx stays empty, same parameter grads
+  /// The input x's gradient.
   gradient_check_entry input;
+  /// Each parameter's gradient, in store order.
   std::vector<gradient_check_entry> parameters;
   std::vector<std::string> problems;  ///< one sentence per failed check
 
+  /// The same as passed.
   explicit operator bool() const { return passed; }
   /// A multi-line human-readable report (for CHECK_MESSAGE or a log line).
   std::string summary() const {

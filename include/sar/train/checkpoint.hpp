@@ -64,8 +64,11 @@ inline constexpr directory_kind checkpoint_kind{
 /// adamw; an optimiser of your own provides an overload found by argument-dependent lookup.
 template <class T>
 struct optimiser_state_ref {
+  /// Optimiser name ("sgd", "adam"): restores only into the same kind.
   std::string kind;
+  /// Points to the optimiser's step count.
   std::uint64_t* steps;
+  /// (name, pointer) of each per-value array ("velocity"; "m", "v").
   std::vector<std::pair<std::string, std::vector<T>*>> arrays;
 };
 
@@ -83,18 +86,29 @@ optimiser_state_ref<T> optimiser_state(adam<T>& o) {  // and adamw
 /// What read_checkpoint reads: everything a checkpoint holds, the values as double (exact for
 /// float32 files).
 struct checkpoint {
+  /// One parameter as the checkpoint lists it.
   struct parameter {
+    /// Its name in the store.
     std::string name;
+    /// \var rows
+    /// Its rows.
+    /// \var cols
+    /// Its columns.
     std::int64_t rows = 0, cols = 0;
   };
+  /// The directory it was read from.
   std::filesystem::path directory;
   std::uint32_t identity = 0;  ///< CRC-32 of checkpoint.json: equal copies, equal identity
+  /// Element type of the stored values (float32 or float64).
   npy_dtype scalar = npy_dtype::float32;
   nlohmann::json settings;     ///< as the writer gave them
   train_result progress;       ///< for train_options::resume
+  /// Every parameter, in store order.
   std::vector<parameter> parameters;
   std::vector<double> values;  ///< the parameters packed in order
+  /// Optimiser name ("sgd", "adam").
   std::string optimiser_kind;
+  /// The optimiser's step count.
   std::uint64_t optimiser_steps = 0;
   std::vector<std::pair<std::string, std::vector<double>>> optimiser_arrays;  ///< packed
   std::vector<std::vector<double>> state;  ///< model.state(), in order

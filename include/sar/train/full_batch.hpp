@@ -24,13 +24,21 @@
 
 namespace sar {
 
+/// What one epoch of training measured.
 struct epoch_stats {
+  /// The epoch number (0-based).
   int epoch = 0;
   double train_loss = 0;    ///< of the training forward pass (with dropout)
   double valid_loss = 0;    ///< evaluation mode
+  /// \var train_acc
+  /// Accuracy on the training nodes (NaN for a split without nodes).
+  /// \var valid_acc
+  /// Accuracy on the validation nodes (NaN for a split without nodes).
   double train_acc = 0, valid_acc = 0, test_acc = 0;  ///< NaN for a split without nodes
   bool evaluated = false;   ///< whether the accuracies and valid_loss were measured
   double seconds = 0;       ///< forward + backward + gradient all-reduce + step
+  /// \var sampling_seconds
+  /// Minibatch training: the part of seconds spent sampling.
   double sampling_seconds = 0, gather_seconds = 0;  ///< minibatch training: parts of seconds
   std::int64_t peak_memory_bytes = 0;  ///< this process
 };
@@ -62,9 +70,11 @@ inline std::string format_mib(double bytes) {
   return text;
 }
 
+/// The outcome of a training run so far (what a checkpoint keeps as its progress).
 struct train_result {
   std::vector<epoch_stats> history;  ///< epochs 0, 1, ... in order
   int best_epoch = -1;      ///< highest validation accuracy, ties to the lower validation loss
+  /// Validation accuracy at best_epoch.
   double best_valid_acc = 0;
   double test_acc = 0;      ///< at best_epoch
   // Early-stopping state (what a resumed run continues from).
@@ -85,7 +95,9 @@ struct train_result {
   }
 };
 
+/// Settings of the training loops (train_full_batch, train_minibatch).
 struct train_options {
+  /// Epochs to train (unless patience stops earlier).
   int epochs = 200;
   /// Stop when neither the validation accuracy nor the validation loss has improved for this
   /// many epochs (the GAT paper's rule); 0 = run every epoch.
@@ -118,8 +130,11 @@ struct train_options {
 /// The data of the local nodes: features (num_local x input_dim), labels, split.
 template <class T>
 struct node_data {
+  /// Features of the local nodes (num_local x input_dim).
   const matrix<T>& features;
+  /// Label of each local node (-1 = unlabelled).
   std::span<const std::int32_t> labels;
+  /// Split of each local node.
   std::span<const node_split> split;
 };
 

@@ -42,6 +42,7 @@
 
 namespace sar {
 
+/// Settings of minibatch training.
 struct minibatch_options {
   node_t batch_size = 64;   ///< seeds per minibatch (>= 1, at most the training nodes)
   sampler_options sampler;  ///< kind and fanouts (one per graph layer); its seed keys the darts

@@ -101,6 +101,7 @@ class input_file {
 
   /// True if the file starts with the gzip magic bytes.
   bool compressed() const { return gzip_; }
+  /// The path the file was opened as.
   const std::filesystem::path& path() const { return path_; }
 
  private:

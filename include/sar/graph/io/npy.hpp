@@ -91,15 +91,18 @@ inline std::string npy_shape_string(std::span<const std::int64_t> shape) {
 
 /// What the header of a .npy file says.
 struct npy_header {
+  /// Element type of the array.
   npy_dtype dtype = npy_dtype::float32;
   std::vector<std::int64_t> shape;  ///< 1 or 2 dimensions, each >= 0, C order
   std::uint64_t data_offset = 0;    ///< bytes before the data
 
+  /// Number of elements (the product of the dimensions).
   std::uint64_t element_count() const {
     std::uint64_t count = 1;
     for (std::int64_t d : shape) count *= static_cast<std::uint64_t>(d);
     return count;
   }
+  /// Bytes of data element_count() elements of dtype take.
   std::uint64_t data_bytes() const { return element_count() * npy_element_size(dtype); }
 };
 
@@ -456,6 +459,7 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
 /// How read_npy_dataset reads. verify_checksums false skips the CRC-32 of the arrays listed
 /// in meta.json.
 struct npy_read_options {
+  /// Check the CRC-32 of each array listed in meta.json (false skips it).
   bool verify_checksums = true;
 };
 

@@ -20,12 +20,14 @@
 
 namespace sar {
 
+/// How read_ogb_raw builds the graph and which split it reads.
 struct ogb_options {
   /// Add the reverse of every edge (OGB's add_inverse_edge): true for undirected datasets
   /// (ogbn-products, the Planetoid files in ../shared/data), false for ogbn-arxiv.
   bool add_inverse_edges = true;
   /// Merge parallel edges when building the CSR.
   bool deduplicate = true;
+  /// What to do with self-loops when building the CSR.
   self_loop_policy self_loops = self_loop_policy::keep;
   /// Subdirectory of split/ to read; empty = the only one there (none: no split).
   std::string split_name{};

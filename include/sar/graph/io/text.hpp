@@ -96,14 +96,16 @@ inline bool parse_double(std::string_view token, double& value) {
 }
 
 /// Reads a plain or gzip file line by line and/or in chunks of whole lines. Lines end with
-/// "\n" ("\r\n" also works: callers trim the '\r'); a last line without "\n" still counts.
+/// "\n" ("\r\n" also works: callers trim the '\\r'); a last line without "\n" still counts.
 class line_reader {
  public:
   /// Opens `path`; throws sar::io_error naming `function` and the path (see input_file).
   line_reader(const std::filesystem::path& path, std::string function)
       : input_(path, function), function_(std::move(function)) {}
 
+  /// The path the reader was opened with.
   const std::filesystem::path& path() const { return input_.path(); }
+  /// The name errors are reported under (the `function` passed to the constructor).
   const std::string& function() const { return function_; }
 
   /// The next line without its "\n" (valid until the next call); false at the end of the file.
