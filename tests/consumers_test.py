@@ -1,0 +1,76 @@
+"""An installed sar builds and runs MPI programs through each of its three doors
+(usage: consumers_test.py SOURCE_ROOT MPIRUN).
+
+1. `meson install --destdir STAGE` of a headers-only configuration of the repository.
+2. pkg-config: examples/consumers/pkg-config/build.sh with PKG_CONFIG_PATH in STAGE.
+3. CMake: find_package(sar CONFIG) with CMAKE_PREFIX_PATH in STAGE, target sar::sar.
+4. Meson: dependency('sar') through subprojects/sar.wrap, a wrap-git of the repository's
+   committed HEAD (so this step checks what was committed, not the working tree); outside a
+   git checkout, subprojects/sar is a link to the source instead.
+Each consumer runs on 2 ranks and must print "consumer: ok on 2 ranks".
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+source, mpirun = os.path.abspath(sys.argv[1]), sys.argv[2]
+consumers = os.path.join(source, "examples", "consumers")
+
+
+def run(*command, env=None, cwd=None):
+    print("$", " ".join(command), flush=True)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
+    if result.returncode != 0:
+        sys.exit(f"FAILED ({result.returncode}): {' '.join(command)}\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def check_runs(binary, name):
+    out = run(mpirun, "-np", "2", "--oversubscribe", binary)
+    if "consumer: ok on 2 ranks" not in out:
+        sys.exit(f"FAILED: the {name} consumer printed\n{out}")
+    print(f"{name}: ok", flush=True)
+
+
+with tempfile.TemporaryDirectory(prefix="sar-consumers-") as work:
+    stage = os.path.join(work, "stage")
+    build = os.path.join(work, "sar-build")
+    run("meson", "setup", build, source, "--prefix=/usr/local", "-Dtests=false",
+        "-Dexamples=false", "-Dbenchmarks=false")
+    run("meson", "install", "-C", build, "--destdir", stage)
+    prefix = os.path.join(stage, "usr", "local")
+
+    # Copy the consumers so that their builds write nowhere in the repository.
+    projects = os.path.join(work, "consumers")
+    shutil.copytree(consumers, projects)
+
+    pc = glob.glob(os.path.join(prefix, "**", "sar.pc"), recursive=True)
+    if len(pc) != 1:
+        sys.exit(f"FAILED: expected one installed sar.pc, found {pc}")
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc[0]))
+    binary = os.path.join(work, "consumer-pkg-config")
+    run("bash", os.path.join(projects, "pkg-config", "build.sh"), binary, env=env)
+    check_runs(binary, "pkg-config")
+
+    cmake_build = os.path.join(work, "cmake-build")
+    run("cmake", "-S", os.path.join(projects, "cmake"), "-B", cmake_build,
+        f"-DCMAKE_PREFIX_PATH={prefix}")
+    run("cmake", "--build", cmake_build)
+    check_runs(os.path.join(cmake_build, "consumer"), "cmake")
+
+    meson_project = os.path.join(projects, "meson")
+    subprojects = os.path.join(meson_project, "subprojects")
+    os.makedirs(subprojects)
+    if os.path.exists(os.path.join(source, ".git")):
+        with open(os.path.join(subprojects, "sar.wrap"), "w") as wrap:
+            wrap.write(f"[wrap-git]\nurl = {source}\nrevision = HEAD\n\n"
+                       "[provide]\ndependency_names = sar\n")
+    else:
+        os.symlink(source, os.path.join(subprojects, "sar"))
+    meson_build = os.path.join(work, "meson-build")
+    run("meson", "setup", meson_build, meson_project, "--force-fallback-for=sar")
+    run("ninja", "-C", meson_build)
+    check_runs(os.path.join(meson_build, "consumer"), "meson")
