@@ -25,6 +25,7 @@
 #include "sar/graph/generators.hpp"
 #include "sar/nn/detail/gat_reference.hpp"
 #include "sar/nn/gat.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "oneTBB threads (0: all)")->capture_default_str();
   app.add_option("--seed", seed, "graph and parameter seed")->capture_default_str();
+  app.set_version_flag("--version", "bench-gat-memory (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   std::optional<tbb::global_control> limit;

@@ -17,6 +17,7 @@
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", work_dir, "scratch directory (removed at the end)")
       ->capture_default_str();
   app.add_option("--json", json_out, "write the stage timings to this JSON file");
+  app.set_version_flag("--version", "bench-graph-build (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   try {

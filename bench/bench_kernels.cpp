@@ -49,6 +49,7 @@
 #include "sar/graph/generators.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -200,6 +201,7 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-square", gemm_square, "size of the square SGEMM (0: skip)")
       ->capture_default_str();
   app.add_option("--json-out", json_out, "write the results as JSON to this file");
+  app.set_version_flag("--version", "bench-kernels (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -22,6 +22,7 @@
 #include "bench_common.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/kernels/spmm.hpp"
+#include "sar/version.hpp"
 
 using bench::median;
 
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "rounds (the median is reported)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--json-out", json_out, "write the results as JSON to this file");
+  app.set_version_flag("--version", "bench-spmm-tiles (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   try {

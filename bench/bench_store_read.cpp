@@ -14,6 +14,7 @@
 
 #include "bench_common.hpp"
 #include "sar/partition/store.hpp"
+#include "sar/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bench-store-read: partition store read time with and without checksums"};
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--repeats", repeats, "reads of the whole store per setting")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.set_version_flag("--version", "bench-store-read (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
   try {
     const sar::partition_metadata meta = sar::read_partition_metadata(store);

@@ -10,6 +10,7 @@
 
 #include "program_support.hpp"
 #include "sar/graph/io/npy.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -48,6 +49,7 @@ int run(int argc, char** argv) {
                  "one is complete, any other non-empty directory is refused)")
       ->required();
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
+  app.set_version_flag("--version", "sar-convert (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
   sar::check_replaceable(out, sar::npy_dataset_kind, "--out");  // before loading

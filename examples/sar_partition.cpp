@@ -12,6 +12,7 @@
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -47,6 +48,7 @@ int run(int argc, char** argv) {
                  "METIS: allowed imbalance per constraint (nodes, edges, training nodes)")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
+  app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
 
   sar::check_replaceable(out, sar::partition_store_kind, "--out");  // before the work

@@ -3,8 +3,8 @@
 // those sar-train --minibatch B --seed S trains on in that epoch (the same shuffled training
 // nodes and sampler keys), so a sample here is the sample there.
 //
-//   sar-sample --dataset ../shared/data/cora --minibatch 64 --fanouts 25,10 \
-//       --minibatches 0,1 --out cora-samples
+//   sar-sample --dataset ../shared/data/cora --minibatch 64 --fanouts 25,10
+//              --minibatches 0,1 --out cora-samples
 //
 // Layout (docs/sampling.md, "sar-sample"): OUT/sample.json, and per minibatch m a directory
 // OUT/minibatch-<m> (m zero-padded to 6 digits) holding, for every block l from the input
@@ -30,6 +30,7 @@
 #include "sar/graph/io/npy.hpp"
 #include "sar/sampling/samplers.hpp"
 #include "sar/train/minibatch.hpp"
+#include "sar/version.hpp"
 
 namespace {
 
@@ -93,6 +94,7 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "add", "keep"}))->capture_default_str();
   app.add_option("--out", out, "output directory (created; an earlier sar-sample output there "
                  "is replaced, anything else refused)")->required();
+  app.set_version_flag("--version", "sar-sample (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   const sar::directory_kind kind{format_name, "sample.json", "sample.json minibatch-*"};

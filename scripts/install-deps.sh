@@ -3,16 +3,20 @@
 # With --bench also what the benchmarks in bench/ need: PyTorch for the peer (with OpenBLAS:
 # Debian's torch otherwise runs its matrix products on the reference BLAS, ~10x slower),
 # matplotlib for the plots, jq for the shell scripts. With --fuzz also clang and its libFuzzer
-# runtime (scripts/fuzz.sh). python3 and procps (pgrep, pkill) run the program-level tests.
+# runtime (scripts/fuzz.sh). python3 and procps (pgrep, pkill) run the program-level tests,
+# cmake and git the consumers test (find_package, a Meson wrap-git), doxygen the API reference
+# (built with everything; an undocumented public name fails the build). With --plot matplotlib
+# (the main job's training plot).
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
           libopenmpi-dev openmpi-bin libmetis-dev doctest-dev zlib1g-dev libcli11-dev
-          nlohmann-json3-dev librandom123-dev python3 procps)
+          nlohmann-json3-dev librandom123-dev python3 procps cmake git doxygen)
 for option in "$@"; do
   case $option in
     --bench) packages+=(python3-torch libopenblas0-pthread python3-matplotlib jq) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
-    *) echo "usage: install-deps.sh [--bench] [--fuzz]" >&2; exit 2 ;;
+    --plot) packages+=(python3-matplotlib) ;;
+    *) echo "usage: install-deps.sh [--bench] [--fuzz] [--plot]" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -23,6 +23,7 @@
 #include "sar/partition/store.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/train/checkpoint.hpp"
+#include "sar/version.hpp"
 #include "sar_train.hpp"
 
 namespace {
@@ -147,27 +148,26 @@ int main(int argc, char** argv) {
   std::optional<Eigen::Index> hidden, heads;
   std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
   bool batch_norm = false;
+  app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
                  "planted[:nodes=N,classes=C,degree=D,features=F,...] or rmat[:scale=S,...]")
       ->capture_default_str();
   app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)");
-  app.add_option("--model", p.model, "gcn | sage | gat")
-      ->check(CLI::IsMember({"gcn", "sage", "gat"}))->capture_default_str();
+  app.add_option("--partitions", p.partitions,
+                 "partition store from sar-partition: train on its parts, one per MPI rank "
+                 "(run under mpirun -np <parts>); --dataset is then ignored");
+  app.add_flag("--skip-checksums", p.skip_checksums,
+               "with --partitions: do not verify the CRC-32 of the part's files (faster start; "
+               "a corrupt or foreign file then goes unnoticed)");
+  app.add_option("--normalise-features", p.normalise,
+                 "row-normalise features: auto (if all are non-negative) | on | off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  app.option_defaults()->group("Model");
+  app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline)")
+      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp"}))->capture_default_str();
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
-  app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-loss", p.max_loss,
-                 "stop with an error when the training loss exceeds this (diverged)")
-      ->check(finite_number)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--eval-every", p.eval_every,
-                 "evaluate after every N-th epoch and after the last; 0 = never (accuracies "
-                 "not measured); --patience counts evaluations")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--patience", patience,
-                 "stop after this many epochs without a better validation accuracy or loss; 0 = "
-                 "never (default: gat 100, else 0)");
   app.add_option("--layers", layers, "graph layers (default 2)")->check(CLI::PositiveNumber);
   app.add_option("--hidden", hidden, "hidden width, per head for GAT (default: gcn 16, sage 64, "
                  "gat 8)")->check(CLI::PositiveNumber);
@@ -175,59 +175,37 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", dropout, "dropout on every layer's input (default: gat 0.6, else 0.5)")
       ->check(finite_number)->check(CLI::Range(0.0, 0.99));
-  app.add_option("--attention-dropout", attention_dropout, "GAT attention dropout (default 0.6)")
-      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
-  app.add_option("--lr", learning_rate, "Adam learning rate (default: gat 0.005, else 0.01)")
-      ->check(finite_number)->check(CLI::NonNegativeNumber);
-  app.add_option("--weight-decay", weight_decay,
-                 "L2 weight decay (default 5e-4; gcn: first layer only)")
-      ->check(finite_number)->check(CLI::NonNegativeNumber);
-  app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
-  app.add_option("--normalise-features", p.normalise,
-                 "row-normalise features: auto (if all are non-negative) | on | off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  app.add_option("--precision", p.precision, "float | double")
-      ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
-  app.add_option("--seed", p.seed, "seed of initialisation and dropout")->capture_default_str();
-  app.add_option("--threads", p.threads, "worker threads (0 = all cores)")->capture_default_str();
-  app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
-  app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
-  app.add_option("--checkpoint", p.checkpoint,
-                 "write the run's state (parameters, optimiser, batch norm statistics, epoch, "
-                 "early stopping, settings) to this directory every --checkpoint-every epochs "
-                 "and at the end; the previous checkpoint stays until the new one is complete");
-  app.add_option("--checkpoint-every", p.checkpoint_every, "epochs between checkpoints")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--resume", p.resume,
-                 "continue the run saved in this checkpoint directory, on any number of ranks, "
-                 "up to --epochs; the settings must match the checkpoint's");
-  app.add_option("--partitions", p.partitions,
-                 "partition store from sar-partition: train on its parts, one per MPI rank "
-                 "(run under mpirun -np <parts>); --dataset is then ignored");
-  app.add_flag("--skip-checksums", p.skip_checksums,
-               "with --partitions: do not verify the CRC-32 of the part's files (faster start; "
-               "a corrupt or foreign file then goes unnoticed)");
-  app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
-      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
-  app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
-  app.add_option("--halo-bits", p.halo_bits,
-                 "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "
-                 "(bf16), 8, 4, 2, 1 (stochastic rounding; Sylvie)")
-      ->check(bits)->capture_default_str();
-  app.add_option("--gradient-bits", p.gradient_bits,
-                 "with --partitions: bits per halo gradient value (as --halo-bits)")
-      ->check(bits)->capture_default_str();
-  app.add_option("--staleness", p.staleness,
-                 "with --partitions: bounded staleness S; epochs not a multiple of S aggregate "
-                 "the previous epoch's halos while this epoch's travel (1 = synchronous)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--input-dropout", input_dropout,
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
                  "once; else --dropout)")
       ->check(finite_number)->check(CLI::Range(0.0, 0.99));
+  app.add_option("--attention-dropout", attention_dropout, "GAT attention dropout (default 0.6)")
+      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
+  app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
+  app.add_option("--precision", p.precision, "float | double")
+      ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
+  app.option_defaults()->group("Optimisation");
+  app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", learning_rate, "Adam learning rate (default: gat 0.005, else 0.01)")
+      ->check(finite_number)->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", weight_decay,
+                 "L2 weight decay (default 5e-4; gcn: first layer only)")
+      ->check(finite_number)->check(CLI::NonNegativeNumber);
+  app.add_option("--patience", patience,
+                 "stop after this many epochs without a better validation accuracy or loss; 0 = "
+                 "never (default: gat 100, else 0)");
+  app.add_option("--eval-every", p.eval_every,
+                 "evaluate after every N-th epoch and after the last; 0 = never (accuracies "
+                 "not measured); --patience counts evaluations")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--max-loss", p.max_loss,
+                 "stop with an error when the training loss exceeds this (diverged)")
+      ->check(finite_number)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", p.seed, "seed of initialisation and dropout")->capture_default_str();
+  app.add_option("--threads", p.threads, "worker threads (0 = all cores)")->capture_default_str();
+  app.option_defaults()->group("Minibatch");
   app.add_option("--minibatch", p.minibatch,
                  "train on minibatches of this many seeds with sampled neighbourhoods (one "
                  "process, or data-parallel over the ranks of --partitions); evaluation runs "
@@ -247,13 +225,43 @@ int main(int argc, char** argv) {
                  "with --minibatch and --partitions: ranks holding each part (c); P ranks "
                  "train on a store of P / c parts, rank r on part r / c")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.option_defaults()->group("Distributed");
+  app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
+      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
+  app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
+  app.add_option("--halo-bits", p.halo_bits,
+                 "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "
+                 "(bf16), 8, 4, 2, 1 (stochastic rounding; Sylvie)")
+      ->check(bits)->capture_default_str();
+  app.add_option("--gradient-bits", p.gradient_bits,
+                 "with --partitions: bits per halo gradient value (as --halo-bits)")
+      ->check(bits)->capture_default_str();
+  app.add_option("--staleness", p.staleness,
+                 "with --partitions: bounded staleness S; epochs not a multiple of S aggregate "
+                 "the previous epoch's halos while this epoch's travel (1 = synchronous)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   std::optional<double> watchdog;
   app.add_option("--watchdog", watchdog,
                  "with several ranks: end the job, naming the stalled call and rank, when an "
                  "MPI call waits longer than this many seconds; 0 = never (default: "
                  "$SAR_WATCHDOG_SECONDS or 300)")
       ->check(finite_number)->check(CLI::NonNegativeNumber);
+  app.option_defaults()->group("Output");
+  app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
+  app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
+  app.add_option("--checkpoint", p.checkpoint,
+                 "write the run's state (parameters, optimiser, batch norm statistics, epoch, "
+                 "early stopping, settings) to this directory every --checkpoint-every epochs "
+                 "and at the end; the previous checkpoint stays until the new one is complete");
+  app.add_option("--checkpoint-every", p.checkpoint_every, "epochs between checkpoints")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--resume", p.resume,
+                 "continue the run saved in this checkpoint directory, on any number of ranks, "
+                 "up to --epochs; the settings must match the checkpoint's");
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
+  app.set_version_flag("--version", "sar-train (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
@@ -263,7 +271,10 @@ int main(int argc, char** argv) {
   try {
     auto config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
                                       : p.model == "sage" ? sar::model_kind::sage
+                                      : p.model == "mlp"  ? sar::model_kind::mlp
                                                           : sar::model_kind::gat);
+    SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
+              "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
     config.aggregation = p.aggregator == "mean"  ? sar::sage_aggregation::mean
                          : p.aggregator == "gcn" ? sar::sage_aggregation::gcn
                                                  : sar::sage_aggregation::pool;

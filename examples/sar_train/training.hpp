@@ -144,7 +144,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
                              .seed = p.seed, .log_progress = false,
                              .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every,
-                             .max_loss = p.max_loss};
+                             .max_loss = p.max_loss, .resume = nullptr, .after_epoch = {}};
 
   std::vector<double> epoch_seconds, sampling_seconds, gather_seconds;  // slowest rank
   // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce

@@ -36,3 +36,4 @@
 #include "sar/testing/gradient_checker.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
+#include "sar/version.hpp"

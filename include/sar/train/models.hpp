@@ -1,5 +1,5 @@
 // The models sar-train and the benchmarks build at run time: 2+ layer GCN, GraphSAGE and GAT
-// with the papers' settings as defaults (see ../shared/data/README.md for the sources).
+// with the papers' settings as defaults, and an MLP with GCN's settings as their baseline (see ../shared/data/README.md for the sources).
 #pragma once
 
 #include <string>
@@ -13,6 +13,7 @@
 #include "sar/nn/dropout.hpp"
 #include "sar/nn/gat.hpp"
 #include "sar/nn/gcn.hpp"
+#include "sar/nn/linear.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/optim/adam.hpp"
 
@@ -53,6 +54,9 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
         else
           layers.emplace_back(
               sage_layer<T, pool_aggregator>(width, out, {.bias = bias, .pool_dim = c.hidden}));
+        break;
+      case model_kind::mlp:
+        layers.emplace_back(linear<T>(width, out, {.bias = bias}));
         break;
       case model_kind::gat: {
         gat_options o;
