@@ -144,6 +144,9 @@ class model_base {
   void initialise(std::uint64_t seed) { store_->initialise(seed); }
 
   std::size_t num_layers() const { return input_dims_.size(); }
+  /// Buffers kept for reuse by the next forward / backward (bounded by the layer count
+  /// whatever the calls' sizes; for tests and memory accounting).
+  std::size_t pooled_buffers() const { return idle_.size(); }
   Eigen::Index input_dim() const { return input_dims_.front(); }
   Eigen::Index output_dim() const { return output_dims_.back(); }
   /// Indices [first, last) in parameters() of the parameters layer k declared (layers declare
@@ -332,6 +335,11 @@ class model_base {
     }
     give(gradient);
     if (input_ == &owned_input_) {  // an input given by value is no longer needed
+      // Nor are the outputs of untrained in-place layers before first_trainable that took
+      // its buffer: freed here, not pooled by the next forward (its size varies from call to
+      // call, so the pool would keep every one of them).
+      for (std::size_t k = 0; k + 1 < num_layers(); ++k)  // the logits stay readable
+        if (outputs_[k].size() > 0 && outputs_[k].data() == owned_data_) outputs_[k] = matrix<T>();
       owned_input_ = matrix<T>();
       owned_data_ = nullptr;
       input_ = nullptr;  // a second backward needs a new forward
