@@ -237,7 +237,9 @@ TEST_CASE("gcn_layer equals the dense reference D_in^-1/2 (A + I) D_out^-1/2 X W
   for (bool symmetric : {true, false}) {
     const csr g = small_gcn_graph(symmetric);
     CHECK(is_symmetric(g) == symmetric);
-    for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}, std::pair{4, 4}}) {
+    for (const auto& dims : {std::pair{5, 3}, std::pair{3, 5}, std::pair{4, 4}}) {
+      // (not a structured binding: clang 14 cannot capture one in CAPTURE's lambda)
+      const int f_in = dims.first, f_out = dims.second;
       CAPTURE(symmetric);
       CAPTURE(f_in);
       CAPTURE(f_out);
@@ -265,7 +267,8 @@ TEST_CASE("gcn_layer equals the dense reference D_in^-1/2 (A + I) D_out^-1/2 X W
 TEST_CASE("gcn_layer passes the gradient checker in both weight orders and under several blocks") {
   for (bool symmetric : {true, false}) {
     const csr g = small_gcn_graph(symmetric);
-    for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+    for (const auto& dims : {std::pair{5, 3}, std::pair{3, 5}}) {
+      const int f_in = dims.first, f_out = dims.second;
       CAPTURE(symmetric);
       CAPTURE(f_in);
       const matrixd x = random_matrix(g.num_rows, f_in, 11);
@@ -280,7 +283,8 @@ TEST_CASE("gcn_layer passes the gradient checker in both weight orders and under
 
 TEST_CASE("gcn_layer gives the same numbers under one block and under three blocks") {
   const csr g = small_gcn_graph(false);
-  for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+  for (const auto& dims : {std::pair{5, 3}, std::pair{3, 5}}) {
+    const int f_in = dims.first, f_out = dims.second;
     local_schedule local(g);
     split_schedule split(g, {2, 7}, true);
     REQUIRE(split.num_blocks() == 3);
@@ -327,7 +331,8 @@ TEST_CASE_TEMPLATE("sage_layer passes the gradient checker (isolated nodes, self
                    "weight orders, one and three blocks)",
                    Aggregator, mean_aggregator, gcn_aggregator, pool_aggregator) {
   const csr g = small_directed_graph();
-  for (auto [f_in, f_out] : {std::pair{5, 3}, std::pair{3, 5}}) {
+  for (const auto& dims : {std::pair{5, 3}, std::pair{3, 5}}) {
+    const int f_in = dims.first, f_out = dims.second;
     CAPTURE(f_in);
     const matrixd x = random_matrix(g.num_rows, f_in, 21);
     local_schedule local(g);

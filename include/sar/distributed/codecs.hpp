@@ -46,6 +46,41 @@
 namespace sar {
 
 namespace detail {
+// IEEE binary16, rounded to nearest even: the compiler's _Float16 where it has one; clang
+// before 15 has it on x86 only with AVX-512 FP16 (its __fp16 needs a runtime libgcc lacks),
+// so there the conversions are done on the bits (exact: one rounding, also from double).
+#if defined(__clang__) && __clang_major__ < 15
+inline std::uint16_t to_half_bits(double v) {
+  const std::uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (std::isnan(a)) return sign | 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;  // past the midpoint above 65504: infinity
+  if (a < 0x1p-14) return sign | static_cast<std::uint16_t>(std::nearbyint(a * 0x1p24));
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  auto q = static_cast<std::uint32_t>(std::nearbyint(m * 2048.0));  // 11 bits, rounded
+  if (q == 2048) { q = 1024; ++e; }
+  return sign | static_cast<std::uint16_t>(((e + 14) << 10) | (q - 1024));  // e + 14 <= 30
+}
+inline double from_half_bits(std::uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  const double a = exponent == 0    ? std::ldexp(mantissa, -24)
+                   : exponent == 31 ? (mantissa ? std::numeric_limits<double>::quiet_NaN()
+                                                : std::numeric_limits<double>::infinity())
+                                    : std::ldexp(mantissa + 1024, exponent - 25);
+  return h & 0x8000 ? -a : a;
+}
+#else
+inline std::uint16_t to_half_bits(double v) {
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(v));
+}
+inline std::uint16_t to_half_bits(float v) {
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(v));
+}
+inline double from_half_bits(std::uint16_t h) {
+  return static_cast<double>(std::bit_cast<_Float16>(h));
+}
+#endif
 
 /// Throws sar::numeric_error naming where a bad value was found.
 [[noreturn]] inline void bad_wire_value(const char* codec, double value, const char* what,
@@ -113,11 +148,15 @@ enum class half_format : std::uint8_t { fp16, bf16 };
 /// 6e-8; bf16 keeps fp32's range with 8 significant bits.
 template <half_format Format>
 struct half_codec {
+  /// "fp16" or "bf16".
   std::string name() const { return Format == half_format::fp16 ? "fp16" : "bf16"; }
+  /// 2 bytes per value: 2 rows cols.
   template <class T>
   std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
     return 2 * static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   }
+  /// wire := x's rows `rows`, 2 bytes per value. Throws sar::numeric_error on a non-finite
+  /// value, or with fp16 one beyond its range.
   template <class T>
   void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
               std::vector<std::byte>& wire) const {
@@ -139,6 +178,7 @@ struct half_codec {
       }
     });
   }
+  /// Decodes into scratch (resized to rows x cols) and returns a view of it.
   template <class T>
   Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
                                      Eigen::Index cols, const codec_context&,
@@ -151,6 +191,7 @@ struct half_codec {
     });
     return {scratch.data(), rows, cols};
   }
+  /// dx's rows `rows` += the decoded rows (rows unique).
   template <class T>
   void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
                   const codec_context&, rows_ref<T>& dx) const {
@@ -168,15 +209,12 @@ struct half_codec {
  private:
   template <class T>
   static std::uint16_t encode_one(T v) {
-    if constexpr (Format == half_format::fp16) {
-      return std::bit_cast<std::uint16_t>(static_cast<_Float16>(v));  // nearest even
-    } else {
-      return detail::bf16_round_nearest(detail::narrowed(v));
-    }
+    if constexpr (Format == half_format::fp16) return detail::to_half_bits(v);  // nearest even
+    else return detail::bf16_round_nearest(detail::narrowed(v));
   }
   template <class T>
   static T decode_one(std::uint16_t h) {
-    if constexpr (Format == half_format::fp16) return static_cast<T>(std::bit_cast<_Float16>(h));
+    if constexpr (Format == half_format::fp16) return static_cast<T>(detail::from_half_bits(h));
     else return static_cast<T>(detail::bf16_to_float(h));
   }
 };
@@ -188,8 +226,10 @@ template <int B>
   requires(B == 1 || B == 2 || B == 4 || B == 8)
 struct stochastic_codec {
   static constexpr std::uint32_t levels = (1u << B) - 1;  ///< L
+  /// Codes packed into each byte (8 / B).
   static constexpr int per_byte = 8 / B;
 
+  /// "stochastic" followed by B ("stochastic1", ..., "stochastic8").
   std::string name() const { return "stochastic" + std::to_string(B); }
 
   static constexpr std::size_t metadata_bytes = 4;  ///< m and R, bf16 each
@@ -198,11 +238,14 @@ struct stochastic_codec {
   static constexpr std::size_t row_bytes(Eigen::Index cols) {
     return metadata_bytes + (static_cast<std::size_t>(cols) * B + 7) / 8;
   }
+  /// row_bytes(cols) per row.
   template <class T>
   std::size_t wire_bytes(Eigen::Index rows, Eigen::Index cols) const {
     return static_cast<std::size_t>(rows) * row_bytes(cols);
   }
 
+  /// wire := x's rows `rows`, each as m, R and its codes (see the top of this file). Throws
+  /// sar::numeric_error on a non-finite value or a row range bf16 cannot hold.
   template <class T>
   void encode(const const_rows_ref<T>& x, std::span<const node_t> rows, const codec_context& ctx,
               std::vector<std::byte>& wire) const {
@@ -256,6 +299,7 @@ struct stochastic_codec {
     });
   }
 
+  /// Decodes into scratch (resized to rows x cols) and returns a view of it.
   template <class T>
   Eigen::Map<const matrix<T>> decode(std::span<const std::byte> wire, Eigen::Index rows,
                                      Eigen::Index cols, const codec_context&,
@@ -270,6 +314,7 @@ struct stochastic_codec {
     return {scratch.data(), rows, cols};
   }
 
+  /// dx's rows `rows` += the decoded rows (rows unique).
   template <class T>
   void decode_add(std::span<const std::byte> wire, std::span<const node_t> rows,
                   const codec_context&, rows_ref<T>& dx) const {

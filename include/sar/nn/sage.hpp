@@ -327,7 +327,7 @@ class sage_layer {
     matrix<T> g(m, 2 * f);
     for_row_chunks(m, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
       const Eigen::Index e_dy = std::max(b, std::min(e, n));  // rows [b, e_dy): destinations
-      g.middleRows(b, e_dy - b).leftCols(f) = dy.middleRows(b, e_dy - b);
+      if (e_dy > b) g.middleRows(b, e_dy - b).leftCols(f) = dy.middleRows(b, e_dy - b);
       g.middleRows(e_dy, e - e_dy).leftCols(f).setZero();
       g.middleRows(b, e - b).rightCols(f).setZero();
     });
