@@ -1,5 +1,5 @@
 """The programs' outputs survive failures and foreign directories survive the programs
-(usage: safe_outputs_test.py SAR_PARTITION SAR_CONVERT; SAR_DATA_DIR names the data).
+(usage: safe_outputs_test.py SAR_PARTITION SAR_CONVERT SAR_TRAIN; SAR_DATA_DIR names the data).
 
 1. A directory holding someone else's meta.json and part-* directories is refused by
    sar-partition, and by sar-convert, and left byte for byte as it was.
@@ -7,8 +7,11 @@
    previous content; so does a .npy dataset whose rewrite is interrupted by SIGINT.
 3. A re-run after either failure works without clean-up and leaves no partial directory.
 4. --parts above the node count is refused before anything is written.
+5. sar-train's --metrics-out file is replaced whole or not at all (a file-size limit kills it
+   while it writes); the next run replaces it and leaves no partial file.
 """
 import hashlib
+import json
 import os
 import resource
 import signal
@@ -17,7 +20,7 @@ import sys
 import tempfile
 import time
 
-partition_program, convert_program = sys.argv[1], sys.argv[2]
+partition_program, convert_program, train_program = sys.argv[1], sys.argv[2], sys.argv[3]
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 
 
@@ -99,4 +102,19 @@ with tempfile.TemporaryDirectory() as tmp:
             "--out", os.path.join(tmp, "many"), expect=1)
     assert "--parts 3000 exceeds the 2708 nodes" in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(tmp, "many"))
+
+    # 5. --metrics-out under a file-size limit (the JSON is several KiB).
+    metrics = os.path.join(tmp, "metrics.json")
+    with open(metrics, "w") as f:
+        f.write('{"previous": true}\n')
+    train = [train_program, "--dataset", "planted:nodes=300", "--epochs", "3", "--quiet",
+             "--metrics-out", metrics]
+    r = run(*train, expect=None, limit_bytes=1000)
+    assert r.returncode != 0, "the file-size limit did not stop sar-train"
+    with open(metrics) as f:
+        assert f.read() == '{"previous": true}\n'
+    run(*train)
+    with open(metrics) as f:
+        assert json.load(f)["epochs"] == 3
+    no_partials(tmp)
 print("safe outputs: ok")

@@ -72,16 +72,6 @@ inline std::string directory_format(const std::filesystem::path& dir,
   return meta["format"].get<std::string>();
 }
 
-/// Writes `json` (indented by 2, then a newline) to `file`, e.g. the metadata file of a
-/// directory being written. Throws sar::io_error "<where>: cannot write <file>" on failure.
-template <class Json>
-void write_json_file(const std::filesystem::path& file, const Json& json, std::string_view where) {
-  std::ofstream out(file, std::ios::trunc);
-  out << json.dump(2) << '\n';
-  out.close();
-  SAR_CHECK(!out.fail(), io_error, where, ": cannot write ", file.string());
-}
-
 namespace detail {
 
 /// fsync of one path (a file, or a directory's entries). Throws sar::io_error naming it.
@@ -111,6 +101,7 @@ inline std::filesystem::path sibling(const std::filesystem::path& target,
                                      std::string_view marker, long pid) {
   return target.string() + std::string(marker) + std::to_string(pid);
 }
+
 
 /// The pid in `name` = <prefix><pid> if that process no longer runs on this host, else -1.
 inline long dead_pid(std::string_view name, std::string_view prefix) {
@@ -225,6 +216,45 @@ void replace_directory(const std::filesystem::path& given, directory_kind kind, 
   }
   detail::sync_path(parent, where);  // the new name is durable before the old content goes
   if (!old_content.empty()) fs::remove_all(old_content, ec);
+}
+
+/// Writes `json` (indented by 2, then a newline) to `file` through a sibling
+/// <file>.sar-partial-<pid> that is flushed to disk and renamed over `file`: a failure at any
+/// point leaves the previous `file` as it was (the partial file is removed, or by the next
+/// call if the process was killed). For a directory's metadata and for output files a user
+/// names (sar-train --metrics-out).
+/// Throws sar::io_error "<where>: cannot write <file>: <reason>" on failure.
+template <class Json>
+void write_json_file(const std::filesystem::path& file, const Json& json, std::string_view where) {
+  namespace fs = std::filesystem;
+  // What a killed earlier writer of `file` left (its pid no longer runs): ours, removed.
+  const fs::path parent = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  const std::string prefix = file.filename().string() + std::string(detail::partial_marker);
+  std::error_code listing;
+  for (const auto& entry : fs::directory_iterator(parent, listing))
+    if (detail::dead_pid(entry.path().filename().string(), prefix) > 0)
+      fs::remove(entry.path(), listing);
+  const fs::path partial = detail::sibling(file, detail::partial_marker, ::getpid());
+  std::string problem;
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << json.dump(2) << '\n';
+    out.close();
+    if (out.fail()) problem = std::strerror(errno);
+  }
+  if (problem.empty()) {
+    try {
+      detail::sync_path(partial, "flush");
+      fs::rename(partial, file);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  if (!problem.empty()) {
+    std::error_code ignored;
+    fs::remove(partial, ignored);
+    throw io_error(message(where, ": cannot write ", file.string(), ": ", problem));
+  }
 }
 
 }  // namespace sar
