@@ -161,8 +161,8 @@ int main(int argc, char** argv) {
       strip.exchange_halos(compute);
       std::vector<double> next = strip.next();
       if ((step + 1) % kStepsPerCycle == 0) {
-        // Features straight from the host's arrays: the interior of the field (rows
-        // 1..kRowsPerRank of its padded layout) and the source, viewed without copying.
+        // Features from the host's arrays, viewed in place (the interior rows 1..kRowsPerRank
+        // of its padded field, and the source) and converted once into the model's layout.
         using host_matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
         const Eigen::Map<const host_matrix> field(&strip.field[kColumns], n, 1);
         const Eigen::Map<const host_matrix> source(strip.source.data(), n, 1);
