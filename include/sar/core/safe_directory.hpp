@@ -114,8 +114,8 @@ inline long dead_pid(std::string_view name, std::string_view prefix) {
   return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH ? pid : -1;
 }
 
-/// Cleans up after processes that died replacing `target`: their partial directories are
-/// removed; their previous content goes back to `target` if it is missing, else is removed.
+/// Cleans up after processes that died replacing `target`: their partial directories (or files)
+/// are removed; their previous content goes back to `target` if it is missing, else is removed.
 inline void recover_stale(const std::filesystem::path& target) {
   namespace fs = std::filesystem;
   const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
@@ -227,13 +227,7 @@ void replace_directory(const std::filesystem::path& given, directory_kind kind, 
 template <class Json>
 void write_json_file(const std::filesystem::path& file, const Json& json, std::string_view where) {
   namespace fs = std::filesystem;
-  // What a killed earlier writer of `file` left (its pid no longer runs): ours, removed.
-  const fs::path parent = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-  const std::string prefix = file.filename().string() + std::string(detail::partial_marker);
-  std::error_code listing;
-  for (const auto& entry : fs::directory_iterator(parent, listing))
-    if (detail::dead_pid(entry.path().filename().string(), prefix) > 0)
-      fs::remove(entry.path(), listing);
+  detail::recover_stale(file);  // removes what a killed earlier writer of `file` left
   const fs::path partial = detail::sibling(file, detail::partial_marker, ::getpid());
   std::string problem;
   {
