@@ -29,7 +29,7 @@ class gin_layer {
   }
 
   template <class Schedule>
-  void forward(Schedule& graph, const sar::layer_context& ctx, const sar::matrix<T>& x,
+  void forward(Schedule& graph, const sar::layer_context& ctx, sar::const_rows_ref<T> x,
                sar::matrix<T>& y) {
     sar::matrix<T> h = (T(1) + eps_) * x;  // the node's own term, then its neighbours
     graph.gather(ctx.exchange(), x, [&](const sar::graph_block& b, const auto& halo) {
@@ -39,8 +39,8 @@ class gin_layer {
   }
 
   template <class Schedule>
-  void backward(Schedule& graph, const sar::layer_context& ctx, const sar::matrix<T>& x,
-                const sar::matrix<T>&, const sar::matrix<T>& dy, sar::matrix<T>& dx) {
+  void backward(Schedule& graph, const sar::layer_context& ctx, sar::const_rows_ref<T> x,
+                sar::const_rows_ref<T>, sar::const_rows_ref<T> dy, sar::matrix<T>& dx) {
     // h is recomputed (nothing kept): dW = h^T dy, dh = dy W^T, dx += (1 + eps) dh + A^T dh.
     sar::matrix<T> h = (T(1) + eps_) * x;
     graph.gather(ctx.exchange(), x, [&](const sar::graph_block& b, const auto& halo) {

@@ -11,8 +11,8 @@
 //     meet the host's);
 //   - the host's own distribution as a sar::graph_part: the strips are the parts, so no
 //     partitioner runs and no node is relabelled;
-//   - the features, read from the host's arrays through Eigen::Map (one conversion to the
-//     model's float layout per cycle: sar's layers take sar::matrix inputs);
+//   - the features: an Eigen::Map over the host's own per-cell array, which the model and
+//     the training loop read in place (no copy: layers take sar::const_rows_ref views);
 //   - an Eigen::Map over the host's prediction array, which the logits are written into.
 //
 //   mpirun -np 3 build/examples/embed-in-simulation     (2 compute ranks + 1 I/O rank)
@@ -39,6 +39,9 @@ struct heat_strip {
   int rank = 0, ranks = 1;
   std::vector<double> field;  // (kRowsPerRank + 2) x kColumns; rows 0 and last are halos
   std::vector<double> source;  // kRowsPerRank x kColumns, this step's heating
+  /// Per-cell diagnostics the host keeps in single precision, row-major, one row per cell:
+  /// temperature, heating, 1 (a constant column, as a bias feature).
+  std::vector<float> observables;  // kRowsPerRank * kColumns x 3
 
   double& at(int row, int col) { return field[(row + 1) * kColumns + col]; }
   long global_id(int row, int col) const {
@@ -53,6 +56,17 @@ struct heat_strip {
         const double wave = std::sin(0.21 * x + 0.13 * y - 0.4 * step) *
                             std::cos(0.17 * y - 0.11 * x + 0.3 * step);
         source[r * kColumns + c] = wave > 0.6 ? 1.0 : 0.0;
+      }
+  }
+
+  /// Fills the diagnostics from this step's field and heating.
+  void observe() {
+    for (int r = 0; r < kRowsPerRank; ++r)
+      for (int c = 0; c < kColumns; ++c) {
+        float* row = &observables[3 * (r * kColumns + c)];
+        row[0] = static_cast<float>(at(r, c));
+        row[1] = static_cast<float>(source[r * kColumns + c]);
+        row[2] = 1.0f;
       }
   }
 
@@ -135,6 +149,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(compute, &strip.ranks);
     strip.field.assign((kRowsPerRank + 2) * kColumns, 0.0);
     strip.source.assign(kRowsPerRank * kColumns, 0.0);
+    strip.observables.assign(kRowsPerRank * kColumns * 3, 0.0f);
     std::vector<float> predicted_rise(kRowsPerRank * kColumns);  // the host's output array
 
     // The model and the graph live across the time loop; the schedule is built once.
@@ -161,15 +176,10 @@ int main(int argc, char** argv) {
       strip.exchange_halos(compute);
       std::vector<double> next = strip.next();
       if ((step + 1) % kStepsPerCycle == 0) {
-        // Features from the host's arrays, viewed in place (the interior rows 1..kRowsPerRank
-        // of its padded field, and the source) and converted once into the model's layout.
-        using host_matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-        const Eigen::Map<const host_matrix> field(&strip.field[kColumns], n, 1);
-        const Eigen::Map<const host_matrix> source(strip.source.data(), n, 1);
-        sar::matrix<float> features(n, 3);
-        features.col(0) = field.cast<float>();
-        features.col(1) = source.cast<float>();
-        features.col(2).setOnes();
+        // The features are the host's diagnostics array, viewed where it is: the model and
+        // the training loop read it in place (no copy).
+        strip.observe();
+        const Eigen::Map<const sar::matrix<float>> features(strip.observables.data(), n, 3);
         for (sar::node_t i = 0; i < n; ++i)  // the host's ground truth: does the cell warm up?
           labels[i] = next[i] > strip.field[kColumns + i] ? 1 : 0;
         // A few epochs on this cycle's data; the model and Adam's state carry over.

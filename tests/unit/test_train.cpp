@@ -625,12 +625,12 @@ struct opaque {
   Eigen::Index input_dim() const { return layer.input_dim(); }
   Eigen::Index output_dim() const { return layer.output_dim(); }
   void declare(parameter_store<scalar>& s) { layer.declare(s); }
-  void forward(local_schedule& g, const layer_context& c, const matrix<scalar>& x,
+  void forward(local_schedule& g, const layer_context& c, const_rows_ref<scalar> x,
                matrix<scalar>& y) {
     layer.forward(g, c, x, y);
   }
-  void backward(local_schedule& g, const layer_context& c, const matrix<scalar>& x,
-                const matrix<scalar>& y, const matrix<scalar>& dy, matrix<scalar>& dx) {
+  void backward(local_schedule& g, const layer_context& c, const_rows_ref<scalar> x,
+                const_rows_ref<scalar> y, const_rows_ref<scalar> dy, matrix<scalar>& dx) {
     layer.backward(g, c, x, y, dy, dx);
   }
 };
@@ -681,7 +681,7 @@ namespace {
 struct counted_relu_dropout : relu_dropout<double> {
   using relu_dropout<double>::relu_dropout;
   std::shared_ptr<std::atomic<int>> ranges = std::make_shared<std::atomic<int>>(0);
-  void forward(local_schedule& g, const layer_context& c, const matrixd& x, matrixd& y) {
+  void forward(local_schedule& g, const layer_context& c, const_rows_ref<double> x, matrixd& y) {
     if (c.end_row >= 0) ++*ranges;
     relu_dropout<double>::forward(g, c, x, y);
   }
@@ -959,6 +959,100 @@ TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 
                        doctest::Contains("needs evaluations"), invalid_argument);
   CHECK_THROWS_WITH_AS(run({.epochs = 3, .evaluate_every = -1}),
                        doctest::Contains("evaluate_every -1"), invalid_argument);
+}
+
+namespace {
+/// linear<float> recording where each of its forward and backward calls finds x.
+struct recording_linear : linear<float> {
+  using linear<float>::linear;
+  std::shared_ptr<std::vector<const float*>> reads =
+      std::make_shared<std::vector<const float*>>();
+  template <class Schedule>
+  void forward(Schedule& g, const layer_context& c, const_rows_ref<float> x, matrixf& y) {
+    reads->push_back(x.data());
+    linear<float>::forward(g, c, x, y);
+  }
+  template <class Schedule>
+  void backward(Schedule& g, const layer_context& c, const_rows_ref<float> x,
+                const_rows_ref<float> y, const_rows_ref<float> dy, matrixf& dx) {
+    reads->push_back(x.data());
+    linear<float>::backward(g, c, x, y, dy, dx);
+  }
+};
+}  // namespace
+
+TEST_CASE("models and train_full_batch read features given as an Eigen::Map of the caller's "
+          "memory in place, with the numbers of a matrix") {
+  const graph_dataset data = small_planted();
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  // The caller's own array (say a simulation's), and the same values as a sar::matrix.
+  std::vector<float> host(data.features.data(), data.features.data() + data.features.size());
+  const Eigen::Map<const matrixf> features(host.data(), data.features.rows(),
+                                           data.features.cols());
+  const auto make = [] {
+    return sequential<recording_linear, relu<float>, gcn_layer<float>>(
+        recording_linear(8, 16), relu<float>(16), gcn_layer<float>(16, 3));
+  };
+  const auto only_host = [&](const std::vector<const float*>& reads) {
+    return !reads.empty() && std::all_of(reads.begin(), reads.end(),
+                                         [&](const float* p) { return p == host.data(); });
+  };
+  SUBCASE("forward and backward") {
+    auto on_map = make(), on_matrix = make();
+    on_map.initialise(3);
+    on_matrix.initialise(3);
+    const layer_context ctx{.training = true, .seed = 1};
+    const matrixf dlogits = matrixf::Constant(data.features.rows(), 3, 0.25f);
+    CHECK(on_map.forward(graph, ctx, features) == on_matrix.forward(graph, ctx, data.features));
+    on_map.backward(graph, ctx, dlogits);
+    on_matrix.backward(graph, ctx, dlogits);
+    CHECK(only_host(*on_map.layer<0>().reads));
+    CHECK(on_map.layer<0>().reads->size() == 2);
+    const auto gm = on_map.parameters().grads(), gx = on_matrix.parameters().grads();
+    CHECK(std::equal(gm.begin(), gm.end(), gx.begin(), gx.end()));
+  }
+  SUBCASE("rows with a stride: every row padded to 10 floats") {
+    const Eigen::Index n = data.features.rows();
+    std::vector<float> padded(static_cast<std::size_t>(n * 10), -7.0f);
+    for (Eigen::Index i = 0; i < n; ++i)
+      std::copy_n(data.features.row(i).data(), 8, padded.data() + i * 10);
+    const Eigen::Map<const matrixf, 0, Eigen::OuterStride<>> strided(padded.data(), n, 8,
+                                                                     Eigen::OuterStride<>(10));
+    auto on_map = make(), on_matrix = make();
+    on_map.initialise(3);
+    on_matrix.initialise(3);
+    const layer_context ctx{.training = true, .seed = 1};
+    CHECK(on_map.forward(graph, ctx, strided) == on_matrix.forward(graph, ctx, data.features));
+    CHECK(on_map.layer<0>().reads->front() == padded.data());
+  }
+  SUBCASE("a run-time model, with an in-place first layer that must not write the input") {
+    std::vector<any_layer<float, local_schedule>> layers;
+    layers.emplace_back(dropout<float>(8, 0.5));
+    layers.emplace_back(gcn_layer<float>(8, 3));
+    dynamic_sequential<float, local_schedule> model(std::move(layers));
+    model.initialise(3);
+    const layer_context ctx{.training = true, .seed = 1};
+    const matrixf logits = model.forward(graph, ctx, features);
+    CHECK(std::equal(host.begin(), host.end(), data.features.data()));  // untouched
+    CHECK(logits == model.forward(graph, ctx, data.features));
+  }
+  SUBCASE("training") {
+    auto on_map = make(), on_matrix = make();
+    on_map.initialise(3);
+    on_matrix.initialise(3);
+    adam<float> opt_map({.learning_rate = 0.01}), opt_matrix({.learning_rate = 0.01});
+    train_options options{.epochs = 4};
+    options.log_progress = false;
+    const train_result a = train_full_batch(
+        on_map, graph, opt_map, node_data<float>{features, data.labels, data.split}, options);
+    const train_result b = train_full_batch(
+        on_matrix, graph, opt_matrix,
+        node_data<float>{data.features, data.labels, data.split}, options);
+    CHECK(only_host(*on_map.layer<0>().reads));  // every epoch's forward and backward, and
+    CHECK(on_map.layer<0>().reads->size() >= 8);  // the evaluations
+    for (std::size_t e = 0; e < a.history.size(); ++e)
+      CHECK(a.history[e].train_loss == b.history[e].train_loss);
+  }
 }
 
 TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninterrupted run ends "

@@ -42,7 +42,7 @@ class pointwise_layer {
 
   /// y := f(x). Requires x.cols() == input_dim(); x and y may be the same matrix.
   template <class Schedule>
-  void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule&, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
     check(x, "forward");
     huge_page_resize(y, x.rows(), x.cols());
     for_row_chunks(x.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
@@ -53,14 +53,14 @@ class pointwise_layer {
   /// dx += dy * f'(x), or dx := dy * f'(x) when dx is dy (nothing when dx is empty).
   /// Requires y from the matching forward and dy shaped like y; x is not read.
   template <class Schedule>
-  void backward(Schedule&, const layer_context&, const matrix<T>&, const matrix<T>& y,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule&, const layer_context&, const_rows_ref<T>, const_rows_ref<T> y,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     check(y, "backward");
     if (dx.size() == 0) return;
     SAR_CHECK(dy.rows() == y.rows() && dy.cols() == y.cols() && dx.rows() == y.rows() &&
                   dx.cols() == y.cols(),
               invalid_argument, "sar::", Op::name, "::backward: y, dy, dx shapes differ");
-    const bool assign = &dx == &dy;
+    const bool assign = dx.data() == dy.data();
     // Eigen array expressions: branch-free and vectorised (a data-dependent branch per
     // element mispredicts half the time on ReLU outputs).
     for_row_chunks(y.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
@@ -71,7 +71,7 @@ class pointwise_layer {
   }
 
  private:
-  void check(const matrix<T>& m, const char* what) const {
+  void check(const_rows_ref<T> m, const char* what) const {
     SAR_CHECK(m.cols() == dim_, invalid_argument, "sar::", Op::name, "::", what, ": ",
               what[0] == 'f' ? "x" : "y", " has ", m.cols(), " columns, expected ", dim_);
   }

@@ -57,12 +57,12 @@ class any_layer {
   /// The held layer's state besides its parameters (sar/nn/layer.hpp), or nothing.
   std::vector<std::span<double>> state() { return self_->state(); }
   /// As the held layer's forward (collective if it is).
-  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     self_->forward(graph, ctx, x, y);
   }
   /// As the held layer's backward (collective if it is).
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, const matrix<T>& y,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T> y,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     self_->backward(graph, ctx, x, y, dy, dx);
   }
 
@@ -89,10 +89,10 @@ class any_layer {
     virtual detail::layer_traits traits() const = 0;
     virtual void declare(parameter_store<T>& store) = 0;
     virtual std::vector<std::span<double>> state() = 0;
-    virtual void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+    virtual void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
                          matrix<T>& y) = 0;
-    virtual void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
-                          const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) = 0;
+    virtual void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+                          const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) = 0;
     virtual const std::type_info& type() const = 0;
   };
 
@@ -104,12 +104,12 @@ class any_layer {
     detail::layer_traits traits() const override { return detail::traits_of(layer); }
     void declare(parameter_store<T>& store) override { layer.declare(store); }
     std::vector<std::span<double>> state() override { return state_of(layer); }
-    void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
+    void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
                  matrix<T>& y) override {
       layer.forward(graph, ctx, x, y);
     }
-    void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
-                  const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) override {
+    void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+                  const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) override {
       layer.backward(graph, ctx, x, y, dy, dx);
     }
     const std::type_info& type() const override { return typeid(L); }
@@ -178,11 +178,11 @@ class dynamic_sequential : public detail::model_base<T> {
   /// As sequential::infer: layers [first, end) in inference on a Schedule or layered graph.
   template <class Graph>
     requires std::same_as<schedule_type_t<Graph>, Schedule>
-  matrix<T> infer(Graph& graph, const layer_context& ctx, const matrix<T>& x, std::size_t first,
+  matrix<T> infer(Graph& graph, const layer_context& ctx, const_rows_ref<T> x, std::size_t first,
                   std::size_t end) {
     return this->run_layers(
         graph, ctx, x, first, end,
-        [&](std::size_t k, const layer_context& c, const matrix<T>& in, matrix<T>& out,
+        [&](std::size_t k, const layer_context& c, const_rows_ref<T> in, matrix<T>& out,
             std::size_t base) {
           layers_[k].forward(this->schedule_for(graph, k, base), c, in, out);
         },
@@ -194,15 +194,15 @@ class dynamic_sequential : public detail::model_base<T> {
   /// sar::invalid_argument on a shape mismatch. Collective.
   template <class Graph>
     requires std::same_as<schedule_type_t<Graph>, Schedule>
-  const matrix<T>& forward(Graph& graph, const layer_context& ctx, const matrix<T>& x) {
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, const_rows_ref<T> x) {
     return this->run_forward(graph, ctx, x, layer_forward(graph),
                              "sar::dynamic_sequential::forward");
   }
   /// As sequential::forward on an input the model takes over (an in-place first layer
   /// overwrites it).
-  template <class Graph>
-    requires std::same_as<schedule_type_t<Graph>, Schedule>
-  const matrix<T>& forward(Graph& graph, const layer_context& ctx, matrix<T>&& x) {
+  template <class Graph, class X>
+    requires std::same_as<schedule_type_t<Graph>, Schedule> && std::same_as<X, matrix<T>>
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, X&& x) {
     return this->run_forward_owned(graph, ctx, std::move(x), layer_forward(graph),
                                    "sar::dynamic_sequential::forward");
   }
@@ -215,8 +215,8 @@ class dynamic_sequential : public detail::model_base<T> {
   void backward(Graph& graph, const layer_context& ctx, const matrix<T>& dlogits) {
     this->run_backward(
         ctx, dlogits,
-        [&](std::size_t k, const layer_context& c, const matrix<T>& x, const matrix<T>& y,
-            const matrix<T>& dy, matrix<T>& dx) {
+        [&](std::size_t k, const layer_context& c, const_rows_ref<T> x, const_rows_ref<T> y,
+            const_rows_ref<T> dy, matrix<T>& dx) {
           layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, dx);
         },
         "sar::dynamic_sequential::backward");
@@ -225,7 +225,7 @@ class dynamic_sequential : public detail::model_base<T> {
  private:
   template <class Graph>
   auto layer_forward(Graph& graph) {
-    return [this, &graph](std::size_t k, const layer_context& c, const matrix<T>& in,
+    return [this, &graph](std::size_t k, const layer_context& c, const_rows_ref<T> in,
                           matrix<T>& out) {
       layers_[k].forward(this->schedule_for(graph, k), c, in, out);
     };

@@ -89,7 +89,7 @@ class batch_norm {
   /// Collective in training mode. Throws sar::invalid_argument when x.cols() != dim or, in
   /// training mode, when the graph has no nodes at all.
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     check(x, "forward");
     const Eigen::Index n = x.rows(), f = dim_;
     if (ctx.training) {
@@ -144,8 +144,8 @@ class batch_norm {
   /// (training: through the batch statistics, collective; evaluation: dy * gamma * inv_std).
   /// Requires the x of the matching forward, same ctx.
   template <class Schedule>
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, const matrix<T>&,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     check(x, "backward");
     const Eigen::Index n = x.rows(), f = dim_;
     SAR_CHECK(dy.rows() == n && dy.cols() == f, invalid_argument,
@@ -201,7 +201,7 @@ class batch_norm {
   }
 
  private:
-  void check(const matrix<T>& x, const char* what) const {
+  void check(const_rows_ref<T> x, const char* what) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, "sar::batch_norm::", what,
               ": declare() was not called");
     SAR_CHECK(x.cols() == dim_, invalid_argument, "sar::batch_norm::", what, ": x has ",

@@ -196,7 +196,7 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
 /// `kept` (x.rows() x words_for(x.cols()) words, sized here) unless it is null; a row range
 /// requires kept null and y to be x. Otherwise x and y may be the same matrix.
 template <bool Relu, class T, class Schedule>
-void masked_forward(Schedule& graph, const layer_context& ctx, double p, const matrix<T>& x,
+void masked_forward(Schedule& graph, const layer_context& ctx, double p, const_rows_ref<T> x,
                     matrix<T>& y, std::vector<std::uint64_t>* kept, Eigen::Index first = 0,
                     Eigen::Index end = -1) {
   const dropout_mask mask(ctx, p);
@@ -266,11 +266,11 @@ class dropout : public detail::dropout_parameters {
   /// and a schedule with node_id(row) (the dataset id that keys the mask); x and y may be the
   /// same matrix.
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     check(x.cols(), "forward: x");
     mask_rows_ = -1;
     if (!ctx.training || p_ == 0) {
-      y = x;
+      if (x.data() != y.data()) y = x;
       return;
     }
     detail::masked_forward<false>(graph, ctx, p_, x, y, &kept_);
@@ -282,14 +282,14 @@ class dropout : public detail::dropout_parameters {
   /// (nothing when dx is empty). Requires the training forward of the same ctx to be this
   /// layer's last forward; x and y are not read.
   template <class Schedule>
-  void backward(Schedule&, const layer_context& ctx, const matrix<T>&, const matrix<T>&,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule&, const layer_context& ctx, const_rows_ref<T>, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     check(dy.cols(), "backward: dy");
     if (dx.size() == 0) return;
     SAR_CHECK(dx.rows() == dy.rows() && dx.cols() == dim_, invalid_argument,
               "sar::dropout::backward: dx is ", dx.rows(), " x ", dx.cols(), ", dy ", dy.rows(),
               " x ", dy.cols());
-    const bool assign = &dx == &dy;
+    const bool assign = dx.data() == dy.data();
     if (!ctx.training || p_ == 0) {
       if (!assign) dx += dy;
       return;
@@ -340,12 +340,13 @@ class relu_dropout : public detail::dropout_parameters {
   /// x.cols() == input_dim() and a schedule with node_id(row) (the dataset id that keys the
   /// mask); x and y may be the same matrix.
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::relu_dropout::forward";
     check(x.cols(), "forward: x");
     const auto [first, end] = rows_of_call(ctx, x.rows(), where);
     const bool all_rows = ctx.end_row < 0;
-    SAR_CHECK(all_rows || &x == &y, invalid_argument, where, ": a row range must be in place");
+    SAR_CHECK(all_rows || x.data() == y.data(), invalid_argument, where,
+              ": a row range must be in place");
     if (ctx.training && p_ > 0) {
       detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr, first, all_rows ? -1 : end);
       return;
@@ -362,15 +363,15 @@ class relu_dropout : public detail::dropout_parameters {
   /// s = 1 / (1 - p) in training and 1 otherwise. Requires y from the forward of the same ctx
   /// and dy shaped like y; x is not read.
   template <class Schedule>
-  void backward(Schedule&, const layer_context& ctx, const matrix<T>&, const matrix<T>& y,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule&, const layer_context& ctx, const_rows_ref<T>, const_rows_ref<T> y,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     check(y.cols(), "backward: y");
     if (dx.size() == 0) return;
     SAR_CHECK(dy.rows() == y.rows() && dy.cols() == dim_ && dx.rows() == y.rows() &&
                   dx.cols() == dim_,
               invalid_argument, "sar::relu_dropout::backward: y is ", y.rows(), " x ", y.cols(),
               ", dy ", dy.rows(), " x ", dy.cols(), ", dx ", dx.rows(), " x ", dx.cols());
-    const bool assign = &dx == &dy;
+    const bool assign = dx.data() == dy.data();
     const auto scale =
         static_cast<T>(ctx.training && p_ > 0 ? dropout_mask(ctx, p_).kept_scale() : 1.0);
     // Eigen array expressions: branch-free and vectorised.

@@ -120,7 +120,7 @@ class gat_layer {
   /// sar::invalid_argument otherwise). Resizes y to graph.num_destinations() x output_dim().
   /// Collective: one graph.gather of [z | el].
   template <class Schedule>
-  void forward(Schedule& graph, const layer_context& ctx, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     check_input("sar::gat_layer::forward", graph, x);
     const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
     const node_t m = static_cast<node_t>(x.rows()), n = graph.num_destinations();
@@ -185,8 +185,8 @@ class gat_layer {
   /// sar::invalid_argument otherwise).
   /// Collective: one graph.gather_scatter of [z | el] and its gradient.
   template <class Schedule>
-  void backward(Schedule& graph, const layer_context& ctx, const matrix<T>& x,
-                const matrix<T>& y, const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gat_layer::backward";
     check_input(where, graph, x);
     SAR_CHECK(forward_rows_ == x.rows(), invalid_argument, where,
@@ -206,7 +206,7 @@ class gat_layer {
     const bool mean = options_.merge == gat_merge::mean;
     matrix<T> dout_mean;
     if (mean) huge_page_resize(dout_mean, n, HF);
-    const matrix<T>& dout = mean ? dout_mean : dy;
+    const_rows_ref<T> dout = mean ? const_rows_ref<T>(dout_mean) : dy;
     matrix<T> node_terms(n, 3 * H);
     const row_vector<T> bias = options_.bias ? row_vector<T>(store_->value(ids_.bias).row(0))
                                              : row_vector<T>::Zero(output_dim());
@@ -290,7 +290,7 @@ class gat_layer {
 
  private:
   template <class Schedule>
-  void check_input(const char* where, const Schedule& graph, const matrix<T>& x) const {
+  void check_input(const char* where, const Schedule& graph, const_rows_ref<T> x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
     SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_sources()) && x.cols() == input_dim_,
               invalid_argument, where, ": x is ", x.rows(), " x ", x.cols(), ", expected ",

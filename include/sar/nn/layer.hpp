@@ -10,6 +10,12 @@
 //                                      reads them as views store.value(i) / store.grad(i).
 //   l.forward(graph, ctx, x, y)        y := f(x). y is resized by the layer. x has
 //                                      graph.num_sources() rows and input_dim() columns.
+//                                      Inputs (x here, x, y and dy in backward) are taken as
+//                                      const_rows_ref<T>: a view that binds without a copy to
+//                                      a matrix<T>, a block of its rows or an Eigen::Map of a
+//                                      caller's row-major memory (a model's first layer reads
+//                                      the caller's features where they are). A layer that
+//                                      takes const matrix<T>& instead still works, but copies.
 //   l.backward(graph, ctx, x, y, dy, dx)
 //                                      given the x and y of the matching forward (same ctx) and
 //                                      dy = dLoss/dy: ADDS dLoss/dx into dx and ASSIGNS
@@ -25,7 +31,8 @@
 //                                      one it does not read may be passed EMPTY to backward.
 //   L::in_place (static constexpr bool) forward accepts x and y being the same matrix, and
 //                                      backward dy and dx being the same matrix, in which case
-//                                      it ASSIGNS dLoss/dx to it (element-wise layers).
+//                                      it ASSIGNS dLoss/dx to it (element-wise layers). "The
+//                                      same" is x.data() == y.data() (x is a view).
 //   L::assigns_input_gradient (static constexpr bool)
 //                                      backward ASSIGNS dLoss/dx to a dx sized like x and does
 //                                      not read what dx held, so a model passes it unzeroed
@@ -175,14 +182,14 @@ std::vector<std::span<double>> state_of(L& l) {
 template <class L, class Schedule>
 concept layer = requires(L& l, const L& cl, Schedule& graph, const layer_context& ctx,
                          parameter_store<typename L::scalar>& store,
-                         const matrix<typename L::scalar>& x, matrix<typename L::scalar>& y,
-                         const matrix<typename L::scalar>& dy, matrix<typename L::scalar>& dx) {
+                         const_rows_ref<typename L::scalar> x, matrix<typename L::scalar>& y,
+                         const_rows_ref<typename L::scalar> dy, matrix<typename L::scalar>& dx) {
   typename L::scalar;
   { cl.input_dim() } -> std::convertible_to<Eigen::Index>;
   { cl.output_dim() } -> std::convertible_to<Eigen::Index>;
   l.declare(store);
   l.forward(graph, ctx, x, y);
-  l.backward(graph, ctx, x, static_cast<const matrix<typename L::scalar>&>(y), dy, dx);
+  l.backward(graph, ctx, x, const_rows_ref<typename L::scalar>(y), dy, dx);
 };
 
 }  // namespace sar

@@ -66,7 +66,7 @@ class linear {
 
   /// y := x W + b. Requires declare() and an allocated store, x.cols() == input_dim().
   template <class Schedule>
-  void forward(Schedule&, const layer_context&, const matrix<T>& x, matrix<T>& y) {
+  void forward(Schedule&, const layer_context&, const_rows_ref<T> x, matrix<T>& y) {
     check_ready("sar::linear::forward", x);
     huge_page_resize(y, x.rows(), out_);
     dense_product<false, T>(x, store_->value(weight_), y,
@@ -75,8 +75,8 @@ class linear {
 
   /// dW := x^T dy, db := column sums of dy, dx += dy W^T (skipped when dx is empty).
   template <class Schedule>
-  void backward(Schedule&, const layer_context&, const matrix<T>& x, const matrix<T>&,
-                const matrix<T>& dy, matrix<T>& dx) {
+  void backward(Schedule&, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
     check_ready("sar::linear::backward", x);
     SAR_CHECK(dy.rows() == x.rows() && dy.cols() == out_, invalid_argument,
               "sar::linear::backward: dy is ", dy.rows(), " x ", dy.cols(), ", expected ",
@@ -91,7 +91,7 @@ class linear {
   }
 
  private:
-  void check_ready(const char* where, const matrix<T>& x) const {
+  void check_ready(const char* where, const_rows_ref<T> x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
     SAR_CHECK(x.cols() == in_, invalid_argument, where, ": x has ", x.cols(),
               " columns, expected ", in_);

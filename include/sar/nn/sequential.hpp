@@ -45,15 +45,29 @@ concept has_declare = names_scalar<L> && requires(L& l, parameter_store<typename
 };
 template <class L, class Schedule>
 concept has_forward = names_scalar<L> && requires(L& l, Schedule& graph, const layer_context& ctx,
-                                                  const matrix<typename L::scalar>& x,
+                                                  const_rows_ref<typename L::scalar> x,
                                                   matrix<typename L::scalar>& y) {
   l.forward(graph, ctx, x, y);
 };
 template <class L, class Schedule>
 concept has_backward =
     names_scalar<L> && requires(L& l, Schedule& graph, const layer_context& ctx,
-                                const matrix<typename L::scalar>& x, matrix<typename L::scalar>& dx) {
+                                const_rows_ref<typename L::scalar> x,
+                                matrix<typename L::scalar>& dx) {
       l.backward(graph, ctx, x, x, x, dx);
+    };
+/// Converts to const_rows_ref<T> and to nothing else, so only a layer whose inputs are views
+/// accepts it (a const matrix<T>& parameter would take a copy).
+template <class T>
+struct rows_view_probe {
+  operator const_rows_ref<T>() const;  // NOLINT: declared only, for takes_views
+};
+template <class L, class Schedule>
+concept takes_views =
+    requires(L& l, Schedule& graph, const layer_context& ctx,
+             rows_view_probe<typename L::scalar> v, matrix<typename L::scalar>& y) {
+      l.forward(graph, ctx, v, y);
+      l.backward(graph, ctx, v, v, v, y);
     };
 
 /// The schedule-independent part of the contract; one full-sentence error per missing piece.
@@ -82,13 +96,19 @@ constexpr bool check_layer_calls() {
   if constexpr (!has_forward<L, Schedule>) {
     static_assert(has_forward<L, Schedule>,
                   "A sar model layer must have `forward(schedule&, const sar::layer_context&, "
-                  "const sar::matrix<scalar>& x, sar::matrix<scalar>& y)` callable with this "
+                  "sar::const_rows_ref<scalar> x, sar::matrix<scalar>& y)` callable with this "
                   "schedule type.");
   } else if constexpr (!has_backward<L, Schedule>) {
     static_assert(has_backward<L, Schedule>,
                   "A sar model layer must have `backward(schedule&, const sar::layer_context&, "
                   "x, y, dy, sar::matrix<scalar>& dx)` callable with this schedule type "
-                  "(x, y, dy as const sar::matrix<scalar>&).");
+                  "(x, y, dy as sar::const_rows_ref<scalar>).");
+  } else if constexpr (requires { requires static_cast<bool>(L::in_place); } &&
+                       !takes_views<L, Schedule>) {
+    static_assert(takes_views<L, Schedule>,
+                  "An in_place sar layer must take x, y and dy as sar::const_rows_ref<scalar>: "
+                  "a const sar::matrix<scalar>& parameter binds to a copy, so the layer could not "
+                  "see that x and y (dy and dx) are the same matrix.");
   } else {
     static_assert(layer<L, Schedule>, "This type does not satisfy sar::layer for this schedule.");
   }
@@ -211,7 +231,7 @@ class model_base {
   /// layer. Returns the output; the activations of forward and backward are not touched.
   /// Throws sar::invalid_argument for a bad range or block count.
   template <class Graph, class Call>
-  matrix<T> run_layers(Graph& graph, const layer_context& ctx, const matrix<T>& x,
+  matrix<T> run_layers(Graph& graph, const layer_context& ctx, const_rows_ref<T> x,
                        std::size_t first, std::size_t end, Call&& call, const char* where) const {
     SAR_CHECK(first < end && end <= num_layers(), invalid_argument, where, ": layers [", first,
               ", ", end, ") of ", num_layers());
@@ -222,13 +242,13 @@ class model_base {
                 graph.num_blocks(), " blocks but layers [", first, ", ", end, ") read ",
                 "neighbours ", blocks, " times");
     }
-    matrix<T> in = x, out;
+    matrix<T> in, out;  // the first layer reads x itself
     for (std::size_t k = first; k < end; ++k) {
       layer_context c = ctx;
       c.layer = k;
       c.finish_rows = nullptr;
       c.end_row = -1;
-      call(k, c, in, out, base);
+      call(k, c, k == first ? x : const_rows_ref<T>(in), out, base);
       std::swap(in, out);
     }
     return in;
@@ -244,17 +264,20 @@ class model_base {
     owned_input_ = std::move(x);
     owned_data_ = owned_input_.data();  // freed, not pooled, when done (sizes vary)
     const bool overwrite = traits_[0].in_place && !traits_[0].reads.input;
-    return run_forward(graph, ctx, owned_input_, call, where,
-                       overwrite ? &owned_input_ : nullptr);
+    const matrix<T>& logits =
+        run_forward(graph, ctx, owned_input_, call, where, overwrite ? &owned_input_ : nullptr);
+    input_owned_ = true;
+    return logits;
   }
 
   /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ..., layer k's output getting the rows of its
-  /// schedule's destinations; returns the last output. `reuse`, if given, is x's storage,
+  /// schedule's destinations; returns the last output. x is read where it is (the caller's
+  /// memory: no copy) and kept as a view for backward. `reuse`, if given, is x's storage,
   /// which layer 0 (in place) may take as its output. Throws sar::invalid_argument if x does
   /// not have the first schedule's source rows and input_dim() columns, or a layered graph
   /// has not one block per layer that reads neighbours.
   template <class Graph, class Call>
-  const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const matrix<T>& x,
+  const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const_rows_ref<T> x,
                                Call&& call, const char* where, matrix<T>* reuse = nullptr) {
     if constexpr (layered_graph<Graph>)
       SAR_CHECK(graph.num_blocks() == graph_layers_, invalid_argument, where, ": the graph has ",
@@ -263,7 +286,8 @@ class model_base {
     const node_t num_input = schedule_for(graph, 0).num_sources();
     SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where, ": x is ",
               x.rows(), " x ", x.cols(), ", expected ", num_input, " x ", input_dim());
-    input_ = nullptr;
+    input_.reset();
+    input_owned_ = false;
     for (auto& y : outputs_) give(y);
     for (std::size_t k = 0; k < num_layers(); ++k) {
       if (fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
@@ -288,11 +312,11 @@ class model_base {
         call(0, c, outputs_[0], outputs_[0]);
       } else {
         outputs_[k] = take(schedule_for(graph, k).num_destinations(), output_dims_[k]);
-        call(k, c, k == 0 ? x : outputs_[k - 1], outputs_[k]);
+        call(k, c, k == 0 ? x : const_rows_ref<T>(outputs_[k - 1]), outputs_[k]);
         if (k > 0 && released_after_forward(k - 1)) give(outputs_[k - 1]);
       }
     }
-    input_ = &x;
+    input_ = std::make_unique<const_rows_ref<T>>(x);
     return outputs_.back();
   }
 
@@ -317,7 +341,7 @@ class model_base {
     for (std::size_t k = num_layers(); k-- > first_trainable;) {
       layer_context c = ctx;
       c.layer = k;
-      const matrix<T>& x = k == 0 ? *input_ : outputs_[k - 1];
+      const const_rows_ref<T> x = k == 0 ? *input_ : const_rows_ref<T>(outputs_[k - 1]);
       const bool last = k + 1 == num_layers();
       if (k == first_trainable) {
         matrix<T> none;  // no input gradient wanted
@@ -334,7 +358,7 @@ class model_base {
       if (!last) give(outputs_[k]);  // the logits stay readable
     }
     give(gradient);
-    if (input_ == &owned_input_) {  // an input given by value is no longer needed
+    if (input_owned_) {  // an input given by value is no longer needed
       // Nor are the outputs of untrained in-place layers before first_trainable that took
       // its buffer: freed here, not pooled by the next forward (its size varies from call to
       // call, so the pool would keep every one of them).
@@ -342,7 +366,8 @@ class model_base {
         if (outputs_[k].size() > 0 && outputs_[k].data() == owned_data_) outputs_[k] = matrix<T>();
       owned_input_ = matrix<T>();
       owned_data_ = nullptr;
-      input_ = nullptr;  // a second backward needs a new forward
+      input_.reset();  // a second backward needs a new forward
+      input_owned_ = false;
     }
   }
 
@@ -359,7 +384,8 @@ class model_base {
   std::vector<Eigen::Index> input_dims_, output_dims_;
   std::vector<layer_traits> traits_;
   std::vector<matrix<T>> outputs_;
-  const matrix<T>* input_ = nullptr;
+  std::unique_ptr<const_rows_ref<T>> input_;  // the last forward's input (a view)
+  bool input_owned_ = false;                 // it is owned_input_
   matrix<T> owned_input_;  // the input of a forward given by value
   const T* owned_data_ = nullptr;  // its buffer, wherever it moved
   std::vector<std::size_t> level_;  // layer k runs on block / level level_[k] of a layered graph
@@ -474,31 +500,33 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   /// graph whose blocks serve those layers; returns their output. Does not disturb the
   /// activations of forward/backward. Throws sar::invalid_argument on a bad range or shape.
   template <class Graph>
-  matrix<scalar> infer(Graph& graph, const layer_context& ctx, const matrix<scalar>& x,
+  matrix<scalar> infer(Graph& graph, const layer_context& ctx, const_rows_ref<scalar> x,
                        std::size_t first, std::size_t end) {
     return this->run_layers(
         graph, ctx, x, first, end,
-        [&](std::size_t k, const layer_context& c, const matrix<scalar>& in, matrix<scalar>& out,
-            std::size_t base) {
+        [&](std::size_t k, const layer_context& c, const_rows_ref<scalar> in,
+            matrix<scalar>& out, std::size_t base) {
           at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k, base), c, in, out); });
         },
         "sar::sequential::infer");
   }
 
   /// Runs every layer on `graph` (a schedule, or a layered_graph: see model_base); returns
-  /// the logits (kept until the next forward). x must stay alive and unchanged until the
-  /// matching backward. Requires x: graph.num_sources() x input_dim() (a layered graph: its
-  /// level 0). Throws sar::invalid_argument on a shape mismatch (and whatever a layer
-  /// throws). Collective (each layer's calls).
+  /// the logits (kept until the next forward). x is read in place, without a copy (a matrix,
+  /// an Eigen::Map of the caller's row-major memory, a block of rows); it must stay alive and
+  /// unchanged until the matching backward. Requires x: graph.num_sources() x input_dim() (a
+  /// layered graph: its level 0). Throws sar::invalid_argument on a shape mismatch (and
+  /// whatever a layer throws). Collective (each layer's calls).
   template <class Graph>
-  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, const matrix<scalar>& x) {
+  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, const_rows_ref<scalar> x) {
     static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
     return this->run_forward(graph, ctx, x, layer_forward(graph), "sar::sequential::forward");
   }
-  /// The same, on an input the model takes over: a first in-place layer (dropout) works on
-  /// it instead of a copy (a minibatch's gathered features: no second copy of them).
-  template <class Graph>
-  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, matrix<scalar>&& x) {
+  /// The same, on a matrix the model takes over (an rvalue): a first in-place layer (dropout)
+  /// works on it instead of a copy (a minibatch's gathered features: no second copy of them).
+  template <class Graph, class X>
+    requires std::same_as<X, matrix<scalar>>
+  const matrix<scalar>& forward(Graph& graph, const layer_context& ctx, X&& x) {
     static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
     return this->run_forward_owned(graph, ctx, std::move(x), layer_forward(graph),
                                    "sar::sequential::forward");
@@ -508,7 +536,7 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
   /// call(k, ctx_k, x_k, y_k) of forward: layer k's forward on its schedule of `graph`.
   template <class Graph>
   auto layer_forward(Graph& graph) {
-    return [this, &graph](std::size_t k, const layer_context& c, const matrix<scalar>& in,
+    return [this, &graph](std::size_t k, const layer_context& c, const_rows_ref<scalar> in,
                           matrix<scalar>& out) {
       at(k, [&](auto& l) { l.forward(this->schedule_for(graph, k), c, in, out); });
     };
@@ -524,8 +552,8 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
     static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
     this->run_backward(
         ctx, dlogits,
-        [&](std::size_t k, const layer_context& c, const matrix<scalar>& x,
-            const matrix<scalar>& y, const matrix<scalar>& dy, matrix<scalar>& dx) {
+        [&](std::size_t k, const layer_context& c, const_rows_ref<scalar> x,
+            const_rows_ref<scalar> y, const_rows_ref<scalar> dy, matrix<scalar>& dx) {
           at(k, [&](auto& l) { l.backward(this->schedule_for(graph, k), c, x, y, dy, dx); });
         },
         "sar::sequential::backward");

@@ -233,7 +233,7 @@ class distributed_sampling_graph {
   /// Rows `ids` (dataset ids) of a matrix whose rows are the local nodes (every rank's has
   /// `cols` columns). Collective.
   template <class T>
-  matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) {
+  matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) {
     const auto cols = static_cast<std::size_t>(local.cols());
     const route r = send(ids);
     const auto got = answer<T>(r, [&](std::vector<T>& reply, node_t row) {

@@ -148,7 +148,7 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
 
 /// The rows `ids` of m, in that order.
 template <class T>
-matrix<T> gather_rows(const matrix<T>& m, std::span<const node_t> ids) {
+matrix<T> gather_rows(const_rows_ref<T> m, std::span<const node_t> ids) {
   matrix<T> out(static_cast<Eigen::Index>(ids.size()), m.cols());
   for_row_chunks(out.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
     for (Eigen::Index r = b; r < e; ++r) out.row(r) = m.row(ids[static_cast<std::size_t>(r)]);
@@ -240,8 +240,8 @@ class sampling_graph {
   }
   /// The rows `ids` of `local` (gather_rows).
   template <class T>
-  matrix<T> gather(const matrix<T>& local, std::span<const node_t> ids) const {
-    return gather_rows(local, ids);
+  matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) const {
+    return gather_rows<T>(local, ids);
   }
   /// The entries `ids` of `local`.
   template <class V>

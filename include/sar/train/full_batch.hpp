@@ -130,8 +130,10 @@ struct train_options {
 /// The data of the local nodes: features (num_local x input_dim), labels, split.
 template <class T>
 struct node_data {
-  /// Features of the local nodes (num_local x input_dim).
-  const matrix<T>& features;
+  /// Features of the local nodes (num_local x input_dim), read where they are (a matrix or an
+  /// Eigen::Map of the caller's row-major memory: no copy). A view: the memory must outlive
+  /// the node_data (a temporary matrix does not).
+  const_rows_ref<T> features;
   /// Label of each local node (-1 = unlabelled).
   std::span<const std::int32_t> labels;
   /// Split of each local node.

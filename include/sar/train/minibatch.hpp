@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -85,7 +86,8 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
 /// graph.num_local() x model.input_dim(). Throws sar::invalid_argument on a shape mismatch.
 /// Collective on a distributed graph.
 template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
-matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features,
+matrix<T> infer_layer_wise(Model& model, Graph& graph,
+                           std::type_identity_t<const_rows_ref<T>> features,
                            const layer_context& ctx, node_t rows_per_block = 8192) {
   const node_t local = graph.num_local();
   SAR_CHECK(features.rows() == local && rows_per_block >= 1, invalid_argument,
@@ -93,8 +95,9 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features
             " nodes, ", rows_per_block, " rows per block");
   const std::int64_t blocks = graph.all_reduce_max((local + rows_per_block - 1) / rows_per_block);
   const auto starts = model.stage_starts();
-  matrix<T> h = features, next;
+  matrix<T> h, next;  // the output of stage s - 1, of stage s
   for (std::size_t s = 0; s < starts.size(); ++s) {
+    const const_rows_ref<T> in = s == 0 ? features : const_rows_ref<T>(h);
     const std::size_t end = s + 1 < starts.size() ? starts[s + 1] : model.num_layers();
     bool sized = false;
     for (std::int64_t c = 0; c < blocks; ++c) {  // every rank as many times: collective
@@ -104,7 +107,7 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features
           neighbourhood_block(graph.local_rows(), graph.local_ids(), begin, stop,
                               [&](node_t id) { return graph.local_row(id); });
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
-      const matrix<T> x = graph.gather(h, block.ids);
+      const matrix<T> x = graph.gather(in, block.ids);
       if (stop == begin) continue;
       sampled_minibatch mb(std::move(block));
       const matrix<T> y = model.infer(mb, ctx, x, starts[s], end);
@@ -121,7 +124,8 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph, const matrix<T>& features
 
 /// One process: the output for every node of `graph` (in-edges, row = dataset id).
 template <class Model, class T = typename Model::scalar>
-matrix<T> infer_layer_wise(Model& model, const csr& graph, const matrix<T>& features,
+matrix<T> infer_layer_wise(Model& model, const csr& graph,
+                           std::type_identity_t<const_rows_ref<T>> features,
                            const layer_context& ctx, node_t rows_per_block = 8192) {
   sampling_graph g(graph);
   return infer_layer_wise(model, g, features, ctx, rows_per_block);
@@ -206,7 +210,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       stats.sampling_seconds += seconds_since(t);
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        matrix<T> x = graph.gather(data.features, samples[b].ids);
+        matrix<T> x = graph.template gather<T>(data.features, samples[b].ids);
         const std::vector<std::int32_t> labels = graph.gather(data.labels, samples[b].seeds());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
