@@ -55,8 +55,8 @@ with tempfile.TemporaryDirectory(prefix="sar-consumers-") as work:
     run("bash", os.path.join(projects, "pkg-config", "build.sh"), binary, env=env)
     check_runs(binary, "pkg-config")
 
-    cmake_build = os.path.join(work, "cmake-build")
-    run("cmake", "-S", os.path.join(projects, "cmake"), "-B", cmake_build,
+    cmake_build = os.path.join(work, "cmake-build")  # Ninja: Meson's, make may be absent
+    run("cmake", "-G", "Ninja", "-S", os.path.join(projects, "cmake"), "-B", cmake_build,
         f"-DCMAKE_PREFIX_PATH={prefix}")
     run("cmake", "--build", cmake_build)
     check_runs(os.path.join(cmake_build, "consumer"), "cmake")
