@@ -145,6 +145,14 @@ inline constexpr bool assigns_input_gradient_v = [] {
   else
     return false;
 }();
+/// Whether L declares L::in_place = true (see the contract above).
+template <class L>
+inline constexpr bool in_place_v = [] {
+  if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::in_place);
+  else
+    return false;
+}();
 /// Whether L declares L::row_wise = true (see the contract above).
 template <class L>
 inline constexpr bool row_wise_v = [] {

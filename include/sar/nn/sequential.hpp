@@ -103,8 +103,7 @@ constexpr bool check_layer_calls() {
                   "A sar model layer must have `backward(schedule&, const sar::layer_context&, "
                   "x, y, dy, sar::matrix<scalar>& dx)` callable with this schedule type "
                   "(x, y, dy as sar::const_rows_ref<scalar>).");
-  } else if constexpr (requires { requires static_cast<bool>(L::in_place); } &&
-                       !takes_views<L, Schedule>) {
+  } else if constexpr (in_place_v<L> && !takes_views<L, Schedule>) {
     static_assert(takes_views<L, Schedule>,
                   "An in_place sar layer must take x, y and dy as sar::const_rows_ref<scalar>: "
                   "a const sar::matrix<scalar>& parameter binds to a copy, so the layer could not "
@@ -129,7 +128,7 @@ layer_traits traits_of(const L& l) {
   layer_traits t;
   if constexpr (requires { { l.backward_reads() } -> std::convertible_to<reads_in_backward>; })
     t.reads = l.backward_reads();
-  if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; }) t.in_place = L::in_place;
+  t.in_place = in_place_v<L>;
   t.reads_neighbours = reads_neighbours_v<L>;
   t.assigns_input_gradient = assigns_input_gradient_v<L>;
   t.row_wise = row_wise_v<L> && t.in_place;

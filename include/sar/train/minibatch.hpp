@@ -210,7 +210,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       stats.sampling_seconds += seconds_since(t);
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        matrix<T> x = graph.template gather<T>(data.features, samples[b].ids);
+        matrix<T> x = graph.gather(data.features, samples[b].ids);
         const std::vector<std::int32_t> labels = graph.gather(data.labels, samples[b].seeds());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
