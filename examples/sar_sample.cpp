@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -38,32 +40,36 @@ namespace fs = std::filesystem;
 using sar_programs::clock_type;
 using sar_programs::seconds_since;
 
-constexpr const char* format_name = "sar-sample";
-constexpr int format_version = 1;
+constexpr sar::directory_kind kind{"sar-sample", "sample.json"};
+constexpr int format_version = 2;  // 2: sample.json lists a manifest and is sealed
 
-void write_ids(const fs::path& file, std::span<const sar::node_t> ids) {
-  const std::int64_t shape[] = {static_cast<std::int64_t>(ids.size())};
-  sar::write_npy(file, sar::npy_dtype::int64, shape, ids.data());
-}
-void write_doubles(const fs::path& file, const std::vector<double>& values) {
+/// Writes `values` (1-D) as the .npy file `relative` of `out`.
+template <class T>
+void write_array(sar::directory_writer& out, const std::string& relative,
+                 std::span<const T> values) {
   const std::int64_t shape[] = {static_cast<std::int64_t>(values.size())};
-  sar::write_npy(file, sar::npy_dtype::float64, shape, values.data());
+  out.add_file(relative, [&](const fs::path& file) {
+    return sar::write_npy(file, std::is_same_v<T, double> ? sar::npy_dtype::float64
+                                                          : sar::npy_dtype::int64,
+                          shape, values.data());
+  });
 }
 
-/// Writes one sample's blocks into `dir` (created).
-void write_sample(const fs::path& dir, const sar::minibatch_sample& s) {
-  fs::create_directory(dir);
+/// Writes one sample's blocks into the directory `name` of `out`.
+void write_sample(sar::directory_writer& out, const std::string& name,
+                  const sar::minibatch_sample& s) {
+  out.make_directory(name);
   for (std::size_t l = 0; l < s.blocks.size(); ++l) {
     const sar::sampled_block& b = s.blocks[l];
-    const std::string prefix = "block-" + std::to_string(l) + "-";
-    write_ids(dir / (prefix + "indptr.npy"), b.edges.offsets);
-    write_ids(dir / (prefix + "indices.npy"), b.edges.columns);
-    write_ids(dir / (prefix + "destination-ids.npy"),
-              std::span(s.ids).first(static_cast<std::size_t>(b.edges.num_rows)));
-    write_ids(dir / (prefix + "source-ids.npy"), b.ids);
+    const std::string prefix = name + "/block-" + std::to_string(l) + "-";
+    write_array<sar::node_t>(out, prefix + "indptr.npy", b.edges.offsets);
+    write_array<sar::node_t>(out, prefix + "indices.npy", b.edges.columns);
+    write_array<sar::node_t>(out, prefix + "destination-ids.npy",
+                             std::span(s.ids).first(static_cast<std::size_t>(b.edges.num_rows)));
+    write_array<sar::node_t>(out, prefix + "source-ids.npy", b.ids);
     if (!b.source_scales.empty()) {
-      write_doubles(dir / (prefix + "source-scales.npy"), b.source_scales);
-      write_doubles(dir / (prefix + "destination-scales.npy"), b.destination_scales);
+      write_array<double>(out, prefix + "source-scales.npy", b.source_scales);
+      write_array<double>(out, prefix + "destination-scales.npy", b.destination_scales);
     }
   }
 }
@@ -97,7 +103,6 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "sar-sample (sar " SAR_VERSION_STRING ")");
   CLI11_PARSE(app, argc, argv);
 
-  const sar::directory_kind kind{format_name, "sample.json", "sample.json minibatch-*"};
   sar::check_replaceable(out, kind, "--out");  // before the long work
   sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
   const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
@@ -126,19 +131,19 @@ int run(int argc, char** argv) {
 
   const auto start = clock_type::now();
   sar::bulk_sampler bulk(graph, options);
-  nlohmann::json meta = {{"format", format_name}, {"version", format_version},
+  nlohmann::json meta = {{"format", kind.format}, {"version", format_version},
                          {"dataset", data.name}, {"sampler", sampler}, {"fanouts", fanouts},
                          {"minibatch_size", batch_size}, {"epoch", epoch}, {"seed", seed},
                          {"self_loops", add ? "add" : "keep"},
                          {"minibatches", nlohmann::json::array()}};
-  sar::replace_directory(out, kind, [&](const fs::path& temporary) {
+  sar::replace_directory(out, kind, [&](sar::directory_writer& to) {
     for (std::size_t i = 0; i < chosen.size(); ++i) {
       // Each minibatch drawn alone is the sample sar-train draws in its bulk (same keys).
       const auto sample = bulk.sample(std::span(seeds).subspan(i, 1), epoch,
                                       static_cast<std::uint64_t>(chosen[i]))[0];
       char name[32];
       std::snprintf(name, sizeof name, "minibatch-%06lld", static_cast<long long>(chosen[i]));
-      write_sample(temporary / name, sample);
+      write_sample(to, name, sample);
       meta["minibatches"].push_back({{"minibatch", chosen[i]}, {"directory", name},
                                      {"seeds", sample.level_sizes.back()},
                                      {"level_sizes", sample.level_sizes}});
@@ -148,7 +153,7 @@ int run(int argc, char** argv) {
       std::printf("\n");
       std::fflush(stdout);
     }
-    sar::write_json_file(temporary / "sample.json", meta, "--out");
+    to.write_metadata(meta);
   }, "--out");
   std::printf("wrote %zu minibatches to %s (%.2f s)\n", chosen.size(), out.c_str(),
               seconds_since(start));

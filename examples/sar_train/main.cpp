@@ -19,6 +19,7 @@
 
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
+#include "sar/core/output_file.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
@@ -312,6 +313,9 @@ int main(int argc, char** argv) {
               "on a synchronous epoch)");
     if (!p.checkpoint.empty() && comm.rank() == 0)  // before any work, not after it
       sar::check_replaceable(p.checkpoint, sar::checkpoint_kind, "sar-train: --checkpoint");
+    std::optional<sar::output_file> metrics_out;  // checked now, written at the end
+    if (!p.metrics_out.empty() && comm.rank() == 0)
+      metrics_out.emplace(p.metrics_out, "sar-train: --metrics-out");
 
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);
     nlohmann::json metrics;
@@ -329,7 +333,7 @@ int main(int argc, char** argv) {
                       metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
                       metrics["test_acc"].get<double>());
       sar::log_info(sar::message(best, "; ", line));
-      if (!p.metrics_out.empty()) sar::write_json_file(p.metrics_out, metrics, "sar-train");
+      if (metrics_out) metrics_out->write(metrics.dump(2) + "\n");
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();

@@ -9,7 +9,12 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sar/core/output_file.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/gzip.hpp"
@@ -855,7 +860,14 @@ TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, l
     CHECK_NOTHROW(read_npy_dataset(out, {.verify_checksums = false}));
     nlohmann::json meta;
     std::ifstream(out / "meta.json") >> meta;
-    meta.erase("checksums");
+    auto edited = meta;
+    edited["num_classes"] = 8;  // edited without the seal: named
+    std::ofstream(out / "meta.json") << edited.dump();
+    check_contains(io_error_of([&] { read_npy_dataset(out); }),
+                   {"meta.json was changed after sar wrote it"});
+    meta.erase("manifest");  // numpy's layout: version 1, no manifest, no seal
+    meta.erase(metadata_seal_key);
+    meta["version"] = 1;
     std::ofstream(out / "meta.json") << meta.dump();
     CHECK_NOTHROW(read_npy_dataset(out));
   }
@@ -864,48 +876,71 @@ TEST_CASE("npy dataset: a planted graph round trips exactly (read_npy_dataset, l
     fs::create_directories(other);
     io::write_text_file(other / "notes.txt", "mine\n");
     check_contains(io_error_of([&] { write_npy_dataset(other, data); }),
-                   {"sar::write_npy_dataset: ", other.string(), "refusing"});
+                   {"sar::write_npy_dataset: ", other.string(), "so it is refused"});
     CHECK(fs::exists(other / "notes.txt"));
   }
 }
 
-TEST_CASE("replace_directory: creates, replaces only its own kind, and keeps the old content "
-          "through any failure") {
+TEST_CASE("replace_directory: creates, replaces only exactly what its manifest lists, and keeps "
+          "the old content through any failure") {
   temp_dir dir("safe");
-  const directory_kind kind{"test-kind", "meta.json", "meta.json payload*"};
-  const auto write_kind = [](const fs::path& out, const std::string& payload) {
-    io::write_text_file(out / "meta.json", "{\"format\": \"test-kind\"}\n");
-    io::write_text_file(out / "payload.txt", payload);
+  const directory_kind kind{"test-kind", "meta.json"};
+  // A directory of the kind: a payload file and a nested one, listed by the writer.
+  const auto write_kind = [](directory_writer& out, const std::string& payload) {
+    out.add_file("payload.txt", [&](const fs::path& file) {
+      io::write_text_file(file, payload);
+      return crc32_update(0, payload.data(), payload.size());
+    });
+    out.make_directory("sub");
+    out.add_file("sub/nested.txt", [&](const fs::path& file) {
+      io::write_text_file(file, "nested");
+      return 0u;
+    });
+    out.write_metadata(nlohmann::json{{"format", "test-kind"}});
   };
-  const auto partials = [&] {
+  const auto siblings = [&] {
     int count = 0;
     for (const auto& entry : fs::directory_iterator(dir.path))
-      count += entry.path().filename().string().find(".sar-partial-") != std::string::npos;
+      count += entry.path().filename().string().find(".sar-") != std::string::npos;
     return count;
   };
   const fs::path out = dir.path / "out";
-  replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "first"); }, "test");
+  replace_directory(out, kind, [&](directory_writer& d) { write_kind(d, "first"); }, "test");
   CHECK(read_binary(out / "payload.txt") == "first");
-  replace_directory(out.string() + "/", kind, [&](const fs::path& d) { write_kind(d, "second"); },
-                    "test");
+  const auto meta = nlohmann::json::parse(read_binary(out / "meta.json"));
+  CHECK(meta["manifest"]["files"]["payload.txt"]["bytes"] == 5);
+  CHECK(meta["manifest"]["files"].contains("sub/nested.txt"));
+  CHECK(meta["manifest"]["directories"] == nlohmann::json::array({"sub"}));
+  CHECK_NOTHROW(check_metadata_seal(meta, "meta.json", "test"));
+  CHECK_FALSE(fs::exists(out / ".sar-journal"));
+  replace_directory(out.string() + "/", kind,
+                    [&](directory_writer& d) { write_kind(d, "second"); }, "test");
   CHECK(read_binary(out / "payload.txt") == "second");
-  CHECK(partials() == 0);
+  CHECK(siblings() == 0);
 
-  SUBCASE("a failing write leaves the previous content and no partial directory") {
-    CHECK_THROWS_AS(replace_directory(out, kind, [&](const fs::path& d) {
+  SUBCASE("a failing write leaves the previous content and no temporary directory") {
+    CHECK_THROWS_AS(replace_directory(out, kind, [&](directory_writer& d) {
       write_kind(d, "third");
       throw io_error("disk full");
     }, "test"), io_error);
     CHECK(read_binary(out / "payload.txt") == "second");
-    CHECK(partials() == 0);
+    CHECK(siblings() == 0);
+  }
+  SUBCASE("a writer that creates a file without listing it is an error, and nothing moves") {
+    CHECK_THROWS_AS(replace_directory(out, kind, [&](directory_writer& d) {
+      io::write_text_file(d.path() / "unlisted.txt", "x");
+      d.write_metadata(nlohmann::json{{"format", "test-kind"}});
+    }, "test"), error);
+    CHECK(read_binary(out / "payload.txt") == "second");
+    CHECK(siblings() == 0);
   }
   SUBCASE("a directory of another kind, or without meta.json, is refused and untouched") {
     const fs::path store = dir.path / "store";
     fs::create_directories(store / "part-0");
     io::write_text_file(store / "meta.json", "{\"format\": \"someone-else\"}\n");
     check_contains(io_error_of([&] {
-      replace_directory(store, kind, [&](const fs::path& d) { write_kind(d, "x"); }, "test");
-    }), {"test: ", store.string(), "someone-else", "refusing to touch it"});
+      replace_directory(store, kind, [&](directory_writer& d) { write_kind(d, "x"); }, "test");
+    }), {"test: ", store.string(), "someone-else", "refused"});
     fs::remove(store / "meta.json");
     check_contains(io_error_of([&] { check_replaceable(store, kind, "test"); }),
                    {"meta.json is missing"});
@@ -916,39 +951,151 @@ TEST_CASE("replace_directory: creates, replaces only its own kind, and keeps the
                    {"not a directory"});
     CHECK(read_binary(file) == "mine");
   }
-  SUBCASE("a directory of ours holding a file we did not write is refused and untouched") {
-    io::write_text_file(out / "notes.txt", "mine");
-    check_contains(io_error_of([&] {
-      replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "x"); }, "test");
-    }), {"holds notes.txt", "refused"});
-    CHECK(read_binary(out / "notes.txt") == "mine");
-    CHECK(read_binary(out / "payload.txt") == "second");
+  SUBCASE("anything the manifest does not list, at any depth, makes it refused and untouched") {
+    const auto refused = [&](const std::string& expected) {
+      check_contains(io_error_of([&] {
+        replace_directory(out, kind, [&](directory_writer& d) { write_kind(d, "x"); }, "test");
+      }), {expected, "refused"});
+      CHECK(read_binary(out / "payload.txt") == "second");
+    };
+    SUBCASE("a file beside the payload") {
+      io::write_text_file(out / "notes.txt", "mine");
+      refused("notes.txt, which sar did not write");
+      CHECK(read_binary(out / "notes.txt") == "mine");
+    }
+    SUBCASE("a file inside a listed directory") {
+      io::write_text_file(out / "sub" / "notes.txt", "mine");
+      refused("sub/notes.txt, which sar did not write");
+      CHECK(read_binary(out / "sub" / "notes.txt") == "mine");
+    }
+    SUBCASE("a directory whose name looks like ours") {
+      fs::create_directories(out / "sub2");
+      refused("sub2/, which sar did not write");
+    }
+    SUBCASE("a listed file whose size changed") {
+      io::write_text_file(out / "payload.txt", "second, edited by a user");
+      check_contains(io_error_of([&] { check_replaceable(out, kind, "test"); }),
+                     {"payload.txt, which has 24 bytes where sar wrote 6"});
+    }
+    SUBCASE("a symbolic link in place of a listed file") {
+      fs::remove(out / "sub" / "nested.txt");
+      fs::create_symlink(out / "payload.txt", out / "sub" / "nested.txt");
+      refused("sub/nested.txt, a symbolic link");
+    }
+    SUBCASE("an edited metadata file") {
+      auto edited = nlohmann::json::parse(read_binary(out / "meta.json"));
+      edited["manifest"]["files"]["notes.txt"] = {{"bytes", 4}, {"crc32", 1}};
+      io::write_text_file(out / "meta.json", edited.dump());
+      io::write_text_file(out / "notes.txt", "mine");
+      check_contains(io_error_of([&] { check_replaceable(out, kind, "test"); }),
+                     {"was changed after sar wrote it"});
+      CHECK(read_binary(out / "notes.txt") == "mine");
+    }
   }
   SUBCASE("a symbolic link is followed: what it points to is replaced, the link stays") {
     const fs::path link = dir.path / "link";
     fs::create_directory_symlink(out, link);
-    replace_directory(link, kind, [&](const fs::path& d) { write_kind(d, "via link"); }, "test");
+    replace_directory(link, kind, [&](directory_writer& d) { write_kind(d, "via link"); },
+                      "test");
     CHECK(fs::is_symlink(link));
     CHECK(read_binary(out / "payload.txt") == "via link");
   }
+  const std::string host = detail::host_name();
+  const std::string dead = "-2147483646-0123456789abcdef";  // no such process
   SUBCASE("the previous content of a process killed between two renames is moved back") {
-    const fs::path previous = out.string() + ".sar-previous-2147483646";  // no such process
+    const fs::path previous = out.string() + ".sar-previous-" + host + dead;
     fs::rename(out, previous);
-    CHECK_THROWS_AS(replace_directory(out, kind, [](const fs::path&) {
+    CHECK_THROWS_AS(replace_directory(out, kind, [](directory_writer&) {
       throw io_error("the new write fails");
     }, "test"), io_error);
     CHECK(read_binary(out / "payload.txt") == "second");  // recovered before the write
     CHECK_FALSE(fs::exists(previous));
   }
-  SUBCASE("a partial directory left by a dead process is removed, a live one's kept") {
-    const fs::path dead = out.string() + ".sar-partial-2147483646";  // no such process
-    const fs::path live = out.string() + ".sar-partial-" + std::to_string(::getppid());
-    fs::create_directories(dead);
-    fs::create_directories(live);
-    replace_directory(out, kind, [&](const fs::path& d) { write_kind(d, "fourth"); }, "test");
-    CHECK_FALSE(fs::exists(dead));
-    CHECK(fs::exists(live));
-    fs::remove(live);
+  SUBCASE("a dead process's journaled partial directory is removed; anything unproven is kept") {
+    const fs::path journaled = out.string() + ".sar-partial-" + host + dead;
+    fs::create_directories(journaled / "sub");
+    io::write_text_file(journaled / ".sar-journal",
+                        "{\"token\": \"0123456789abcdef\"}\nd sub\nf sub/a.bin\n");
+    io::write_text_file(journaled / "sub" / "a.bin", "half");
+    // The same name, but a file the journal does not name: a user's.
+    const fs::path unproven = out.string() + ".sar-partial-" + host + "-2147483645-" +
+                              "fedcba9876543210";
+    fs::create_directories(unproven);
+    io::write_text_file(unproven / ".sar-journal", "{\"token\": \"fedcba9876543210\"}\n");
+    io::write_text_file(unproven / "mine.txt", "mine");
+    // A live process's (this one's parent), another host's, and the old pid-only names.
+    const fs::path live = out.string() + ".sar-partial-" + host + "-" +
+                          std::to_string(::getppid()) + "-00000000000000aa";
+    const fs::path elsewhere = out.string() + ".sar-partial-other-host" + dead;
+    const fs::path old_style = out.string() + ".sar-partial-2147483646";
+    for (const auto& d : {live, elsewhere, old_style}) fs::create_directories(d);
+    replace_directory(out, kind, [&](directory_writer& d) { write_kind(d, "fourth"); }, "test");
+    CHECK_FALSE(fs::exists(journaled));
+    CHECK(read_binary(unproven / "mine.txt") == "mine");
+    for (const auto& d : {live, elsewhere, old_style}) CHECK(fs::exists(d));
+  }
+}
+
+TEST_CASE("output_file: a regular file is replaced whole, a link followed, a device written in "
+          "place, a directory refused") {
+  temp_dir dir("output-file");
+  const fs::path file = dir.path / "metrics.json";
+  io::write_text_file(file, "previous");
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  write_output_file(file, "new", "test");
+  CHECK(read_binary(file) == "new");
+  CHECK(fs::status(file).permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+  {
+    output_file grows(file, "test");
+    grows.write("a");
+    grows.write("ab");
+    CHECK(read_binary(file) == "ab");  // replaced whole each time
+  }
+  SUBCASE("a chain of symbolic links: the final target is written, the links stay") {
+    const fs::path link = dir.path / "link", link2 = dir.path / "link2";
+    fs::create_symlink("metrics.json", link);
+    fs::create_symlink(link, link2);
+    write_output_file(link2, "through links", "test");
+    CHECK(fs::is_symlink(link2));
+    CHECK(fs::is_symlink(link));
+    CHECK(read_binary(file) == "through links");
+  }
+  SUBCASE("a device is written in place and stays a device") {
+    output_file null("/dev/null", "test");
+    null.write("x");
+    null.write("xy");
+    CHECK(fs::is_character_file("/dev/null"));
+  }
+  SUBCASE("a FIFO receives each part once") {
+    const fs::path fifo = dir.path / "fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string received;
+    std::thread reader([&] { received = read_binary(fifo); });
+    {
+      output_file out(fifo, "test");
+      out.write("row 1\n");
+      out.write("row 1\nrow 2\n");
+    }
+    reader.join();
+    CHECK(received == "row 1\nrow 2\n");
+    CHECK(fs::is_fifo(fifo));
+  }
+  SUBCASE("a directory, and a path in a missing directory, are refused") {
+    check_contains(io_error_of([&] { output_file(dir.path, "test"); }), {"is a directory"});
+    check_contains(io_error_of([&] { output_file(dir.path / "no" / "file", "test"); }),
+                   {"does not exist"});
+  }
+  SUBCASE("a failed write keeps the previous content and leaves no sibling") {
+    output_file out(file, "test");
+    fs::remove(file);
+    fs::create_directory(file);  // now a directory: renaming a file over it fails
+    CHECK_THROWS_AS(out.write("lost"), io_error);
+    CHECK(fs::is_directory(file));
+    int siblings = 0;
+    for (const auto& entry : fs::directory_iterator(dir.path))
+      siblings += entry.path().filename().string().find(".sar-") != std::string::npos;
+    CHECK(siblings == 0);
   }
 }
 

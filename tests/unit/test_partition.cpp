@@ -329,7 +329,10 @@ TEST_CASE("partition store errors name the file and the problem") {
   temp_dir tmp("errors");
   const auto dir = tmp.path / "s";
   const std::vector<int> part = partition_contiguous(40, 3);
-  auto fresh = [&] { write_partition_store(d, part, 3, dir, "contiguous"); };
+  auto fresh = [&] {  // the tests below corrupt it, so sar would refuse to replace it
+    std::filesystem::remove_all(dir);
+    write_partition_store(d, part, 3, dir, "contiguous");
+  };
   fresh();
   namespace fs = std::filesystem;
 
@@ -370,15 +373,42 @@ TEST_CASE("partition store errors name the file and the problem") {
                 fs::copy_options::overwrite_existing);
   CHECK(contains(what_of([&] { read_partition_part(dir, 0); }), "belongs to part 1"));
 
-  fresh();  // meta.json disagreeing with a part's files
+  fresh();  // meta.json edited: num_classes raised (the seal names the file)
+  {
+    nlohmann::json j;
+    std::ifstream(dir / "meta.json") >> j;
+    j["num_classes"] = j["num_classes"].get<int>() + 1;
+    std::ofstream(dir / "meta.json") << j.dump();
+  }
+  w = what_of([&] { read_partition_metadata(dir); });
+  CHECK(contains(w, "meta.json was changed after sar wrote it"));
+
+  fresh();  // a sealed meta.json disagreeing with a part's files (a faulty writer)
   {
     nlohmann::json j;
     std::ifstream(dir / "meta.json") >> j;
     j["feature_dim"] = 6;
+    seal_metadata(j);
     std::ofstream(dir / "meta.json") << j.dump();
   }
   w = what_of([&] { read_partition_part(dir, 1); });
   CHECK(contains(w, "features.bin"));
+  CHECK(contains(w, "meta.json implies"));
+
+  fresh();  // a huge node count is refused from the file sizes, before anything is allocated
+  {
+    nlohmann::json j;
+    std::ifstream(dir / "meta.json") >> j;
+    auto offsets = j["part_offsets"].get<std::vector<std::int64_t>>();
+    const std::int64_t huge = std::int64_t{1} << 50;
+    for (std::size_t p = 1; p < offsets.size(); ++p) offsets[p] += huge;
+    j["part_offsets"] = offsets;
+    j["num_nodes"] = offsets.back();
+    seal_metadata(j);
+    std::ofstream(dir / "meta.json") << j.dump();
+  }
+  w = what_of([&] { read_partition_part(dir, 0); });
+  CHECK(contains(w, "in_offsets.bin"));
   CHECK(contains(w, "meta.json implies"));
 
   fresh();  // version

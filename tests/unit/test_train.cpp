@@ -1155,6 +1155,21 @@ TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninter
   CHECK_THROWS_WITH_AS(read_checkpoint(ck_dir), doctest::Contains("checksum mismatch"), io_error);
   set_last_byte(last);
   CHECK(read_checkpoint(ck_dir).identity == ck.identity);
+  // An edited checkpoint.json (the optimiser's step count, the best accuracy) is named.
+  for (const auto& edit : {"/optimiser/steps", "/progress/best_valid_acc"}) {
+    const std::string original = [&] {
+      std::ifstream in(ck_dir / "checkpoint.json");
+      return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }();
+    auto meta = nlohmann::json::parse(original);
+    meta[nlohmann::json::json_pointer(edit)] = 12345;
+    std::ofstream(ck_dir / "checkpoint.json") << meta.dump(2);
+    CHECK_THROWS_WITH_AS(read_checkpoint(ck_dir),
+                         doctest::Contains("checkpoint.json was changed after sar wrote it"),
+                         io_error);
+    std::ofstream(ck_dir / "checkpoint.json") << original;
+  }
+  CHECK(read_checkpoint(ck_dir).identity == ck.identity);
   std::filesystem::remove(ck_dir / "state.npy");
   CHECK_THROWS_WITH_AS(read_checkpoint(ck_dir), doctest::Contains("state.npy"), io_error);
   CHECK_THROWS_WITH_AS(read_checkpoint(dir.path), doctest::Contains("not a checkpoint"), io_error);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
 #include "sar/partition/partition_book.hpp"
@@ -28,6 +29,30 @@ struct graph_part {
   node_t num_local() const { return in_edges.num_rows; }
   /// Global (relabelled) id of local row 0.
   node_t first_global() const { return book.begin(part); }
+
+  /// Throws sar::invalid_argument naming `where` and the first inconsistency with the contract
+  /// above: the part outside the book, rows other than its range's size, offsets that do not
+  /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, split or
+  /// original-id rows that do not match.
+  void validate(const char* where) const {
+    SAR_CHECK(part >= 0 && part < book.num_parts(), invalid_argument, where, ": part ", part,
+              " outside [0, ", book.num_parts(), ")");
+    const node_t n = book.size(part);
+    SAR_CHECK(in_edges.num_rows == n && static_cast<node_t>(in_edges.offsets.size()) == n + 1 &&
+                  in_edges.offsets.front() == 0 &&
+                  in_edges.offsets.back() == static_cast<edge_t>(in_edges.columns.size()),
+              invalid_argument, where, ": part ", part, " has ", in_edges.num_rows, " rows and ",
+              in_edges.offsets.size(), " offsets for its ", n, " nodes");
+    for (node_t c : in_edges.columns)
+      SAR_CHECK(c >= 0 && c < book.num_nodes(), invalid_argument, where, ": part ", part,
+                ": source ", c, " outside [0, ", book.num_nodes(), ")");
+    SAR_CHECK(features.rows() == n && (labels.empty() || static_cast<node_t>(labels.size()) == n) &&
+                  (split.empty() || static_cast<node_t>(split.size()) == n) &&
+                  static_cast<node_t>(original_ids.size()) == n,
+              invalid_argument, where, ": part ", part, " has ", features.rows(), " feature rows, ",
+              labels.size(), " labels, ", split.size(), " split entries and ", original_ids.size(),
+              " original ids for its ", n, " nodes");
+  }
 };
 
 }  // namespace sar

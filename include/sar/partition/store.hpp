@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,12 +35,15 @@
 namespace sar {
 
 /// A partition store as sar::replace_directory recognises it.
-inline constexpr directory_kind partition_store_kind{"sar-partition-store", "meta.json",
-                                                     "meta.json part-*"};
+inline constexpr directory_kind partition_store_kind{"sar-partition-store", "meta.json"};
 
 /// Version of the store layout (meta.json "format_version" and every binary file header).
-/// 2: meta.json lists a CRC-32 of every file.
-inline constexpr int partition_store_version = 2;
+/// 2: meta.json lists a CRC-32 of every file. 3: meta.json lists every file and directory with
+/// its size and CRC-32 (the manifest, sar/core/safe_directory.hpp) and is sealed. Both are
+/// read.
+inline constexpr int partition_store_version = 3;
+/// The oldest version read_partition_part reads.
+inline constexpr int partition_store_oldest_version = 2;
 
 /// Everything meta.json records about a partitioned dataset.
 struct partition_metadata {
@@ -62,9 +66,10 @@ struct partition_metadata {
   std::vector<edge_t> part_edges; ///< in-edges stored by each part
   std::string method;             ///< how the partition was made (free text, e.g. "metis seed=0")
   partition_quality quality;      ///< edge cut and balance of the partition
-  /// CRC-32 (zlib) of every file, header included, by path relative to the store
-  /// ("part-0001/features.bin"): a corrupt file, or one copied from another store, is caught.
-  std::map<std::string, std::uint32_t> checksums;
+  /// Every file (CRC-32 of the whole file, header included) and directory, by path relative
+  /// to the store ("part-0001/features.bin"): a corrupt file, or one copied from another
+  /// store, is caught.
+  sar::manifest manifest;
   /// CRC-32 of meta.json itself: the store's identity, which every rank of a run compares.
   std::uint32_t identity = 0;
 };
@@ -170,12 +175,14 @@ std::uint32_t write_vector(const std::filesystem::path& path, const std::vector<
   return w.close();
 }
 
-/// Reads a binary file whose header must say (type, rows, cols, part) and whose size must be
-/// exactly header + payload, into `out` (rows * cols elements). Returns the file's CRC-32 if
-/// `with_checksum`, else 0. Throws sar::io_error naming the file and what is wrong.
-template <class T>
-std::uint32_t read_array(const std::filesystem::path& path, std::uint64_t rows,
-                         std::uint64_t cols, int part, T* out, bool with_checksum) {
+/// Reads a binary file whose header must say (version, type, rows, cols, part) and whose size
+/// must be exactly header + payload, into allocate() (which returns room for rows * cols
+/// elements, and is called only once the file is known to hold them). Returns the file's
+/// CRC-32 if `with_checksum`, else 0. Throws sar::io_error naming the file and what is wrong.
+template <class Allocate>
+std::uint32_t read_array(const std::filesystem::path& path, int version, std::uint64_t rows,
+                         std::uint64_t cols, int part, Allocate&& allocate, bool with_checksum) {
+  using T = std::remove_pointer_t<std::invoke_result_t<Allocate&>>;
   constexpr const char* where = "sar::read_partition_part";
   std::error_code ec;
   const bool present = std::filesystem::is_regular_file(path, ec);
@@ -191,9 +198,8 @@ std::uint32_t read_array(const std::filesystem::path& path, std::uint64_t rows,
   SAR_CHECK(in.good(), io_error, where, ": cannot read the header of ", path.string());
   SAR_CHECK(h.magic == magic, io_error, where, ": ", path.string(),
             " has a bad magic number (not a sar partition store file)");
-  SAR_CHECK(h.version == static_cast<std::uint32_t>(partition_store_version), io_error, where,
-            ": ", path.string(), " has format version ", h.version, ", expected ",
-            partition_store_version);
+  SAR_CHECK(h.version == static_cast<std::uint32_t>(version), io_error, where, ": ",
+            path.string(), " has format version ", h.version, ", meta.json says ", version);
   SAR_CHECK(h.type == static_cast<std::uint32_t>(element_type_of<T>()), io_error, where, ": ",
             path.string(), " holds ", element_type_name(h.type), " elements, expected ",
             element_type_name(static_cast<std::uint32_t>(element_type_of<T>())));
@@ -202,10 +208,13 @@ std::uint32_t read_array(const std::filesystem::path& path, std::uint64_t rows,
   SAR_CHECK(h.rows == rows && h.cols == cols, io_error, where, ": ", path.string(), " is ", h.rows,
             " x ", h.cols, " but meta.json implies ", rows, " x ", cols);
   const std::uint64_t payload = rows * cols * sizeof(T);
+  SAR_CHECK(cols == 0 || rows <= (std::uint64_t{1} << 62) / sizeof(T) / cols, io_error, where,
+            ": ", path.string(), " claims ", rows, " x ", cols, " elements");
   SAR_CHECK(size - sizeof(file_header) >= payload, io_error, where, ": ", path.string(),
             " is truncated (", size, " bytes, expected ", sizeof(file_header) + payload, ")");
   SAR_CHECK(size - sizeof(file_header) == payload, io_error, where, ": ", path.string(), " has ",
             size - sizeof(file_header) - payload, " unexpected trailing bytes");
+  T* out = allocate();
   if (payload > 0) {
     in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(payload));
     SAR_CHECK(in.good(), io_error, where, ": reading ", path.string(), " failed");
@@ -233,63 +242,39 @@ inline std::filesystem::path partition_part_dir(const std::filesystem::path& dir
 }
 
 namespace detail::store {
-/// The parts and meta.json of write_partition_store, into the (new, empty) directory out.
-inline void write_parts(const graph_dataset& data, const relabelling& ids,
-                        const partition_metadata& meta, const std::filesystem::path& out,
-                        const char* where) {
-  namespace fs = std::filesystem;
-  namespace st = sar::detail::store;
-  const csr& graph = data.graph;
-  const std::int64_t dim = meta.feature_dim;
-  std::error_code ec;
-  nlohmann::json checksums = nlohmann::json::object();
-  for (int p = 0; p < meta.num_parts; ++p) {
-    const node_t lo = ids.book.begin(p);
-    const node_t k = ids.book.size(p);
-    const fs::path pdir = partition_part_dir(out, p);
-    fs::create_directories(pdir, ec);
-    SAR_CHECK(!ec, io_error, where, ": cannot create directory ", pdir.string(), ": ",
-              ec.message());
+/// Writes the file set of `part` into the store being written by `out`, recording each file.
+/// Throws sar::invalid_argument if `part` breaks the graph_part contract, sar::io_error naming
+/// the file on a write failure.
+inline void write_part(directory_writer& out, const graph_part& part, const char* where) {
+  part.validate(where);
+  const int p = part.part;
+  const std::string dir = part_dir_name(p);
+  out.make_directory(dir);
+  const auto add_vector = [&](const char* file, const auto& values) {
+    out.add_file(dir + "/" + file,
+                 [&](const std::filesystem::path& path) { return write_vector(path, values, p); });
+  };
+  add_vector(offsets_file, part.in_edges.offsets);
+  add_vector(columns_file, part.in_edges.columns);
+  out.add_file(dir + "/" + features_file, [&](const std::filesystem::path& path) {
+    writer w(path, element_type::float32, static_cast<std::uint64_t>(part.features.rows()),
+             static_cast<std::uint64_t>(part.features.cols()), p);
+    w.write(part.features.data(), static_cast<std::size_t>(part.features.size()) * sizeof(float));
+    return w.close();
+  });
+  add_vector(labels_file, part.labels);
+  std::vector<std::uint8_t> split(part.split.size());
+  std::transform(part.split.begin(), part.split.end(), split.begin(),
+                 [](node_split s) { return static_cast<std::uint8_t>(s); });
+  add_vector(split_file, split);
+  add_vector(original_ids_file, part.original_ids);
+  log(log_level::debug, message(where, ": wrote ", dir, " (", part.num_local(), " nodes, ",
+                                part.in_edges.num_edges(), " edges)"));
+}
 
-    std::vector<node_t> original(ids.old_of_new.begin() + lo, ids.old_of_new.begin() + lo + k);
-    std::vector<edge_t> offsets(static_cast<std::size_t>(k) + 1, 0);
-    for (node_t r = 0; r < k; ++r) offsets[r + 1] = offsets[r] + graph.degree(original[r]);
-    SAR_CHECK(offsets.back() == meta.part_edges[p], error, where, ": internal: part ", p,
-              " edge count");
-    std::vector<node_t> columns(static_cast<std::size_t>(offsets.back()));
-    tbb::parallel_for(tbb::blocked_range<node_t>(0, k), [&](const auto& range) {
-      for (node_t r = range.begin(); r != range.end(); ++r) {
-        auto to = columns.begin() + offsets[r];
-        for (node_t j : graph.row(original[r])) *to++ = ids.new_of_old[j];
-        std::sort(columns.begin() + offsets[r], to);
-      }
-    });
-    const std::string prefix = st::part_dir_name(p) + "/";
-    checksums[prefix + st::offsets_file] = st::write_vector(pdir / st::offsets_file, offsets, p);
-    checksums[prefix + st::columns_file] = st::write_vector(pdir / st::columns_file, columns, p);
-    columns = {};
-
-    {  // features, streamed row by row from the dataset (no copy of the part's block)
-      st::writer w(pdir / st::features_file, st::element_type::float32, k, dim, p);
-      for (node_t r = 0; r < k && dim > 0; ++r)
-        w.write(data.features.data() + original[r] * dim, dim * sizeof(float));
-      checksums[prefix + st::features_file] = w.close();
-    }
-    std::vector<std::int32_t> labels;
-    if (meta.has_labels)
-      for (node_t old : original) labels.push_back(data.labels[old]);
-    checksums[prefix + st::labels_file] = st::write_vector(pdir / st::labels_file, labels, p);
-    std::vector<std::uint8_t> split;
-    if (meta.has_split)
-      for (node_t old : original) split.push_back(static_cast<std::uint8_t>(data.split[old]));
-    checksums[prefix + st::split_file] = st::write_vector(pdir / st::split_file, split, p);
-    checksums[prefix + st::original_ids_file] =
-        st::write_vector(pdir / st::original_ids_file, original, p);
-    log(log_level::debug, message(where, ": wrote ", pdir.string(), " (", k, " nodes, ",
-                                  offsets.back(), " edges)"));
-  }
-
-  nlohmann::json j = {
+/// meta.json's fields for `meta` (without the manifest and the seal, which the writer adds).
+inline nlohmann::json metadata_json(const partition_metadata& meta) {
+  return {
       {"format", partition_store_kind.format},
       {"format_version", partition_store_version},
       {"dataset", meta.dataset},
@@ -303,17 +288,48 @@ inline void write_parts(const graph_dataset& data, const relabelling& ids,
       {"part_offsets", meta.book.offsets()},
       {"part_edges", meta.part_edges},
       {"method", meta.method},
-      {"quality", st::quality_to_json(meta.quality)},
-      {"checksums", checksums},
+      {"quality", quality_to_json(meta.quality)},
   };
-  write_json_file(out / "meta.json", j, where);
+}
+
+/// Part p of `data` under the relabelling `ids`, as read_partition_part returns it.
+inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int p,
+                          std::int64_t dim) {
+  graph_part out;
+  out.part = p;
+  out.book = ids.book;
+  out.num_classes = data.num_classes;
+  const node_t lo = ids.book.begin(p);
+  const node_t k = ids.book.size(p);
+  out.original_ids.assign(ids.old_of_new.begin() + lo, ids.old_of_new.begin() + lo + k);
+  csr& g = out.in_edges;
+  g.num_rows = k;
+  g.num_cols = data.num_nodes();
+  g.offsets.assign(static_cast<std::size_t>(k) + 1, 0);
+  for (node_t r = 0; r < k; ++r) g.offsets[r + 1] = g.offsets[r] + data.graph.degree(out.original_ids[r]);
+  g.columns.resize(static_cast<std::size_t>(g.offsets.back()));
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, k), [&](const auto& range) {
+    for (node_t r = range.begin(); r != range.end(); ++r) {
+      auto to = g.columns.begin() + g.offsets[r];
+      for (node_t j : data.graph.row(out.original_ids[r])) *to++ = ids.new_of_old[j];
+      std::sort(g.columns.begin() + g.offsets[r], to);
+    }
+  });
+  out.features.resize(k, dim);
+  for (node_t r = 0; r < k && dim > 0; ++r)
+    out.features.row(r) = data.features.row(out.original_ids[r]);
+  for (node_t old : out.original_ids) {
+    if (!data.labels.empty()) out.labels.push_back(data.labels[old]);
+    if (!data.split.empty()) out.split.push_back(data.split[old]);
+  }
+  return out;
 }
 }  // namespace detail::store
 
 /// Writes `data`, partitioned by `part` (each in [0, parts); parts may be empty), to the store
 /// directory `dir`: nodes are relabelled with sar::relabel, then each part's file set is written,
 /// one part at a time, and meta.json last. Peak extra memory: the relabelling (2 ids per node)
-/// plus one part. `method` is recorded in meta.json as free text.
+/// plus one part (its edges and feature rows). `method` is recorded in meta.json as free text.
 /// The store is written as sar::replace_directory writes (a temporary sibling swapped into
 /// place): `dir` is created if missing; a partition store there is replaced only once the new
 /// one is complete; any other non-empty directory is refused and left untouched.
@@ -323,7 +339,6 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
                                                 const std::vector<int>& part, int parts,
                                                 const std::filesystem::path& dir,
                                                 const std::string& method = "unspecified") {
-  namespace fs = std::filesystem;
   namespace st = detail::store;
   constexpr const char* where = "sar::write_partition_store";
   data.validate(where);
@@ -347,15 +362,22 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
 
   const relabelling ids = relabel(part, parts);
   meta.book = ids.book;
-  replace_directory(dir, partition_store_kind, [&](const fs::path& out) {
-    st::write_parts(data, ids, meta, out, where);
+  replace_directory(dir, partition_store_kind, [&](directory_writer& out) {
+    for (int p = 0; p < parts; ++p) {  // one part in memory at a time
+      const graph_part part = st::part_of(data, ids, p, dim);
+      SAR_CHECK(part.in_edges.num_edges() == meta.part_edges[p], error, where,
+                ": internal: part ", p, " edge count");
+      st::write_part(out, part, where);
+    }
+    out.write_metadata(st::metadata_json(meta));
   }, where);
   return meta;
 }
 
 /// Reads and checks dir/meta.json. Throws sar::io_error naming the file and the problem if the
 /// directory or file is missing, the JSON is malformed, a field is missing or has the wrong
-/// type, the format version differs, or the sizes contradict each other.
+/// type, the format version is not one this sar reads, the seal does not match the content
+/// (version 3: an edited meta.json), or the sizes contradict each other.
 inline partition_metadata read_partition_metadata(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   constexpr const char* where = "sar::read_partition_metadata";
@@ -374,8 +396,12 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     SAR_CHECK(j.is_object() && j.value("format", std::string()) == partition_store_kind.format,
               io_error, where, ": ", file.string(), " is not sar partition-store metadata");
     m.format_version = j.at("format_version").get<int>();
-    SAR_CHECK(m.format_version == partition_store_version, io_error, where, ": ", file.string(),
-              " has format version ", m.format_version, ", expected ", partition_store_version);
+    SAR_CHECK(m.format_version >= partition_store_oldest_version &&
+                  m.format_version <= partition_store_version,
+              io_error, where, ": ", file.string(), " has format version ", m.format_version,
+              "; this sar reads versions ", partition_store_oldest_version, " to ",
+              partition_store_version);
+    if (m.format_version >= 3) check_metadata_seal(j, file.string(), where);
     m.dataset = j.at("dataset").get<std::string>();
     m.num_parts = j.at("num_parts").get<int>();
     m.num_nodes = j.at("num_nodes").get<node_t>();
@@ -407,7 +433,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     SAR_CHECK(total == m.num_edges, io_error, where, ": ", file.string(), ": part_edges sum to ",
               total, ", num_edges is ", m.num_edges);
     m.book = partition_book(std::move(offsets));
-    m.checksums = j.at("checksums").get<std::map<std::string, std::uint32_t>>();
+    m.manifest = manifest::from_metadata(j, file.string());
     if (j.contains("quality")) {
       const auto& q = j.at("quality");
       m.quality.num_parts = m.num_parts;
@@ -449,10 +475,11 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   const node_t k = meta.book.size(part);
   const edge_t m = meta.part_edges[part];
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
-  const auto read = [&]<class T>(const char* file, std::uint64_t rows, std::uint64_t cols,
-                                 T* data) {
-    checksums.emplace_back(file, st::read_array(pdir / file, rows, cols, part, data,
-                                                options.verify_checksums));
+  // Each file's header and size are checked against meta.json before its room is allocated.
+  const auto read = [&](const char* file, std::uint64_t rows, std::uint64_t cols,
+                        auto&& allocate) {
+    checksums.emplace_back(file, st::read_array(pdir / file, meta.format_version, rows, cols,
+                                                part, allocate, options.verify_checksums));
   };
   graph_part out;
   out.part = part;
@@ -462,33 +489,45 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   csr& g = out.in_edges;
   g.num_rows = k;
   g.num_cols = meta.num_nodes;
-  g.offsets.assign(static_cast<std::size_t>(k) + 1, 0);
-  read(st::offsets_file, k + 1, 1, g.offsets.data());
+  read(st::offsets_file, k + 1, 1, [&] {
+    g.offsets.resize(static_cast<std::size_t>(k) + 1);
+    return g.offsets.data();
+  });
   for (node_t r = 0; r < k; ++r)
     SAR_CHECK(g.offsets[r] <= g.offsets[r + 1], io_error, where, ": ",
               (pdir / st::offsets_file).string(), ": offsets decrease at row ", r);
   SAR_CHECK(g.offsets.front() == 0 && g.offsets.back() == m, io_error, where, ": ",
             (pdir / st::offsets_file).string(), ": offsets run from ", g.offsets.front(), " to ",
             g.offsets.back(), ", meta.json says ", m, " edges");
-  g.columns.resize(static_cast<std::size_t>(m));
-  read(st::columns_file, m, 1, g.columns.data());
+  read(st::columns_file, m, 1, [&] {
+    g.columns.resize(static_cast<std::size_t>(m));
+    return g.columns.data();
+  });
   for (edge_t e = 0; e < m; ++e)
     SAR_CHECK(g.columns[e] >= 0 && g.columns[e] < meta.num_nodes, io_error, where, ": ",
               (pdir / st::columns_file).string(), ": source id ", g.columns[e], " at edge ", e,
               " outside [0, ", meta.num_nodes, ")");
 
-  out.features.resize(k, meta.feature_dim);
-  read(st::features_file, k, meta.feature_dim, out.features.data());
+  read(st::features_file, k, meta.feature_dim, [&] {
+    out.features.resize(k, meta.feature_dim);
+    return out.features.data();
+  });
 
-  out.labels.resize(meta.has_labels ? static_cast<std::size_t>(k) : 0);
-  read(st::labels_file, out.labels.size(), 1, out.labels.data());
+  const std::size_t labels = meta.has_labels ? static_cast<std::size_t>(k) : 0;
+  read(st::labels_file, labels, 1, [&] {
+    out.labels.resize(labels);
+    return out.labels.data();
+  });
   for (std::size_t r = 0; r < out.labels.size(); ++r)
     SAR_CHECK(out.labels[r] >= -1 && out.labels[r] < meta.num_classes, io_error, where, ": ",
               (pdir / st::labels_file).string(), ": label ", out.labels[r], " of row ", r,
               " outside [-1, ", meta.num_classes, ")");
 
-  std::vector<std::uint8_t> split(meta.has_split ? static_cast<std::size_t>(k) : 0);
-  read(st::split_file, split.size(), 1, split.data());
+  std::vector<std::uint8_t> split;
+  read(st::split_file, meta.has_split ? k : 0, 1, [&] {
+    split.resize(meta.has_split ? static_cast<std::size_t>(k) : 0);
+    return split.data();
+  });
   out.split.resize(split.size());
   for (std::size_t r = 0; r < split.size(); ++r) {
     SAR_CHECK(split[r] <= static_cast<std::uint8_t>(node_split::test), io_error, where, ": ",
@@ -497,8 +536,10 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
     out.split[r] = static_cast<node_split>(split[r]);
   }
 
-  out.original_ids.resize(static_cast<std::size_t>(k));
-  read(st::original_ids_file, k, 1, out.original_ids.data());
+  read(st::original_ids_file, k, 1, [&] {
+    out.original_ids.resize(static_cast<std::size_t>(k));
+    return out.original_ids.data();
+  });
   for (node_t r = 0; r < k; ++r)
     SAR_CHECK(out.original_ids[r] >= 0 && out.original_ids[r] < meta.num_nodes, io_error, where,
               ": ", (pdir / st::original_ids_file).string(), ": original id ",
@@ -508,10 +549,10 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   if (options.verify_checksums)
     for (const auto& [file, crc] : checksums) {
       const std::string key = st::part_dir_name(part) + "/" + file;
-      const auto listed = meta.checksums.find(key);
-      SAR_CHECK(listed != meta.checksums.end(), io_error, where, ": ",
-                (dir / "meta.json").string(), " lists no checksum for ", key);
-      check_crc32(where, (pdir / file).string(), crc, listed->second, "store");
+      const auto listed = meta.manifest.crc32_of(key);
+      SAR_CHECK(listed.has_value(), io_error, where, ": ", (dir / "meta.json").string(),
+                " lists no checksum for ", key);
+      check_crc32(where, (pdir / file).string(), crc, *listed, "store");
     }
   return out;
 }

@@ -1,10 +1,11 @@
-// Checkpoint / restart of a training run. A checkpoint is a directory (format version 1):
-//   checkpoint.json        {"format": "sar-checkpoint", "format_version": 1,
+// Checkpoint / restart of a training run. A checkpoint is a directory (format version 2):
+//   checkpoint.json        {"format": "sar-checkpoint", "format_version": 2,
 //                           "scalar": "float32" | "float64", "settings": {the writer's},
 //                           "progress": {history, best epoch, early-stopping state},
 //                           "parameters": [{"name", "rows", "cols"}, ...],
 //                           "optimiser": {"kind", "steps", "arrays": [names]},
-//                           "state": [sizes], "checksums": {file: CRC-32 of its data}}
+//                           "state": [sizes], "manifest": {every file: size, CRC-32 of its
+//                           data}, "metadata_crc32": the seal (sar/core/safe_directory.hpp)}
 //   parameters.npy         every parameter packed back to back in store order (no padding), 1-D
 //   optimiser-<name>.npy   each per-value array of the optimiser (Adam's m and v, SGD's
 //                          velocity), packed alike; empty before the first step
@@ -53,10 +54,10 @@
 
 namespace sar {
 
-inline constexpr int checkpoint_version = 1;
+/// 2: checkpoint.json lists a manifest and is sealed, so an edited one is named.
+inline constexpr int checkpoint_version = 2;
 /// A checkpoint directory as sar::replace_directory recognises it.
-inline constexpr directory_kind checkpoint_kind{
-    "sar-checkpoint", "checkpoint.json", "checkpoint.json parameters.npy optimiser-* state.npy"};
+inline constexpr directory_kind checkpoint_kind{"sar-checkpoint", "checkpoint.json"};
 
 /// The optimiser state a checkpoint holds: the kind (a checkpoint restores only into the same
 /// kind), the step count, and arrays of one value per parameter value (the store's flat
@@ -236,14 +237,15 @@ inline train_result progress_from(const nlohmann::json& j, const std::string& fi
 /// verifying its checksum against `listed`. Throws sar::io_error naming the file.
 inline std::vector<double> read_array(const std::filesystem::path& dir, const std::string& name,
                                       std::uint64_t count, npy_dtype dtype,
-                                      const nlohmann::json& listed) {
+                                      const manifest& listed) {
   constexpr const char* where = "sar::read_checkpoint";
   const auto file = dir / name;
   const npy_header header =  // its size matches its shape
       npy::expect_array(file, dtype, {static_cast<std::int64_t>(count)},
                         "its parameters, optimiser and state", where, "checkpoint.json");
-  SAR_CHECK(listed.contains(name) && listed[name].is_number_unsigned(), io_error, where, ": ",
-            (dir / "checkpoint.json").string(), " lists no checksum of ", name);
+  const auto crc_listed = listed.crc32_of(name);
+  SAR_CHECK(crc_listed.has_value(), io_error, where, ": ", (dir / "checkpoint.json").string(),
+            " lists no checksum of ", name);
   std::vector<double> values(count);
   std::uint32_t crc = 0;
   if (dtype == npy_dtype::float64) {
@@ -253,8 +255,7 @@ inline std::vector<double> read_array(const std::filesystem::path& dir, const st
     crc = read_npy_data(file, header, raw.data(), true);
     std::copy(raw.begin(), raw.end(), values.begin());
   }
-  check_crc32(where, file.string(), crc, listed[name].get<std::uint32_t>(), "checkpoint",
-              "checkpoint.json");
+  check_crc32(where, file.string(), crc, *crc_listed, "checkpoint", "checkpoint.json");
   return values;
 }
 
@@ -272,17 +273,19 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
   namespace cp = detail::checkpoints;
   const auto& store = model.parameters();
   auto opt = optimiser_state(optimiser);
-  replace_directory(dir, checkpoint_kind, [&](const std::filesystem::path& to) {
+  replace_directory(dir, checkpoint_kind, [&](directory_writer& to) {
     nlohmann::json meta{{"format", checkpoint_kind.format},
                         {"format_version", checkpoint_version},
                         {"scalar", npy_dtype_name(cp::dtype_of<T>())},
                         {"settings", settings},
                         {"progress", cp::progress_json(progress)}};
-    nlohmann::json checksums, parameters = nlohmann::json::array(), arrays = nlohmann::json::array();
+    nlohmann::json parameters = nlohmann::json::array(), arrays = nlohmann::json::array();
     const auto write = [&](const std::string& name, npy_dtype dtype, std::size_t count,
                            const void* data) {
       const std::int64_t shape[1] = {static_cast<std::int64_t>(count)};
-      checksums[name] = write_npy(to / name, dtype, shape, data);
+      to.add_file(name, [&](const std::filesystem::path& file) {
+        return write_npy(file, dtype, shape, data);
+      });
     };
     const std::vector<T> values = cp::packed<T>(store, store.values());
     write("parameters.npy", cp::dtype_of<T>(), values.size(), values.data());
@@ -305,8 +308,7 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
     meta["parameters"] = parameters;
     meta["optimiser"] = {{"kind", opt.kind}, {"steps", *opt.steps}, {"arrays", arrays}};
     meta["state"] = sizes;
-    meta["checksums"] = checksums;
-    write_json_file(to / "checkpoint.json", meta, "sar::write_checkpoint");
+    to.write_metadata(std::move(meta));
   }, "sar::write_checkpoint");
 }
 
@@ -345,9 +347,10 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
             io_error, where, ": ", meta_file.string(), " has format version ",
             meta.value("format_version", nlohmann::json()).dump(), "; this sar reads version ",
             checkpoint_version);
+  check_metadata_seal(meta, meta_file.string(), where);
   std::uint64_t total = 0, state_total = 0;  // parameter values, layer state values
   std::vector<std::uint64_t> state_sizes;
-  nlohmann::json checksums;
+  manifest checksums;
   try {
     const auto scalar = meta.at("scalar").get<std::string>();
     SAR_CHECK(scalar == "float32" || scalar == "float64", io_error, where, ": ",
@@ -388,7 +391,7 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
       SAR_CHECK(state_sizes.back() < limit && state_total < limit, io_error, where, ": ", meta_file.string(), ": layer state of ",
                 state_sizes.back(), " values");
     }
-    checksums = meta.at("checksums");
+    checksums = manifest::from_metadata(meta, meta_file.string());
     const train_result& r = ck.progress;
     for (int e = 0; e < r.epochs_done(); ++e)
       SAR_CHECK(r.history[static_cast<std::size_t>(e)].epoch == e, io_error, where, ": ",

@@ -9,15 +9,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
+#include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/core/output_file.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
@@ -149,9 +151,10 @@ namespace detail {
 /// validation loss improved; 0 = never) and after_epoch.
 class epoch_recorder {
  public:
-  /// The result to continue (options.resume's, else empty). Opens the CSV log (unless
-  /// options.csv_log is empty) and writes its header and the rows of a resumed history.
-  /// Throws sar::io_error naming `where` if it cannot be opened, sar::invalid_argument for a
+  /// The result to continue (options.resume's, else empty). Writes the CSV log (unless
+  /// options.csv_log is empty: sar::output_file, replaced whole after every epoch) with its
+  /// header and the rows of a resumed history.
+  /// Throws sar::io_error naming `where` if it cannot be written, sar::invalid_argument for a
   /// resumed history whose epochs are not 0, 1, ...
   epoch_recorder(const train_options& options, const char* where, bool with_sampling,
                  const std::function<void(const epoch_stats&)>& on_epoch)
@@ -164,11 +167,12 @@ class epoch_recorder {
                   result_.history[static_cast<std::size_t>(e)].epoch);
     }
     if (options.csv_log.empty()) return;
-    csv_.open(options.csv_log);
-    SAR_CHECK(csv_, io_error, where, ": cannot write ", options.csv_log);
-    csv_ << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
-         << (with_sampling ? "sampling_seconds,gather_seconds," : "") << "peak_memory_bytes\n";
-    for (const auto& stats : result_.history) write_row(stats);
+    csv_.emplace(options.csv_log, message(where, ": csv log"));
+    csv_text_ << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
+              << (with_sampling ? "sampling_seconds,gather_seconds," : "")
+              << "peak_memory_bytes\n";
+    for (const auto& stats : result_.history) add_row(stats);
+    csv_->write(csv_text_.view());
   }
 
   /// The first epoch to train, and whether to train `epoch` (below options.epochs and the
@@ -205,7 +209,10 @@ class epoch_recorder {
     if (options_.log_progress)
       log_info(message(epoch_line(stats, stats.seconds), detail, "  peak ",
                        format_mib(static_cast<double>(stats.peak_memory_bytes))));
-    if (csv_.is_open()) write_row(stats);
+    if (csv_) {
+      add_row(stats);
+      csv_->write(csv_text_.view());
+    }
     if (on_epoch_) on_epoch_(stats);
     if (options_.after_epoch) options_.after_epoch(r);
   }
@@ -213,22 +220,24 @@ class epoch_recorder {
   train_result& result() { return result_; }
 
  private:
-  void write_row(const epoch_stats& stats) {
-    csv_ << stats.epoch << ',' << stats.train_loss << ',';
+  void add_row(const epoch_stats& stats) {
+    std::ostringstream& csv = csv_text_;
+    csv << stats.epoch << ',' << stats.train_loss << ',';
     if (stats.evaluated)
-      csv_ << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
-           << stats.test_acc << ',';
+      csv << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
+          << stats.test_acc << ',';
     else
-      csv_ << ",,,,";
-    csv_ << stats.seconds << ',';
-    if (with_sampling_) csv_ << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
-    csv_ << stats.peak_memory_bytes << '\n';
+      csv << ",,,,";
+    csv << stats.seconds << ',';
+    if (with_sampling_) csv << stats.sampling_seconds << ',' << stats.gather_seconds << ',';
+    csv << stats.peak_memory_bytes << '\n';
   }
 
   const train_options& options_;
   bool with_sampling_;
   const std::function<void(const epoch_stats&)>& on_epoch_;
-  std::ofstream csv_;
+  std::optional<output_file> csv_;
+  std::ostringstream csv_text_;  // everything written so far
   train_result result_;
 };
 

@@ -1,9 +1,13 @@
 // NumPy .npy files (the subset sar needs) and the sar .npy dataset directory, one graph file
 // set that both sar and Python (numpy.load, then torch.from_numpy) read fast.
 //
-// Dataset directory, format "sar-npy-dataset" version 1 (docs/npy-dataset.md):
-//   meta.json     {"format": "sar-npy-dataset", "version": 1, "name": s, "num_nodes": n,
-//                  "num_edges": E, "feature_dim": F, "num_classes": C}
+// Dataset directory, format "sar-npy-dataset" (docs/npy-dataset.md):
+//   meta.json     {"format": "sar-npy-dataset", "version": 2, "name": s, "num_nodes": n,
+//                  "num_edges": E, "feature_dim": F, "num_classes": C, "manifest": {...},
+//                  "metadata_crc32": c}; version 2 (what sar writes) lists every array with
+//                  its size and the CRC-32 of its data and is sealed (sar/core/
+//                  safe_directory.hpp); version 1 (what a numpy user writes by hand) has
+//                  neither, or an optional "checksums" {file: CRC-32 of its data}
 //   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
 //   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
 //   features.npy  float32 (n, F)  C order; always present (F may be 0)
@@ -377,7 +381,7 @@ inline std::uint32_t write_npy(const std::filesystem::path& file, npy_dtype dtyp
 namespace detail::npy {
 
 inline constexpr const char* dataset_format = "sar-npy-dataset";
-inline constexpr int dataset_version = 1;
+inline constexpr int dataset_version = 2;  // 1 is read too (no manifest, no seal)
 
 /// The first row of `graph` whose columns are not sorted, or -1 if every row is sorted.
 inline node_t first_unsorted_row(const csr& graph) {
@@ -405,16 +409,16 @@ inline npy_header expect_array(const std::filesystem::path& file, npy_dtype dtyp
   return header;
 }
 
-/// The arrays and meta.json of write_npy_dataset, into the (new, empty) directory dir.
-inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& data,
-                         const char* where) {
+/// The arrays and meta.json of write_npy_dataset, into the (new, empty) directory of `out`.
+inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   const std::int64_t n = data.num_nodes();
   const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
   const std::int64_t edges = data.graph.num_edges();
-  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
   const auto write = [&](const char* name, npy_dtype dtype, std::vector<std::int64_t> shape,
                          const void* values) {
-    checksums[name] = write_npy(dir / name, dtype, shape, values);
+    out.add_file(name, [&](const std::filesystem::path& file) {
+      return write_npy(file, dtype, shape, values);
+    });
   };
   write("indptr.npy", npy_dtype::int64, {n + 1}, data.graph.offsets.data());
   write("indices.npy", npy_dtype::int64, {edges}, data.graph.columns.data());
@@ -422,19 +426,16 @@ inline void write_arrays(const std::filesystem::path& dir, const graph_dataset& 
   if (!data.labels.empty()) write("labels.npy", npy_dtype::int32, {n}, data.labels.data());
   if (!data.split.empty()) write("split.npy", npy_dtype::uint8, {n}, data.split.data());
 
-  const nlohmann::ordered_json meta = {
+  out.write_metadata(nlohmann::ordered_json{
       {"format", dataset_format}, {"version", dataset_version},
       {"name", data.name},        {"num_nodes", n},
       {"num_edges", edges},       {"feature_dim", dim},
-      {"num_classes", data.num_classes}, {"checksums", checksums}};
-  write_json_file(dir / "meta.json", meta, where);
+      {"num_classes", data.num_classes}});
 }
 }  // namespace detail::npy
 
 /// A sar .npy dataset directory as sar::replace_directory recognises it.
-inline constexpr directory_kind npy_dataset_kind{
-    detail::npy::dataset_format, "meta.json",
-    "meta.json indptr.npy indices.npy features.npy labels.npy split.npy"};
+inline constexpr directory_kind npy_dataset_kind{detail::npy::dataset_format, "meta.json"};
 
 /// Writes `data` as a sar .npy dataset directory `dir` (format at the top of this file),
 /// as sar::replace_directory writes (a temporary sibling swapped into place): `dir` is
@@ -451,9 +452,8 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
   const node_t unsorted = np::first_unsorted_row(data.graph);
   SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
             " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
-  replace_directory(dir, npy_dataset_kind, [&](const fs::path& out) {
-    np::write_arrays(out, data, where);
-  }, where);
+  replace_directory(dir, npy_dataset_kind,
+                    [&](directory_writer& out) { np::write_arrays(out, data); }, where);
 }
 
 /// How read_npy_dataset reads. verify_checksums false skips the CRC-32 of the arrays listed
@@ -472,7 +472,8 @@ struct npy_read_options {
 /// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
 /// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
 /// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); split codes
-/// above 3; an array whose data's CRC-32 differs from meta.json's "checksums" (sar writes
+/// above 3; a version 2 meta.json whose seal does not match its content (edited); an array
+/// whose data's CRC-32 differs from what meta.json lists (sar writes
 /// them; a dataset written by numpy may leave them out; options.verify_checksums false skips
 /// them).
 inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
@@ -511,8 +512,10 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     SAR_CHECK(format == np::dataset_format, io_error, where, ": ", meta_file.string(),
               " has format '", format, "', expected '", np::dataset_format, "'");
     const std::int64_t version = count("version");
-    SAR_CHECK(version == np::dataset_version, io_error, where, ": ", meta_file.string(),
-              " has version ", version, ", expected ", np::dataset_version);
+    SAR_CHECK(version == 1 || version == np::dataset_version, io_error, where, ": ",
+              meta_file.string(), " has version ", version, "; this sar reads versions 1 and ",
+              np::dataset_version);
+    if (version >= 2) check_metadata_seal(meta, meta_file.string(), where);
     data.name = text("name");
     n = count("num_nodes");
     edges = count("num_edges");
@@ -521,17 +524,12 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
               meta_file.string(), ": num_classes ", classes, " is too large");
     data.num_classes = static_cast<std::int32_t>(classes);
-    if (meta.contains("checksums")) {  // written by sar; numpy users may leave it out
-      const auto& c = meta["checksums"];
-      SAR_CHECK(c.is_object(), io_error, where, ": ", meta_file.string(),
-                ": \"checksums\" is not an object");
-      for (const auto& [name, crc] : c.items()) {
-        SAR_CHECK(crc.is_number_unsigned() && crc.get<std::uint64_t>() <= 0xffffffffu,
-                  io_error, where, ": ", meta_file.string(), ": checksum of ", name,
-                  " is not a CRC-32");
-        listed[name] = crc.get<std::uint32_t>();
-      }
-    }
+    // Written by sar (version 2: "manifest"; older: "checksums"); numpy users may leave
+    // them out.
+    SAR_CHECK(!meta.contains("checksums") || meta["checksums"].is_object(), io_error, where,
+              ": ", meta_file.string(), ": \"checksums\" is not an object");
+    const manifest arrays = manifest::from_metadata(meta, meta_file.string());
+    for (const auto& [name, file] : arrays.files()) listed[name] = file.crc32;
   }
   // After each array's own checks: a CRC-32 that differs from meta.json's is in-range
   // corruption (or an array of another dataset).
