@@ -9,7 +9,7 @@
 # (the main job's training plot).
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
-          libopenmpi-dev openmpi-bin libmetis-dev doctest-dev zlib1g-dev libcli11-dev
+          libopenmpi-dev openmpi-bin libmetis-dev libptscotch-dev doctest-dev zlib1g-dev libcli11-dev
           nlohmann-json3-dev librandom123-dev python3 procps cmake git doxygen)
 for option in "$@"; do
   case $option in

@@ -21,9 +21,11 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <numeric>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -150,6 +152,34 @@ std::vector<std::vector<T>> all_to_all_vectors(Comm& comm, const std::vector<std
     out[q].assign(from, from + recv_counts[q]);
     from += recv_counts[q];
   }
+  return out;
+}
+
+/// `text` of rank `root` on every rank (one broadcast of its length, one of its bytes packed in
+/// int64 words). Collective.
+template <communicator Comm>
+void broadcast_string(Comm& comm, std::string& text, int root) {
+  std::int64_t length = static_cast<std::int64_t>(text.size());
+  comm.broadcast(std::span<std::int64_t>(&length, 1), root);
+  std::vector<std::int64_t> words(static_cast<std::size_t>((length + 7) / 8), 0);
+  if (comm.rank() == root) std::memcpy(words.data(), text.data(), text.size());
+  comm.broadcast(std::span<std::int64_t>(words), root);
+  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
+}
+
+/// Every rank's `text`, in rank order, on rank `root` (empty elsewhere). Collective.
+template <communicator Comm>
+std::vector<std::string> gather_strings(Comm& comm, const std::string& text, int root) {
+  std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
+  auto& to_root = outgoing[static_cast<std::size_t>(root)];
+  to_root.assign((text.size() + 7) / 8 + 1, 0);
+  to_root[0] = static_cast<std::int64_t>(text.size());
+  std::memcpy(to_root.data() + 1, text.data(), text.size());
+  std::vector<std::string> out;
+  for (const auto& words : all_to_all_vectors(comm, outgoing))
+    if (!words.empty())
+      out.emplace_back(reinterpret_cast<const char*>(words.data() + 1),
+                       static_cast<std::size_t>(words[0]));
   return out;
 }
 

@@ -12,6 +12,9 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numeric>
+#include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -21,6 +24,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "sar/comm/communicator.hpp"
 #include "sar/core/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
@@ -372,6 +376,130 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
     out.write_metadata(st::metadata_json(meta));
   }, where);
   return meta;
+}
+
+/// The quality of a partition from its relabelled parts, held by the ranks (`mine`: this
+/// rank's parts, as sar::redistribute returns them; `parts` in all). Collective (one
+/// all-reduce of 3 x parts + 1 counts).
+template <communicator Comm>
+partition_quality evaluate_parts(Comm& comm, const std::vector<graph_part>& mine, int parts) {
+  std::vector<std::int64_t> counts(3 * static_cast<std::size_t>(parts) + 1, 0);  // nodes, edges, train; cut
+  for (const graph_part& p : mine) {
+    const auto k = static_cast<std::size_t>(p.part);
+    counts[k] = p.num_local();
+    counts[parts + k] = p.in_edges.num_edges();
+    counts[2 * parts + k] = std::count(p.split.begin(), p.split.end(), node_split::train);
+    const node_t begin = p.book.begin(p.part), end = p.book.end(p.part);
+    for (node_t j : p.in_edges.columns) counts.back() += j < begin || j >= end;
+  }
+  comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
+  partition_quality q;
+  q.num_parts = parts;
+  q.part_nodes.assign(counts.begin(), counts.begin() + parts);
+  q.part_edges.assign(counts.begin() + parts, counts.begin() + 2 * parts);
+  q.part_train.assign(counts.begin() + 2 * parts, counts.end() - 1);
+  q.num_nodes = std::accumulate(q.part_nodes.begin(), q.part_nodes.end(), node_t{0});
+  q.num_edges = std::accumulate(q.part_edges.begin(), q.part_edges.end(), edge_t{0});
+  q.edge_cut = counts.back();
+  q.edge_cut_fraction = q.num_edges == 0 ? 0.0
+                                         : static_cast<double>(q.edge_cut) / static_cast<double>(q.num_edges);
+  q.node_balance = detail::balance_of(q.part_nodes);
+  q.edge_balance = detail::balance_of(q.part_edges);
+  q.train_balance = detail::balance_of(q.part_train);
+  return q;
+}
+
+/// Writes the partition store `dir` from parts spread over the ranks (`mine`: this rank's, as
+/// sar::redistribute returns them, parts [0, parts) in all): rank r writes its parts' file sets
+/// into the new store, rank 0 checks the output first and writes meta.json last. The same
+/// format, checksums and safe replacement (docs/safe-outputs.md) as the one-process
+/// write_partition_store: the output must be on a file system every rank sees, and a failure on
+/// any rank leaves the previous store intact on every rank. `about` gives the dataset's name,
+/// feature_dim, num_classes, has_labels, has_split and method; the rest (sizes, ranges,
+/// quality, manifest) is computed here. Returns the metadata written.
+/// Collective. Throws on every rank what failed on one: sar::invalid_argument for a part that
+/// breaks the graph_part contract, sar::io_error naming the path, ...
+template <communicator Comm>
+partition_metadata write_partition_store(Comm& comm, const std::vector<graph_part>& mine,
+                                         int parts, partition_metadata about,
+                                         const std::filesystem::path& dir) {
+  namespace st = detail::store;
+  constexpr const char* where = "sar::write_partition_store";
+  const int rank = comm.rank();
+  std::exception_ptr failure;
+  detail::guarded(failure, [&] {
+    SAR_CHECK(rank != 0 || (!mine.empty() && mine.front().part == 0), invalid_argument, where,
+              ": rank 0 must hold part 0 (sar::part_owner)");
+    for (const graph_part& p : mine) {
+      p.validate(where);
+      SAR_CHECK(p.book.num_parts() == parts, invalid_argument, where, ": rank ", rank,
+                " holds part ", p.part, " of a book of ", p.book.num_parts(), " parts, not ",
+                parts);
+    }
+  });
+  detail::agree_on_failure(comm, failure, where);
+  about.num_parts = parts;
+  about.quality = evaluate_parts(comm, mine, parts);
+  about.part_edges = about.quality.part_edges;
+  about.num_nodes = about.quality.num_nodes;
+  about.num_edges = about.quality.num_edges;
+  if (rank == 0) about.book = mine.front().book;
+
+  // 1. Rank 0 checks the output and makes the temporary directory; every rank learns it.
+  detail::replacement r;
+  std::string shared;  // the temporary directory and its token
+  if (rank == 0)
+    detail::guarded(failure, [&] {
+      r = detail::begin_replacement(dir, partition_store_kind, where);
+      shared = r.temporary.string() + "\n" + r.token;
+    });
+  detail::agree_on_failure(comm, failure, where);
+  broadcast_string(comm, shared, 0);
+  const std::filesystem::path temporary = shared.substr(0, shared.find('\n'));
+  const std::string token = shared.substr(shared.find('\n') + 1);
+
+  // 2. Every rank writes its parts (its own journal) and flushes them.
+  std::string written;
+  std::optional<directory_writer> writer;
+  detail::guarded(failure, [&] {
+    writer.emplace(temporary, partition_store_kind, token, where,
+                   std::string(detail::journal_prefix) + "-" + std::to_string(rank));
+    for (const graph_part& p : mine) st::write_part(*writer, p, where);
+    writer->finish_share();
+    written = writer->contents().to_json().dump();
+  });
+  const auto abandon = [&] {  // rank 0 removes the temporary directory
+    std::error_code ec;
+    if (rank == 0) std::filesystem::remove_all(temporary, ec);
+  };
+  try {
+    detail::agree_on_failure(comm, failure, where);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+
+  // 3. Rank 0 lists every rank's files in meta.json, checks the whole, swaps it into place.
+  const std::vector<std::string> contents = gather_strings(comm, written, 0);
+  if (rank == 0)
+    detail::guarded(failure, [&] {
+      for (const std::string& text : contents)
+        writer->merge(manifest::from_metadata(
+            nlohmann::json{{"manifest", nlohmann::json::parse(text)}}, temporary.string()));
+      writer->write_metadata(st::metadata_json(about));
+      writer->finish();
+      detail::sync_tree(temporary, where);
+      writer.reset();
+      detail::finish_replacement(r, partition_store_kind, where);
+    });
+  writer.reset();
+  try {
+    detail::agree_on_failure(comm, failure, where);
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  return about;
 }
 
 /// Reads and checks dir/meta.json. Throws sar::io_error naming the file and the problem if the

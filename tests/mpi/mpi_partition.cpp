@@ -1,0 +1,306 @@
+// The distributed partitioning path against the one-process one, on P ranks (run with 1, 2
+// and 4): the directory lookup, the distributed graph build (every build option), the
+// symmetric adjacency, the redistribution (the parts equal sar::relabel's), the collective
+// store write (byte for byte the store write_partition_store writes on one process, and the
+// previous store kept when a rank fails), and PT-Scotch (valid, balanced, deterministic, a
+// cut far below random's).
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "mpi_check.hpp"
+#include "sar/comm/directory.hpp"
+#include "sar/comm/mpi.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/partition/distributed_build.hpp"
+#include "sar/partition/distributed_partition.hpp"
+#include "sar/partition/partitioners.hpp"
+#include "sar/partition/ptscotch.hpp"
+#include "sar/partition/redistribute.hpp"
+#include "sar/partition/store.hpp"
+
+using namespace sar;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Rows [book.begin(rank), book.end(rank)) of `data` as a block (columns: dataset ids).
+graph_part block_of(const graph_dataset& data, const partition_book& book, int rank) {
+  graph_part b;
+  b.part = rank;
+  b.book = book;
+  b.num_classes = data.num_classes;
+  const node_t lo = book.begin(rank), n = book.size(rank);
+  b.in_edges.num_rows = n;
+  b.in_edges.num_cols = data.num_nodes();
+  b.in_edges.offsets.assign(1, 0);
+  for (node_t i = lo; i < lo + n; ++i) {
+    const auto row = data.graph.row(i);
+    b.in_edges.columns.insert(b.in_edges.columns.end(), row.begin(), row.end());
+    b.in_edges.offsets.push_back(static_cast<edge_t>(b.in_edges.columns.size()));
+    b.labels.push_back(data.labels[i]);
+    b.split.push_back(data.split[i]);
+    b.original_ids.push_back(i);
+  }
+  b.features = data.features.middleRows(lo, n);
+  return b;
+}
+
+bool same_csr(const csr& a, const csr& b) {
+  return a.num_rows == b.num_rows && a.offsets == b.offsets && a.columns == b.columns;
+}
+
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) {
+      std::ifstream in(e.path(), std::ios::binary);
+      out[fs::relative(e.path(), dir).string()] =
+          std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  return out;
+}
+
+void test_directory(mpi_communicator& comm) {
+  const node_t n = 1000;
+  const partition_book book = block_book(n, comm.size());
+  std::vector<std::int64_t> mine;
+  for (node_t i = book.begin(comm.rank()); i < book.end(comm.rank()); ++i) mine.push_back(3 * i + 1);
+  std::vector<node_t> asked;
+  const counter_rng rng(7, rng_stream::partition_random, static_cast<std::uint64_t>(comm.rank()));
+  for (int k = 0; k < 500; ++k) asked.push_back(static_cast<node_t>(rng.below(n, k)));
+  asked.push_back(0);
+  asked.push_back(n - 1);
+  const auto values = directory_lookup(comm, book, mine, asked);
+  for (std::size_t k = 0; k < asked.size(); ++k)
+    EXPECT(values[k] == 3 * asked[k] + 1, "directory: id ", asked[k], " -> ", values[k]);
+  bool refused = false;
+  const std::vector<node_t> outside{n};
+  try {
+    directory_lookup(comm, book, mine, outside);
+  } catch (const invalid_argument&) {
+    refused = true;
+  }
+  EXPECT(refused, "directory: an id outside the range is refused");
+}
+
+void test_build(mpi_communicator& comm) {
+  // Random edges with duplicates and self-loops, dealt out to the ranks in no particular order.
+  const node_t n = 300;
+  edge_list all;
+  all.num_nodes = n;
+  const counter_rng rng(11, rng_stream::generator_edges);
+  for (int k = 0; k < 3000; ++k)
+    all.push_back(static_cast<node_t>(rng.below(n, k, 0)),
+                  static_cast<node_t>(k % 7 == 0 ? rng.below(n, k, 0) : rng.below(n, k, 1)));
+  const partition_book book = block_book(n, comm.size());
+  edge_list mine;
+  for (std::size_t k = 0; k < all.size(); ++k)
+    if (static_cast<int>((k * 7919) % static_cast<std::size_t>(comm.size())) == comm.rank())
+      mine.push_back(all.src[k], all.dst[k]);
+  for (bool symmetrise : {false, true})
+    for (bool deduplicate : {false, true})
+      for (auto loops : {self_loop_policy::keep, self_loop_policy::remove, self_loop_policy::add}) {
+        const build_options options{symmetrise, deduplicate, loops};
+        const csr whole = build_csr(all, options);
+        const csr block = build_block_csr(comm, mine, book, options, /*round_edges=*/97);
+        csr expected;
+        expected.num_rows = book.size(comm.rank());
+        expected.offsets.clear();
+        for (node_t i = book.begin(comm.rank()); i <= book.end(comm.rank()); ++i)
+          expected.offsets.push_back(whole.offsets[i] - whole.offsets[book.begin(comm.rank())]);
+        expected.columns.assign(whole.columns.begin() + whole.offsets[book.begin(comm.rank())],
+                                whole.columns.begin() + whole.offsets[book.end(comm.rank())]);
+        EXPECT(same_csr(block, expected), "build_block_csr differs from build_csr (symmetrise ",
+               symmetrise, ", deduplicate ", deduplicate, ", loops ", static_cast<int>(loops), ")");
+        EXPECT(block.num_cols == n, "build_block_csr: num_cols ", block.num_cols);
+      }
+}
+
+void test_redistribute_and_store(mpi_communicator& comm, const fs::path& scratch) {
+  const graph_dataset data = make_planted_partition({.num_nodes = 700, .num_classes = 5,
+                                                     .average_degree = 6, .feature_dim = 4});
+  const partition_book book = block_book(data.num_nodes(), comm.size());
+  for (int parts : {comm.size(), 2 * comm.size(), 3}) {
+    if (parts < comm.size()) continue;
+    const std::vector<int> whole = partition_random(data.num_nodes(), parts, 5);
+    const std::vector<int> mine(whole.begin() + book.begin(comm.rank()),
+                                whole.begin() + book.end(comm.rank()));
+    std::vector<graph_part> got =
+        redistribute(comm, block_of(data, book, comm.rank()), mine, parts);
+    const relabelling ids = relabel(whole, parts);
+    std::size_t next = 0;
+    for (int k = 0; k < parts; ++k) {
+      if (part_owner(k, parts, comm.size()) != comm.rank()) continue;
+      EXPECT(next < got.size() && got[next].part == k, "redistribute: part ", k, " missing");
+      const graph_part expected = detail::store::part_of(data, ids, k, data.features.cols());
+      const graph_part& p = got[next++];
+      EXPECT(p.book == ids.book && same_csr(p.in_edges, expected.in_edges) &&
+                 p.features == expected.features && p.labels == expected.labels &&
+                 p.split == expected.split && p.original_ids == expected.original_ids &&
+                 p.num_classes == data.num_classes,
+             "redistribute: part ", k, " of ", parts, " differs from relabel's");
+    }
+    EXPECT(next == got.size(), "redistribute: ", got.size(), " parts, expected ", next);
+
+    // The collective store equals the one-process store, file for file.
+    const fs::path serial = scratch / ("serial-" + std::to_string(parts));
+    const fs::path distributed = scratch / ("distributed-" + std::to_string(parts));
+    if (comm.rank() == 0) write_partition_store(data, whole, parts, serial, "random seed=5");
+    partition_metadata about;
+    about.dataset = data.name;
+    about.feature_dim = data.features.cols();
+    about.num_classes = data.num_classes;
+    about.has_labels = about.has_split = true;
+    about.method = "random seed=5";
+    write_partition_store(comm, got, parts, about, distributed);
+    comm.barrier();
+    if (comm.rank() == 0) {
+      const auto a = files_of(serial), b = files_of(distributed);
+      EXPECT(a.size() == b.size(), "store: ", a.size(), " files against ", b.size());
+      for (const auto& [name, content] : a)
+        EXPECT(b.contains(name) && b.at(name) == content, "store: ", name, " differs");
+    }
+    comm.barrier();
+  }
+}
+
+void test_failed_write_keeps_store(mpi_communicator& comm, const fs::path& scratch) {
+  // A rank whose part cannot be written makes every rank throw, and the previous store stays as
+  // it was, with no temporary directory left: first a part that breaks the contract (refused
+  // before anything is written), then a rank whose files cannot be written (a file-size limit
+  // on the last rank: it fails midway, after the others wrote theirs).
+  const graph_dataset data = make_planted_partition({.num_nodes = 200, .feature_dim = 3});
+  const fs::path store = scratch / "kept";
+  const std::vector<int> whole = partition_contiguous(data.num_nodes(), comm.size());
+  if (comm.rank() == 0) write_partition_store(data, whole, comm.size(), store, "contiguous");
+  comm.barrier();
+  const auto before = comm.rank() == 0 ? files_of(store) : std::map<std::string, std::string>();
+  const partition_book book = block_book(data.num_nodes(), comm.size());
+  const std::vector<int> mine(whole.begin() + book.begin(comm.rank()),
+                              whole.begin() + book.end(comm.rank()));
+  std::vector<graph_part> got = redistribute(comm, block_of(data, book, comm.rank()), mine, comm.size());
+  partition_metadata about;
+  about.dataset = data.name;
+  about.feature_dim = data.features.cols();
+  about.num_classes = data.num_classes;
+  about.has_labels = about.has_split = true;
+  const bool last = comm.rank() == comm.size() - 1;
+  for (const char* failure : {"a part that breaks the contract", "a file-size limit"}) {
+    const bool contract = failure[0] == 'a' && failure[2] == 'p';
+    std::vector<graph_part> parts = got;
+    rlimit saved{};
+    if (last && contract) parts.front().part = -7;
+    if (last && !contract) {
+      std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing
+      getrlimit(RLIMIT_FSIZE, &saved);
+      rlimit small = saved;
+      small.rlim_cur = 100;
+      setrlimit(RLIMIT_FSIZE, &small);
+    }
+    bool threw = false;
+    try {
+      write_partition_store(comm, parts, comm.size(), about, store);
+    } catch (const error&) {
+      threw = true;
+    }
+    if (last && !contract) setrlimit(RLIMIT_FSIZE, &saved);
+    EXPECT(threw, failure, " on one rank makes every rank throw");
+    comm.barrier();
+    if (comm.rank() == 0) {
+      EXPECT(files_of(store) == before, failure, ": the previous store is kept");
+      for (const auto& e : fs::directory_iterator(scratch))
+        EXPECT(e.path().filename().string().find(".sar-partial-") == std::string::npos, failure,
+               ": no temporary directory is left: ", e.path().string());
+    }
+    comm.barrier();
+  }
+}
+
+void test_simple_methods(mpi_communicator& comm) {
+  // The distributed random and contiguous methods give the one-process partitioners' parts.
+  const graph_dataset data = make_planted_partition({.num_nodes = 1001, .feature_dim = 2});
+  const partition_book book = block_book(data.num_nodes(), comm.size());
+  const graph_part block = block_of(data, book, comm.rank());
+  for (int parts : {1, 3, comm.size(), 7, 1001}) {
+    const auto random = partition_block(comm, block, {.method = distributed_method::random,
+                                                      .parts = parts, .seed = 9});
+    const auto contiguous = partition_block(comm, block, {.method = distributed_method::contiguous,
+                                                          .parts = parts});
+    const auto whole_random = partition_random(data.num_nodes(), parts, 9);
+    const auto whole_contiguous = partition_contiguous(data.num_nodes(), parts);
+    for (node_t r = 0; r < block.num_local(); ++r) {
+      EXPECT(random[r] == whole_random[book.begin(comm.rank()) + r], "random part of ", r);
+      EXPECT(contiguous[r] == whole_contiguous[book.begin(comm.rank()) + r], "contiguous part of ",
+             book.begin(comm.rank()) + r, " with ", parts, " parts: ", contiguous[r], " against ",
+             whole_contiguous[book.begin(comm.rank()) + r]);
+    }
+  }
+}
+
+void test_ptscotch(mpi_communicator& comm) {
+  const graph_dataset data = make_planted_partition({.num_nodes = 4000, .num_classes = 8,
+                                                     .average_degree = 10, .homophily = 0.9,
+                                                     .feature_dim = 0});
+  const partition_book book = block_book(data.num_nodes(), comm.size());
+  const graph_part block = block_of(data, book, comm.rank());
+  const csr adjacency = symmetric_adjacency(comm, block.in_edges, book, /*round_edges=*/500);
+  for (int parts : {comm.size(), 8}) {
+    const std::vector<int> mine = partition_ptscotch(comm, adjacency, book, parts, {.seed = 3});
+    const std::vector<int> again = partition_ptscotch(comm, adjacency, book, parts, {.seed = 3});
+    EXPECT(mine == again, "PT-Scotch: the same graph, ranks and seed give the same parts");
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
+    for (int p : mine) {
+      EXPECT(p >= 0 && p < parts, "PT-Scotch: part ", p);
+      ++sizes[static_cast<std::size_t>(p)];
+    }
+    comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
+    const double mean = static_cast<double>(data.num_nodes()) / parts;
+    for (std::int64_t s : sizes) EXPECT(s <= 1.05 * mean + 1, "PT-Scotch: a part of ", s, " nodes, mean ", mean);
+    // The edge cut, with each node's part looked up through the directory.
+    std::vector<std::int64_t> as_values(mine.begin(), mine.end());
+    const auto source_parts = directory_lookup(comm, book, as_values, block.in_edges.columns);
+    std::int64_t counts[2] = {0, block.in_edges.num_edges()};
+    for (node_t r = 0; r < block.num_local(); ++r)
+      for (edge_t e = block.in_edges.offsets[r]; e < block.in_edges.offsets[r + 1]; ++e)
+        counts[0] += source_parts[static_cast<std::size_t>(e)] != mine[r];
+    comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
+    const double cut = static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+    const double random_cut = 1.0 - 1.0 / parts;
+    if (comm.rank() == 0) std::printf("PT-Scotch, %d parts: edge cut %.3f (random %.3f)\n", parts, cut, random_cut);
+    EXPECT(parts == 1 || cut < 0.5 * random_cut, "PT-Scotch: cut ", cut, " against random's ", random_cut);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mpi_test::run_checked(argc, argv, [](mpi_communicator& comm) {
+    fs::path scratch = fs::temp_directory_path() / "sar-mpi-partition";
+    std::string shared = comm.rank() == 0 ? (scratch.string() + "-" + std::to_string(::getpid())) : "";
+    broadcast_string(comm, shared, 0);
+    scratch = shared;
+    if (comm.rank() == 0) fs::create_directories(scratch);
+    comm.barrier();
+    test_directory(comm);
+    test_build(comm);
+    test_redistribute_and_store(comm, scratch);
+    test_failed_write_keeps_store(comm, scratch);
+    test_simple_methods(comm);
+    test_ptscotch(comm);
+    comm.barrier();
+    if (comm.rank() == 0) {
+      fs::remove_all(scratch);
+      std::printf("mpi-partition on %d ranks: ok\n", comm.size());
+    }
+  });
+}
