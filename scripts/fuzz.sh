@@ -24,9 +24,14 @@ for target in "${targets[@]}"; do
   mkdir -p "$work"
   binary=build-fuzz/tests/fuzz/fuzz-${target//_/-}
   echo "fuzzing $target for $seconds s ..."
+  if [ ! -d "tests/fuzz/corpus/$target" ]; then
+    echo "no seed corpus tests/fuzz/corpus/$target (see tests/fuzz/README.md)" >&2
+    status=1
+    continue
+  fi
   (cd build-fuzz && "../$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -print_final_stats=1 "../$work" "../tests/fuzz/corpus/$target" \
-      2>"fuzz-$target.log") || status=1
+      2>"fuzz-$target.log") || { status=1; tail -20 "build-fuzz/fuzz-$target.log" >&2; }
   grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY" "build-fuzz/fuzz-$target.log" || true
 done
 exit $status
