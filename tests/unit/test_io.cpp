@@ -326,7 +326,7 @@ TEST_CASE("read_ogb_raw: malformed edge files") {
     fx.files.erase("raw/node-feat.csv.gz");
     fx.files.erase("raw/node-label.csv.gz");
     check_contains(fx.error(), {"the split of the 1000000000000000 nodes in ",
-                                "GiB, more than this machine's"});
+                                "TiB, more than the ", "of memory available"});
   }
   SUBCASE("a line longer than io::max_line_bytes") {
     const chunk_size_guard small_chunks(64);  // the limit applies when a line outgrows a chunk
@@ -1109,5 +1109,21 @@ TEST_CASE("npy dataset: broken files give sar::io_error naming the file") {
                    {meta, "format 'sar-partition-store', expected 'sar-npy-dataset'"});
     fs::remove(fx.path("meta.json"));
     check_contains(fx.error(), {"missing file", meta});
+  }
+}
+
+TEST_CASE("check_memory and format_bytes") {
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bytes(1536) == "1.5 KiB");
+  CHECK(format_bytes(3.0 * (1 << 30)) == "3 GiB");
+  CHECK(available_memory_bytes() > 0);
+  CHECK(available_memory_bytes() <= physical_memory_bytes());
+  CHECK_NOTHROW(check_memory<sar::invalid_argument>("here", "a little", 1024));
+  try {
+    check_memory<sar::invalid_argument>("here", "the thing", 1e15);
+    FAIL("expected sar::invalid_argument");
+  } catch (const sar::invalid_argument& e) {
+    check_contains(e.what(), {"here: the thing needs 909 TiB, more than the ",
+                              "of memory available"});
   }
 }

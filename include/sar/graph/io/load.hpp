@@ -9,13 +9,18 @@
 //                             degree, homophily, features, noise, train, valid, seed
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
-// Graph-only inputs are symmetrised; they have no features, labels or split.
+// Graph-only inputs are symmetrised; they have no features, labels or split. Integer values
+// of a generator may be written as integral floats (nodes=1e6). Generators refuse sizes that
+// need more memory than is available before allocating.
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
@@ -45,16 +50,30 @@ class spec_parameters {
     }
   }
 
-  /// The value of `key` parsed as Number, or `fallback`; consumed keys are tracked.
+  /// The value of `key` parsed as Number, or `fallback`; consumed keys are tracked. An
+  /// integer may be written as a float with an integral value in range ("1e6").
   template <class Number>
   Number get(const std::string& key, Number fallback) {
     const auto it = values_.find(key);
     if (it == values_.end()) return fallback;
     Number value{};
     const auto& s = it->second;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    SAR_CHECK(ec == std::errc() && end == s.data() + s.size(), invalid_argument,
-              "sar::load_dataset: '", spec_, "': ", key, "=", s, " is not a valid number");
+    const char* const last = s.data() + s.size();
+    auto [end, ec] = std::from_chars(s.data(), last, value);
+    if constexpr (std::is_integral_v<Number>) {
+      double real = 0;
+      if ((ec != std::errc() || end != last) &&
+          std::from_chars(s.data(), last, real).ptr == last && real == std::floor(real) &&
+          real >= static_cast<double>(std::numeric_limits<Number>::min()) &&
+          real < static_cast<double>(std::numeric_limits<Number>::max())) {
+        value = static_cast<Number>(real);
+        end = last;
+        ec = std::errc();
+      }
+    }
+    SAR_CHECK(ec == std::errc() && end == last, invalid_argument, "sar::load_dataset: '", spec_,
+              "': ", key, "=", s, ec == std::errc::result_out_of_range ? " is out of range"
+                                                                      : " is not a valid number");
     values_.erase(it);
     return value;
   }
@@ -104,7 +123,9 @@ inline graph_dataset load_dataset(const std::string& spec) {
     detail::spec_parameters p(spec, rest);
     rmat_options o;
     o.scale = p.get<int>("scale", o.scale);
-    o.num_edges = p.get<edge_t>("edges", edge_t{16} << o.scale);
+    // 16 edges per node by default (make_rmat refuses a scale outside [1, 40]).
+    o.num_edges =
+        p.get<edge_t>("edges", o.scale >= 1 && o.scale <= 40 ? edge_t{16} << o.scale : 0);
     o.a = p.get<double>("a", o.a);
     o.b = p.get<double>("b", o.b);
     o.c = p.get<double>("c", o.c);
