@@ -10,8 +10,9 @@
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
 // Graph-only inputs are symmetrised; they have no features, labels or split. Integer values
-// of a generator may be written as integral floats (nodes=1e6). Generators refuse sizes that
-// need more memory than is available before allocating.
+// of a generator may be written as integral floats (nodes=1e6). Inputs read from files may
+// not have a mostly empty node-id or class range unless its size is stated (dataset_sizes);
+// generators refuse sizes that need more memory than is available before allocating.
 #pragma once
 
 #include <charconv>
@@ -98,12 +99,20 @@ inline graph_dataset graph_only(csr graph, std::string name) {
 }
 }  // namespace detail
 
-/// Loads the dataset named by `spec` (see the top of this file).
-/// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad spec.
-inline graph_dataset load_dataset(const std::string& spec) {
+/// Loads the dataset named by `spec` (see the top of this file). `sizes` states the node and
+/// class counts of a dataset read from files (see dataset_sizes: without them a mostly
+/// empty node-id or class range is refused); generators take theirs from the spec.
+/// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad
+/// spec, stated sizes with a generator, or a stated num_classes for a graph-only file.
+inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& sizes = {}) {
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "planted" || kind == "rmat")
+    SAR_CHECK(sizes.num_nodes < 0 && sizes.num_classes < 0, invalid_argument,
+              "sar::load_dataset: '", spec, "' is a generator: give its size in the spec (",
+              kind == "planted" ? "nodes=N, classes=C" : "scale=S, classes=C",
+              ") instead of stating num_nodes or num_classes");
   if (kind == "planted") {
     detail::spec_parameters p(spec, rest);
     planted_partition_options o;
@@ -142,12 +151,16 @@ inline graph_dataset load_dataset(const std::string& spec) {
   SAR_CHECK(std::filesystem::exists(path), io_error, "sar::load_dataset: '", spec,
             "' is neither an existing file or directory nor a generator (planted, rmat)");
   if (std::filesystem::is_directory(path)) {
-    if (std::filesystem::exists(path / "meta.json")) return read_npy_dataset(path);
-    return read_ogb_raw(path);
+    if (std::filesystem::exists(path / "meta.json"))
+      return read_npy_dataset(path, {.sizes = sizes});
+    return read_ogb_raw(path, {.sizes = sizes});
   }
+  SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
+            sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
   const std::string name = path.filename().string();
   const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
-  edge_list edges = mtx ? read_matrix_market(path) : read_edge_list(path);
+  edge_list edges = mtx ? read_matrix_market(path, sizes.num_nodes)
+                        : read_edge_list(path, sizes.num_nodes);
   csr graph;
   allocate_checked("sar::load_dataset",
                    message("the graph of ", edges.num_nodes, " nodes and ", edges.size(),
