@@ -118,8 +118,9 @@ inline model_memory estimate_model_memory(const model_config& c, double features
     // followed by batch norm has none, and batch norm two of that width.
     const double parameters = weights + (c.batch_norm && !last ? 2 * out : out);
     // Output and its gradient; GAT (fused: nothing per edge) also keeps its projected
-    // features and two accumulators, and its backward a gradient of each.
-    const double activations = (gat ? 6 : 2) * nodes * out_width;
+    // features and two accumulators, and its backward a gradient of each and a merge buffer
+    // (measured: 7 to 9 times its output at the peak).
+    const double activations = (gat ? 8 : 2) * nodes * out_width;
     return model_memory{parameters, activations};
   };
   model_memory sum;
