@@ -73,7 +73,7 @@ int run(int argc, char** argv) {
     sar_programs::current_phase() = "reading " + out + " back";
     std::printf("reading %s back ...\n", out.c_str());
     std::fflush(stdout);
-    const sar::graph_dataset back = sar::read_npy_dataset(out);
+    const sar::graph_dataset back = sar::read_npy_dataset(out, {.sizes = sizes});
     seconds = seconds_since(start);
     std::printf("read %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(back), seconds,
                 array_mebibytes(back) / seconds);

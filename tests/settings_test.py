@@ -238,7 +238,7 @@ with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     labels[56] = "100"  # line 57
     with gzip.open(os.path.join(labelled, "raw", "node-label.csv.gz"), "wt") as f:
         f.write("\n".join(labels) + "\n")
-    for binary, extra in ((convert, ["--out", "npy"]), (train, ["--epochs", "1"])):
+    for binary, extra in ((convert, ["--out", "npy", "--verify"]), (train, ["--epochs", "1"])):
         name = program_name(binary)
         expect(f"{name}: a label of 100 among 0-6", [binary, "--dataset", labelled, *extra], tmp,
                1, ["node-label.csv.gz", "largest label, 100 (line 57)", "--num-classes 101"])
