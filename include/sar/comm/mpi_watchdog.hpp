@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -53,16 +54,19 @@ inline constexpr std::chrono::seconds abort_last_resort{5};
 /// returns; not collective (any one rank may call it). Requires MPI to be initialised.
 [[noreturn]] inline void abort_job(MPI_Comm comm, int rank, int code, const std::string& text) {
   const auto pause = std::chrono::milliseconds(50 * std::clamp(rank, 0, 40));
-  std::thread([=] {
-    std::this_thread::sleep_for(pause + abort_last_resort);
-    const std::string line = message(text, " (MPI_Abort has not ended rank ", rank, " after ",
-                                      abort_last_resort.count(), " s: is mpirun stopped? This "
-                                      "rank exits by itself, code ", code, ")\n");
-    // Never block on a full pipe to a stopped launcher: write what fits, then exit.
-    ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
-    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
-    std::_Exit(code);
-  }).detach();
+  const std::string line = message(text, " (MPI_Abort has not ended rank ", rank, " after ",
+                                    abort_last_resort.count(), " s: is mpirun stopped? This rank "
+                                    "exits by itself, code ", code, ")\n");
+  try {
+    std::thread([=] {
+      std::this_thread::sleep_for(pause + abort_last_resort);
+      // Never block on a full pipe to a stopped launcher: write what fits, then exit.
+      ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+      std::_Exit(code);
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to spare: MPI_Abort alone, as before
+  }
   log(log_level::warning, text);
   std::this_thread::sleep_for(pause);
   MPI_Abort(comm, code);
