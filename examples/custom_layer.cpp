@@ -76,9 +76,8 @@ sar::train_result train(Schedule& graph, const sar::node_data<float>& data,
                                {.epochs = 30, .log_progress = root});
 }
 
-int main(int argc, char** argv) {
-  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  sar::mpi_communicator comm;
+/// Checks the layer, then trains it on every rank of `comm`. Collective.
+int run(sar::mpi_communicator& comm) {
   const bool root = comm.rank() == 0;
   sar::graph_dataset data = sar::make_planted_partition(
       {.num_nodes = 3000, .num_classes = 4, .feature_dim = 16, .seed = 5});
@@ -119,4 +118,12 @@ int main(int argc, char** argv) {
   if (root)
     std::printf("%d ranks: best epoch %d, validation accuracy %.3f, test accuracy %.3f\n",
                 comm.size(), result.best_epoch, result.best_valid_acc, result.test_acc);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
+  // The communicator reads SAR_WATCHDOG_SECONDS; an error on any rank ends every rank with
+  // the message and exit code 1.
+  return sar::run_mpi_program("custom-layer", run);
 }

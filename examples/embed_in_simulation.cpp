@@ -129,6 +129,15 @@ sar::graph_part strip_as_part(int rank, int ranks) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // sar's one setting, SAR_WATCHDOG_SECONDS, is read with the host's settings, before MPI
+  // starts: a malformed value ends every rank alike with the message and exit code 1.
+  double watchdog_seconds = 0;
+  try {
+    watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
+  } catch (const sar::error& e) {
+    std::fprintf(stderr, "embed-in-simulation: %s\n", e.what());
+    return 1;
+  }
   // The host owns MPI: it initialises it (sar's watchdog census wants THREAD_MULTIPLE; at a
   // lower level sar still works and its watchdog reports without asking the other ranks).
   int provided = 0;
@@ -143,7 +152,8 @@ int main(int argc, char** argv) {
   int status = 0;
 
   if (computes) {
-    sar::mpi_communicator comm(compute);  // a duplicate of the host's compute communicator
+    // A duplicate of the host's compute communicator.
+    sar::mpi_communicator comm(compute, watchdog_seconds);
     heat_strip strip;
     MPI_Comm_rank(compute, &strip.rank);
     MPI_Comm_size(compute, &strip.ranks);

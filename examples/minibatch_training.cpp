@@ -7,19 +7,17 @@
 //   build/examples/minibatch-training [DATASET]    (default: the built-in planted graph;
 //                                                   e.g. ../shared/data/cora)
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "sar/graph/io/load.hpp"
 #include "sar/sar.hpp"
 #include "sar/train/minibatch.hpp"
 
-int main(int argc, char** argv) {
-  const std::string spec = argc > 1 ? argv[1] : "planted:nodes=20000";
-  if (spec == "--help") {
-    std::printf("usage: %s [DATASET]   (a dataset spec: OGB directory, .npy dataset, "
-                "planted[:...])\n", argv[0]);
-    return 0;
-  }
+/// Trains on the dataset `spec`; returns the exit status. Throws what loading and training
+/// throw.
+int run(const std::string& spec) {
   const sar::graph_dataset data = sar::load_dataset(spec);
 
   // GraphSAGE (mean aggregator, 64 hidden) runs on sampled blocks as on the whole graph.
@@ -40,4 +38,20 @@ int main(int argc, char** argv) {
   std::printf("%s: best epoch %d, validation accuracy %.3f, test accuracy %.3f\n", spec.c_str(),
               result.best_epoch, result.best_valid_acc, result.test_acc);
   return result.test_acc > 0.5 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  const std::string spec = argc > 1 ? argv[1] : "planted:nodes=20000";
+  if (argc > 2 || spec == "--help") {
+    std::fprintf(argc > 2 ? stderr : stdout, "usage: %s [DATASET]   (a dataset spec: OGB "
+                 "directory, .npy dataset, planted[:...])\n", argv[0]);
+    return argc > 2 ? 1 : 0;
+  }
+  try {
+    return run(spec);
+  } catch (const std::exception& e) {  // e.g. a dataset that does not exist: message, exit 1
+    std::fprintf(stderr, "minibatch-training: %s\n",
+                 dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory" : e.what());
+    return 1;
+  }
 }

@@ -20,30 +20,26 @@
 #include "sar/partition/store.hpp"
 #include "sar/sar.hpp"
 
-int main(int argc, char** argv) {
-  sar::mpi_environment mpi(argc, argv);
-  sar::mpi_communicator comm;
+/// Loads `dataset` on rank 0, partitions and writes it to `store_dir` (empty: a temporary
+/// directory), then trains on every rank's part. Collective; returns the exit status.
+int run(sar::mpi_communicator& comm, const std::string& dataset, const std::string& store_dir) {
   const bool root = comm.rank() == 0;
-  if (argc < 2 || argc > 3 || std::string(argv[1]) == "--help") {
-    if (root) std::printf("usage: mpirun -np P %s OGB_DIR [STORE_DIR]\n", argv[0]);
-    return argc == 2 ? 0 : 2;
-  }
-  const bool temporary = argc < 3;
+  const bool temporary = store_dir.empty();
   const std::filesystem::path store =
       temporary ? std::filesystem::temp_directory_path() /
                       ("sar-ogb-to-distributed-" + std::to_string(comm.size()))
-                : std::filesystem::path(argv[2]);
+                : std::filesystem::path(store_dir);
 
   // 1. Rank 0 loads, partitions and writes. Every rank learns whether that failed, so an
   //    error (a missing file, a foreign STORE_DIR) ends all of them, none left waiting.
   std::string error;
   if (root) {
     try {
-      sar::graph_dataset data = sar::load_dataset(argv[1]);
+      sar::graph_dataset data = sar::load_dataset(dataset);
       data.graph = sar::with_self_loops(data.graph, sar::self_loop_policy::add);  // A + I
       const std::vector<int> assignment = sar::partition_metis(data, comm.size());
       sar::write_partition_store(data, assignment, comm.size(), store, "metis");
-      std::printf("%s: %lld nodes in %d parts written to %s\n", argv[1],
+      std::printf("%s: %lld nodes in %d parts written to %s\n", dataset.c_str(),
                   static_cast<long long>(data.num_nodes()), comm.size(), store.c_str());
     } catch (const std::exception& e) {
       error = e.what();
@@ -75,4 +71,21 @@ int main(int argc, char** argv) {
   comm.barrier();
   if (root && temporary) std::filesystem::remove_all(store);
   return result.test_acc > 0.5 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  // The settings, read before MPI starts: OGB_DIR [STORE_DIR] (and, in the communicator,
+  // SAR_WATCHDOG_SECONDS). Every rank reads them alike, so each ends alike on an error.
+  const bool help = argc == 2 && std::string(argv[1]) == "--help";
+  if (argc < 2 || argc > 3 || help) {
+    std::fprintf(help ? stdout : stderr, "%susage: mpirun -np P %s OGB_DIR [STORE_DIR]\n",
+                 help ? "" : "ogb-to-distributed: ", argv[0]);
+    return help ? 0 : 1;
+  }
+  const std::string dataset = argv[1];
+  const std::string store_dir = argc == 3 ? argv[2] : "";
+  sar::mpi_environment mpi(argc, argv);
+  return sar::run_mpi_program("ogb-to-distributed", [&](sar::mpi_communicator& comm) {
+    return run(comm, dataset, store_dir);
+  });
 }

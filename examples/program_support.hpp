@@ -1,12 +1,23 @@
-// What the one-process command-line programs (sar-convert, sar-partition) share: timing,
-// loading a dataset with progress lines on stdout, the peak-memory line, and main()'s error
-// report.
+// What the command-line programs (sar-convert, sar-partition, sar-sample, sar-train) share:
+// parsing the command line with sar's exit codes, the dataset-size options, loading a
+// dataset with progress lines on stdout, what the program is doing (for an out-of-memory
+// report), timing, the peak-memory line, and main()'s error report.
+//
+// Exit codes: 0 for success, --help and --version; 1 for every error (a bad option or
+// environment variable, bad input, out of memory), with one line "<program>: <problem>" on
+// stderr. Never an uncaught exception or a signal.
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <new>
+#include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "sar/core/memory.hpp"
 #include "sar/graph/io/load.hpp"
@@ -20,13 +31,100 @@ inline double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
-/// sar::load_dataset(spec), printing "loading <spec> ..." before and a one-line summary of the
-/// dataset with the time taken after. Throws what load_dataset throws.
-inline sar::graph_dataset load_dataset_reporting(const std::string& spec) {
+/// What the program is doing now ("loading cora", "training"), named by an out-of-memory
+/// report. Set it at the start of each long phase.
+inline std::string& current_phase() {
+  static std::string phase = "starting";
+  return phase;
+}
+
+/// "out of memory while <phase> (peak resident memory <N>; <M> available)": what a program
+/// says for a std::bad_alloc, whose own what() names nothing.
+inline std::string out_of_memory_message() {
+  return sar::message("out of memory while ", current_phase(), " (peak resident memory ",
+                      sar::format_bytes(static_cast<double>(sar::peak_memory_bytes())), "; ",
+                      sar::format_bytes(static_cast<double>(sar::available_memory_bytes())),
+                      " available)");
+}
+
+/// CLI11 check: the value parses as a finite number (CLI::Range lets NaN through).
+inline const CLI::Validator finite_number(
+    [](std::string& text) {
+      try {
+        return std::isfinite(std::stod(text)) ? std::string() : "must be a finite number";
+      } catch (const std::exception&) {
+        return std::string();  // not a number: the option's own conversion reports it
+      }
+    },
+    "FINITE");
+
+/// A CLI11 check that the value is a number for which ok(value) holds; its message names the
+/// value and `requirement` ("'abc' is not a number", "'-5' is not above 0").
+inline CLI::Validator number_check(bool (*ok)(double), const std::string& requirement,
+                                   const std::string& name) {
+  return CLI::Validator(
+      [ok, requirement](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == text.c_str() || *end != '\0')
+          return "'" + text + "' is not a number";
+        return ok(value) ? std::string() : "'" + text + "' " + requirement;
+      },
+      name);
+}
+
+/// CLI11 check: a number above 0.
+inline const CLI::Validator positive =
+    number_check([](double v) { return v > 0; }, "is not above 0", "POSITIVE");
+/// CLI11 check: a number of at least 0.
+inline const CLI::Validator non_negative =
+    number_check([](double v) { return v >= 0; }, "is not 0 or above", "NON-NEGATIVE");
+
+/// CLI11 check: the value is not empty (a path or spec).
+inline const CLI::Validator not_empty(
+    [](std::string& text) { return text.empty() ? "must not be empty" : std::string(); }, "");
+
+/// Parses the command line into the variables of `app` (named after the program). Returns
+/// nullopt to go on, or the exit status to end with at once: 0 after --help or --version
+/// (printed on stdout), 1 after any parse or validation error (printed on stderr as
+/// "<program>: <problem>" and a hint to --help; never CLI11's own exit codes).
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "%s: %s\nRun %s --help for the options.\n", app.get_name().c_str(),
+                 e.what(), app.get_name().c_str());
+    return 1;
+  }
+}
+
+/// Adds --num-nodes and --num-classes, which state the sizes of a dataset read from files
+/// (sar::dataset_sizes: without them a mostly empty node-id or class range is refused).
+inline void add_dataset_size_options(CLI::App& app, sar::dataset_sizes& sizes) {
+  app.add_option("--num-nodes", sizes.num_nodes,
+                 "state the node count of a dataset read from files: an edge list gets this "
+                 "many nodes (an id beyond is an error); other formats must declare it. Needed "
+                 "to accept an id range that is mostly unused (fewer than half the ids in any "
+                 "edge)")
+      ->check(positive);
+  app.add_option("--num-classes", sizes.num_classes,
+                 "state the class count of a dataset read from files (a label beyond it is an "
+                 "error). Needed to accept a class range that is mostly empty (fewer than half "
+                 "the classes with a node)")
+      ->check(positive);
+}
+
+/// sar::load_dataset(spec, sizes), printing "loading <spec> ..." before and a one-line summary
+/// of the dataset with the time taken after; sets the phase. Throws what load_dataset throws.
+inline sar::graph_dataset load_dataset_reporting(const std::string& spec,
+                                                 const sar::dataset_sizes& sizes) {
   const auto start = clock_type::now();
+  current_phase() = "loading " + spec;
   std::printf("loading %s ...\n", spec.c_str());
   std::fflush(stdout);
-  sar::graph_dataset data = sar::load_dataset(spec);
+  sar::graph_dataset data = sar::load_dataset(spec, sizes);
   std::printf("loaded %s: %lld nodes, %lld edges, %lld features, %d classes, %lld train nodes "
               "(%.2f s)\n",
               data.name.c_str(), static_cast<long long>(data.num_nodes()),
@@ -42,17 +140,21 @@ inline void print_peak_memory() {
               static_cast<double>(sar::peak_memory_bytes()) / (1024.0 * 1024.0));
 }
 
-/// Returns run(argc, argv); an exception escaping it is printed as "<program>: <what>" on
-/// stderr (after flushing stdout) and gives exit status 1.
+/// Returns run(argc, argv); an exception escaping it is printed as "<program>: <what>" (a
+/// std::bad_alloc as out_of_memory_message()) on stderr, after flushing stdout, and gives exit
+/// status 1.
 inline int run_reporting_errors(const char* program, int (*run)(int, char**), int argc,
                                 char** argv) {
   try {
     return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", program, out_of_memory_message().c_str());
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s: %s\n", program, e.what());
-    return 1;
   }
+  return 1;
 }
 
 }  // namespace sar_programs

@@ -40,22 +40,27 @@ int run(int argc, char** argv) {
   std::string dataset;
   std::string out;
   bool verify = false;
+  sar::dataset_sizes sizes;
   app.add_option("--dataset", dataset,
                  "OGB raw directory, sar .npy dataset directory, edge-list file, .mtx file, or a "
                  "generator such as planted:nodes=200000,degree=20,features=128 or rmat:scale=16")
-      ->required();
+      ->required()
+      ->check(sar_programs::not_empty);
+  sar_programs::add_dataset_size_options(app, sizes);
   app.add_option("--out", out,
                  "output directory (created; an existing .npy dataset there is replaced once the new "
                  "one is complete, any other non-empty directory is refused)")
-      ->required();
+      ->required()
+      ->check(sar_programs::not_empty);
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   app.set_version_flag("--version", "sar-convert (sar " SAR_VERSION_STRING ")");
-  CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   sar::check_replaceable(out, sar::npy_dataset_kind, "--out");  // before loading
-  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
+  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
 
   auto start = clock_type::now();
+  sar_programs::current_phase() = "writing " + out;
   std::printf("writing %s ...\n", out.c_str());
   std::fflush(stdout);
   sar::write_npy_dataset(out, data);
@@ -65,9 +70,10 @@ int run(int argc, char** argv) {
 
   if (verify) {
     start = clock_type::now();
+    sar_programs::current_phase() = "reading " + out + " back";
     std::printf("reading %s back ...\n", out.c_str());
     std::fflush(stdout);
-    const sar::graph_dataset back = sar::read_npy_dataset(out);
+    const sar::graph_dataset back = sar::read_npy_dataset(out, {.sizes = sizes});
     seconds = seconds_since(start);
     std::printf("read %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(back), seconds,
                 array_mebibytes(back) / seconds);

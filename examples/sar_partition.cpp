@@ -28,10 +28,13 @@ int run(int argc, char** argv) {
   std::string out;
   std::uint64_t seed = 0;
   double imbalance = 0.05;
+  sar::dataset_sizes sizes;
   app.add_option("--dataset", dataset,
                  "OGB raw directory, edge-list file, .mtx file, or a generator such as "
                  "planted:nodes=100000 or rmat:scale=16")
-      ->required();
+      ->required()
+      ->check(sar_programs::not_empty);
+  sar_programs::add_dataset_size_options(app, sizes);
   app.add_option("--parts", parts, "number of parts (= ranks)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
@@ -41,23 +44,27 @@ int run(int argc, char** argv) {
   app.add_option("--out", out,
                  "output directory (created; an existing partition store there is replaced once "
                  "the new one is complete, any other non-empty directory is refused)")
-      ->required();
+      ->required()
+      ->check(sar_programs::not_empty);
   app.add_option("--seed", seed, "seed of the random and METIS partitioners")
+      ->check(sar_programs::non_negative)  // CLI11 would wrap -5 around to 2^64 - 5
       ->capture_default_str();
   app.add_option("--imbalance", imbalance,
                  "METIS: allowed imbalance per constraint (nodes, edges, training nodes)")
+      ->check(sar_programs::finite_number)
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
-  CLI11_PARSE(app, argc, argv);  // prints help (exit 0) or the problem and a hint (non-zero)
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   sar::check_replaceable(out, sar::partition_store_kind, "--out");  // before the work
-  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
+  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
   SAR_CHECK(parts <= data.num_nodes(), sar::invalid_argument, "--parts ", parts,
             " exceeds the ", data.num_nodes(), " nodes of ", dataset,
             " (every part needs a node)");
 
   auto start = clock_type::now();
+  sar_programs::current_phase() = "partitioning";
   std::printf("partitioning into %d parts with %s ...\n", parts, method.c_str());
   std::fflush(stdout);
   std::vector<int> part;
@@ -76,6 +83,7 @@ int run(int argc, char** argv) {
   std::printf("partitioned (%.2f s)\n", seconds_since(start));
 
   start = clock_type::now();
+  sar_programs::current_phase() = "writing " + out;
   std::printf("writing %s ...\n", out.c_str());
   std::fflush(stdout);
   const sar::partition_metadata meta =

@@ -83,28 +83,33 @@ int run(int argc, char** argv) {
   sar::node_t batch_size = 64;
   std::vector<sar::node_t> fanouts{25, 10}, chosen{0};
   std::uint64_t seed = 0, epoch = 0;
+  sar::dataset_sizes sizes;
   app.add_option("--dataset", dataset, "OGB raw directory, .npy dataset, graph file or "
-                 "generator spec (as sar-train)")->capture_default_str();
+                 "generator spec (as sar-train)")
+      ->check(sar_programs::not_empty)->capture_default_str();
+  sar_programs::add_dataset_size_options(app, sizes);
   app.add_option("--sampler", sampler, "sage (node-wise) | ladies (layer-wise)")
       ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
   app.add_option("--fanouts", fanouts, "per layer from the input: neighbours per node (sage; "
                  "-1 = all) or nodes per layer (ladies)")->delimiter(',')->capture_default_str();
   app.add_option("--minibatch", batch_size, "seeds per minibatch")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(sar_programs::positive)->capture_default_str();
   app.add_option("--minibatches", chosen, "which minibatches of the epoch, e.g. 0,5,9")
       ->delimiter(',')->capture_default_str();
   app.add_option("--epoch", epoch, "the epoch (keys the shuffle and the darts)")
-      ->capture_default_str();
-  app.add_option("--seed", seed, "seed, as sar-train --seed")->capture_default_str();
+      ->check(sar_programs::non_negative)->capture_default_str();
+  app.add_option("--seed", seed, "seed, as sar-train --seed")
+      ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--self-loops", loops, "auto (ladies: add, as for GCN; sage: keep) | add | keep")
       ->check(CLI::IsMember({"auto", "add", "keep"}))->capture_default_str();
   app.add_option("--out", out, "output directory (created; an earlier sar-sample output there "
-                 "is replaced, anything else refused)")->required();
+                 "is replaced, anything else refused)")
+      ->required()->check(sar_programs::not_empty);
   app.set_version_flag("--version", "sar-sample (sar " SAR_VERSION_STRING ")");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   sar::check_replaceable(out, kind, "--out");  // before the long work
-  sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset);
+  sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
   const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
   const sar::csr graph = sar::with_self_loops(
       data.graph, add ? sar::self_loop_policy::add : sar::self_loop_policy::keep);
@@ -130,6 +135,7 @@ int run(int argc, char** argv) {
   }
 
   const auto start = clock_type::now();
+  sar_programs::current_phase() = "sampling into " + out;
   sar::bulk_sampler bulk(graph, options);
   nlohmann::json meta = {{"format", kind.format}, {"version", format_version},
                          {"dataset", data.name}, {"sampler", sampler}, {"fanouts", fanouts},

@@ -4,19 +4,22 @@
 // sequential (SAR), keep_halo or one_shot schedule, or Sylvie's low-bit / bounded-stale
 // exchange (--halo-bits, --gradient-bits, --staleness). Reports per-epoch progress, the accuracy
 // at the best validation epoch, epoch time, bytes sent and peak memory (largest over ranks).
-// An error on any rank ends every rank with the message and exit code 1.
-#include <chrono>
+// Every setting (the options and the environment variables SAR_WATCHDOG_SECONDS and
+// SAR_TRAIN_INJECT_FAILURE) is read and checked in parse_settings, before MPI starts: a bad
+// one ends every rank with the message and exit code 1. An error on any rank later ends
+// every rank with the message and exit code 1 too (sar::run_mpi_program).
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <thread>
-#include <fstream>
-#include <iostream>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <tbb/task_arena.h>
 
+#include "../program_support.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/output_file.hpp"
@@ -53,17 +56,6 @@ void row_normalise(sar::matrixf& features) {
   }
 }
 
-/// CLI11 check: the value parses as a finite number (CLI::Range lets NaN through).
-const CLI::Validator finite_number(
-    [](std::string& text) {
-      try {
-        return std::isfinite(std::stod(text)) ? std::string() : "must be a finite number";
-      } catch (const std::exception&) {
-        return std::string();  // not a number: the option's own conversion reports it
-      }
-    },
-    "FINITE");
-
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
@@ -74,14 +66,10 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
               " ranks but no --partitions; write a partition store with sar-partition "
               "--parts ", comm.size(), " and pass it with --partitions");
-    std::string spec = p.dataset;
-    if (p.nodes > 0) {
-      SAR_CHECK(spec == "planted" || spec.starts_with("planted:"), sar::invalid_argument,
-                "sar-train: --nodes applies only to --dataset planted, not '", spec, "'");
-      spec += (spec == "planted" ? ":" : ",") + std::string("nodes=") + std::to_string(p.nodes);
-    }
+    const std::string& spec = p.dataset;
+    sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
-    sar::graph_dataset data = sar::load_dataset(spec);
+    sar::graph_dataset data = sar::load_dataset(spec, p.sizes);
     SAR_CHECK(data.num_classes > 0 && !data.labels.empty() && !data.split.empty() &&
                   data.features.cols() > 0,
               sar::invalid_argument, "sar-train: dataset '", spec,
@@ -93,9 +81,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                data.graph.num_edges(), " edges, ", data.features.cols(),
                                " features, ", data.num_classes, " classes, ",
                                data.count(sar::node_split::train), " training nodes"));
+    sar_programs::current_phase() = "building the model and training";
     return sar_train::train_single<T>(p, config, data, loops, comm);
   }
 
+  sar_programs::current_phase() = "reading " + p.partitions;
   const auto meta = sar::read_partition_metadata(p.partitions);
   // Every rank must read the same store (e.g. not differing local copies on two nodes).
   const auto [lowest, highest] = sar::min_max_over_ranks(comm, meta.identity);
@@ -132,19 +122,53 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                             p.gradient_bits, " bits, staleness ",
                                                             p.staleness)
                                              : "schedule " + p.schedule));
+  sar_programs::current_phase() = "building the model and training";
   if (sampled) return sar_train::train_sampled_distributed<T>(p, config, part, meta.dataset, comm);
   return sar_train::train_distributed<T>(p, config, part, meta.dataset, comm);
 }
 
-}  // namespace
+/// The most worker threads --threads accepts (more would only reserve memory for idle slots).
+constexpr int max_threads = 4096;
 
-int main(int argc, char** argv) {
+/// SAR_TRAIN_INJECT_FAILURE's value (sar_train::injected_failure). Throws
+/// sar::invalid_argument naming the variable and the value unless it is EPOCH:RANK[:HOW], two
+/// non-negative integers and stop, hang or wait.
+sar_train::injected_failure parse_injected_failure(std::string_view text) {
+  using how = sar_train::injected_failure::kind;
+  sar_train::injected_failure f;
+  const auto number = [&](std::string_view field, int& out) {
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
+    return ec == std::errc() && end == field.data() + field.size() && out >= 0;
+  };
+  const auto first = text.find(':'), second = text.find(':', first + 1);
+  const std::string_view kind =
+      second == std::string_view::npos ? std::string_view() : text.substr(second + 1);
+  const bool valid = first != std::string_view::npos &&
+                     number(text.substr(0, first), f.epoch) &&
+                     number(text.substr(first + 1, second - first - 1), f.rank) &&
+                     (second == std::string_view::npos || kind == "stop" || kind == "hang" ||
+                      kind == "wait");
+  SAR_CHECK(valid, sar::invalid_argument, "SAR_TRAIN_INJECT_FAILURE='", text,
+            "' is not EPOCH:RANK[:stop|:hang|:wait] (a test hook; unset it)");
+  f.how = second == std::string_view::npos ? how::error
+          : kind == "stop"                 ? how::stop
+          : kind == "hang"                 ? how::hang
+                                           : how::wait;
+  return f;
+}
+
+/// Reads and checks every setting of sar-train: the command line into `p` and `config`, and
+/// the environment variables SAR_WATCHDOG_SECONDS and SAR_TRAIN_INJECT_FAILURE. Returns
+/// nullopt to go on, or the exit status to end with at once: 0 after --help or --version,
+/// 1 after printing "sar-train: <problem>" on stderr. Not collective: it runs before MPI
+/// starts, and every rank reaches the same verdict.
+std::optional<int> parse_settings(int argc, char** argv, program_options& p,
+                                  sar::model_config& config) {
   CLI::App app{"sar-train: GNN training (GCN, GraphSAGE, GAT), full-batch or on sampled "
-               "minibatches"};
+               "minibatches", "sar-train"};
   // An option given twice takes its last value (so wrappers like scripts/main.sh can be
   // overridden by appending arguments).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  program_options p;
   std::optional<int> layers, epochs, patience;
   std::optional<Eigen::Index> hidden, heads;
   std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
@@ -154,7 +178,9 @@ int main(int argc, char** argv) {
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
                  "planted[:nodes=N,classes=C,degree=D,features=F,...] or rmat[:scale=S,...]")
       ->capture_default_str();
-  app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)");
+  app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)")
+      ->check(sar_programs::non_negative);
+  sar_programs::add_dataset_size_options(app, p.sizes);
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored");
@@ -169,49 +195,52 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp"}))->capture_default_str();
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
-  app.add_option("--layers", layers, "graph layers (default 2)")->check(CLI::PositiveNumber);
+  app.add_option("--layers", layers, "graph layers (default 2)")->check(sar_programs::positive);
   app.add_option("--hidden", hidden, "hidden width, per head for GAT (default: gcn 16, sage 64, "
-                 "gat 8)")->check(CLI::PositiveNumber);
+                 "gat 8)")->check(sar_programs::positive);
   app.add_option("--heads", heads, "GAT heads in hidden layers (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(sar_programs::positive);
   app.add_option("--dropout", dropout, "dropout on every layer's input (default: gat 0.6, else 0.5)")
-      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
+      ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--input-dropout", input_dropout,
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
                  "once; else --dropout)")
-      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
+      ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--attention-dropout", attention_dropout, "GAT attention dropout (default 0.6)")
-      ->check(finite_number)->check(CLI::Range(0.0, 0.99));
+      ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
   app.add_option("--precision", p.precision, "float | double")
       ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
   app.option_defaults()->group("Optimisation");
   app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
-      ->check(CLI::PositiveNumber);
+      ->check(sar_programs::positive);
   app.add_option("--lr", learning_rate, "Adam learning rate (default: gat 0.005, else 0.01)")
-      ->check(finite_number)->check(CLI::NonNegativeNumber);
+      ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
   app.add_option("--weight-decay", weight_decay,
                  "L2 weight decay (default 5e-4; gcn: first layer only)")
-      ->check(finite_number)->check(CLI::NonNegativeNumber);
+      ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
   app.add_option("--patience", patience,
                  "stop after this many epochs without a better validation accuracy or loss; 0 = "
-                 "never (default: gat 100, else 0)");
+                 "never (default: gat 100, else 0)")
+      ->check(sar_programs::non_negative);
   app.add_option("--eval-every", p.eval_every,
                  "evaluate after every N-th epoch and after the last; 0 = never (accuracies "
                  "not measured); --patience counts evaluations")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--max-loss", p.max_loss,
                  "stop with an error when the training loss exceeds this (diverged)")
-      ->check(finite_number)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seed", p.seed, "seed of initialisation and dropout")->capture_default_str();
-  app.add_option("--threads", p.threads, "worker threads (0 = all cores)")->capture_default_str();
+      ->check(sar_programs::finite_number)->check(sar_programs::positive)->capture_default_str();
+  app.add_option("--seed", p.seed, "seed of initialisation and dropout")
+      ->check(sar_programs::non_negative)->capture_default_str();  // not wrapped to 2^64 - 5
+  app.add_option("--threads", p.threads, "worker threads (0 = all cores)")
+      ->check(CLI::Range(0, max_threads))->capture_default_str();
   app.option_defaults()->group("Minibatch");
   app.add_option("--minibatch", p.minibatch,
                  "train on minibatches of this many seeds with sampled neighbourhoods (one "
                  "process, or data-parallel over the ranks of --partitions); evaluation runs "
                  "layer-wise over every node. 0 = full batch")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--fanouts", p.fanouts,
                  "with --minibatch: per layer from the input, neighbours sampled per node "
                  "(sage; -1 = all) or nodes per layer (ladies); e.g. 15,10,5 (default: sage "
@@ -221,16 +250,16 @@ int main(int argc, char** argv) {
                  "(layer-wise, importance sampling)")
       ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
   app.add_option("--bulk", p.bulk, "with --minibatch: minibatches sampled at once")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(sar_programs::positive)->capture_default_str();
   app.add_option("--replication", p.replication,
                  "with --minibatch and --partitions: ranks holding each part (c); P ranks "
                  "train on a store of P / c parts, rank r on part r / c")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(sar_programs::positive)->capture_default_str();
   app.option_defaults()->group("Distributed");
   app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(sar_programs::non_negative)->capture_default_str();
   const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
   app.add_option("--halo-bits", p.halo_bits,
                  "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "
@@ -242,13 +271,13 @@ int main(int argc, char** argv) {
   app.add_option("--staleness", p.staleness,
                  "with --partitions: bounded staleness S; epochs not a multiple of S aggregate "
                  "the previous epoch's halos while this epoch's travel (1 = synchronous)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(sar_programs::positive)->capture_default_str();
   std::optional<double> watchdog;
   app.add_option("--watchdog", watchdog,
                  "with several ranks: end the job, naming the stalled call and rank, when an "
-                 "MPI call waits longer than this many seconds; 0 = never (default: "
-                 "$SAR_WATCHDOG_SECONDS or 300)")
-      ->check(finite_number)->check(CLI::NonNegativeNumber);
+                 "MPI call waits longer than this many seconds (0.1 to 1e9); 0 = never "
+                 "(default: $SAR_WATCHDOG_SECONDS or 300)")
+      ->check(sar_programs::finite_number);
   app.option_defaults()->group("Output");
   app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
   app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
@@ -257,23 +286,19 @@ int main(int argc, char** argv) {
                  "early stopping, settings) to this directory every --checkpoint-every epochs "
                  "and at the end; the previous checkpoint stays until the new one is complete");
   app.add_option("--checkpoint-every", p.checkpoint_every, "epochs between checkpoints")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(sar_programs::positive)->capture_default_str();
   app.add_option("--resume", p.resume,
                  "continue the run saved in this checkpoint directory, on any number of ranks, "
                  "up to --epochs; the settings must match the checkpoint's");
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   app.set_version_flag("--version", "sar-train (sar " SAR_VERSION_STRING ")");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
-  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  sar::mpi_communicator comm;
-  if (watchdog) comm.set_watchdog(*watchdog);
-  if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
   try {
-    auto config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
-                                      : p.model == "sage" ? sar::model_kind::sage
-                                      : p.model == "mlp"  ? sar::model_kind::mlp
-                                                          : sar::model_kind::gat);
+    config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
+                                 : p.model == "sage" ? sar::model_kind::sage
+                                 : p.model == "mlp"  ? sar::model_kind::mlp
+                                                     : sar::model_kind::gat);
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
     config.aggregation = p.aggregator == "mean"  ? sar::sage_aggregation::mean
@@ -311,6 +336,37 @@ int main(int argc, char** argv) {
               sar::invalid_argument, "sar-train: --checkpoint-every ", p.checkpoint_every,
               " is not a multiple of --staleness ", p.staleness, " (a resumed run must start "
               "on a synchronous epoch)");
+    SAR_CHECK(p.partitions.empty() || (p.sizes.num_nodes < 0 && p.sizes.num_classes < 0),
+              sar::invalid_argument, "sar-train: --num-nodes and --num-classes apply to "
+              "--dataset; a partition store (--partitions) has its sizes in meta.json");
+    if (p.nodes > 0) {
+      SAR_CHECK(p.dataset == "planted" || p.dataset.starts_with("planted:"),
+                sar::invalid_argument, "sar-train: --nodes applies only to --dataset planted, "
+                "not '", p.dataset, "'");
+      p.dataset += (p.dataset == "planted" ? ":" : ",") + std::string("nodes=") +
+                   std::to_string(p.nodes);
+    }
+    if (watchdog) {
+      sar::mpi_watchdog::check_limit(*watchdog, "sar-train: --watchdog");
+      p.watchdog_seconds = *watchdog;
+    } else {
+      p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
+    }
+    if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
+      p.failure = parse_injected_failure(failure);
+  } catch (const sar::error& e) {
+    std::fprintf(stderr, "%s\n", sar::describe_failure("sar-train", e).c_str());
+    return 1;
+  }
+  return std::nullopt;
+}
+
+/// The run after parse_settings, on every rank: loads or reads the data, trains, reports.
+/// Collective; throws what the run throws.
+int run_program(const program_options& p, const sar::model_config& config,
+                sar::mpi_communicator& comm) {
+  if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
+  try {
     if (!p.checkpoint.empty() && comm.rank() == 0)  // before any work, not after it
       sar::check_replaceable(p.checkpoint, sar::checkpoint_kind, "sar-train: --checkpoint");
     std::optional<sar::output_file> metrics_out;  // checked now, written at the end
@@ -333,18 +389,23 @@ int main(int argc, char** argv) {
                       metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
                       metrics["test_acc"].get<double>());
       sar::log_info(sar::message(best, "; ", line));
+      sar_programs::current_phase() = "writing --metrics-out";
       if (metrics_out) metrics_out->write(metrics.dump(2) + "\n");
     }
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.starts_with("sar-train:") ? "" : "sar-train: ") << what << '\n';
-    if (comm.size() > 1) {
-      // Other ranks may be blocked in a collective: end them all. Errors every rank detects
-      // alike (a non-finite loss) make all ranks abort at once, which crashes Open MPI 4.1's
-      // mpirun; letting lower ranks go first avoids that.
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(comm.rank(), 40)));
-      comm.abort(e.what());
-    }
-    return 1;
+  } catch (const std::bad_alloc&) {
+    throw sar::error(sar_programs::out_of_memory_message());
   }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  program_options p;
+  sar::model_config config;
+  if (const auto status = parse_settings(argc, argv, p, config)) return *status;
+  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
+  return sar::run_mpi_program(
+      "sar-train", [&](sar::mpi_communicator& comm) { return run_program(p, config, comm); },
+      p.watchdog_seconds);
 }

@@ -18,6 +18,16 @@
 
 namespace sar_train {
 
+/// The test hook SAR_TRAIN_INJECT_FAILURE="EPOCH:RANK[:HOW]" (not an option): after epoch
+/// EPOCH, rank RANK throws (no HOW), stops itself with SIGSTOP (stop), sleeps for ever outside
+/// MPI (hang), or waits in MPI for a message nobody sends (wait: every rank then waits in
+/// MPI), so the fault tests can check that every rank then ends.
+struct injected_failure {
+  enum class kind { none, error, stop, hang, wait };
+  kind how = kind::none;
+  int epoch = -1, rank = -1;
+};
+
 struct program_options {
   std::string dataset = "planted";
   sar::node_t nodes = 0;  // planted only; 0 = the generator's default
@@ -45,6 +55,9 @@ struct program_options {
   std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
   int bulk = 1;                         // minibatches sampled at once
   int replication = 1;                  // distributed minibatch: ranks per block row (c)
+  sar::dataset_sizes sizes;             // --num-nodes, --num-classes (with --dataset)
+  double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300
+  injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
 };

@@ -40,25 +40,51 @@ struct local_data {
   std::int32_t num_classes = 0;
 };
 
-/// Test hook (not an option): SAR_TRAIN_INJECT_FAILURE="EPOCH:RANK[:HOW]" makes RANK, after
-/// EPOCH, throw (HOW absent), stop itself with SIGSTOP (stop) or sleep for ever outside MPI
-/// (hang), so the fault tests can check that every rank then ends. Throws on a malformed value.
-inline void inject_failure(int epoch, int rank) {
-  const char* spec = std::getenv("SAR_TRAIN_INJECT_FAILURE");
-  if (spec == nullptr) return;
-  int at_epoch = -1, at_rank = -1;
-  char how[8] = "";
-  const int fields = std::sscanf(spec, "%d:%d:%7s", &at_epoch, &at_rank, how);
-  SAR_CHECK(fields >= 2 && (fields == 2 || std::string(how) == "stop" ||
-                            std::string(how) == "hang"),
-            sar::invalid_argument, "sar-train: SAR_TRAIN_INJECT_FAILURE='", spec,
-            "' is not EPOCH:RANK[:stop|:hang]");
-  if (epoch != at_epoch || rank != at_rank) return;
-  if (fields == 2)
-    throw sar::error(sar::message("injected failure on rank ", rank, " at epoch ", epoch,
-                                  " (SAR_TRAIN_INJECT_FAILURE)"));
-  if (std::string(how) == "stop") std::raise(SIGSTOP);
-  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+/// Carries out the test hook `failure` (sar_train.hpp) if this is its epoch and rank.
+inline void inject_failure(const injected_failure& failure, int epoch,
+                           sar::mpi_communicator& comm) {
+  using how = injected_failure::kind;
+  if (failure.how == how::none || epoch != failure.epoch || comm.rank() != failure.rank) return;
+  switch (failure.how) {
+    case how::error:
+      throw sar::error(sar::message("injected failure on rank ", comm.rank(), " at epoch ",
+                                    epoch, " (SAR_TRAIN_INJECT_FAILURE)"));
+    case how::stop:
+      std::raise(SIGSTOP);
+      return;
+    case how::wait: {  // a receive no rank sends to: a deadlock inside MPI
+      static std::int64_t never[1];
+      auto r = comm.irecv(std::span<std::int64_t>(never), (comm.rank() + 1) % comm.size(),
+                          /*tag=*/0x5a7);
+      comm.wait(r);
+      return;
+    }
+    case how::hang:
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    case how::none:
+      return;
+  }
+}
+
+/// Throws sar::invalid_argument naming --layers, --hidden (and --heads for GAT) if training
+/// the model of `c` for `features` inputs and `classes` outputs on `nodes` nodes (this
+/// rank's) needs more memory than is available (sar::estimate_model_memory in values of T;
+/// minibatches: activations of one layer at a time), before any of it is allocated.
+template <class T>
+void check_model_fits(const program_options& p, const sar::model_config& c,
+                      Eigen::Index features, std::int32_t classes, sar::node_t nodes) {
+  const auto need =
+      sar::estimate_model_memory(c, static_cast<double>(features), classes,
+                                 static_cast<double>(nodes), sizeof(T), p.minibatch > 0);
+  sar::check_memory<sar::invalid_argument>(
+      "sar-train",
+      sar::message("the ", p.model, " model of --layers ", c.layers, " with --hidden ", c.hidden,
+                   c.kind == sar::model_kind::gat ? sar::message(" and --heads ", c.heads) : "",
+                   " for ", features, " features and ", classes, " classes, trained on ",
+                   nodes, " nodes (parameters, gradients and Adam moments ",
+                   sar::format_bytes(need.parameters), ", activations at least ",
+                   sar::format_bytes(need.activations), ")"),
+      need.total());
 }
 
 /// The median of v (0 if empty).
@@ -154,7 +180,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::array<std::int64_t, 4> bytes_before{};
   std::int64_t sent_before = comm.bytes_sent();
   auto on_epoch = [&](const sar::epoch_stats& e) {
-    inject_failure(e.epoch, comm.rank());
+    inject_failure(p.failure, e.epoch, comm);
     std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
     if constexpr (requires { graph.traffic().total_bytes(); }) {
       const auto& t = graph.traffic();
@@ -304,6 +330,7 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
                             sar::graph_dataset& dataset, sar::self_loop_policy loops,
                             sar::mpi_communicator& comm) {
   const sar::node_t nodes = dataset.num_nodes();
+  check_model_fits<T>(p, config, dataset.features.cols(), dataset.num_classes, nodes);
   sar::csr graph = loops == sar::self_loop_policy::keep
                        ? std::move(dataset.graph)
                        : sar::with_self_loops(dataset.graph, loops);
@@ -322,6 +349,7 @@ template <class T>
 nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
                                          sar::graph_part& part, const std::string& name,
                                          sar::mpi_communicator& comm) {
+  check_model_fits<T>(p, config, part.features.cols(), part.num_classes, part.in_edges.num_rows);
   sar::distributed_sampling_graph<sar::mpi_communicator> graph(
       comm, part, p.replication, p.sampler == "ladies");
   local_data data{name, part.book.num_nodes(), std::move(part.features),
@@ -333,6 +361,7 @@ template <class T>
 nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
                                  sar::graph_part& part, const std::string& name,
                                  sar::mpi_communicator& comm) {
+  check_model_fits<T>(p, config, part.features.cols(), part.num_classes, part.in_edges.num_rows);
   sar::distributed_schedule<sar::mpi_communicator> graph(
       comm, part,
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)

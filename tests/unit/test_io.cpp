@@ -330,8 +330,10 @@ TEST_CASE("read_ogb_raw: malformed edge files") {
     fx.files["raw/num-node-list.csv.gz"] = "1000000000000000\n";
     fx.files.erase("raw/node-feat.csv.gz");
     fx.files.erase("raw/node-label.csv.gz");
-    check_contains(fx.error(), {"the split of the 1000000000000000 nodes in ",
-                                "GiB, more than this machine's"});
+    // Stated, so that the sparse id range is accepted and the size itself is refused.
+    check_contains(fx.error({.sizes = {.num_nodes = 1000000000000000}}),
+                   {"the split of the 1000000000000000 nodes in ", "TiB, more than the ",
+                    "of memory available"});
   }
   SUBCASE("a line longer than io::max_line_bytes") {
     const chunk_size_guard small_chunks(64);  // the limit applies when a line outgrows a chunk
@@ -401,6 +403,48 @@ TEST_CASE("read_ogb_raw: malformed features and labels") {
   SUBCASE("two label columns") {
     fx.files["raw/node-label.csv.gz"] = "0\n1,0\n2\n0\n";
     check_contains(fx.error(), {label + " line 2: ", "expected 1 column"});
+  }
+}
+
+TEST_CASE("read_ogb_raw: mostly empty class and node ranges are refused unless stated") {
+  ogb_fixture fx;
+  const std::string labels = fx.path("raw/node-label.csv.gz").string();
+  SUBCASE("a label of 100 among 0-2") {
+    fx.files["raw/node-label.csv.gz"] = "0\n1\n100\n2\n";
+    check_contains(fx.error(), {labels, "the largest label, 100 (line 3), makes 101 classes",
+                                "only 4 of them have a node", "--num-classes 101"});
+    const graph_dataset d = read_ogb_raw(fx.root(), {.sizes = {.num_classes = 101}});
+    CHECK(d.num_classes == 101);
+    CHECK(d.labels[2] == 100);
+    check_contains(fx.error({.sizes = {.num_classes = 50}}),
+                   {labels + " line 3: ", "label outside [-1, 50)", "(\"100\")"});
+  }
+  SUBCASE("a stated class count is the dataset's") {
+    fx.write();
+    CHECK(read_ogb_raw(fx.root(), {.sizes = {.num_classes = 4}}).num_classes == 4);
+    check_contains(fx.error({.sizes = {.num_classes = 2}}),
+                   {labels + " line 4: ", "label outside [-1, 2)"});
+    fx.files.erase("raw/node-label.csv.gz");
+    fs::remove_all(fx.root());
+    check_contains(fx.error({.sizes = {.num_classes = 4}}),
+                   {"num_classes = 4 is stated, but ", "has no labels"});
+  }
+  SUBCASE("a stated node count must be the declared one") {
+    check_contains(fx.error({.sizes = {.num_nodes = 5}}),
+                   {fx.path("raw/num-node-list.csv.gz").string(), "declares 4 nodes, but "
+                    "num_nodes is 5"});
+    fx.write();
+    CHECK(read_ogb_raw(fx.root(), {.sizes = {.num_nodes = 4}}).num_nodes() == 4);
+  }
+  SUBCASE("without per-node files, a count of mostly isolated nodes") {
+    fx.files.erase("raw/node-feat.csv.gz");
+    fx.files.erase("raw/node-label.csv.gz");
+    fx.files["raw/num-node-list.csv.gz"] = "100\n";
+    check_contains(fx.error(), {fx.path("raw/num-node-list.csv.gz").string(),
+                                "declares 100 nodes", "only 4 of them appear in an edge",
+                                "--num-nodes 100"});
+    fx.write();
+    CHECK(read_ogb_raw(fx.root(), {.sizes = {.num_nodes = 100}}).num_nodes() == 100);
   }
 }
 
@@ -609,6 +653,26 @@ TEST_CASE("read_edge_list: a last line without a line break that outgrows the ch
   CHECK((e.src[2] == 2 && e.dst[2] == 3));
 }
 
+TEST_CASE("read_edge_list: a mostly unused id range is refused unless num_nodes is stated") {
+  temp_dir dir("edges-sparse");
+  const fs::path file = dir.path / "stray.txt";
+  io::write_text_file(file, "0 1\n1 2\n# c\n2 0\n5 1000000\n3 4\n");
+  const std::string where = "sar::read_edge_list: " + file.string();
+  check_contains(io_error_of([&] { read_edge_list(file); }),
+                 {where, "the largest node id, 1000000 (line 5), makes 1000001 nodes",
+                  "only 7 of them appear in an edge", "num_nodes", "--num-nodes 1000001"});
+  CHECK(read_edge_list(file, 1000001).num_nodes == 1000001);
+  check_contains(io_error_of([&] { read_edge_list(file, 10); }),
+                 {where + " line 5: ", "node id outside [0, 10)", "(\"1000000\")"});
+  // Half the range used is enough: ids 0-3 and 7 of [0, 8), one isolated node beyond.
+  io::write_text_file(file, "0 1\n2 3\n7 0\n");
+  CHECK(read_edge_list(file).num_nodes == 8);
+  // A range far larger than the input is refused without counting it id by id.
+  io::write_text_file(file, "0 1\n1 9000000000000000000\n");
+  check_contains(io_error_of([&] { read_edge_list(file); }),
+                 {"makes 9000000000000000001 nodes", "at most 4 of them"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Matrix Market
 
@@ -652,12 +716,29 @@ TEST_CASE("read_matrix_market: general and symmetric, pattern, integer and real"
     CHECK(e.src == std::vector<node_t>{1, 0});
     CHECK(e.dst == std::vector<node_t>{0, 1});
   }
-  SUBCASE("no entries") {
+  SUBCASE("no entries: five isolated nodes, accepted once their count is stated") {
     io::write_text_file(file, "%%MatrixMarket matrix coordinate pattern general\n5 5 0\n");
-    const edge_list e = read_matrix_market(file);
+    check_contains(io_error_of([&] { read_matrix_market(file); }),
+                   {"size line (line 2) declares a matrix of order 5", "only 0 of them"});
+    const edge_list e = read_matrix_market(file, 5);
     CHECK(e.num_nodes == 5);
     CHECK(e.size() == 0);
   }
+}
+
+TEST_CASE("read_matrix_market: a mostly unused order is refused unless num_nodes states it") {
+  temp_dir dir("mtx-sparse");
+  const fs::path file = dir.path / "m.mtx";
+  io::write_text_file(file, "%%MatrixMarket matrix coordinate pattern symmetric\n% c\n"
+                            "1000000 1000000 2\n2 1\n3 2\n");
+  const std::string where = "sar::read_matrix_market: " + file.string();
+  check_contains(io_error_of([&] { read_matrix_market(file); }),
+                 {where, "the size line (line 3) declares a matrix of order 1000000",
+                  "only 3 of them appear in an entry", "--num-nodes 1000000"});
+  CHECK(read_matrix_market(file, 1000000).num_nodes == 1000000);
+  check_contains(io_error_of([&] { read_matrix_market(file, 3); }),
+                 {where + " line 3: ", "order 1000000, but num_nodes is 3"});
+  CHECK_THROWS_AS(read_matrix_market(file, -2), sar::invalid_argument);
 }
 
 TEST_CASE("read_matrix_market: malformed files name file, line and token") {
@@ -801,6 +882,12 @@ struct npy_fixture {
     const auto at = bytes.find(from);
     REQUIRE(at != std::string::npos);
     io::write_text_file(path(name), bytes.replace(at, from.size(), to));
+  }
+  /// Seals meta.json again after an edit: a dataset written so, not edited afterwards.
+  void reseal() const {
+    auto meta = nlohmann::json::parse(read_binary(path("meta.json")));
+    seal_metadata(meta);
+    io::write_text_file(path("meta.json"), meta.dump(2));
   }
 };
 
@@ -1256,5 +1343,68 @@ TEST_CASE("npy dataset: broken files give sar::io_error naming the file") {
                    {meta, "format 'sar-partition-store', expected 'sar-npy-dataset'"});
     fs::remove(fx.path("meta.json"));
     check_contains(fx.error(), {"missing file", meta});
+  }
+}
+
+TEST_CASE("npy dataset: a mostly empty class range is refused unless num_classes is stated") {
+  npy_fixture fx;  // labels 0-2, written with num_classes 1000 (not an edit: sealed)
+  fx.edit("meta.json", "\"num_classes\": 3", "\"num_classes\": 1000");
+  fx.reseal();
+  check_contains(fx.error(), {fx.path("meta.json").string(), "declares num_classes = 1000",
+                              "only 3 of them have a node in labels.npy",
+                              "--num-classes 1000"});
+  CHECK(read_npy_dataset(fx.root(), {.sizes = {.num_classes = 1000}}).num_classes == 1000);
+  CHECK(read_npy_dataset(fx.root(), {.sizes = {.num_classes = 3}}).num_classes == 3);
+  const auto first_two = std::find(fx.data.labels.begin(), fx.data.labels.end(), 2);
+  check_contains(io_error_of([&] { read_npy_dataset(fx.root(), {.sizes = {.num_classes = 2}}); }),
+                 {fx.path("labels.npy").string(), "label 2 of node ",
+                  std::to_string(first_two - fx.data.labels.begin()), "outside [-1, 2)",
+                  "as stated"});
+  check_contains(io_error_of([&] { read_npy_dataset(fx.root(), {.sizes = {.num_nodes = 7}}); }),
+                 {fx.path("meta.json").string(), "declares num_nodes = 50, but num_nodes is 7"});
+  fs::remove(fx.path("labels.npy"));
+  check_contains(io_error_of([&] { read_npy_dataset(fx.root(), {.sizes = {.num_classes = 3}}); }),
+                 {"num_classes = 3 is stated, but ", "has no labels.npy"});
+}
+
+TEST_CASE("load_dataset: stated sizes reach the readers; generators take theirs from the spec") {
+  temp_dir dir("load-sizes");
+  const fs::path file = dir.path / "stray.txt";
+  io::write_text_file(file, "0 1\n1 2\n2 999\n");
+  check_contains(io_error_of([&] { load_dataset(file.string()); }), {"--num-nodes 1000"});
+  CHECK(load_dataset(file.string(), {.num_nodes = 1000}).num_nodes() == 1000);
+  CHECK_THROWS_AS(load_dataset(file.string(), {.num_classes = 3}), sar::invalid_argument);
+  CHECK_THROWS_AS(load_dataset("planted:nodes=100", {.num_nodes = 100}), sar::invalid_argument);
+  CHECK_THROWS_AS(load_dataset("rmat:scale=5", {.num_classes = 4}), sar::invalid_argument);
+  // Integers may be written as integral floats; other floats and overflows are refused.
+  CHECK(load_dataset("planted:nodes=1e3,features=2").num_nodes() == 1000);
+  CHECK_THROWS_AS(load_dataset("planted:nodes=1.5"), sar::invalid_argument);
+  CHECK_THROWS_AS(load_dataset("planted:nodes=1e30"), sar::invalid_argument);
+  CHECK_THROWS_AS(load_dataset("rmat:scale=100"), sar::invalid_argument);  // no shift overflow
+  // Sizes beyond the memory available are refused before anything is allocated.
+  for (const char* spec : {"planted:nodes=1e14", "planted:nodes=1000,features=2000000000",
+                           "rmat:scale=40", "rmat:scale=4,edges=1e15"}) {
+    try {
+      load_dataset(spec);
+      FAIL("expected a refusal of " << spec);
+    } catch (const sar::invalid_argument& e) {
+      check_contains(e.what(), {"more than the ", "of memory available"});
+    }
+  }
+}
+
+TEST_CASE("check_memory and format_bytes") {
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bytes(1536) == "1.5 KiB");
+  CHECK(format_bytes(3.0 * (1 << 30)) == "3 GiB");
+  CHECK(available_memory_bytes() > 0);
+  CHECK(available_memory_bytes() <= physical_memory_bytes());
+  CHECK_NOTHROW(check_memory<sar::invalid_argument>("here", "a little", 1024));
+  try {
+    check_memory<sar::invalid_argument>("here", "the thing", 1e15);
+    FAIL("expected sar::invalid_argument");
+  } catch (const sar::invalid_argument& e) {
+    check_contains(e.what(), {"here: the thing needs 909 TiB, more than the ",
+                              "of memory available"});
   }
 }

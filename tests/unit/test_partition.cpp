@@ -26,6 +26,18 @@ using sar::testing_support::temp_dir;
 
 namespace {
 
+/// The message of the Exception that f throws ("(no <exception>)" if it throws none).
+template <class Exception = io_error>
+std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Exception& e) {
+    return e.what();
+  }
+  return "(no exception of the expected type)";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 std::vector<node_t> part_sizes(const std::vector<int>& part, int parts) {
   std::vector<node_t> sizes(parts, 0);
   for (int p : part) ++sizes[p];
@@ -104,8 +116,14 @@ TEST_CASE("random partition: deterministic, keyed by node id, balanced") {
   CHECK(std::equal(prefix.begin(), prefix.end(), a.begin()));
   const auto sizes = part_sizes(a, 8);
   for (node_t s : sizes) CHECK(std::abs(static_cast<double>(s) - 12500.0) < 500.0);  // ~5 sigma
-  CHECK(partition_random(0, 3, 1).empty());
   CHECK_THROWS_AS(partition_random(10, 0, 1), invalid_argument);
+  // Never an empty part: more parts than nodes, or parts left empty by chance, are refused.
+  CHECK_THROWS_AS(partition_random(0, 3, 1), invalid_argument);
+  CHECK_THROWS_AS(partition_random(2, 3, 1), invalid_argument);
+  const std::string w = what_of<invalid_argument>([] { partition_random(2708, 2000, 0); });
+  CHECK(contains(w, "sar::partition_random: "));
+  CHECK(contains(w, " of the 2000 parts would be empty"));
+  CHECK(contains(w, "use fewer parts"));
 }
 
 TEST_CASE("contiguous partition: equal ranges, sizes differ by at most one") {
@@ -117,10 +135,16 @@ TEST_CASE("contiguous partition: equal ranges, sizes differ by at most one") {
   CHECK(a == partition_contiguous(103, 10));
   CHECK(a.front() == 0);
   CHECK(a.back() == 9);
-  const auto sparse = partition_contiguous(3, 5);  // more parts than nodes: empty parts
-  CHECK(sparse.size() == 3);
-  const auto sparse_sizes = part_sizes(sparse, 5);
-  CHECK(std::count(sparse_sizes.begin(), sparse_sizes.end(), 0) == 2);
+  CHECK(partition_contiguous(3, 3) == std::vector<int>{0, 1, 2});
+  CHECK_THROWS_AS(partition_contiguous(3, 5), invalid_argument);  // empty parts: refused
+  CHECK_THROWS_AS(partition_contiguous(0, 1), invalid_argument);
+}
+
+TEST_CASE("check_no_empty_parts names how many parts are empty") {
+  CHECK_NOTHROW(check_no_empty_parts({0, 1, 1, 2}, 3, "here"));
+  CHECK(what_of<invalid_argument>([] { check_no_empty_parts({0, 0, 3, 3}, 5, "here"); }) ==
+        "here: 3 of the 5 parts would be empty (the 4 nodes went to only 2 parts): every part "
+        "is one rank's work, so use fewer parts");
 }
 
 TEST_CASE("evaluate_partition counts cut edges, per-part loads and balance") {
@@ -173,10 +197,13 @@ TEST_CASE("METIS on a directed graph with self-loops: valid, deterministic, edge
     }
   }
 
-  graph_dataset tiny = small_dataset(8);  // more parts than nodes: some parts stay empty
-  const auto t = partition_metis(tiny, 12);
-  REQUIRE(t.size() == 8);
-  for (int p : t) CHECK((p >= 0 && p < 12));
+  graph_dataset tiny = small_dataset(8);  // more parts than nodes: refused, not left empty
+  CHECK_THROWS_AS(partition_metis(tiny, 12), invalid_argument);
+  // Cora in 2708 parts: METIS leaves most of them empty, which is refused, naming how many.
+  const graph_dataset cora = read_ogb_raw(testing_support::data_dir() / "cora");
+  const std::string w = what_of<invalid_argument>([&] { partition_metis(cora, 2708); });
+  CHECK(contains(w, "sar::partition_metis: "));
+  CHECK(contains(w, " of the 2708 parts would be empty"));
 
   graph_dataset no_edges;  // only isolated nodes
   edge_list none;
@@ -312,18 +339,6 @@ TEST_CASE("partition store without labels, split or features") {
   CHECK(gp.in_edges.row(2)[0] == 0);
 }
 
-namespace {
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io_error& e) {
-    return e.what();
-  }
-  return "(no io_error)";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
-
 TEST_CASE("partition store errors name the file and the problem") {
   const graph_dataset d = small_dataset(40);
   temp_dir tmp("errors");
@@ -395,21 +410,25 @@ TEST_CASE("partition store errors name the file and the problem") {
   CHECK(contains(w, "features.bin"));
   CHECK(contains(w, "meta.json implies"));
 
-  fresh();  // a huge node count is refused from the file sizes, before anything is allocated
-  {
-    nlohmann::json j;
-    std::ifstream(dir / "meta.json") >> j;
-    auto offsets = j["part_offsets"].get<std::vector<std::int64_t>>();
-    const std::int64_t huge = std::int64_t{1} << 50;
-    for (std::size_t p = 1; p < offsets.size(); ++p) offsets[p] += huge;
-    j["part_offsets"] = offsets;
-    j["num_nodes"] = offsets.back();
-    seal_metadata(j);
-    std::ofstream(dir / "meta.json") << j.dump();
+  // Node counts that disagree with the files are refused before anything is allocated: one
+  // beyond the machine from the memory it needs, a smaller one from the files' sizes.
+  for (const std::int64_t extra : {std::int64_t{1} << 50, std::int64_t{1000}}) {
+    fresh();
+    {
+      nlohmann::json j;
+      std::ifstream(dir / "meta.json") >> j;
+      auto offsets = j["part_offsets"].get<std::vector<std::int64_t>>();
+      for (std::size_t p = 1; p < offsets.size(); ++p) offsets[p] += extra;
+      j["part_offsets"] = offsets;
+      j["num_nodes"] = offsets.back();
+      seal_metadata(j);
+      std::ofstream(dir / "meta.json") << j.dump();
+    }
+    w = what_of([&] { read_partition_part(dir, 0); });
+    CAPTURE(w);
+    CHECK(contains(w, "meta.json"));
+    CHECK(contains(w, extra > 1000 ? "of memory available" : "in_offsets.bin"));
   }
-  w = what_of([&] { read_partition_part(dir, 0); });
-  CHECK(contains(w, "in_offsets.bin"));
-  CHECK(contains(w, "meta.json implies"));
 
   fresh();  // version
   {

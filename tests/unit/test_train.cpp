@@ -809,6 +809,48 @@ TEST_CASE("make_model: between relu graph layers relu and dropout are one layer,
   }
 }
 
+TEST_CASE("estimate_model_memory counts exactly the parameters make_model declares; make_model "
+          "refuses parameters beyond the memory available before allocating them") {
+  for (const model_kind kind : {model_kind::gcn, model_kind::sage, model_kind::gat,
+                                model_kind::mlp})
+    for (const sage_aggregation aggregation :
+         {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
+      for (const int layers : {1, 2, 4})
+        for (const bool batch_norm : {false, true}) {
+          model_config c = paper_defaults(kind);
+          c.aggregation = aggregation;
+          c.layers = layers;
+          c.batch_norm = batch_norm;
+          c.hidden = 5;
+          c.heads = 3;
+          c.output_heads = 2;
+          auto model = make_model<float, local_schedule>(c, 7, 4, 1);
+          double declared = 0;
+          for (std::size_t p = 0; p < model.parameters().size(); ++p)
+            declared += static_cast<double>(model.parameters().shape(p).rows *
+                                            model.parameters().shape(p).cols);
+          const model_memory m = estimate_model_memory(c, 7, 4, 10, sizeof(float));
+          CHECK_MESSAGE(m.parameters == 4 * sizeof(float) * declared,
+                        "kind " << int(kind) << " aggregation " << int(aggregation) << " layers "
+                                << layers << " batch norm " << batch_norm);
+        }
+  model_config c = paper_defaults(model_kind::gcn);
+  c.hidden = 1000000000000;  // 10^12: 10^14 parameters
+  std::string what = "(no sar::invalid_argument)";
+  try {
+    make_model<float, local_schedule>(c, 100, 7, 1);
+  } catch (const invalid_argument& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(what.find("sar::make_model: ") == 0, what);
+  CHECK_MESSAGE(what.find("hidden 1000000000000") != std::string::npos, what);
+  CHECK_MESSAGE(what.find("of memory available") != std::string::npos, what);
+  // A billion layers are estimated at once (closed form), not layer by layer.
+  c.hidden = 16;
+  c.layers = 1000000000;
+  CHECK(estimate_model_memory(c, 100, 7, 1000, 4).parameters > 1e12);
+}
+
 TEST_CASE("models reject mismatched widths, wrong inputs and a backward without forward") {
   const csr g = small_directed_graph();
   local_schedule graph(g);

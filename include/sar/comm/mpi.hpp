@@ -10,7 +10,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <memory>
+#include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +36,7 @@
 #include "sar/comm/mpi_watchdog.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
+#include "sar/core/memory.hpp"
 
 namespace sar {
 
@@ -93,8 +98,17 @@ class mpi_communicator {
 
   /// Requires MPI to be initialised (by mpi_environment or by the caller); duplicates `comm`.
   /// Not collective for the caller's purposes beyond MPI_Comm_dup, which IS collective over
-  /// `comm`. Throws sar::comm_error if MPI is not initialised or the duplication fails.
-  explicit mpi_communicator(MPI_Comm comm = MPI_COMM_WORLD) {
+  /// `comm`. The watchdog's limit is SAR_WATCHDOG_SECONDS (else 300 s). Throws
+  /// sar::invalid_argument naming the variable for a malformed SAR_WATCHDOG_SECONDS (before
+  /// any MPI call), sar::comm_error if MPI is not initialised or the duplication fails.
+  explicit mpi_communicator(MPI_Comm comm = MPI_COMM_WORLD)
+      : mpi_communicator(comm, mpi_watchdog::default_limit_seconds()) {}
+  /// As above, with the watchdog limit `watchdog_seconds` (0 = off; SAR_WATCHDOG_SECONDS is
+  /// not read): for programs that read every setting in one place before MPI starts.
+  /// Throws sar::invalid_argument for a limit mpi_watchdog::check_limit refuses (before any
+  /// MPI call), sar::comm_error as above.
+  mpi_communicator(MPI_Comm comm, double watchdog_seconds) {
+    mpi_watchdog::check_limit(watchdog_seconds, "sar::mpi_communicator: watchdog limit");
     SAR_CHECK(boost::mpi::environment::initialized() && !boost::mpi::environment::finalized(),
               comm_error, "sar::mpi_communicator: MPI is not initialised (create a "
               "sar::mpi_environment or call MPI_Init first)");
@@ -102,8 +116,7 @@ class mpi_communicator {
     internal_ = duplicate(comm);  // for the chunked fallback, never matches user tags
     rank_ = comm_.rank();
     size_ = comm_.size();
-    watchdog_ = std::make_unique<mpi_watchdog>(native(), rank_, size_,
-                                               mpi_watchdog::default_limit_seconds());
+    watchdog_ = std::make_unique<mpi_watchdog>(native(), rank_, size_, watchdog_seconds);
   }
   /// Takes over the duplicated communicators and the watchdog.
   mpi_communicator(mpi_communicator&&) = default;
@@ -145,12 +158,13 @@ class mpi_communicator {
     check(MPI_Barrier(native()), "MPI_Barrier");
   }
 
-  /// Logs the message with this rank and calls MPI_Abort on the communicator. Never returns.
+  /// Ends every rank: logs the message with this rank and calls MPI_Abort on the
+  /// communicator with error code 1, lower ranks first when several abort at once; a rank
+  /// MPI_Abort cannot end (mpirun stopped) ends itself a few seconds later (abort_job). Never
+  /// returns; not collective.
   [[noreturn]] void abort(std::string_view message) {
-    log(log_level::warning,
-        sar::message("sar: rank ", rank_, " of ", size_, " aborts: ", message));
-    MPI_Abort(native(), 1);
-    std::abort();  // MPI_Abort should not return
+    abort_job(native(), rank_, 1,
+              sar::message("sar: rank ", rank_, " of ", size_, " aborts: ", message));
   }
 
   /// Collective, in place; chunked by max_message_elements().
@@ -352,5 +366,53 @@ class mpi_communicator {
 };
 
 static_assert(point_to_point_communicator<mpi_communicator>);
+
+/// "<program>: <what>" for an exception that ended a program's work ("out of memory (peak
+/// <N> resident)" for std::bad_alloc, whose what() says nothing); what() already starting
+/// with "<program>:" is kept as it is.
+inline std::string describe_failure(std::string_view program, const std::exception& e) {
+  const std::string prefix = std::string(program) + ":";
+  const std::string what =
+      dynamic_cast<const std::bad_alloc*>(&e) != nullptr
+          ? sar::message("out of memory (std::bad_alloc; peak resident memory ",
+                         format_bytes(static_cast<double>(peak_memory_bytes())), ")")
+          : e.what();
+  return what.starts_with(prefix) ? what : prefix + " " + what;
+}
+
+/// For main() of a program that owns MPI (create the sar::mpi_environment first): returns
+/// body(comm) for a communicator `comm` over MPI_COMM_WORLD whose watchdog limit is
+/// `watchdog_seconds`, or SAR_WATCHDOG_SECONDS's if nullopt. No exception escapes (one
+/// escaping main ends a rank with std::terminate and SIGABRT): each failure is printed on
+/// stderr as describe_failure(program, e) says, after flushing stdout, then
+/// - a malformed SAR_WATCHDOG_SECONDS or watchdog limit, which every rank sees alike,
+///   returns 1 on every rank;
+/// - an exception escaping body returns 1 on one rank, and on several ranks ends every rank
+///   with comm.abort (another rank may be waiting for this one in a collective).
+template <class Body>
+int run_mpi_program(std::string_view program, Body&& body,
+                    std::optional<double> watchdog_seconds = std::nullopt) {
+  const auto report = [&](const std::exception& e) {
+    const std::string text = describe_failure(program, e);
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", text.c_str());
+    return text;
+  };
+  std::optional<mpi_communicator> comm;
+  try {
+    comm.emplace(MPI_COMM_WORLD, watchdog_seconds ? *watchdog_seconds
+                                                  : mpi_watchdog::default_limit_seconds());
+  } catch (const std::exception& e) {
+    report(e);
+    return 1;
+  }
+  try {
+    return body(*comm);
+  } catch (const std::exception& e) {
+    const std::string text = report(e);
+    if (comm->size() > 1) comm->abort(text);
+    return 1;
+  }
+}
 
 }  // namespace sar

@@ -10,6 +10,11 @@
 // The census needs MPI_THREAD_MULTIPLE (sar::mpi_environment asks for it). Under a lower
 // thread level the watchdog still ends the job, but cannot name the other ranks. Destroy the
 // communicator (or set its watchdog to 0) before MPI is finalised.
+//
+// MPI_Abort needs the launcher: when mpirun is stopped (SIGSTOP) or gone, it never returns
+// and nothing would end. So abort_job, which both the watchdog and mpi_communicator::abort
+// end the job with, has a last resort: a rank still alive abort_last_resort (5 s) after
+// calling MPI_Abort writes its message to stderr again and ends itself with std::_Exit.
 #pragma once
 
 #include <algorithm>
@@ -19,18 +24,54 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <fcntl.h>
 #include <list>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 
 namespace sar {
+
+/// How long a rank that called MPI_Abort waits for it to end the process before abort_job's
+/// last resort ends it with std::_Exit.
+inline constexpr std::chrono::seconds abort_last_resort{5};
+
+/// Ends the job because of rank `rank`: logs `text` as a warning, then calls
+/// MPI_Abort(comm, code) after 50 ms per rank (at most 2 s: every waiting rank may abort at
+/// about the same time, and simultaneous aborts crash Open MPI 4.1's mpirun, so lower ranks
+/// go first). Last resort, for when MPI_Abort cannot complete (its launcher is stopped or
+/// gone): a thread started before anything else writes `text` to stderr once more, after
+/// that pause plus abort_last_resort, and ends this process with std::_Exit(code). Never
+/// returns; not collective (any one rank may call it). Requires MPI to be initialised.
+[[noreturn]] inline void abort_job(MPI_Comm comm, int rank, int code, const std::string& text) {
+  const auto pause = std::chrono::milliseconds(50 * std::clamp(rank, 0, 40));
+  const std::string line = message(text, " (MPI_Abort has not ended rank ", rank, " after ",
+                                    abort_last_resort.count(), " s: is mpirun stopped? This rank "
+                                    "exits by itself, code ", code, ")\n");
+  try {
+    std::thread([=] {
+      std::this_thread::sleep_for(pause + abort_last_resort);
+      // Never block on a full pipe to a stopped launcher: write what fits, then exit.
+      ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+      std::_Exit(code);
+    }).detach();
+  } catch (const std::system_error&) {  // no thread to spare: MPI_Abort alone, as before
+  }
+  log(log_level::warning, text);
+  std::this_thread::sleep_for(pause);
+  MPI_Abort(comm, code);
+  std::_Exit(code);  // MPI_Abort does not return
+}
 
 /// The watchdog of an mpi_communicator (see the top of this file): ends the job, naming the
 /// stalled call, when a blocking MPI call of this rank waits longer than the limit.
@@ -39,17 +80,43 @@ class mpi_watchdog {
   /// The clock calls are timed with.
   using clock = std::chrono::steady_clock;
 
-  /// The watchdog's default limit: the environment variable SAR_WATCHDOG_SECONDS if set (0
-  /// = off), else 300 s. Throws sar::invalid_argument for a value that is not a non-negative
-  /// number.
-  static double default_limit_seconds() {
-    const char* text = std::getenv("SAR_WATCHDOG_SECONDS");
-    if (text == nullptr) return 300;
+  /// The smallest limit other than 0 (off): shorter ones would end healthy runs, whose
+  /// collectives often wait that long.
+  static constexpr double min_limit_seconds = 0.1;
+  /// The largest limit (about 31 years); larger ones are refused.
+  static constexpr double max_limit_seconds = 1e9;
+
+  /// Whether `seconds` is a limit set_limit accepts: 0 (off), or from min_limit_seconds to
+  /// max_limit_seconds.
+  static bool valid_limit(double seconds) {
+    return seconds == 0 || (seconds >= min_limit_seconds && seconds <= max_limit_seconds);
+  }
+  /// Throws sar::invalid_argument "<name> <seconds>: ..." unless valid_limit(seconds)
+  /// (`name` says where the value came from, e.g. "--watchdog").
+  static void check_limit(double seconds, std::string_view name) {
+    SAR_CHECK(valid_limit(seconds), invalid_argument, name, " ", seconds,
+              ": expected 0 (off) or a number of seconds from ", min_limit_seconds, " to ",
+              max_limit_seconds);
+  }
+
+  /// `text` as a limit in seconds (a decimal number, e.g. "300" or "2.5"). Throws
+  /// sar::invalid_argument "<name>='<text>' ..." for anything else, or a limit check_limit
+  /// refuses.
+  static double parse_limit(const char* text, std::string_view name) {
     char* end = nullptr;
     const double seconds = std::strtod(text, &end);
-    SAR_CHECK(end != text && *end == '\0' && seconds >= 0 && seconds < 1e9, invalid_argument,
-              "SAR_WATCHDOG_SECONDS='", text, "' is not a number of seconds >= 0");
+    SAR_CHECK(end != text && *end == '\0' && valid_limit(seconds), invalid_argument, name,
+              "='", text, "' is not 0 (off) or a number of seconds from ", min_limit_seconds,
+              " to ", max_limit_seconds);
     return seconds;
+  }
+
+  /// The watchdog's default limit: the environment variable SAR_WATCHDOG_SECONDS if set (0
+  /// = off), else 300 s. Throws sar::invalid_argument naming the variable and its value for
+  /// a value that is not a number of seconds (parse_limit).
+  static double default_limit_seconds() {
+    const char* text = std::getenv("SAR_WATCHDOG_SECONDS");
+    return text == nullptr ? 300 : parse_limit(text, "SAR_WATCHDOG_SECONDS");
   }
 
   /// Watches calls on `comm` (this rank `rank` of `size`); duplicates it for the census
@@ -70,10 +137,10 @@ class mpi_watchdog {
   mpi_watchdog& operator=(const mpi_watchdog&) = delete;
 
   /// Sets the limit (0 = off), restarting the thread. Not collective, but every rank should
-  /// set the same. Throws sar::invalid_argument for a negative or non-finite limit.
+  /// set the same. Throws sar::invalid_argument for a limit check_limit refuses (negative,
+  /// not finite, above max_limit_seconds).
   void set_limit(double seconds) {
-    SAR_CHECK(seconds >= 0 && seconds < 1e9, invalid_argument,
-              "sar::mpi_watchdog: limit ", seconds, " s (>= 0; 0 = off)");
+    check_limit(seconds, "sar::mpi_watchdog: limit");
     stop();
     limit_ = std::chrono::duration<double>(seconds);
     if (seconds > 0 && size_ > 1) {
@@ -256,7 +323,7 @@ class mpi_watchdog {
     return answers;
   }
 
-  /// Logs what stalls (`mine`: this rank's state) and ends the job (MPI_Abort); returns only
+  /// Logs what stalls (`mine`: this rank's state) and ends the job (abort_job); returns only
   /// if the call ended during the census.
   void end_job(const answer& mine) {
     const auto seconds = [](std::int64_t ms) { return static_cast<double>(ms) / 1000; };
@@ -291,13 +358,9 @@ class mpi_watchdog {
       text += " (MPI was initialised without MPI_THREAD_MULTIPLE: the other ranks cannot be "
               "asked which one stalls)";
     }
-    log(log_level::warning, text + ". Ending the job (SAR_WATCHDOG_SECONDS or "
-                                   "mpi_communicator::set_watchdog sets the limit; 0 = off)");
-    // Every waiting rank gets here at about the same time, and simultaneous aborts crash Open
-    // MPI 4.1's mpirun: lower ranks go first.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 * std::min(rank_, 40)));
-    MPI_Abort(census_comm_, 3);
-    std::abort();
+    abort_job(census_comm_, rank_, 1,
+              text + ". Ending the job (SAR_WATCHDOG_SECONDS or "
+                     "mpi_communicator::set_watchdog sets the limit; 0 = off)");
   }
 
   int rank_, size_;

@@ -2,11 +2,14 @@
 // buffers the kernels gather from.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,22 +47,117 @@ inline std::uint64_t physical_memory_bytes() {
                                : 0;
 }
 
+/// `bytes` in binary units with three significant digits: "512 B", "1.50 KiB", "23.5 GiB",
+/// "7.28e+06 TiB" (units up to TiB).
+inline std::string format_bytes(double bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (unit < 4 && bytes >= 1024) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[48];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", bytes, units[unit]);
+  return text;
+}
+
+namespace detail {
+/// The number after `key` in a "key: value kB" line of /proc/meminfo, in bytes; 0 if absent.
+inline std::uint64_t meminfo_bytes(std::string_view key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> name >> kib) {
+    std::getline(in, unit);
+    if (name.size() == key.size() + 1 && name.starts_with(key) && name.back() == ':')
+      return kib * 1024;
+  }
+  return 0;
+}
+
+/// The first number in `file`, or nullopt (missing, unreadable or "max": no limit).
+inline std::optional<std::uint64_t> number_in_file(const std::string& file) {
+  std::ifstream in(file);
+  std::uint64_t value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+/// What the memory cgroups of this process (v1 or v2, and their ancestors) still allow:
+/// the smallest limit minus usage; nullopt without a limit.
+inline std::optional<std::uint64_t> cgroup_memory_left() {
+  std::optional<std::uint64_t> left;
+  // The cgroup at `path` under the hierarchy mounted at `root`, then each ancestor.
+  const auto consider = [&](const std::string& root, std::string path, const char* limit_file,
+                            const char* usage_file) {
+    for (;;) {
+      const auto limit = number_in_file(root + path + "/" + limit_file);
+      const auto usage = number_in_file(root + path + "/" + usage_file);
+      if (limit && usage && *limit < (std::uint64_t{1} << 60)) {  // larger: no limit
+        const std::uint64_t here = *limit > *usage ? *limit - *usage : 0;
+        left = left ? std::min(*left, here) : here;
+      }
+      if (path.empty()) break;
+      path.resize(path.find_last_of('/'));
+    }
+  };
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {  // "id:controllers:path"
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = ",";  // ",memory," or ",cpu,memory," (v1), ",," (v2)
+    controllers.append(line, first + 1, second - first - 1).append(",");
+    std::string path = line.substr(second + 1);
+    if (path == "/") path.clear();
+    if (controllers == ",,")
+      consider("/sys/fs/cgroup", path, "memory.max", "memory.current");
+    else if (controllers.find(",memory,") != std::string::npos)
+      consider("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes");
+  }
+  return left;
+}
+}  // namespace detail
+
+/// Memory this process can still allocate without swapping or being killed, in bytes: the
+/// smallest of MemAvailable (/proc/meminfo), what the memory cgroups (v1 or v2) still allow,
+/// and the physical memory (sysconf); 0 where none of them is known.
+inline std::uint64_t available_memory_bytes() {
+  std::uint64_t available = physical_memory_bytes();
+  const auto lower = [&](std::uint64_t bound) {
+    if (bound > 0) available = available == 0 ? bound : std::min(available, bound);
+  };
+  lower(detail::meminfo_bytes("MemAvailable"));
+  if (const auto left = detail::cgroup_memory_left()) lower(std::max<std::uint64_t>(*left, 1));
+  return available;
+}
+
+/// Throws Exception "<where>: <what> needs <bytes>, more than the <N> of memory available" if
+/// `bytes` exceed available_memory_bytes() (nothing is checked where that is unknown). Call
+/// it before allocating a size that comes from input or options, so a wrong size fails at
+/// once with its name instead of as std::bad_alloc (or the OOM killer) much later.
+template <class Exception>
+void check_memory(std::string_view where, const std::string& what, double bytes) {
+  const auto available = static_cast<double>(available_memory_bytes());
+  SAR_CHECK(available == 0 || bytes <= available, Exception, where, ": ", what, " needs ",
+            format_bytes(bytes), ", more than the ", format_bytes(available),
+            " of memory available");
+}
+
 /// Runs allocate(), which allocates about `bytes` for `what` (e.g. "the features of 1e9
 /// nodes x 1433 columns declared by raw/num-node-list.csv"): first refuses `bytes` above the
-/// machine's physical memory, then turns a std::bad_alloc into a named error. Throws
+/// memory available (check_memory), then turns a std::bad_alloc into a named error. Throws
 /// sar::io_error "<where>: <what> needs N GiB, ..." in both cases (input declared the size).
 template <class Allocate>
 void allocate_checked(std::string_view where, const std::string& what, double bytes,
                       Allocate&& allocate) {
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  const auto machine = static_cast<double>(physical_memory_bytes());
-  SAR_CHECK(machine == 0 || bytes <= machine, io_error, where, ": ", what, " needs ",
-            bytes / gib, " GiB, more than this machine's ", machine / gib, " GiB of memory");
+  check_memory<io_error>(where, what, bytes);
   try {
     allocate();
   } catch (const std::bad_alloc&) {
-    throw io_error(message(where, ": allocating ", bytes / gib, " GiB for ", what, " failed ",
-                           "(out of memory)"));
+    throw io_error(message(where, ": allocating ", format_bytes(bytes), " for ", what,
+                           " failed (out of memory)"));
   }
 }
 

@@ -64,11 +64,18 @@ inline void exclusive_scan(const std::vector<edge_t>& counts, std::vector<edge_t
 }
 }  // namespace detail
 
-/// About the bytes build_csr(edges, options) allocates at its peak: row counts and offsets,
-/// and the columns (twice as many edges when symmetrising), for allocate_checked.
+/// About the bytes build_csr allocates at its peak for `num_nodes` nodes and `num_edges`
+/// edges: row counts and offsets, and the columns (twice as many edges when symmetrising),
+/// for allocate_checked and check_memory. Doubles: no overflow for any count.
+inline double build_csr_bytes(double num_nodes, double num_edges,
+                              const build_options& options = {}) {
+  return 3 * sizeof(edge_t) * (num_nodes + 1) +
+         2 * sizeof(node_t) * num_edges * (options.symmetrise ? 2 : 1);
+}
+/// build_csr_bytes for build_csr(edges, options).
 inline double build_csr_bytes(const edge_list& edges, const build_options& options = {}) {
-  const double n = static_cast<double>(edges.num_nodes), m = static_cast<double>(edges.size());
-  return 3 * sizeof(edge_t) * (n + 1) + 2 * sizeof(node_t) * m * (options.symmetrise ? 2 : 1);
+  return build_csr_bytes(static_cast<double>(edges.num_nodes), static_cast<double>(edges.size()),
+                         options);
 }
 
 /// Builds the in-edge CSR (row = destination, sorted columns = sources) of `edges`.

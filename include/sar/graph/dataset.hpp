@@ -1,6 +1,9 @@
 // A node-classification dataset held in memory on one process: graph, features, labels, splits.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,5 +49,72 @@ struct graph_dataset {
                 labels[i], " of node ", i, " outside [-1, ", num_classes, ")");
   }
 };
+
+/// The node and class counts a caller states when reading a dataset from files (sar's
+/// programs: --num-nodes N, --num-classes C); -1 = not stated. The readers refuse a node-id
+/// or class range that is mostly empty unless its size is stated, because one stray id or
+/// label (1000000 among 2708 nodes, 100 among classes 0-6) would otherwise silently give a
+/// huge graph or model (the rule: detail::check_mostly_used).
+struct dataset_sizes {
+  /// The number of nodes. An edge list gets exactly this many (an id >= N is an error naming
+  /// the file and line); a format that declares its node count (OGB's num-node-list, Matrix
+  /// Market's size line, .npy's meta.json) must declare this one. -1: the count the input
+  /// gives (max id + 1 for an edge list), refused if fewer than half of its ids appear in
+  /// an edge where nothing else vouches for it (edge lists, Matrix Market, OGB without
+  /// per-node files).
+  node_t num_nodes = -1;
+  /// The number of classes: every label must be below it (else an error naming the file and
+  /// line or row), and the dataset gets this many. -1: max label + 1 (OGB) or meta.json's
+  /// num_classes (.npy), refused if fewer than half of those classes have a node. Stating it
+  /// for a dataset without labels is an error.
+  std::int32_t num_classes = -1;
+};
+
+namespace detail {
+
+/// Ranges up to this many values are counted exactly (a bitmap of at most 8 MiB).
+inline constexpr std::int64_t exact_count_range = std::int64_t{1} << 26;
+
+/// How many distinct values in [0, range) the arrays hold (others are ignored), counted in a
+/// bitmap of `range` bits. Requires range <= exact_count_range or range <= 2 x the values in
+/// all arrays (so the bitmap is never larger than the input).
+template <class T>
+std::int64_t count_distinct_below(std::int64_t range,
+                                  std::initializer_list<std::span<const T>> arrays) {
+  std::vector<bool> seen(static_cast<std::size_t>(range), false);
+  std::int64_t distinct = 0;
+  for (const auto& values : arrays)
+    for (const T v : values)
+      if (v >= 0 && static_cast<std::int64_t>(v) < range && !seen[static_cast<std::size_t>(v)]) {
+        seen[static_cast<std::size_t>(v)] = true;
+        ++distinct;
+      }
+  return distinct;
+}
+
+/// The rule that keeps one stray id or label from making a huge, mostly empty graph or
+/// model: throws sar::io_error when fewer than half of the `range` values [0, range) occur
+/// in `arrays` (values outside are ignored). `origin` says where the range comes from ("<file>:
+/// the largest node id, 999999 (line 5), makes 1000000 nodes"), `used` what occurring means
+/// ("appear in an edge"), `stated` how to accept the range on purpose ("num_nodes", with
+/// `option` the programs' flag "--num-nodes"). Counts exactly when the range is at most
+/// exact_count_range or twice the values; else at most the number of values can occur.
+template <class T>
+void check_mostly_used(std::int64_t range, std::initializer_list<std::span<const T>> arrays,
+                       const std::string& origin, const char* used, const char* stated,
+                       const char* option) {
+  std::int64_t values = 0;
+  for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
+  const bool exact = range <= exact_count_range || range <= 2 * values;
+  const std::int64_t present = exact ? count_distinct_below(range, arrays) : values;
+  if (2 * present >= range) return;
+  throw io_error(message(origin, ", but ", exact ? "only " : "at most ", present,
+                         " of them ", used, ". A range this empty (fewer than half used) is "
+                         "refused as a likely error in the input; to accept it, state the "
+                         "count: dataset_sizes::", stated, " (sar's programs: ", option, " ",
+                         range, ")"));
+}
+
+}  // namespace detail
 
 }  // namespace sar

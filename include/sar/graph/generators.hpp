@@ -9,6 +9,7 @@
 #include <tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
@@ -59,18 +60,37 @@ inline void check_fractions(const char* where, double train, double valid) {
 }
 }  // namespace detail
 
-/// Throws sar::invalid_argument for sizes or probabilities out of range.
+/// About the bytes make_planted_partition(o) allocates at its peak (for check_memory).
+inline double planted_partition_bytes(const planted_partition_options& o) {
+  const double n = static_cast<double>(o.num_nodes);
+  const double edges = n * std::ceil(o.average_degree / 2);  // before symmetrising
+  // labels, class members, starts, offsets, split; the edge list; the CSR; the features
+  const double per_node = sizeof(std::int32_t) + 3 * sizeof(node_t) + sizeof(node_split);
+  return n * per_node + 2 * sizeof(node_t) * edges +
+         build_csr_bytes(n, edges, {.symmetrise = true}) +
+         n * static_cast<double>(o.feature_dim) * sizeof(float);
+}
+
+/// Throws sar::invalid_argument for sizes or probabilities out of range (naming the option
+/// and value), or for a graph that needs more memory than is available (check_memory).
 inline graph_dataset make_planted_partition(const planted_partition_options& o) {
   constexpr const char* where = "sar::make_planted_partition";
   SAR_CHECK(o.num_nodes > 0, invalid_argument, where, ": num_nodes = ", o.num_nodes);
   SAR_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, invalid_argument, where,
-            ": num_classes = ", o.num_classes);
+            ": num_classes = ", o.num_classes, " (expected 1 to num_nodes = ", o.num_nodes, ")");
   SAR_CHECK(o.average_degree >= 0 && o.average_degree < o.num_nodes, invalid_argument, where,
-            ": average_degree = ", o.average_degree);
+            ": average_degree = ", o.average_degree, " (expected 0 <= degree < num_nodes = ",
+            o.num_nodes, ")");
   SAR_CHECK(o.homophily >= 0 && o.homophily <= 1, invalid_argument, where, ": homophily = ",
             o.homophily);
   SAR_CHECK(o.feature_dim >= 0, invalid_argument, where, ": feature_dim = ", o.feature_dim);
+  SAR_CHECK(o.feature_noise >= 0 && std::isfinite(o.feature_noise), invalid_argument, where,
+            ": feature_noise = ", o.feature_noise, " (expected a finite number >= 0)");
   detail::check_fractions(where, o.train_fraction, o.valid_fraction);
+  check_memory<invalid_argument>(
+      where, message("a graph of num_nodes = ", o.num_nodes, " with feature_dim = ",
+                     o.feature_dim, " and average_degree = ", o.average_degree),
+      planted_partition_bytes(o));
   const node_t n = o.num_nodes;
 
   graph_dataset data;
@@ -146,13 +166,25 @@ struct rmat_options {
   std::uint64_t seed = 1;
 };
 
-/// Throws sar::invalid_argument for a scale outside [1, 40] or probabilities out of range.
-inline edge_list make_rmat(const rmat_options& o) {
-  constexpr const char* where = "sar::make_rmat";
-  SAR_CHECK(o.scale >= 1 && o.scale <= 40, invalid_argument, where, ": scale = ", o.scale);
+namespace detail {
+/// Throws sar::invalid_argument naming `where` and the option for a scale outside [1, 40], a
+/// negative edge count or quadrant probabilities out of range.
+inline void check_rmat_options(const char* where, const rmat_options& o) {
+  SAR_CHECK(o.scale >= 1 && o.scale <= 40, invalid_argument, where, ": scale = ", o.scale,
+            " (expected 1 to 40)");
   SAR_CHECK(o.num_edges >= 0, invalid_argument, where, ": num_edges = ", o.num_edges);
   SAR_CHECK(o.a >= 0 && o.b >= 0 && o.c >= 0 && o.a + o.b + o.c <= 1, invalid_argument, where,
             ": quadrant probabilities a = ", o.a, ", b = ", o.b, ", c = ", o.c);
+}
+}  // namespace detail
+
+/// Throws sar::invalid_argument for a scale outside [1, 40], probabilities out of range, or
+/// more edges than fit in the memory available (check_memory).
+inline edge_list make_rmat(const rmat_options& o) {
+  constexpr const char* where = "sar::make_rmat";
+  detail::check_rmat_options(where, o);
+  check_memory<invalid_argument>(where, message(o.num_edges, " edges (num_edges)"),
+                                 2.0 * sizeof(node_t) * static_cast<double>(o.num_edges));
   edge_list edges;
   edges.num_nodes = node_t{1} << o.scale;
   edges.src.resize(o.num_edges);
@@ -182,12 +214,22 @@ inline edge_list make_rmat(const rmat_options& o) {
 /// An R-MAT graph as a node-classification dataset: symmetrised, duplicates merged, self-loops
 /// kept, random Gaussian features, uniform random labels and a random split (for scale and
 /// exactness tests; there is nothing to learn).
+/// Throws as make_rmat, and sar::invalid_argument for fractions or sizes out of range or a
+/// dataset that needs more memory than is available (check_memory), before allocating.
 inline graph_dataset make_rmat_dataset(const rmat_options& o, std::int32_t feature_dim = 16,
                                        std::int32_t num_classes = 4, double train_fraction = 0.3,
                                        double valid_fraction = 0.2) {
-  detail::check_fractions("sar::make_rmat_dataset", train_fraction, valid_fraction);
-  SAR_CHECK(feature_dim >= 0 && num_classes > 0, invalid_argument,
-            "sar::make_rmat_dataset: feature_dim = ", feature_dim, ", num_classes = ", num_classes);
+  constexpr const char* where = "sar::make_rmat_dataset";
+  detail::check_fractions(where, train_fraction, valid_fraction);
+  SAR_CHECK(feature_dim >= 0 && num_classes > 0, invalid_argument, where,
+            ": feature_dim = ", feature_dim, ", num_classes = ", num_classes);
+  detail::check_rmat_options(where, o);
+  const double nodes = std::ldexp(1.0, o.scale), edges = static_cast<double>(o.num_edges);
+  check_memory<invalid_argument>(
+      where, message("a graph of 2^", o.scale, " nodes (scale) with ", o.num_edges,
+                     " edges and feature_dim = ", feature_dim),
+      2.0 * sizeof(node_t) * edges + build_csr_bytes(nodes, edges, {.symmetrise = true}) +
+          nodes * (sizeof(std::int32_t) + sizeof(node_split) + sizeof(float) * feature_dim));
   graph_dataset data;
   data.name = "rmat";
   data.graph = build_csr(make_rmat(o), {.symmetrise = true});

@@ -13,6 +13,7 @@
 #include "sar/core/error.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
+#include "sar/partition/partitioners.hpp"
 
 namespace sar {
 
@@ -103,10 +104,11 @@ inline const char* metis_status_name(int status) {
 /// 1 per node, the node's in-degree (options.balance_edges, and only if the graph has edges),
 /// and 1 per training node (options.balance_train, and only if the split has training nodes).
 /// Minimises the edge cut. Deterministic for a given options.seed.
-/// Requires parts >= 1 and 0 <= options.imbalance. parts == 1 (or no nodes) returns without
-/// calling METIS. Parts may come back empty (e.g. parts > nodes).
-/// Throws sar::invalid_argument for bad arguments or sizes beyond METIS's idx_t, and sar::error
-/// naming the METIS status code if METIS fails.
+/// Requires 1 <= parts <= the node count and 0 <= options.imbalance. parts == 1 returns
+/// without calling METIS. Never returns an empty part (check_no_empty_parts).
+/// Throws sar::invalid_argument for bad arguments, sizes beyond METIS's idx_t, or parts METIS
+/// left empty (naming how many: it cannot split a graph into nearly as many parts as nodes),
+/// and sar::error naming the METIS status code if METIS fails.
 inline std::vector<int> partition_metis(const graph_dataset& data, int parts,
                                         const metis_options& options = {}) {
   constexpr const char* where = "sar::partition_metis";
@@ -122,7 +124,9 @@ inline std::vector<int> partition_metis(const graph_dataset& data, int parts,
             invalid_argument, where, ": ", data.split.size(), " split entries for ",
             graph.num_rows, " nodes");
   const node_t n = graph.num_rows;
-  if (parts == 1 || n == 0) return std::vector<int>(static_cast<std::size_t>(n), 0);
+  SAR_CHECK(parts <= n, invalid_argument, where, ": ", parts, " parts for ", n,
+            " nodes: every part needs a node, so use at most ", n, " parts");
+  if (parts == 1) return std::vector<int>(static_cast<std::size_t>(n), 0);
   constexpr auto idx_max = static_cast<std::int64_t>(std::numeric_limits<idx_t>::max());
   SAR_CHECK(parts <= idx_max, invalid_argument, where, ": parts = ", parts, " too large");
   SAR_CHECK(graph.num_edges() <= idx_max, invalid_argument, where, ": ", graph.num_edges(),
@@ -169,6 +173,7 @@ inline std::vector<int> partition_metis(const graph_dataset& data, int parts,
   for (node_t i = 0; i < n; ++i)
     SAR_CHECK(part[i] >= 0 && part[i] < parts, error, where, ": METIS put node ", i,
               " in part ", part[i], ", outside [0, ", parts, ")");
+  check_no_empty_parts(part, parts, where);
   return part;
 }
 

@@ -1,6 +1,9 @@
 // Simple partitioners (random, contiguous) and the quality report of any partition.
 // A partition is a std::vector<int> giving the part of every node, each in [0, parts).
-// Parts may be empty; nothing downstream assumes otherwise.
+// The partitioners (these and partition_metis) never return an empty part: a part is a
+// rank's share of the work, and a run with idle ranks is a mistake (too many parts), so they
+// refuse with check_no_empty_parts. A partition made otherwise may have empty parts;
+// nothing downstream assumes otherwise.
 #pragma once
 
 #include <algorithm>
@@ -29,27 +32,46 @@ inline void validate_partition(const std::vector<int>& part, node_t n, int parts
             " is in part ", bad == part.end() ? 0 : *bad, ", outside [0, ", parts, ")");
 }
 
+/// Throws sar::invalid_argument "<where>: <k> of the <parts> parts would be empty (...);
+/// ... use fewer parts" if some part in [0, parts) has no node of `part`. Requires every
+/// entry of `part` in [0, parts) (validate_partition).
+inline void check_no_empty_parts(const std::vector<int>& part, int parts, const char* where) {
+  std::vector<bool> used(static_cast<std::size_t>(parts), false);
+  for (int p : part) used[static_cast<std::size_t>(p)] = true;
+  const auto empty = std::count(used.begin(), used.end(), false);
+  SAR_CHECK(empty == 0, invalid_argument, where, ": ", empty, " of the ", parts,
+            " parts would be empty (the ", part.size(), " nodes went to only ", parts - empty,
+            " parts): every part is one rank's work, so use fewer parts");
+}
+
 /// Every node in a uniformly random part, drawn from counter_rng(seed, partition_random) keyed
 /// by the node id: deterministic, independent of threads and of the order of evaluation.
-/// Requires n >= 0, parts >= 1 (throws sar::invalid_argument otherwise).
+/// Requires n >= 0, parts >= 1. Throws sar::invalid_argument otherwise, or if a part would
+/// be empty (parts > n, or chance with parts close to n: check_no_empty_parts).
 inline std::vector<int> partition_random(node_t n, int parts, std::uint64_t seed) {
-  SAR_CHECK(n >= 0, invalid_argument, "sar::partition_random: negative node count ", n);
-  SAR_CHECK(parts >= 1, invalid_argument, "sar::partition_random: parts = ", parts,
-            ", expected >= 1");
+  constexpr const char* where = "sar::partition_random";
+  SAR_CHECK(n >= 0, invalid_argument, where, ": negative node count ", n);
+  SAR_CHECK(parts >= 1, invalid_argument, where, ": parts = ", parts, ", expected >= 1");
+  SAR_CHECK(parts <= n, invalid_argument, where, ": ", parts, " parts for ", n,
+            " nodes: every part needs a node, so use at most ", n, " parts");
   const counter_rng rng(seed, rng_stream::partition_random);
   std::vector<int> part(static_cast<std::size_t>(n));
   for (node_t i = 0; i < n; ++i)
     part[i] = static_cast<int>(rng.below(static_cast<std::uint64_t>(parts),
                                          static_cast<std::uint64_t>(i)));
+  check_no_empty_parts(part, parts, where);
   return part;
 }
 
 /// Part p gets the id range [p*n/parts, (p+1)*n/parts): sizes differ by at most one.
-/// Requires n >= 0, parts >= 1 (throws sar::invalid_argument otherwise).
+/// Requires n >= 0 and 1 <= parts <= n (throws sar::invalid_argument otherwise: a part
+/// would be empty).
 inline std::vector<int> partition_contiguous(node_t n, int parts) {
-  SAR_CHECK(n >= 0, invalid_argument, "sar::partition_contiguous: negative node count ", n);
-  SAR_CHECK(parts >= 1, invalid_argument, "sar::partition_contiguous: parts = ", parts,
-            ", expected >= 1");
+  constexpr const char* where = "sar::partition_contiguous";
+  SAR_CHECK(n >= 0, invalid_argument, where, ": negative node count ", n);
+  SAR_CHECK(parts >= 1, invalid_argument, where, ": parts = ", parts, ", expected >= 1");
+  SAR_CHECK(parts <= n, invalid_argument, where, ": ", parts, " parts for ", n,
+            " nodes: every part needs a node, so use at most ", n, " parts");
   std::vector<int> part(static_cast<std::size_t>(n));
   const auto bound = [&](int p) {  // 128-bit product: no overflow for any node_t n
     return static_cast<node_t>(static_cast<__int128>(n) * p / parts);

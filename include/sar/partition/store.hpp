@@ -28,6 +28,7 @@
 #include "sar/core/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
@@ -602,6 +603,12 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
             pdir.string());
   const node_t k = meta.book.size(part);
   const edge_t m = meta.part_edges[part];
+  // Before anything of these sizes is allocated: meta.json declares them.
+  check_memory<io_error>(
+      where, message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
+                     meta.feature_dim, " in ", (dir / "meta.json").string(), ")"),
+      8.0 * static_cast<double>(m) +
+          static_cast<double>(k) * (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim) + 5.0));
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
   // Each file's header and size are checked against meta.json before its room is allocated.
   const auto read = [&](const char* file, std::uint64_t rows, std::uint64_t cols,

@@ -2,6 +2,8 @@
 // builds them), with the papers' settings as defaults. Light: no layer headers.
 #pragma once
 
+#include <algorithm>
+
 #include <Eigen/Core>
 
 namespace sar {
@@ -72,6 +74,70 @@ inline model_config paper_defaults(model_kind kind) {
       break;
   }
   return c;
+}
+
+/// What training a model needs in memory at least, in bytes, estimated from its shapes
+/// before anything is allocated (estimate_model_memory): settings or data that need more than
+/// the machine has are refused at once, naming the settings, instead of failing much later.
+struct model_memory {
+  /// Parameter values, gradients and Adam's two moments: 4 values per parameter.
+  double parameters = 0;
+  /// Each graph layer's output and its gradient for every node; for GAT also its projected
+  /// features, the fused kernel's two accumulators and their gradient (layer_by_layer: only
+  /// the largest layer's, as minibatch training evaluates one layer at a time).
+  double activations = 0;
+  /// parameters + activations.
+  double total() const { return parameters + activations; }
+};
+
+/// The memory a model of config `c` for `features` inputs and `classes` outputs needs to train
+/// on `nodes` nodes, in values of `value_bytes` bytes (4 for float). Exact
+/// for the parameters of the layers make_model builds, a lower bound for the activations.
+/// Computed in double and in closed form (the hidden layers between the first and the last
+/// are alike): no overflow and no delay for any setting (1e12 hidden units or 1e9 layers give
+/// a large number at once). Requires nothing; never throws.
+inline model_memory estimate_model_memory(const model_config& c, double features, double classes,
+                                          double nodes, double value_bytes,
+                                          bool layer_by_layer = false) {
+  const double hidden = static_cast<double>(c.hidden), heads = static_cast<double>(c.heads);
+  const bool gat = c.kind == model_kind::gat;
+  // Layer k's parameters and activations, given its input width; `out` is its output width.
+  const auto layer = [&](int k, double width, double& out) {
+    const bool last = k + 1 == c.layers;
+    const double per_head = last ? classes : hidden;
+    const double layer_heads = gat ? (last ? static_cast<double>(c.output_heads) : heads) : 1;
+    const double out_width = layer_heads * per_head;  // GAT: the heads' outputs before the mean
+    double weights = width * per_head;
+    if (c.kind == model_kind::sage && c.aggregation == sage_aggregation::mean)
+      weights = 2 * width * per_head;
+    if (c.kind == model_kind::sage && c.aggregation == sage_aggregation::pool)
+      weights = width * hidden + hidden + width * per_head + hidden * per_head;
+    if (gat) weights = width * out_width + 2 * out_width;
+    out = gat && !last ? out_width : per_head;
+    // The bias is as wide as the output (after the last GAT layer's mean); a hidden layer
+    // followed by batch norm has none, and batch norm two of that width.
+    const double parameters = weights + (c.batch_norm && !last ? 2 * out : out);
+    // Output and its gradient; GAT (fused: nothing per edge) also keeps its projected
+    // features and two accumulators, and its backward a gradient of each and a merge buffer
+    // (measured: 7 to 9 times its output at the peak).
+    const double activations = (gat ? 8 : 2) * nodes * out_width;
+    return model_memory{parameters, activations};
+  };
+  model_memory sum;
+  const auto add = [&](const model_memory& m, double times) {
+    sum.parameters += times * m.parameters;
+    sum.activations = layer_by_layer ? std::max(sum.activations, m.activations)
+                                     : sum.activations + times * m.activations;
+  };
+  double width = 0;
+  add(layer(0, features, width), 1);
+  if (c.layers >= 3) {
+    double next = 0;
+    add(layer(1, width, next), c.layers - 2);  // every hidden layer after the first
+    width = next;
+  }
+  if (c.layers >= 2) add(layer(c.layers - 1, width, width), 1);
+  return {4 * sum.parameters * value_bytes, sum.activations * value_bytes};
 }
 
 }  // namespace sar

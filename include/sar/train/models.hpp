@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/train/model_config.hpp"
 #include "sar/nn/activations.hpp"
 #include "sar/nn/any_layer.hpp"
@@ -20,13 +21,26 @@
 namespace sar {
 
 /// Builds the model for input width `features` and `classes` outputs (initialised from
-/// `seed`). Throws sar::invalid_argument for fewer than one layer or non-positive widths.
+/// `seed`). Throws sar::invalid_argument for fewer than one layer or non-positive widths, or,
+/// before allocating anything, for parameters (with their gradients and Adam's moments:
+/// estimate_model_memory) that need more memory than is available, naming layers, hidden,
+/// heads, features and classes.
 template <class T, class Schedule>
 dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index features,
                                            Eigen::Index classes, std::uint64_t seed) {
-  SAR_CHECK(c.layers >= 1 && c.hidden >= 1 && features >= 1 && classes >= 1 && c.heads >= 1,
-            invalid_argument, "sar::make_model: layers ", c.layers, ", hidden ", c.hidden,
-            ", heads ", c.heads, ", features ", features, ", classes ", classes);
+  constexpr const char* where = "sar::make_model";
+  SAR_CHECK(c.layers >= 1 && c.hidden >= 1 && features >= 1 && classes >= 1 && c.heads >= 1 &&
+                c.output_heads >= 1,
+            invalid_argument, where, ": layers ", c.layers, ", hidden ", c.hidden, ", heads ",
+            c.heads, ", output heads ", c.output_heads, ", features ", features, ", classes ",
+            classes);
+  check_memory<invalid_argument>(
+      where, message("the parameters, gradients and Adam moments of ", c.layers,
+                     " layers (hidden ", c.hidden, c.kind == model_kind::gat ? message(
+                     ", heads ", c.heads) : std::string(), ") for ", features, " features and ",
+                     classes, " classes"),
+      estimate_model_memory(c, static_cast<double>(features), static_cast<double>(classes), 0,
+                            sizeof(T)).parameters);
   std::vector<any_layer<T, Schedule>> layers;
   Eigen::Index width = features;
   // Between graph layers relu and dropout are one layer, relu_dropout: one in-place pass each

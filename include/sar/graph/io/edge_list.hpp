@@ -9,6 +9,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/graph/builders.hpp"
+#include "sar/graph/dataset.hpp"
 #include "sar/graph/io/text.hpp"
 
 namespace sar {
@@ -18,11 +19,14 @@ namespace sar {
 /// lines whose first non-blank character is '#' or '%' are comments; blank lines are skipped;
 /// "\r\n" line ends and gzip compression (detected by magic bytes) are accepted. A third
 /// column is an error: a weighted or timestamped list would be read as something else.
-/// Requires: num_nodes >= -1. With num_nodes = -1 the node count is max id + 1 (0 if empty).
+/// Requires: num_nodes >= -1. With num_nodes = -1 the node count is max id + 1 (0 if empty),
+/// and refused if fewer than half of those ids appear in an edge (one stray id such as
+/// 1000000 among 2708 nodes; dataset_sizes::num_nodes); state num_nodes to accept it.
 /// Ensures: result.num_nodes as above; src/dst hold every edge as written (no symmetrising,
 /// deduplication or self-loop change; see sar::build_csr for those).
 /// Throws: sar::io_error "sar::read_edge_list: <file> line <n>: <problem> ("<token>")" for a
 /// wrong column count, a non-integer token, a negative id or an id >= num_nodes; sar::io_error
+/// naming the file and the line of the largest id for a mostly unused id range; sar::io_error
 /// for a missing, unreadable or truncated file; sar::invalid_argument if num_nodes < -1.
 inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_nodes = -1) {
   constexpr std::string_view function = "sar::read_edge_list";
@@ -31,10 +35,12 @@ inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_no
   struct chunk_edges {
     std::vector<node_t> src, dst;
     node_t max_id = -1;
+    std::int64_t max_line = 0;  // where max_id first appears
   };
   io::line_reader reader(path, std::string(function));
   edge_list out;
   node_t max_id = -1;
+  std::int64_t max_line = 0;
   io::parse_chunks<chunk_edges>(
       reader,
       [&](std::string_view text, std::int64_t first_line) {
@@ -61,16 +67,31 @@ inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_no
           }
           edges.src.push_back(ids[0]);
           edges.dst.push_back(ids[1]);
-          edges.max_id = std::max({edges.max_id, ids[0], ids[1]});
+          if (std::max(ids[0], ids[1]) > edges.max_id) {
+            edges.max_id = std::max(ids[0], ids[1]);
+            edges.max_line = line;
+          }
         });
         return edges;
       },
       [&](chunk_edges& edges, std::string_view, std::int64_t) {
         out.src.insert(out.src.end(), edges.src.begin(), edges.src.end());
         out.dst.insert(out.dst.end(), edges.dst.begin(), edges.dst.end());
-        max_id = std::max(max_id, edges.max_id);
+        if (edges.max_id > max_id) {
+          max_id = edges.max_id;
+          max_line = edges.max_line;
+        }
       });
-  out.num_nodes = num_nodes >= 0 ? num_nodes : max_id + 1;
+  if (num_nodes >= 0) {
+    out.num_nodes = num_nodes;
+    return out;
+  }
+  out.num_nodes = max_id + 1;
+  detail::check_mostly_used<node_t>(
+      out.num_nodes, {out.src, out.dst},
+      message(function, ": ", path.string(), ": the largest node id, ", max_id, " (line ",
+              max_line, "), makes ", out.num_nodes, " nodes"),
+      "appear in an edge", "num_nodes", "--num-nodes");
   return out;
 }
 

@@ -9,13 +9,19 @@
 //                             degree, homophily, features, noise, train, valid, seed
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
-// Graph-only inputs are symmetrised; they have no features, labels or split.
+// Graph-only inputs are symmetrised; they have no features, labels or split. Integer values
+// of a generator may be written as integral floats (nodes=1e6). Inputs read from files may
+// not have a mostly empty node-id or class range unless its size is stated (dataset_sizes);
+// generators refuse sizes that need more memory than is available before allocating.
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
@@ -45,16 +51,30 @@ class spec_parameters {
     }
   }
 
-  /// The value of `key` parsed as Number, or `fallback`; consumed keys are tracked.
+  /// The value of `key` parsed as Number, or `fallback`; consumed keys are tracked. An
+  /// integer may be written as a float with an integral value in range ("1e6").
   template <class Number>
   Number get(const std::string& key, Number fallback) {
     const auto it = values_.find(key);
     if (it == values_.end()) return fallback;
     Number value{};
     const auto& s = it->second;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    SAR_CHECK(ec == std::errc() && end == s.data() + s.size(), invalid_argument,
-              "sar::load_dataset: '", spec_, "': ", key, "=", s, " is not a valid number");
+    const char* const last = s.data() + s.size();
+    auto [end, ec] = std::from_chars(s.data(), last, value);
+    if constexpr (std::is_integral_v<Number>) {
+      double real = 0;
+      if ((ec != std::errc() || end != last) &&
+          std::from_chars(s.data(), last, real).ptr == last && real == std::floor(real) &&
+          real >= static_cast<double>(std::numeric_limits<Number>::min()) &&
+          real < static_cast<double>(std::numeric_limits<Number>::max())) {
+        value = static_cast<Number>(real);
+        end = last;
+        ec = std::errc();
+      }
+    }
+    SAR_CHECK(ec == std::errc() && end == last, invalid_argument, "sar::load_dataset: '", spec_,
+              "': ", key, "=", s, ec == std::errc::result_out_of_range ? " is out of range"
+                                                                      : " is not a valid number");
     values_.erase(it);
     return value;
   }
@@ -79,12 +99,20 @@ inline graph_dataset graph_only(csr graph, std::string name) {
 }
 }  // namespace detail
 
-/// Loads the dataset named by `spec` (see the top of this file).
-/// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad spec.
-inline graph_dataset load_dataset(const std::string& spec) {
+/// Loads the dataset named by `spec` (see the top of this file). `sizes` states the node and
+/// class counts of a dataset read from files (see dataset_sizes: without them a mostly
+/// empty node-id or class range is refused); generators take theirs from the spec.
+/// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad
+/// spec, stated sizes with a generator, or a stated num_classes for a graph-only file.
+inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& sizes = {}) {
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "planted" || kind == "rmat")
+    SAR_CHECK(sizes.num_nodes < 0 && sizes.num_classes < 0, invalid_argument,
+              "sar::load_dataset: '", spec, "' is a generator: give its size in the spec (",
+              kind == "planted" ? "nodes=N, classes=C" : "scale=S, classes=C",
+              ") instead of stating num_nodes or num_classes");
   if (kind == "planted") {
     detail::spec_parameters p(spec, rest);
     planted_partition_options o;
@@ -104,7 +132,9 @@ inline graph_dataset load_dataset(const std::string& spec) {
     detail::spec_parameters p(spec, rest);
     rmat_options o;
     o.scale = p.get<int>("scale", o.scale);
-    o.num_edges = p.get<edge_t>("edges", edge_t{16} << o.scale);
+    // 16 edges per node by default (make_rmat refuses a scale outside [1, 40]).
+    o.num_edges =
+        p.get<edge_t>("edges", o.scale >= 1 && o.scale <= 40 ? edge_t{16} << o.scale : 0);
     o.a = p.get<double>("a", o.a);
     o.b = p.get<double>("b", o.b);
     o.c = p.get<double>("c", o.c);
@@ -121,12 +151,16 @@ inline graph_dataset load_dataset(const std::string& spec) {
   SAR_CHECK(std::filesystem::exists(path), io_error, "sar::load_dataset: '", spec,
             "' is neither an existing file or directory nor a generator (planted, rmat)");
   if (std::filesystem::is_directory(path)) {
-    if (std::filesystem::exists(path / "meta.json")) return read_npy_dataset(path);
-    return read_ogb_raw(path);
+    if (std::filesystem::exists(path / "meta.json"))
+      return read_npy_dataset(path, {.sizes = sizes});
+    return read_ogb_raw(path, {.sizes = sizes});
   }
+  SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
+            sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
   const std::string name = path.filename().string();
   const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
-  edge_list edges = mtx ? read_matrix_market(path) : read_edge_list(path);
+  edge_list edges = mtx ? read_matrix_market(path, sizes.num_nodes)
+                        : read_edge_list(path, sizes.num_nodes);
   csr graph;
   allocate_checked("sar::load_dataset",
                    message("the graph of ", edges.num_nodes, " nodes and ", edges.size(),

@@ -10,6 +10,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/graph/builders.hpp"
+#include "sar/graph/dataset.hpp"
 #include "sar/graph/io/text.hpp"
 
 namespace sar {
@@ -30,15 +31,22 @@ inline std::string mtx_lower_case(std::string_view text) {
 /// j -> i, stored as src = j - 1, dst = i - 1. For "symmetric" the mirror (i -> j) of every
 /// off-diagonal entry is added after all entries as stored; entries above the diagonal are
 /// accepted too (a mirrored duplicate is left for build_csr's deduplication).
+/// Requires: num_nodes >= -1 (dataset_sizes::num_nodes). With num_nodes = -1 a matrix whose
+/// entries touch fewer than half of its rows and columns (an order of 1000000 for a graph of
+/// 2708 nodes) is refused; a stated num_nodes must equal the order.
 /// Ensures: result.num_nodes = the matrix order; edges in file order, then mirrors.
 /// Throws: sar::io_error "sar::read_matrix_market: <file> line <n>: <problem> ("<token>")" for
 /// a bad banner, an unsupported object/format/field/symmetry (array, complex, hermitian,
-/// skew-symmetric), a malformed or non-square size line, an entry with the wrong number of
-/// columns, a non-numeric token, an index outside [1, order], more entries than announced (at
-/// the first extra one) or fewer (at the size line); sar::io_error for a missing, unreadable or
-/// truncated file.
-inline edge_list read_matrix_market(const std::filesystem::path& path) {
+/// skew-symmetric), a malformed or non-square size line, an order other than a stated
+/// num_nodes, an entry with the wrong number of columns, a non-numeric token, an index outside
+/// [1, order], more entries than announced (at the first extra one) or fewer (at the size
+/// line); sar::io_error naming the file and the size line for a mostly unused order;
+/// sar::io_error for a missing, unreadable or truncated file; sar::invalid_argument if
+/// num_nodes < -1.
+inline edge_list read_matrix_market(const std::filesystem::path& path, node_t num_nodes = -1) {
   constexpr std::string_view function = "sar::read_matrix_market";
+  SAR_CHECK(num_nodes >= -1, invalid_argument, function, ": num_nodes = ", num_nodes,
+            " (expected -1 or a node count)");
   io::line_reader reader(path, std::string(function));
   auto fail = [&](std::int64_t line, std::string_view what, std::string_view token) {
     io::throw_parse_error(function, path, line, what, token);
@@ -95,6 +103,9 @@ inline edge_list read_matrix_market(const std::filesystem::path& path) {
   if (rows != cols)
     fail(size_line, message("matrix is not square (", rows, " rows, ", cols,
                             " columns), so it is not a graph"),
+         size_text);
+  if (num_nodes >= 0 && rows != num_nodes)
+    fail(size_line, message("the matrix has order ", rows, ", but num_nodes is ", num_nodes),
          size_text);
 
   // 3. Entries, parsed in parallel chunks.
@@ -164,6 +175,13 @@ inline edge_list read_matrix_market(const std::filesystem::path& path) {
     fail(size_line, message("the size line announces ", entries, " entries but the file has ",
                             seen, " (it ends at line ", reader.line_number(), ")"),
          size_text);
+
+  if (num_nodes < 0)
+    detail::check_mostly_used<node_t>(
+        rows, {out.src, out.dst},
+        message(function, ": ", path.string(), ": the size line (line ", size_line,
+                ") declares a matrix of order ", rows),
+        "appear in an entry", "num_nodes", "--num-nodes");
 
   if (symmetric) {
     const std::size_t stored = out.size();

@@ -40,6 +40,7 @@
 
 #include "sar/core/checksum.hpp"
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
@@ -461,21 +462,25 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
 struct npy_read_options {
   /// Check the CRC-32 of each array listed in meta.json (false skips it).
   bool verify_checksums = true;
+  /// Node and class counts the caller states (-1: meta.json's, refusing a class range that is
+  /// mostly empty; see dataset_sizes).
+  dataset_sizes sizes{};
 };
 
 /// Reads the sar .npy dataset directory `dir` (format at the top of this file).
 /// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
-/// without labels.npy), num_classes and split (empty without split.npy) as written, and
-/// data.validate() passes.
+/// without labels.npy), num_classes (options.sizes.num_classes if stated, else meta.json's)
+/// and split (empty without split.npy) as written, and data.validate() passes.
 /// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
 /// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
 /// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
 /// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
-/// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); split codes
-/// above 3; a version 2 meta.json whose seal does not match its content (edited); an array
-/// whose data's CRC-32 differs from what meta.json lists (sar writes
-/// them; a dataset written by numpy may leave them out; options.verify_checksums false skips
-/// them).
+/// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); fewer than half
+/// of meta.json's C classes having a node (unless options.sizes.num_classes is stated); a
+/// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; split
+/// codes above 3; a version 2 meta.json whose seal does not match its content (edited); an
+/// array whose data's CRC-32 differs from what meta.json lists (sar writes them; a dataset
+/// written by numpy may leave them out; options.verify_checksums false skips them).
 inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
                                       npy_read_options options = {}) {
   namespace fs = std::filesystem;
@@ -518,6 +523,9 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     if (version >= 2) check_metadata_seal(meta, meta_file.string(), where);
     data.name = text("name");
     n = count("num_nodes");
+    SAR_CHECK(options.sizes.num_nodes < 0 || n == options.sizes.num_nodes, io_error, where,
+              ": ", meta_file.string(), " declares num_nodes = ", n, ", but num_nodes is ",
+              options.sizes.num_nodes);
     edges = count("num_edges");
     dim = count("feature_dim");
     const std::int64_t classes = count("num_classes");
@@ -540,6 +548,13 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     check_crc32(where, file.string(), crc, it->second, "dataset");
   };
   const std::string nodes = message("num_nodes = ", n);
+  // Before anything of these sizes is allocated (the arrays' files must match them, but a
+  // sparse file can be of any size).
+  check_memory<io_error>(
+      where, message("the arrays of ", nodes, ", num_edges = ", edges, ", feature_dim = ", dim,
+                     " (", meta_file.string(), ")"),
+      8.0 * static_cast<double>(n + 1) + 8.0 * static_cast<double>(edges) +
+          static_cast<double>(n) * (4.0 * static_cast<double>(dim) + 5.0));
 
   const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
   auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
@@ -575,13 +590,26 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
     data.labels.resize(static_cast<std::size_t>(n));
     const std::uint32_t crc = read_npy_data(file, header, data.labels.data(), checked);
+    const bool stated = options.sizes.num_classes >= 0;
+    const std::int32_t declared = data.num_classes;
+    if (stated) data.num_classes = options.sizes.num_classes;
     const auto bad = std::find_if(data.labels.begin(), data.labels.end(), [&](std::int32_t label) {
       return label < -1 || label >= data.num_classes;
     });
     SAR_CHECK(bad == data.labels.end(), io_error, where, ": ", file.string(), ": label ",
               bad == data.labels.end() ? 0 : *bad, " of node ", bad - data.labels.begin(),
-              " outside [-1, ", data.num_classes, ") (num_classes in meta.json)");
+              " outside [-1, ", data.num_classes, ")",
+              stated ? " (num_classes as stated)" : " (num_classes in meta.json)");
+    if (!stated)
+      detail::check_mostly_used<std::int32_t>(
+          declared, {data.labels},
+          message(where, ": ", meta_file.string(), " declares num_classes = ", declared),
+          "have a node in labels.npy", "num_classes", "--num-classes");
     verify(file, crc);
+  } else {
+    SAR_CHECK(options.sizes.num_classes < 0, io_error, where, ": num_classes = ",
+              options.sizes.num_classes, " is stated, but ", dir.string(),
+              " has no labels.npy");
   }
   if (const fs::path file = dir / "split.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::uint8, {n}, nodes);

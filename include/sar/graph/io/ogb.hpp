@@ -31,6 +31,9 @@ struct ogb_options {
   self_loop_policy self_loops = self_loop_policy::keep;
   /// Subdirectory of split/ to read; empty = the only one there (none: no split).
   std::string split_name{};
+  /// Node and class counts the caller states (-1: from the files, refusing mostly empty
+  /// ranges; see dataset_sizes).
+  dataset_sizes sizes{};
 };
 
 namespace detail::ogb {
@@ -221,14 +224,19 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
 /// Each file may also be stored uncompressed as *.csv (gzip is detected by magic bytes).
 /// Blank lines are errors inside these files, except after the number of a num-*-list file.
 /// Ensures: graph = build_csr of the edges (add_inverse_edges -> symmetrised; deduplicate,
-/// self_loops as in `options`); name = directory name; num_classes = max label + 1 (0 if no
-/// label); split[i] = the split listing node i, none if no split lists it; validate() passes.
+/// self_loops as in `options`); name = directory name; num_classes = options.sizes.num_classes
+/// if stated, else max label + 1 (0 if no label); split[i] = the split listing node i, none if
+/// no split lists it; validate() passes.
 /// Throws sar::io_error "sar::read_ogb_raw: <file> line <n>: <problem> ("<token>")" for any
 /// malformed line, an id out of range, feature rows of differing widths, feature or label line
 /// counts different from n, an edge count different from num-edge-list, a node in two splits
-/// (or twice in one); sar::io_error naming the path for a missing required file or split
-/// directory, several split directories while split_name is empty (it lists them), unreadable
-/// or truncated (gzip) files.
+/// (or twice in one), a label >= a stated num_classes; sar::io_error naming the file for a
+/// node count other than a stated num_nodes, a stated num_classes without node-label, fewer
+/// than half of the classes [0, max label] having a node (num_classes not stated), fewer than
+/// half of the nodes appearing in an edge when no node-feat or node-label file vouches for the
+/// count (num_nodes not stated); sar::io_error naming the path for a missing required file or
+/// split directory, several split directories while split_name is empty (it lists them),
+/// unreadable or truncated (gzip) files.
 inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
   namespace fs = std::filesystem;
   using namespace detail::ogb;
@@ -244,6 +252,10 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
   // Counts.
   const fs::path node_count_file = require_csv(raw, "num-node-list");
   const node_t n = read_count(node_count_file);
+  const dataset_sizes& stated = options.sizes;
+  SAR_CHECK(stated.num_nodes < 0 || n == stated.num_nodes, io_error, function, ": ",
+            node_count_file.string(), " declares ", n, " nodes, but num_nodes is ",
+            stated.num_nodes);
   std::optional<std::int64_t> expected_edges;
   const auto edge_count_file = find_csv(raw, "num-edge-list");
   if (edge_count_file) expected_edges = read_count(*edge_count_file);
@@ -340,13 +352,16 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
   if (const auto file = find_csv(raw, "node-label")) {
     allocate("the labels", 4.0 * static_cast<double>(n), [&] { data.labels.assign(n, -1); });
     io::line_reader reader(*file, std::string(function));
-    std::int64_t rows = 0;
-    std::int32_t max_label = -1;
-    io::parse_chunks<std::pair<std::int64_t, std::int32_t>>(
+    struct chunk_labels {
+      std::int64_t count = 0;
+      std::int32_t max_label = -1;
+      std::int64_t max_line = 0;  // where max_label first appears
+    };
+    chunk_labels all;
+    io::parse_chunks<chunk_labels>(
         reader,
         [&](std::string_view text, std::int64_t first_line) {
-          std::int64_t count = 0;
-          std::int32_t chunk_max = -1;
+          chunk_labels chunk;
           io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
             const std::int64_t row = number - 1;
             if (row >= n)
@@ -355,22 +370,50 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
                                             node_count_file.string()),
                                     io::trim(line));
             const std::int32_t label = parse_label(line, number, *file);
+            if (stated.num_classes >= 0 && label >= stated.num_classes)
+              io::throw_parse_error(function, *file, number,
+                                    message("label outside [-1, ", stated.num_classes,
+                                            ") (num_classes = ", stated.num_classes, ")"),
+                                    io::trim(line));
             data.labels[row] = label;
-            chunk_max = std::max(chunk_max, label);
-            ++count;
+            if (label > chunk.max_label) {
+              chunk.max_label = label;
+              chunk.max_line = number;
+            }
+            ++chunk.count;
           });
-          return std::pair{count, chunk_max};
+          return chunk;
         },
-        [&](std::pair<std::int64_t, std::int32_t>& result, std::string_view, std::int64_t) {
-          rows += result.first;
-          max_label = std::max(max_label, result.second);
+        [&](chunk_labels& chunk, std::string_view, std::int64_t) {
+          all.count += chunk.count;
+          if (chunk.max_label > all.max_label) {
+            all.max_label = chunk.max_label;
+            all.max_line = chunk.max_line;
+          }
         });
-    if (rows != n)
+    if (all.count != n)
       throw io_error(message(function, ": ", file->string(), " line ", reader.line_number(),
-                             ": file ends after ", rows, " labels, but ",
+                             ": file ends after ", all.count, " labels, but ",
                              node_count_file.string(), " says ", n, " nodes"));
-    data.num_classes = max_label + 1;
+    data.num_classes = stated.num_classes >= 0 ? stated.num_classes : all.max_label + 1;
+    if (stated.num_classes < 0)
+      detail::check_mostly_used<std::int32_t>(
+          data.num_classes, {data.labels},
+          message(function, ": ", file->string(), ": the largest label, ", all.max_label,
+                  " (line ", all.max_line, "), makes ", data.num_classes, " classes"),
+          "have a node", "num_classes", "--num-classes");
+  } else {
+    SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
+              stated.num_classes, " is stated, but ", dir.string(),
+              " has no labels (raw/node-label.csv.gz)");
   }
+  // Without per-node files, nothing but num-node-list vouches for the node count.
+  if (stated.num_nodes < 0 && !find_csv(raw, "node-feat") && !find_csv(raw, "node-label"))
+    detail::check_mostly_used<node_t>(
+        n, {edges.src, edges.dst},
+        message(function, ": ", node_count_file.string(), " declares ", n,
+                " nodes (and no node-feat or node-label file has a line per node)"),
+        "appear in an edge", "num_nodes", "--num-nodes");
 
   // Split.
   const fs::path split_root = dir / "split";
