@@ -3,7 +3,8 @@
 // symmetric adjacency, the redistribution (the parts equal sar::relabel's), the collective
 // store write (byte for byte the store write_partition_store writes on one process, and the
 // previous store kept when a rank fails), and PT-Scotch (valid, balanced, deterministic, a
-// cut far below random's).
+// cut far below random's), and the parallel readers (each rank's block of every input kind
+// equals the rows of load_dataset's graph; errors found by one rank stop every rank).
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "sar/graph/generators.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/distributed_partition.hpp"
+#include "sar/partition/parallel_read.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/ptscotch.hpp"
 #include "sar/partition/redistribute.hpp"
@@ -231,12 +233,29 @@ void test_simple_methods(mpi_communicator& comm) {
   const graph_dataset data = make_planted_partition({.num_nodes = 1001, .feature_dim = 2});
   const partition_book book = block_book(data.num_nodes(), comm.size());
   const graph_part block = block_of(data, book, comm.rank());
-  for (int parts : {1, 3, comm.size(), 7, 1001}) {
+  // Parts that would be empty are refused alike (1001 random parts of 1001 nodes).
+  const auto refusal = [](auto&& f) {
+    try {
+      f();
+    } catch (const invalid_argument& e) {
+      const std::string what = e.what();
+      return what.substr(what.find(": "));
+    }
+    return std::string();
+  };
+  const std::string whole_refusal = refusal([&] { partition_random(data.num_nodes(), 1001, 9); });
+  const std::string block_refusal = refusal([&] {
+    partition_block(comm, block, {.method = distributed_method::random, .parts = 1001, .seed = 9});
+  });
+  EXPECT(!whole_refusal.empty() && whole_refusal == block_refusal, "empty parts refused: '",
+         whole_refusal, "' against '", block_refusal, "'");
+  for (int parts : {1, 3, comm.size(), 7, 100, 1001}) {
+    const int random_parts = std::min(parts, 100);  // 1001 leaves parts empty (above)
     const auto random = partition_block(comm, block, {.method = distributed_method::random,
-                                                      .parts = parts, .seed = 9});
+                                                      .parts = random_parts, .seed = 9});
     const auto contiguous = partition_block(comm, block, {.method = distributed_method::contiguous,
                                                           .parts = parts});
-    const auto whole_random = partition_random(data.num_nodes(), parts, 9);
+    const auto whole_random = partition_random(data.num_nodes(), random_parts, 9);
     const auto whole_contiguous = partition_contiguous(data.num_nodes(), parts);
     for (node_t r = 0; r < block.num_local(); ++r) {
       EXPECT(random[r] == whole_random[book.begin(comm.rank()) + r], "random part of ", r);
@@ -281,6 +300,121 @@ void test_ptscotch(mpi_communicator& comm) {
   }
 }
 
+
+/// read_dataset_block(spec) on every rank equals the rows of load_dataset(spec) it owns,
+/// with chunks small enough that every rank reads several.
+void expect_block_matches(mpi_communicator& comm, const std::string& spec,
+                          const dataset_sizes& sizes = {}) {
+  const graph_dataset whole = load_dataset(spec, sizes);
+  const dataset_block read = read_dataset_block(comm, spec, {.sizes = sizes, .round_edges = 97});
+  const graph_part& block = read.rows;
+  EXPECT(read.name == whole.name, spec, ": name ", read.name, " expected ", whole.name);
+  const partition_book book = block_book(whole.num_nodes(), comm.size());
+  graph_dataset labelled = whole;  // block_of wants labels and split
+  if (labelled.labels.empty()) labelled.labels.assign(whole.num_nodes(), -1);
+  if (labelled.split.empty()) labelled.split.assign(whole.num_nodes(), node_split::none);
+  const graph_part expected = block_of(labelled, book, comm.rank());
+  EXPECT(block.book.offsets() == book.offsets(), spec, ": book");
+  EXPECT(block.part == comm.rank() && same_csr(block.in_edges, expected.in_edges) &&
+             block.in_edges.num_cols == whole.num_nodes(),
+         spec, ": rows of rank ", comm.rank(), " (", block.in_edges.num_edges(), " edges, expected ",
+         expected.in_edges.num_edges(), ")");
+  EXPECT(block.features == expected.features, spec, ": features");
+  EXPECT(block.labels == (whole.labels.empty() ? std::vector<std::int32_t>{} : expected.labels),
+         spec, ": labels");
+  EXPECT(block.split == (whole.split.empty() ? std::vector<node_split>{} : expected.split), spec,
+         ": split");
+  EXPECT(block.num_classes == whole.num_classes && block.original_ids == expected.original_ids,
+         spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
+  block.validate("read_dataset_block");
+}
+
+/// What read_dataset_block throws on this rank ("" if nothing).
+std::string block_error(mpi_communicator& comm, const std::string& spec,
+                        const dataset_sizes& sizes = {}) {
+  try {
+    (void)read_dataset_block(comm, spec, {.sizes = sizes});
+  } catch (const sar::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
+  const std::size_t chunk = io::chunk_bytes;
+  io::chunk_bytes = 2048;  // several chunks per rank
+  const graph_dataset data = make_planted_partition({.num_nodes = 1500, .num_classes = 5,
+                                                     .average_degree = 6, .feature_dim = 3});
+  const fs::path edges = scratch / "edges.txt", mtx = scratch / "graph.mtx",
+                 npy = scratch / "npy", ogb = scratch / "ogb";
+  if (comm.rank() == 0) {
+    std::ofstream e(edges), m(mtx);
+    e << "# a comment\n";
+    m << "%%MatrixMarket matrix coordinate pattern general\n% c\n"
+      << data.num_nodes() << ' ' << data.num_nodes() << ' ' << data.graph.num_edges() << '\n';
+    for (node_t i = 0; i < data.num_nodes(); ++i)
+      for (node_t j : data.graph.row(i)) {
+        if (j <= i) e << j << '\t' << i << '\n';  // each undirected edge once
+        m << i + 1 << ' ' << j + 1 << '\n';
+      }
+    e << "7 7\n";  // a self-loop: kept, like the serial loader keeps it
+    write_npy_dataset(npy, data);
+    fs::create_directories(ogb / "raw");
+    fs::create_directories(ogb / "split" / "s");
+    std::ofstream(ogb / "raw" / "num-node-list.csv") << data.num_nodes() << '\n';
+    std::ofstream(ogb / "raw" / "num-edge-list.csv") << data.graph.num_edges() << '\n';
+    std::ofstream oe(ogb / "raw" / "edge.csv"), of(ogb / "raw" / "node-feat.csv"),
+        ol(ogb / "raw" / "node-label.csv"), tr(ogb / "split" / "s" / "train.csv"),
+        va(ogb / "split" / "s" / "valid.csv"), te(ogb / "split" / "s" / "test.csv");
+    for (node_t i = 0; i < data.num_nodes(); ++i) {
+      for (node_t j : data.graph.row(i)) oe << j << ',' << i << '\n';
+      of << data.features(i, 0) << ',' << data.features(i, 1) << ',' << data.features(i, 2) << '\n';
+      ol << data.labels[i] << '\n';
+      const node_split s = data.split[i];
+      (s == node_split::train ? tr : s == node_split::valid ? va : te) << i << '\n';
+    }
+  }
+  comm.barrier();
+  for (const std::string& spec : {edges.string(), mtx.string(), npy.string(), ogb.string(),
+                                 std::string("planted:nodes=300,classes=3")})
+    expect_block_matches(comm, spec);
+  expect_block_matches(comm, edges.string(), {.num_nodes = 1600});  // stated, 100 isolated
+
+  // Errors: the serial loader's message on the rank that finds it, every rank stops.
+  const fs::path bad = scratch / "bad.txt", sparse = scratch / "sparse.txt";
+  if (comm.rank() == 0) {
+    std::ofstream b(bad), s(sparse);
+    for (int k = 0; k < 3000; ++k) b << k % 50 << ' ' << (k + 1) % 50 << '\n';
+    b << "1 x\n";  // line 3001, in the last chunk
+    for (int k = 0; k < 2000; ++k) s << k % 40 << ' ' << (k + 3) % 40 << '\n';
+    s << "5 999999\n";  // one stray id
+  }
+  comm.barrier();
+  for (const auto& [spec, text] :
+       {std::pair{bad.string(), std::string(" line 3001: not an integer node id")},
+        std::pair{sparse.string(), std::string("the largest node id, 999999 (line 2001), makes "
+                                               "1000000 nodes, but only 41 of them")}}) {
+    const std::string error = block_error(comm, spec);
+    std::int64_t found = error.find(text) != std::string::npos ? 1 : 0;
+    EXPECT(!error.empty(), spec, ": read on rank ", comm.rank());
+    EXPECT(found || error.find("failed (rank") != std::string::npos, spec, ": ", error);
+    comm.all_reduce(std::span<std::int64_t>(&found, 1), reduce_op::sum);
+    EXPECT(found >= 1, spec, ": no rank names the problem '", text, "'");
+  }
+  if (comm.rank() == 0) {  // an in-range edit of the features: only the CRC-32 can tell
+    std::fstream f(npy / "features.npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float changed = 0.25f;
+    f.write(reinterpret_cast<const char*>(&changed), sizeof changed);
+  }
+  comm.barrier();
+  const std::string error = block_error(comm, npy.string());
+  EXPECT(comm.rank() == 0 ? error.find("features.npy: checksum mismatch") != std::string::npos
+                          : error.find("rank 0 failed") != std::string::npos,
+         "npy CRC: ", error);
+  io::chunk_bytes = chunk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,6 +431,7 @@ int main(int argc, char** argv) {
     test_failed_write_keeps_store(comm, scratch);
     test_simple_methods(comm);
     test_ptscotch(comm);
+    test_parallel_readers(comm, scratch);
     comm.barrier();
     if (comm.rank() == 0) {
       fs::remove_all(scratch);

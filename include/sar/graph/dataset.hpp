@@ -92,6 +92,18 @@ std::int64_t count_distinct_below(std::int64_t range,
   return distinct;
 }
 
+/// The refusal of check_mostly_used: `present` (exactly, or at most) of the `range` values
+/// occur.
+[[noreturn]] inline void throw_mostly_empty(std::int64_t range, std::int64_t present, bool exact,
+                                            const std::string& origin, const char* used,
+                                            const char* stated, const char* option) {
+  throw io_error(message(origin, ", but ", exact ? "only " : "at most ", present,
+                         " of them ", used, ". A range this empty (fewer than half used) is "
+                         "refused as a likely error in the input; to accept it, state the "
+                         "count: dataset_sizes::", stated, " (sar's programs: ", option, " ",
+                         range, ")"));
+}
+
 /// The rule that keeps one stray id or label from making a huge, mostly empty graph or
 /// model: throws sar::io_error when fewer than half of the `range` values [0, range) occur
 /// in `arrays` (values outside are ignored). `origin` says where the range comes from ("<file>:
@@ -107,12 +119,7 @@ void check_mostly_used(std::int64_t range, std::initializer_list<std::span<const
   for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
   const bool exact = range <= exact_count_range || range <= 2 * values;
   const std::int64_t present = exact ? count_distinct_below(range, arrays) : values;
-  if (2 * present >= range) return;
-  throw io_error(message(origin, ", but ", exact ? "only " : "at most ", present,
-                         " of them ", used, ". A range this empty (fewer than half used) is "
-                         "refused as a likely error in the input; to accept it, state the "
-                         "count: dataset_sizes::", stated, " (sar's programs: ", option, " ",
-                         range, ")"));
+  if (2 * present < range) throw_mostly_empty(range, present, exact, origin, used, stated, option);
 }
 
 }  // namespace detail

@@ -31,6 +31,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/graph_part.hpp"
+#include "sar/partition/partitioners.hpp"
 #include "sar/partition/ptscotch.hpp"
 #include "sar/partition/redistribute.hpp"
 
@@ -122,14 +123,14 @@ struct distributed_partition_options {
   /// Seed of the random method and of PT-Scotch.
   std::uint64_t seed = 0;
   /// PT-Scotch's balance and imbalance (its seed is `seed`).
-  ptscotch_options ptscotch;
+  ptscotch_options ptscotch{};
   /// Edges in flight per rank and round of the graph build.
   std::int64_t round_edges = default_build_round_edges;
 };
 
 /// The part of each of `block`'s rows (block: this rank's range of dataset ids, in a book of one
 /// range per rank) by `options.method`. Collective. Throws sar::invalid_argument for bad
-/// options (on every rank alike), what PT-Scotch throws.
+/// options or a part left empty (on every rank alike), what PT-Scotch throws.
 inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part& block,
                                         const distributed_partition_options& options,
                                         phase_meter<mpi_communicator>* meter = nullptr) {
@@ -160,6 +161,11 @@ inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part
       break;
     }
   }
+  // Every part is one rank's work later: none may be empty (as the one-process methods).
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
+  for (const int p : part) ++sizes[static_cast<std::size_t>(p)];
+  comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
+  check_part_sizes(sizes, n, "sar::partition_block");
   if (meter) meter->end("partition");
   return part;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,15 +34,22 @@ inline void validate_partition(const std::vector<int>& part, node_t n, int parts
 }
 
 /// Throws sar::invalid_argument "<where>: <k> of the <parts> parts would be empty (...);
-/// ... use fewer parts" if some part in [0, parts) has no node of `part`. Requires every
-/// entry of `part` in [0, parts) (validate_partition).
-inline void check_no_empty_parts(const std::vector<int>& part, int parts, const char* where) {
-  std::vector<bool> used(static_cast<std::size_t>(parts), false);
-  for (int p : part) used[static_cast<std::size_t>(p)] = true;
-  const auto empty = std::count(used.begin(), used.end(), false);
+/// ... use fewer parts" if some part has no node: sizes[p] = nodes in part p, of `nodes`.
+inline void check_part_sizes(std::span<const std::int64_t> sizes, std::int64_t nodes,
+                             const char* where) {
+  const auto parts = static_cast<std::int64_t>(sizes.size());
+  const auto empty = std::count(sizes.begin(), sizes.end(), 0);
   SAR_CHECK(empty == 0, invalid_argument, where, ": ", empty, " of the ", parts,
-            " parts would be empty (the ", part.size(), " nodes went to only ", parts - empty,
+            " parts would be empty (the ", nodes, " nodes went to only ", parts - empty,
             " parts): every part is one rank's work, so use fewer parts");
+}
+
+/// check_part_sizes for the partition `part` into `parts`. Requires every entry of `part` in
+/// [0, parts) (validate_partition).
+inline void check_no_empty_parts(const std::vector<int>& part, int parts, const char* where) {
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
+  for (int p : part) ++sizes[static_cast<std::size_t>(p)];
+  check_part_sizes(sizes, static_cast<std::int64_t>(part.size()), where);
 }
 
 /// Every node in a uniformly random part, drawn from counter_rng(seed, partition_random) keyed

@@ -14,21 +14,18 @@
 
 namespace sar {
 
-/// Reads the directed edges "src dst" of a SNAP-style edge list, one per line, in file order.
-/// Format: ids are non-negative decimal integers (0-based) separated by spaces and/or tabs;
-/// lines whose first non-blank character is '#' or '%' are comments; blank lines are skipped;
-/// "\r\n" line ends and gzip compression (detected by magic bytes) are accepted. A third
-/// column is an error: a weighted or timestamped list would be read as something else.
-/// Requires: num_nodes >= -1. With num_nodes = -1 the node count is max id + 1 (0 if empty),
-/// and refused if fewer than half of those ids appear in an edge (one stray id such as
-/// 1000000 among 2708 nodes; dataset_sizes::num_nodes); state num_nodes to accept it.
-/// Ensures: result.num_nodes as above; src/dst hold every edge as written (no symmetrising,
-/// deduplication or self-loop change; see sar::build_csr for those).
-/// Throws: sar::io_error "sar::read_edge_list: <file> line <n>: <problem> ("<token>")" for a
-/// wrong column count, a non-integer token, a negative id or an id >= num_nodes; sar::io_error
-/// naming the file and the line of the largest id for a mostly unused id range; sar::io_error
-/// for a missing, unreadable or truncated file; sar::invalid_argument if num_nodes < -1.
-inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_nodes = -1) {
+/// What one reader read of an edge list (read_edge_list_share).
+struct edge_list_share {
+  edge_list edges;         ///< the edges of the share, in file order; num_nodes as stated or -1
+  node_t max_id = -1;      ///< the largest id in them (-1: none)
+  std::int64_t max_line = 0;  ///< the line where max_id first appears
+};
+
+/// The edges of the chunks `share` keeps of the edge list `path` (format and errors: see
+/// read_edge_list), with the largest id and its line, without the node-range rule (a reader
+/// of a share cannot apply it alone). edges.num_nodes is num_nodes (-1 if not stated).
+inline edge_list_share read_edge_list_share(const std::filesystem::path& path, node_t num_nodes,
+                                            io::chunk_share share) {
   constexpr std::string_view function = "sar::read_edge_list";
   SAR_CHECK(num_nodes >= -1, invalid_argument, function, ": num_nodes = ", num_nodes,
             " (expected -1 or a node count)");
@@ -38,9 +35,9 @@ inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_no
     std::int64_t max_line = 0;  // where max_id first appears
   };
   io::line_reader reader(path, std::string(function));
-  edge_list out;
-  node_t max_id = -1;
-  std::int64_t max_line = 0;
+  share.apply(reader);
+  edge_list_share out;
+  out.edges.num_nodes = num_nodes;
   io::parse_chunks<chunk_edges>(
       reader,
       [&](std::string_view text, std::int64_t first_line) {
@@ -75,24 +72,40 @@ inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_no
         return edges;
       },
       [&](chunk_edges& edges, std::string_view, std::int64_t) {
-        out.src.insert(out.src.end(), edges.src.begin(), edges.src.end());
-        out.dst.insert(out.dst.end(), edges.dst.begin(), edges.dst.end());
-        if (edges.max_id > max_id) {
-          max_id = edges.max_id;
-          max_line = edges.max_line;
+        out.edges.src.insert(out.edges.src.end(), edges.src.begin(), edges.src.end());
+        out.edges.dst.insert(out.edges.dst.end(), edges.dst.begin(), edges.dst.end());
+        if (edges.max_id > out.max_id) {
+          out.max_id = edges.max_id;
+          out.max_line = edges.max_line;
         }
       });
-  if (num_nodes >= 0) {
-    out.num_nodes = num_nodes;
-    return out;
-  }
-  out.num_nodes = max_id + 1;
-  detail::check_mostly_used<node_t>(
-      out.num_nodes, {out.src, out.dst},
-      message(function, ": ", path.string(), ": the largest node id, ", max_id, " (line ",
-              max_line, "), makes ", out.num_nodes, " nodes"),
-      "appear in an edge", "num_nodes", "--num-nodes");
   return out;
+}
+
+/// Reads the directed edges "src dst" of a SNAP-style edge list, one per line, in file order.
+/// Format: ids are non-negative decimal integers (0-based) separated by spaces and/or tabs;
+/// lines whose first non-blank character is '#' or '%' are comments; blank lines are skipped;
+/// "\r\n" line ends and gzip compression (detected by magic bytes) are accepted. A third
+/// column is an error: a weighted or timestamped list would be read as something else.
+/// Requires: num_nodes >= -1. With num_nodes = -1 the node count is max id + 1 (0 if empty),
+/// and refused if fewer than half of those ids appear in an edge (one stray id such as
+/// 1000000 among 2708 nodes; dataset_sizes::num_nodes); state num_nodes to accept it.
+/// Ensures: result.num_nodes as above; src/dst hold every edge as written (no symmetrising,
+/// deduplication or self-loop change; see sar::build_csr for those).
+/// Throws: sar::io_error "sar::read_edge_list: <file> line <n>: <problem> ("<token>")" for a
+/// wrong column count, a non-integer token, a negative id or an id >= num_nodes; sar::io_error
+/// naming the file and the line of the largest id for a mostly unused id range; sar::io_error
+/// for a missing, unreadable or truncated file; sar::invalid_argument if num_nodes < -1.
+inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_nodes = -1) {
+  edge_list_share read = read_edge_list_share(path, num_nodes, {});
+  if (num_nodes >= 0) return std::move(read.edges);
+  read.edges.num_nodes = read.max_id + 1;
+  detail::check_mostly_used<node_t>(
+      read.edges.num_nodes, {read.edges.src, read.edges.dst},
+      message("sar::read_edge_list: ", path.string(), ": the largest node id, ", read.max_id,
+              " (line ", read.max_line, "), makes ", read.edges.num_nodes, " nodes"),
+      "appear in an edge", "num_nodes", "--num-nodes");
+  return std::move(read.edges);
 }
 
 }  // namespace sar

@@ -23,31 +23,27 @@ inline std::string mtx_lower_case(std::string_view text) {
 }
 }  // namespace detail
 
-/// Reads a Matrix Market file "%%MatrixMarket matrix coordinate <field> <symmetry>" as a graph.
-/// Supported: field pattern, integer, real (or double); symmetry general or symmetric. Values
-/// are checked to be numbers of the field, then dropped (edge_list has no weights). Keywords
-/// are case-insensitive; '%' comment lines and blank lines may appear after the banner.
-/// Entry (i, j), 1-based, means row i has column j: in sar's in-edge convention the edge
-/// j -> i, stored as src = j - 1, dst = i - 1. For "symmetric" the mirror (i -> j) of every
-/// off-diagonal entry is added after all entries as stored; entries above the diagonal are
-/// accepted too (a mirrored duplicate is left for build_csr's deduplication).
-/// Requires: num_nodes >= -1 (dataset_sizes::num_nodes). With num_nodes = -1 a matrix whose
-/// entries touch fewer than half of its rows and columns (an order of 1000000 for a graph of
-/// 2708 nodes) is refused; a stated num_nodes must equal the order.
-/// Ensures: result.num_nodes = the matrix order; edges in file order, then mirrors.
-/// Throws: sar::io_error "sar::read_matrix_market: <file> line <n>: <problem> ("<token>")" for
-/// a bad banner, an unsupported object/format/field/symmetry (array, complex, hermitian,
-/// skew-symmetric), a malformed or non-square size line, an order other than a stated
-/// num_nodes, an entry with the wrong number of columns, a non-numeric token, an index outside
-/// [1, order], more entries than announced (at the first extra one) or fewer (at the size
-/// line); sar::io_error naming the file and the size line for a mostly unused order;
-/// sar::io_error for a missing, unreadable or truncated file; sar::invalid_argument if
-/// num_nodes < -1.
-inline edge_list read_matrix_market(const std::filesystem::path& path, node_t num_nodes = -1) {
+/// What one reader read of a Matrix Market file (read_matrix_market_share).
+struct matrix_market_share {
+  edge_list edges;             ///< the share's entries as edges (mirrors of a symmetric file
+                               ///< after them); num_nodes = the order
+  std::int64_t announced = 0;  ///< the entry count of the size line
+  std::int64_t entries = 0;    ///< the entries in the share
+  std::int64_t size_line = 0;  ///< the size line's number
+  std::string size_text;       ///< and its text
+};
+
+/// The banner and size line of the Matrix Market file `path` and the entries of the chunks
+/// `share` keeps (format and errors: see read_matrix_market), without the checks a reader of
+/// a share cannot make alone: the entry count against the size line (whole() shares check
+/// more entries than announced at the first extra one) and the node-range rule.
+inline matrix_market_share read_matrix_market_share(const std::filesystem::path& path,
+                                                    node_t num_nodes, io::chunk_share share) {
   constexpr std::string_view function = "sar::read_matrix_market";
   SAR_CHECK(num_nodes >= -1, invalid_argument, function, ": num_nodes = ", num_nodes,
             " (expected -1 or a node count)");
   io::line_reader reader(path, std::string(function));
+  share.apply(reader);
   auto fail = [&](std::int64_t line, std::string_view what, std::string_view token) {
     io::throw_parse_error(function, path, line, what, token);
   };
@@ -117,9 +113,13 @@ inline edge_list read_matrix_market(const std::filesystem::path& path, node_t nu
   struct chunk_entries {
     std::vector<node_t> src, dst;
   };
-  edge_list out;
+  matrix_market_share read;
+  read.announced = entries;
+  read.size_line = size_line;
+  read.size_text = size_text;
+  edge_list& out = read.edges;
   out.num_nodes = rows;
-  out.src.reserve(static_cast<std::size_t>(std::min<std::int64_t>(entries, 1 << 24)));
+  out.src.reserve(static_cast<std::size_t>(std::min<std::int64_t>(entries / share.count, 1 << 24)));
   out.dst.reserve(out.src.capacity());
   std::int64_t seen = 0;
   io::parse_chunks<chunk_entries>(
@@ -158,7 +158,7 @@ inline edge_list read_matrix_market(const std::filesystem::path& path, node_t nu
       },
       [&](chunk_entries& chunk, std::string_view text, std::int64_t first_line) {
         const auto count = static_cast<std::int64_t>(chunk.src.size());
-        if (seen + count > entries) {  // find the first extra entry's line for the message
+        if (share.whole() && seen + count > entries) {  // find the first extra entry's line for the message
           std::int64_t index = seen;
           io::for_each_line(text, first_line, [&](std::string_view raw, std::int64_t number) {
             if (is_entry(raw) && index++ == entries)
@@ -171,24 +171,49 @@ inline edge_list read_matrix_market(const std::filesystem::path& path, node_t nu
         out.src.insert(out.src.end(), chunk.src.begin(), chunk.src.end());
         out.dst.insert(out.dst.end(), chunk.dst.begin(), chunk.dst.end());
       });
-  if (seen < entries)
-    fail(size_line, message("the size line announces ", entries, " entries but the file has ",
-                            seen, " (it ends at line ", reader.line_number(), ")"),
-         size_text);
-
-  if (num_nodes < 0)
-    detail::check_mostly_used<node_t>(
-        rows, {out.src, out.dst},
-        message(function, ": ", path.string(), ": the size line (line ", size_line,
-                ") declares a matrix of order ", rows),
-        "appear in an entry", "num_nodes", "--num-nodes");
-
+  read.entries = seen;
   if (symmetric) {
     const std::size_t stored = out.size();
     for (std::size_t k = 0; k < stored; ++k)
       if (out.src[k] != out.dst[k]) out.push_back(out.dst[k], out.src[k]);
   }
-  return out;
+  return read;
+}
+
+/// Reads a Matrix Market file "%%MatrixMarket matrix coordinate <field> <symmetry>" as a graph.
+/// Supported: field pattern, integer, real (or double); symmetry general or symmetric. Values
+/// are checked to be numbers of the field, then dropped (edge_list has no weights). Keywords
+/// are case-insensitive; '%' comment lines and blank lines may appear after the banner.
+/// Entry (i, j), 1-based, means row i has column j: in sar's in-edge convention the edge
+/// j -> i, stored as src = j - 1, dst = i - 1. For "symmetric" the mirror (i -> j) of every
+/// off-diagonal entry is added after all entries as stored; entries above the diagonal are
+/// accepted too (a mirrored duplicate is left for build_csr's deduplication).
+/// Requires: num_nodes >= -1 (dataset_sizes::num_nodes). With num_nodes = -1 a matrix whose
+/// entries touch fewer than half of its rows and columns (an order of 1000000 for a graph of
+/// 2708 nodes) is refused; a stated num_nodes must equal the order.
+/// Ensures: result.num_nodes = the matrix order; edges in file order, then mirrors.
+/// Throws: sar::io_error "sar::read_matrix_market: <file> line <n>: <problem> ("<token>")" for
+/// a bad banner, an unsupported object/format/field/symmetry (array, complex, hermitian,
+/// skew-symmetric), a malformed or non-square size line, an order other than a stated
+/// num_nodes, an entry with the wrong number of columns, a non-numeric token, an index outside
+/// [1, order], more entries than announced (at the first extra one) or fewer (at the size
+/// line); sar::io_error naming the file and the size line for a mostly unused order;
+/// sar::io_error for a missing, unreadable or truncated file; sar::invalid_argument if
+/// num_nodes < -1.
+inline edge_list read_matrix_market(const std::filesystem::path& path, node_t num_nodes = -1) {
+  matrix_market_share read = read_matrix_market_share(path, num_nodes, {});
+  if (read.entries < read.announced)
+    io::throw_parse_error("sar::read_matrix_market", path, read.size_line,
+                          message("the size line announces ", read.announced,
+                                  " entries but the file has ", read.entries),
+                          read.size_text);
+  if (num_nodes < 0)
+    detail::check_mostly_used<node_t>(
+        read.edges.num_nodes, {read.edges.src, read.edges.dst},
+        message("sar::read_matrix_market: ", path.string(), ": the size line (line ",
+                read.size_line, ") declares a matrix of order ", read.edges.num_nodes),
+        "appear in an entry", "num_nodes", "--num-nodes");
+  return std::move(read.edges);
 }
 
 }  // namespace sar

@@ -22,8 +22,12 @@
 // headers over 64 KiB), and refuses anything else.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -319,6 +323,40 @@ inline npy_header read_npy_header(const std::filesystem::path& file) {
   return header;
 }
 
+/// Reads elements [first, first + count) of the data of `file`, whose header is `header`
+/// (from read_npy_header), into `out` with positioned reads (several processes may read
+/// pieces of one file at once). Requires first + count <= header.element_count() and room
+/// for count elements at out. Throws sar::io_error naming the file if it cannot be opened or
+/// read (shrunk meanwhile).
+inline void read_npy_elements(const std::filesystem::path& file, const npy_header& header,
+                              std::uint64_t first, std::uint64_t count, void* out) {
+  constexpr const char* where = "sar::read_npy_elements";
+  const std::uint64_t size = npy_element_size(header.dtype);
+  SAR_CHECK(first + count <= header.element_count(), invalid_argument, where, ": elements [",
+            first, ", ", first + count, ") of ", file.string(), ", which has ",
+            header.element_count());
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  SAR_CHECK(fd >= 0, io_error, where, ": cannot open ", file.string(), " (", std::strerror(errno),
+            ")");
+  char* to = static_cast<char*>(out);
+  std::uint64_t offset = header.data_offset + first * size, left = count * size;
+  while (left > 0) {
+    const ssize_t got = ::pread(fd, to, std::min(left, detail::npy::max_transfer_bytes),
+                                static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int error = got < 0 ? errno : 0;
+      ::close(fd);
+      throw io_error(message(where, ": ", file.string(), ": read failed at byte ", offset, " (",
+                             error != 0 ? std::strerror(error) : "the file shrank", ")"));
+    }
+    to += got;
+    offset += static_cast<std::uint64_t>(got);
+    left -= static_cast<std::uint64_t>(got);
+  }
+  ::close(fd);
+}
+
 /// Reads the data of `file`, whose header is `header` (from read_npy_header), into `out`.
 /// Requires: out has room for header.data_bytes() bytes. Reads in large sequential pieces
 /// straight into `out` (no parsing; arrays over 2^31 bytes work). Returns the data's CRC-32
@@ -467,22 +505,38 @@ struct npy_read_options {
   dataset_sizes sizes{};
 };
 
-/// Reads the sar .npy dataset directory `dir` (format at the top of this file).
-/// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
-/// without labels.npy), num_classes (options.sizes.num_classes if stated, else meta.json's)
-/// and split (empty without split.npy) as written, and data.validate() passes.
-/// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
-/// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
-/// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
-/// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
-/// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); fewer than half
-/// of meta.json's C classes having a node (unless options.sizes.num_classes is stated); a
-/// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; split
-/// codes above 3; a version 2 meta.json whose seal does not match its content (edited); an
-/// array whose data's CRC-32 differs from what meta.json lists (sar writes them; a dataset
-/// written by numpy may leave them out; options.verify_checksums false skips them).
-inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
-                                      npy_read_options options = {}) {
+/// What read_npy_dataset_share read: rows [first, last) of a .npy dataset directory.
+struct npy_dataset_share {
+  /// name; num_classes (stated, else meta.json's); graph: the rows' in-edges (num_rows =
+  /// last - first, num_cols = num_nodes, columns dataset ids); features, labels (empty without
+  /// labels.npy) and split (empty without split.npy) of the rows.
+  graph_dataset rows;
+  node_t num_nodes = 0;          ///< n of meta.json
+  node_t first = 0;              ///< the first row read
+  node_t last = 0;               ///< one past the last row read
+  /// A piece of an array's data that meta.json lists a CRC-32 for: the pieces of shares
+  /// [0, a), [a, b), ..., [z, n) tile the data in order (crc32_combine them).
+  struct piece {
+    std::string file;          ///< the array's path
+    std::uint32_t listed = 0;  ///< the CRC-32 of its whole data in meta.json
+    std::uint32_t crc = 0;     ///< the CRC-32 of this share's piece
+    std::uint64_t bytes = 0;   ///< and its length
+  };
+  /// One per array meta.json lists a CRC-32 for (none if options.verify_checksums is false).
+  std::vector<piece> pieces;
+  /// The check of the class range this share cannot make alone: labels.npy's path, empty if
+  /// there is nothing to check (no labels, or num_classes stated).
+  std::string unchecked_labels;
+};
+
+/// Reads rows [first, last) = rows_of(n) of the sar .npy dataset directory `dir`, whose
+/// meta.json declares n nodes, with positioned reads (format, checks and errors: see
+/// read_npy_dataset), without the checks a reader of a share cannot make alone: the arrays'
+/// CRC-32 (pieces returned) and the class-range rule. Requires 0 <= first <= last <= n. Not
+/// collective.
+template <class RowsOf>
+npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
+                                         const npy_read_options& options, RowsOf&& rows_of) {
   namespace fs = std::filesystem;
   namespace np = detail::npy;
   constexpr const char* where = "sar::read_npy_dataset";
@@ -493,7 +547,8 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
   SAR_CHECK(fs::is_regular_file(meta_file, ec), io_error, where, ": missing file ",
             meta_file.string(), " (not a sar .npy dataset, or an incomplete one)");
 
-  graph_dataset data;
+  npy_dataset_share out;
+  graph_dataset& data = out.rows;
   std::int64_t n = 0, edges = 0, dim = 0;
   {
     std::ifstream in(meta_file);
@@ -539,73 +594,94 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
     const manifest arrays = manifest::from_metadata(meta, meta_file.string());
     for (const auto& [name, file] : arrays.files()) listed[name] = file.crc32;
   }
-  // After each array's own checks: a CRC-32 that differs from meta.json's is in-range
-  // corruption (or an array of another dataset).
+  const std::pair<node_t, node_t> range = rows_of(static_cast<node_t>(n));
+  const node_t first = range.first, last = range.second;
+  SAR_CHECK(0 <= first && first <= last && last <= n, invalid_argument, where, ": rows [", first,
+            ", ", last, ") of ", n);
+  const node_t rows = last - first;
+  out.num_nodes = n;
+  out.first = first;
+  out.last = last;
+  // Reads elements [from, from + count) of `file`, and keeps the CRC-32 of the first
+  // `piece_elements` of them if meta.json lists one for the file.
   const bool checked = options.verify_checksums && !listed.empty();
-  const auto verify = [&](const fs::path& file, std::uint32_t crc) {
+  const auto read = [&](const fs::path& file, const npy_header& header, std::uint64_t from,
+                        std::uint64_t count, void* to, std::uint64_t piece_elements) {
+    read_npy_elements(file, header, from, count, to);
     const auto it = listed.find(file.filename().string());
     if (!checked || it == listed.end()) return;
-    check_crc32(where, file.string(), crc, it->second, "dataset");
+    const std::uint64_t bytes = piece_elements * npy_element_size(header.dtype);
+    out.pieces.push_back({file.string(), it->second, crc32_update(0, to, bytes), bytes});
   };
   const std::string nodes = message("num_nodes = ", n);
+
+  const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
+  const std::string graph_files =
+      message(where, ": ", indptr_file.string(), ", ", indices_file.string());
+  auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
+  std::vector<edge_t> offsets(static_cast<std::size_t>(rows) + 1);
+  read(indptr_file, header, static_cast<std::uint64_t>(first),
+       static_cast<std::uint64_t>(rows) + 1, offsets.data(),
+       static_cast<std::uint64_t>(rows + (last == n ? 1 : 0)));
+  SAR_CHECK(first > 0 || offsets.front() == 0, io_error, graph_files, ": offsets[0] = ",
+            offsets.front());
+  for (node_t r = 0; r < rows; ++r)
+    SAR_CHECK(offsets[r] <= offsets[r + 1], io_error, graph_files, ": offsets decrease at row ",
+              first + r, " (", offsets[r], " then ", offsets[r + 1], ")");
+  SAR_CHECK(offsets.front() >= 0 && offsets.back() <= edges, io_error, graph_files,
+            ": offsets of rows [", first, ", ", last, ") leave [0, num_edges = ", edges, "]");
+  SAR_CHECK(last < n || offsets.back() == edges, io_error, graph_files, ": ", edges,
+            " columns but offsets end at ", offsets.back());
+  const edge_t first_edge = offsets.front(), share_edges = offsets.back() - first_edge;
   // Before anything of these sizes is allocated (the arrays' files must match them, but a
   // sparse file can be of any size).
   check_memory<io_error>(
-      where, message("the arrays of ", nodes, ", num_edges = ", edges, ", feature_dim = ", dim,
-                     " (", meta_file.string(), ")"),
-      8.0 * static_cast<double>(n + 1) + 8.0 * static_cast<double>(edges) +
-          static_cast<double>(n) * (4.0 * static_cast<double>(dim) + 5.0));
-
-  const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
-  auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
-  data.graph.num_rows = data.graph.num_cols = n;
-  data.graph.offsets.resize(static_cast<std::size_t>(n) + 1);
-  const std::uint32_t indptr_crc =
-      read_npy_data(indptr_file, header, data.graph.offsets.data(), checked);
+      where, message("rows [", first, ", ", last, ") of ", nodes, " with ", share_edges,
+                     " edges, feature_dim = ", dim, " (", meta_file.string(), ")"),
+      8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
+          static_cast<double>(rows) * (4.0 * static_cast<double>(dim) + 5.0));
+  for (auto& offset : offsets) offset -= first_edge;
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
-  data.graph.columns.resize(static_cast<std::size_t>(edges));
-  const std::uint32_t indices_crc =
-      read_npy_data(indices_file, header, data.graph.columns.data(), checked);
-  const std::string graph_files =
-      message(where, ": ", indptr_file.string(), ", ", indices_file.string());
+  data.graph.num_rows = rows;
+  data.graph.num_cols = n;
+  data.graph.offsets = std::move(offsets);
+  data.graph.columns.resize(static_cast<std::size_t>(share_edges));
+  read(indices_file, header, static_cast<std::uint64_t>(first_edge),
+       static_cast<std::uint64_t>(share_edges), data.graph.columns.data(),
+       static_cast<std::uint64_t>(share_edges));
   try {
     data.graph.validate(graph_files.c_str());
   } catch (const invalid_argument& e) {
     throw io_error(e.what());
   }
   const node_t unsorted = np::first_unsorted_row(data.graph);
-  SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", unsorted,
+  SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", first + unsorted,
             " are not sorted");
-  verify(indptr_file, indptr_crc);
-  verify(indices_file, indices_crc);
 
   const fs::path features_file = dir / "features.npy";
   header = np::expect_array(features_file, npy_dtype::float32, {n, dim},
                             message(nodes, ", feature_dim = ", dim));
-  data.features.resize(n, dim);
-  verify(features_file, read_npy_data(features_file, header, data.features.data(), checked));
+  data.features.resize(rows, dim);
+  read(features_file, header, static_cast<std::uint64_t>(first * dim),
+       static_cast<std::uint64_t>(rows * dim), data.features.data(),
+       static_cast<std::uint64_t>(rows * dim));
 
   if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
-    data.labels.resize(static_cast<std::size_t>(n));
-    const std::uint32_t crc = read_npy_data(file, header, data.labels.data(), checked);
+    data.labels.resize(static_cast<std::size_t>(rows));
+    read(file, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows),
+         data.labels.data(), static_cast<std::uint64_t>(rows));
     const bool stated = options.sizes.num_classes >= 0;
-    const std::int32_t declared = data.num_classes;
     if (stated) data.num_classes = options.sizes.num_classes;
     const auto bad = std::find_if(data.labels.begin(), data.labels.end(), [&](std::int32_t label) {
       return label < -1 || label >= data.num_classes;
     });
     SAR_CHECK(bad == data.labels.end(), io_error, where, ": ", file.string(), ": label ",
-              bad == data.labels.end() ? 0 : *bad, " of node ", bad - data.labels.begin(),
+              bad == data.labels.end() ? 0 : *bad, " of node ", first + (bad - data.labels.begin()),
               " outside [-1, ", data.num_classes, ")",
               stated ? " (num_classes as stated)" : " (num_classes in meta.json)");
-    if (!stated)
-      detail::check_mostly_used<std::int32_t>(
-          declared, {data.labels},
-          message(where, ": ", meta_file.string(), " declares num_classes = ", declared),
-          "have a node in labels.npy", "num_classes", "--num-classes");
-    verify(file, crc);
+    if (!stated) out.unchecked_labels = file.string();
   } else {
     SAR_CHECK(options.sizes.num_classes < 0, io_error, where, ": num_classes = ",
               options.sizes.num_classes, " is stated, but ", dir.string(),
@@ -613,17 +689,49 @@ inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
   }
   if (const fs::path file = dir / "split.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::uint8, {n}, nodes);
-    data.split.resize(static_cast<std::size_t>(n));
-    const std::uint32_t crc = read_npy_data(file, header, data.split.data(), checked);
+    data.split.resize(static_cast<std::size_t>(rows));
+    read(file, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows),
+         data.split.data(), static_cast<std::uint64_t>(rows));
     const auto bad = std::find_if(data.split.begin(), data.split.end(), [](node_split s) {
       return static_cast<std::uint8_t>(s) > static_cast<std::uint8_t>(node_split::test);
     });
     SAR_CHECK(bad == data.split.end(), io_error, where, ": ", file.string(), ": split code ",
               bad == data.split.end() ? 0 : static_cast<int>(*bad), " of node ",
-              bad - data.split.begin(), " is not 0 (none), 1 (train), 2 (valid) or 3 (test)");
-    verify(file, crc);
+              first + (bad - data.split.begin()),
+              " is not 0 (none), 1 (train), 2 (valid) or 3 (test)");
   }
-  return data;
+  return out;
+}
+
+/// Reads the sar .npy dataset directory `dir` (format at the top of this file).
+/// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
+/// without labels.npy), num_classes (options.sizes.num_classes if stated, else meta.json's)
+/// and split (empty without split.npy) as written, and data.validate() passes.
+/// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
+/// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
+/// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
+/// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
+/// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); fewer than half
+/// of meta.json's C classes having a node (unless options.sizes.num_classes is stated); a
+/// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; split
+/// codes above 3; a version 2 meta.json whose seal does not match its content (edited); an
+/// array whose data's CRC-32 differs from what meta.json lists (sar writes them; a dataset
+/// written by numpy may leave them out; options.verify_checksums false skips them).
+inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
+                                      npy_read_options options = {}) {
+  constexpr const char* where = "sar::read_npy_dataset";
+  npy_dataset_share read =
+      read_npy_dataset_share(dir, options, [](node_t n) { return std::pair<node_t, node_t>{0, n}; });
+  for (const auto& piece : read.pieces)  // whole arrays here
+    check_crc32(where, piece.file, piece.crc, piece.listed, "dataset");
+  graph_dataset& data = read.rows;
+  if (!read.unchecked_labels.empty())
+    detail::check_mostly_used<std::int32_t>(
+        data.num_classes, {data.labels},
+        message(where, ": ", (dir / "meta.json").string(), " declares num_classes = ",
+                data.num_classes),
+        "have a node in labels.npy", "num_classes", "--num-classes");
+  return std::move(data);
 }
 
 }  // namespace sar

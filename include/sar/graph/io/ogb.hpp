@@ -155,11 +155,12 @@ inline std::int64_t read_count(const std::filesystem::path& file) {
   return *count;
 }
 
-/// Reads one split file into split[], refusing nodes already in a split.
-inline void read_split(const std::filesystem::path& file, node_split which,
+/// Reads one split file into split[id - first] for the ids in [first, first + split.size())
+/// (the others are checked and passed over), refusing a node already in a split.
+inline void read_split(const std::filesystem::path& file, node_split which, node_t n, node_t first,
                        std::vector<node_split>& split) {
   static constexpr const char* names[] = {"none", "train", "valid", "test"};
-  const auto n = static_cast<node_t>(split.size());
+  const node_t last = first + static_cast<node_t>(split.size());
   io::line_reader reader(file, std::string(function));
   io::parse_chunks<std::vector<node_t>>(
       reader,
@@ -174,7 +175,8 @@ inline void read_split(const std::filesystem::path& file, node_split which,
       },
       [&](std::vector<node_t>& ids, std::string_view, std::int64_t first_line) {
         for (std::size_t k = 0; k < ids.size(); ++k) {
-          node_split& slot = split[ids[k]];
+          if (ids[k] < first || ids[k] >= last) continue;
+          node_split& slot = split[static_cast<std::size_t>(ids[k] - first)];
           if (slot != node_split::none)
             io::throw_parse_error(
                 function, file, first_line + static_cast<std::int64_t>(k),
@@ -184,6 +186,28 @@ inline void read_split(const std::filesystem::path& file, node_split which,
           slot = which;
         }
       });
+}
+
+/// Makes `reader` of a file with one line per node (line i + 1 is node i) pass over the
+/// chunks without a line of rows [first, last).
+inline void keep_rows(io::line_reader& reader, node_t first, node_t last) {
+  reader.keep_chunks([first, last](std::int64_t, std::int64_t first_line, std::int64_t lines) {
+    return first_line <= last && first_line + lines - 1 >= first + 1;
+  });
+}
+
+/// Throws sar::io_error unless the per-node file `file`, whose reader ended at `lines` lines,
+/// has exactly n: "<file> line <l>: file ends after <lines> <what>, but <count_file> says n
+/// nodes", or "more <what> than the n nodes" at line n + 1.
+inline void check_line_count(const std::filesystem::path& file, std::int64_t lines, node_t n,
+                             const char* what, const std::filesystem::path& count_file) {
+  if (lines > n)
+    throw io_error(message(function, ": ", file.string(), " line ", n + 1, ": more ", what,
+                           " than the ", n, " nodes in ", count_file.string()));
+  if (lines < n)
+    throw io_error(message(function, ": ", file.string(), " line ", lines, ": file ends after ",
+                           lines, " ", what, ", but ", count_file.string(), " says ", n,
+                           " nodes"));
 }
 
 /// A label: an integer >= -1, an integral float such as "3.0", or "nan" (= -1, unlabelled).
@@ -210,6 +234,251 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
 }
 
 }  // namespace detail::ogb
+
+/// What one reader of an OGB raw directory takes: rows [first, last) of the per-node files
+/// (last -1: to the end) and the chunks `edges` keeps of raw/edge.csv.gz.
+struct ogb_share {
+  node_t first = 0;                ///< first row of the per-node files
+  node_t last = -1;                ///< one past the last row; -1 = the node count
+  io::chunk_share edges{};         ///< the share of the edge file
+};
+
+/// What read_ogb_raw_share read.
+struct ogb_raw_share {
+  /// name, num_classes (stated, else -1), and features, labels (empty without node-label)
+  /// and split (empty without a split) of rows [first, last); graph empty.
+  graph_dataset rows;
+  node_t num_nodes = 0;             ///< n, from num-node-list
+  node_t first = 0;                 ///< the first row read
+  node_t last = 0;                  ///< one past the last row read
+  edge_list edges;                  ///< the share's edges as written; num_nodes = n
+  std::int64_t expected_edges = -1; ///< num-edge-list's count, -1 without that file
+  std::int64_t edge_lines = 0;      ///< the edge file's line count
+  std::int32_t max_label = -1;      ///< the largest label in the rows read
+  std::int64_t max_label_line = 0;  ///< and its line
+  bool per_node_files = false;      ///< node-feat or node-label vouches for n
+  std::filesystem::path node_count_file;  ///< raw/num-node-list
+  std::filesystem::path edge_file;        ///< raw/edge
+  std::filesystem::path edge_count_file;  ///< raw/num-edge-list (empty without it)
+  std::filesystem::path label_file;       ///< raw/node-label (empty without it)
+};
+
+/// Reads the share `share` of the OGB raw directory `dir` (layout, checks and errors: see
+/// read_ogb_raw) without the checks a reader of a share cannot make alone: the edge count
+/// against num-edge-list (whole shares check more edges at the first extra one), the class
+/// count and the node-range rule. Not collective.
+inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const ogb_options& options,
+                                        const ogb_share& share) {
+  namespace fs = std::filesystem;
+  using namespace detail::ogb;
+  if (!fs::is_directory(dir)) throw io_error(message(function, ": ", dir.string(), " is not a directory"));
+  const fs::path raw = dir / "raw";
+  ogb_raw_share out;
+  graph_dataset& data = out.rows;
+  {
+    fs::path named = fs::absolute(dir).lexically_normal();
+    if (!named.has_filename()) named = named.parent_path();
+    data.name = named.filename().string();
+  }
+
+  // Counts.
+  const fs::path node_count_file = require_csv(raw, "num-node-list");
+  out.node_count_file = node_count_file;
+  const node_t n = read_count(node_count_file);
+  out.num_nodes = n;
+  const dataset_sizes& stated = options.sizes;
+  SAR_CHECK(stated.num_nodes < 0 || n == stated.num_nodes, io_error, function, ": ",
+            node_count_file.string(), " declares ", n, " nodes, but num_nodes is ",
+            stated.num_nodes);
+  const node_t first = std::clamp<node_t>(share.first, 0, n);
+  const node_t last = share.last < 0 ? n : std::clamp<node_t>(share.last, first, n);
+  const node_t rows = last - first;
+  out.first = first;
+  out.last = last;
+  std::optional<std::int64_t> expected_edges;
+  const auto edge_count_file = find_csv(raw, "num-edge-list");
+  if (edge_count_file) {
+    expected_edges = read_count(*edge_count_file);
+    out.expected_edges = *expected_edges;
+    out.edge_count_file = *edge_count_file;
+  }
+  for (const char* per_node : {"node-feat", "node-label"})
+    if (const auto file = find_csv(raw, per_node)) {
+      check_line_capacity(*file, n, node_count_file);
+      out.per_node_files = true;
+    }
+  const auto allocate = [&](const std::string& what, double bytes, auto&& f) {
+    allocate_checked(function,
+                     message(what, " of ", rows == n ? "" : message(rows, " of "), "the ", n,
+                             " nodes in ", node_count_file.string()),
+                     bytes, f);
+  };
+
+  // Edges: one per line, so edge k is on line k + 1.
+  edge_list& edges = out.edges;
+  edges.num_nodes = n;
+  {
+    const fs::path file = require_csv(raw, "edge");
+    out.edge_file = file;
+    struct chunk_edges {
+      std::vector<node_t> src, dst;
+    };
+    io::line_reader reader(file, std::string(function));
+    share.edges.apply(reader);
+    io::parse_chunks<chunk_edges>(
+        reader,
+        [&](std::string_view text, std::int64_t first_line) {
+          chunk_edges chunk;
+          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+            node_t ids[2];
+            parse_ids(line, number, file, n, ids, 2);
+            chunk.src.push_back(ids[0]);
+            chunk.dst.push_back(ids[1]);
+          });
+          return chunk;
+        },
+        [&](chunk_edges& chunk, std::string_view, std::int64_t first_line) {
+          const auto before = static_cast<std::int64_t>(edges.size());
+          if (share.edges.whole() && expected_edges &&
+              before + static_cast<std::int64_t>(chunk.src.size()) > *expected_edges) {
+            const std::int64_t k = *expected_edges - before;  // index of the first extra edge
+            io::throw_parse_error(function, file, first_line + k,
+                                  message("more edges than the ", *expected_edges, " in ",
+                                          edge_count_file->string()),
+                                  std::to_string(chunk.src[k]) + "," + std::to_string(chunk.dst[k]));
+          }
+          edges.src.insert(edges.src.end(), chunk.src.begin(), chunk.src.end());
+          edges.dst.insert(edges.dst.end(), chunk.dst.begin(), chunk.dst.end());
+        });
+    out.edge_lines = reader.line_number();
+  }
+
+  // Features: width from the first row; row i is line i + 1, written in place in parallel.
+  if (const auto file = find_csv(raw, "node-feat")) {
+    io::line_reader reader(*file, std::string(function));
+    std::string_view first_line_text;
+    if (reader.next_line(first_line_text)) {
+      if (n == 0)
+        io::throw_parse_error(function, *file, 1,
+                              message("more feature rows than the 0 nodes in ",
+                                      node_count_file.string()),
+                              io::trim(first_line_text));
+      const auto width = static_cast<std::int64_t>(
+          std::count(first_line_text.begin(), first_line_text.end(), ',')) + 1;
+      allocate(message("the ", width, " features"), 4.0 * static_cast<double>(rows) * width,
+               [&] { data.features.resize(rows, width); });
+      if (first == 0 && rows > 0)
+        parse_feature_row(first_line_text, 1, *file, data.features.data(), width);
+      keep_rows(reader, first, last);
+      io::parse_chunks<int>(
+          reader,
+          [&](std::string_view text, std::int64_t chunk_first_line) {
+            io::for_each_line(text, chunk_first_line, [&](std::string_view line, std::int64_t number) {
+              const std::int64_t row = number - 1;
+              if (row >= n)
+                io::throw_parse_error(function, *file, number,
+                                      message("more feature rows than the ", n, " nodes in ",
+                                              node_count_file.string()),
+                                      io::trim(line));
+              if (row >= first && row < last)
+                parse_feature_row(line, number, *file,
+                                  data.features.data() + (row - first) * width, width);
+            });
+            return 0;
+          },
+          [](int&, std::string_view, std::int64_t) {});
+    }
+    check_line_count(*file, reader.line_number(), n, "feature rows", node_count_file);
+  } else {
+    data.features.resize(rows, 0);
+  }
+
+  // Labels: line i + 1 is node i.
+  data.num_classes = stated.num_classes;
+  if (const auto file = find_csv(raw, "node-label")) {
+    out.label_file = *file;
+    allocate("the labels", 4.0 * static_cast<double>(rows), [&] { data.labels.assign(rows, -1); });
+    io::line_reader reader(*file, std::string(function));
+    keep_rows(reader, first, last);
+    struct chunk_labels {
+      std::int32_t max_label = -1;
+      std::int64_t max_line = 0;  // where max_label first appears
+    };
+    io::parse_chunks<chunk_labels>(
+        reader,
+        [&](std::string_view text, std::int64_t first_line) {
+          chunk_labels chunk;
+          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+            const std::int64_t row = number - 1;
+            if (row >= n)
+              io::throw_parse_error(function, *file, number,
+                                    message("more labels than the ", n, " nodes in ",
+                                            node_count_file.string()),
+                                    io::trim(line));
+            if (row < first || row >= last) return;
+            const std::int32_t label = parse_label(line, number, *file);
+            if (stated.num_classes >= 0 && label >= stated.num_classes)
+              io::throw_parse_error(function, *file, number,
+                                    message("label outside [-1, ", stated.num_classes,
+                                            ") (num_classes = ", stated.num_classes, ")"),
+                                    io::trim(line));
+            data.labels[static_cast<std::size_t>(row - first)] = label;
+            if (label > chunk.max_label) {
+              chunk.max_label = label;
+              chunk.max_line = number;
+            }
+          });
+          return chunk;
+        },
+        [&](chunk_labels& chunk, std::string_view, std::int64_t) {
+          if (chunk.max_label > out.max_label) {
+            out.max_label = chunk.max_label;
+            out.max_label_line = chunk.max_line;
+          }
+        });
+    check_line_count(*file, reader.line_number(), n, "labels", node_count_file);
+  } else {
+    SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
+              stated.num_classes, " is stated, but ", dir.string(),
+              " has no labels (raw/node-label.csv.gz)");
+  }
+
+  // Split.
+  const fs::path split_root = dir / "split";
+  fs::path split_dir;
+  if (!options.split_name.empty()) {
+    split_dir = split_root / options.split_name;
+    if (!fs::is_directory(split_dir))
+      throw io_error(message(function, ": missing split directory ", split_dir.string()));
+  } else if (fs::is_directory(split_root)) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(split_root))
+      if (entry.is_directory()) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    if (names.size() > 1) {
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      throw io_error(message(function, ": ", split_root.string(), " holds several splits (", list,
+                             "); choose one with ogb_options::split_name"));
+    }
+    if (names.size() == 1) split_dir = split_root / names.front();
+  }
+  if (!split_dir.empty()) {
+    allocate("the split", static_cast<double>(rows),
+             [&] { data.split.assign(rows, node_split::none); });
+    read_split(require_csv(split_dir, "train"), node_split::train, n, first, data.split);
+    read_split(require_csv(split_dir, "valid"), node_split::valid, n, first, data.split);
+    read_split(require_csv(split_dir, "test"), node_split::test, n, first, data.split);
+  }
+  return out;
+}
+
+/// The graph build options read_ogb_raw uses for `options`.
+inline build_options ogb_build_options(const ogb_options& options) {
+  return {.symmetrise = options.add_inverse_edges,
+          .deduplicate = options.deduplicate,
+          .self_loops = options.self_loops};
+}
 
 /// Reads an OGB node-property dataset in the raw layout of `dir`:
 ///   raw/num-node-list.csv.gz   one number, the node count n (required)
@@ -238,216 +507,36 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
 /// split directory, several split directories while split_name is empty (it lists them),
 /// unreadable or truncated (gzip) files.
 inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
-  namespace fs = std::filesystem;
   using namespace detail::ogb;
-  if (!fs::is_directory(dir)) throw io_error(message(function, ": ", dir.string(), " is not a directory"));
-  const fs::path raw = dir / "raw";
-  graph_dataset data;
-  {
-    fs::path named = fs::absolute(dir).lexically_normal();
-    if (!named.has_filename()) named = named.parent_path();
-    data.name = named.filename().string();
+  ogb_raw_share read = read_ogb_raw_share(dir, options, {});
+  graph_dataset& data = read.rows;
+  const node_t n = read.num_nodes;
+  if (read.expected_edges >= 0 && static_cast<std::int64_t>(read.edges.size()) != read.expected_edges)
+    throw io_error(message(function, ": ", read.edge_file.string(), " line ", read.edge_lines,
+                           ": file ends after ", read.edges.size(), " edges, but ",
+                           read.edge_count_file.string(), " says ", read.expected_edges));
+  if (!read.label_file.empty() && data.num_classes < 0) {
+    data.num_classes = read.max_label + 1;
+    detail::check_mostly_used<std::int32_t>(
+        data.num_classes, {data.labels},
+        message(function, ": ", read.label_file.string(), ": the largest label, ", read.max_label,
+                " (line ", read.max_label_line, "), makes ", data.num_classes, " classes"),
+        "have a node", "num_classes", "--num-classes");
   }
-
-  // Counts.
-  const fs::path node_count_file = require_csv(raw, "num-node-list");
-  const node_t n = read_count(node_count_file);
-  const dataset_sizes& stated = options.sizes;
-  SAR_CHECK(stated.num_nodes < 0 || n == stated.num_nodes, io_error, function, ": ",
-            node_count_file.string(), " declares ", n, " nodes, but num_nodes is ",
-            stated.num_nodes);
-  std::optional<std::int64_t> expected_edges;
-  const auto edge_count_file = find_csv(raw, "num-edge-list");
-  if (edge_count_file) expected_edges = read_count(*edge_count_file);
-  for (const char* per_node : {"node-feat", "node-label"})
-    if (const auto file = find_csv(raw, per_node)) check_line_capacity(*file, n, node_count_file);
-  const auto allocate = [&](const std::string& what, double bytes, auto&& f) {
-    allocate_checked(function, message(what, " of the ", n, " nodes in ",
-                                       node_count_file.string()), bytes, f);
-  };
-
-  // Edges: one per line, so edge k is on line k + 1.
-  edge_list edges;
-  edges.num_nodes = n;
-  {
-    const fs::path file = require_csv(raw, "edge");
-    struct chunk_edges {
-      std::vector<node_t> src, dst;
-    };
-    io::line_reader reader(file, std::string(function));
-    io::parse_chunks<chunk_edges>(
-        reader,
-        [&](std::string_view text, std::int64_t first_line) {
-          chunk_edges chunk;
-          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
-            node_t ids[2];
-            parse_ids(line, number, file, n, ids, 2);
-            chunk.src.push_back(ids[0]);
-            chunk.dst.push_back(ids[1]);
-          });
-          return chunk;
-        },
-        [&](chunk_edges& chunk, std::string_view, std::int64_t first_line) {
-          const auto before = static_cast<std::int64_t>(edges.size());
-          if (expected_edges && before + static_cast<std::int64_t>(chunk.src.size()) > *expected_edges) {
-            const std::int64_t k = *expected_edges - before;  // index of the first extra edge
-            io::throw_parse_error(function, file, first_line + k,
-                                  message("more edges than the ", *expected_edges, " in ",
-                                          edge_count_file->string()),
-                                  std::to_string(chunk.src[k]) + "," + std::to_string(chunk.dst[k]));
-          }
-          edges.src.insert(edges.src.end(), chunk.src.begin(), chunk.src.end());
-          edges.dst.insert(edges.dst.end(), chunk.dst.begin(), chunk.dst.end());
-        });
-    const auto found = static_cast<std::int64_t>(edges.size());
-    if (expected_edges && found != *expected_edges)
-      throw io_error(message(function, ": ", file.string(), " line ", reader.line_number(),
-                             ": file ends after ", found, " edges, but ",
-                             edge_count_file->string(), " says ", *expected_edges));
-  }
-
-  // Features: width from the first row; row i is line i + 1, written in place in parallel.
-  if (const auto file = find_csv(raw, "node-feat")) {
-    io::line_reader reader(*file, std::string(function));
-    std::string_view first;
-    std::int64_t rows = 0;
-    if (reader.next_line(first)) {
-      if (n == 0)
-        io::throw_parse_error(function, *file, 1,
-                              message("more feature rows than the 0 nodes in ",
-                                      node_count_file.string()),
-                              io::trim(first));
-      const auto width = static_cast<std::int64_t>(std::count(first.begin(), first.end(), ',')) + 1;
-      allocate(message("the ", width, " features"), 4.0 * static_cast<double>(n) * width,
-               [&] { data.features.resize(n, width); });
-      parse_feature_row(first, 1, *file, data.features.data(), width);
-      rows = 1;
-      io::parse_chunks<std::int64_t>(
-          reader,
-          [&](std::string_view text, std::int64_t first_line) {
-            std::int64_t count = 0;
-            io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
-              const std::int64_t row = number - 1;
-              if (row >= n)
-                io::throw_parse_error(function, *file, number,
-                                      message("more feature rows than the ", n, " nodes in ",
-                                              node_count_file.string()),
-                                      io::trim(line));
-              parse_feature_row(line, number, *file, data.features.data() + row * width, width);
-              ++count;
-            });
-            return count;
-          },
-          [&](std::int64_t& count, std::string_view, std::int64_t) { rows += count; });
-    }
-    if (rows != n)
-      throw io_error(message(function, ": ", file->string(), " line ", reader.line_number(),
-                             ": file ends after ", rows, " feature rows, but ",
-                             node_count_file.string(), " says ", n, " nodes"));
-  } else {
-    data.features.resize(n, 0);
-  }
-
-  // Labels: line i + 1 is node i.
-  if (const auto file = find_csv(raw, "node-label")) {
-    allocate("the labels", 4.0 * static_cast<double>(n), [&] { data.labels.assign(n, -1); });
-    io::line_reader reader(*file, std::string(function));
-    struct chunk_labels {
-      std::int64_t count = 0;
-      std::int32_t max_label = -1;
-      std::int64_t max_line = 0;  // where max_label first appears
-    };
-    chunk_labels all;
-    io::parse_chunks<chunk_labels>(
-        reader,
-        [&](std::string_view text, std::int64_t first_line) {
-          chunk_labels chunk;
-          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
-            const std::int64_t row = number - 1;
-            if (row >= n)
-              io::throw_parse_error(function, *file, number,
-                                    message("more labels than the ", n, " nodes in ",
-                                            node_count_file.string()),
-                                    io::trim(line));
-            const std::int32_t label = parse_label(line, number, *file);
-            if (stated.num_classes >= 0 && label >= stated.num_classes)
-              io::throw_parse_error(function, *file, number,
-                                    message("label outside [-1, ", stated.num_classes,
-                                            ") (num_classes = ", stated.num_classes, ")"),
-                                    io::trim(line));
-            data.labels[row] = label;
-            if (label > chunk.max_label) {
-              chunk.max_label = label;
-              chunk.max_line = number;
-            }
-            ++chunk.count;
-          });
-          return chunk;
-        },
-        [&](chunk_labels& chunk, std::string_view, std::int64_t) {
-          all.count += chunk.count;
-          if (chunk.max_label > all.max_label) {
-            all.max_label = chunk.max_label;
-            all.max_line = chunk.max_line;
-          }
-        });
-    if (all.count != n)
-      throw io_error(message(function, ": ", file->string(), " line ", reader.line_number(),
-                             ": file ends after ", all.count, " labels, but ",
-                             node_count_file.string(), " says ", n, " nodes"));
-    data.num_classes = stated.num_classes >= 0 ? stated.num_classes : all.max_label + 1;
-    if (stated.num_classes < 0)
-      detail::check_mostly_used<std::int32_t>(
-          data.num_classes, {data.labels},
-          message(function, ": ", file->string(), ": the largest label, ", all.max_label,
-                  " (line ", all.max_line, "), makes ", data.num_classes, " classes"),
-          "have a node", "num_classes", "--num-classes");
-  } else {
-    SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
-              stated.num_classes, " is stated, but ", dir.string(),
-              " has no labels (raw/node-label.csv.gz)");
-  }
+  data.num_classes = std::max(data.num_classes, 0);
   // Without per-node files, nothing but num-node-list vouches for the node count.
-  if (stated.num_nodes < 0 && !find_csv(raw, "node-feat") && !find_csv(raw, "node-label"))
+  if (options.sizes.num_nodes < 0 && !read.per_node_files)
     detail::check_mostly_used<node_t>(
-        n, {edges.src, edges.dst},
-        message(function, ": ", node_count_file.string(), " declares ", n,
+        n, {read.edges.src, read.edges.dst},
+        message(function, ": ", read.node_count_file.string(), " declares ", n,
                 " nodes (and no node-feat or node-label file has a line per node)"),
         "appear in an edge", "num_nodes", "--num-nodes");
-
-  // Split.
-  const fs::path split_root = dir / "split";
-  fs::path split_dir;
-  if (!options.split_name.empty()) {
-    split_dir = split_root / options.split_name;
-    if (!fs::is_directory(split_dir))
-      throw io_error(message(function, ": missing split directory ", split_dir.string()));
-  } else if (fs::is_directory(split_root)) {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(split_root))
-      if (entry.is_directory()) names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    if (names.size() > 1) {
-      std::string list;
-      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-      throw io_error(message(function, ": ", split_root.string(), " holds several splits (", list,
-                             "); choose one with ogb_options::split_name"));
-    }
-    if (names.size() == 1) split_dir = split_root / names.front();
-  }
-  if (!split_dir.empty()) {
-    allocate("the split", static_cast<double>(n), [&] { data.split.assign(n, node_split::none); });
-    read_split(require_csv(split_dir, "train"), node_split::train, data.split);
-    read_split(require_csv(split_dir, "valid"), node_split::valid, data.split);
-    read_split(require_csv(split_dir, "test"), node_split::test, data.split);
-  }
-
-  const build_options build{.symmetrise = options.add_inverse_edges,
-                            .deduplicate = options.deduplicate,
-                            .self_loops = options.self_loops};
-  allocate("the graph", build_csr_bytes(edges, build),
-           [&] { data.graph = build_csr(edges, build); });
-  return data;
+  const build_options build = ogb_build_options(options);
+  allocate_checked(function, message("the graph of the ", n, " nodes in ",
+                                     read.node_count_file.string()),
+                   build_csr_bytes(read.edges, build),
+                   [&] { data.graph = build_csr(read.edges, build); });
+  return std::move(data);
 }
 
 }  // namespace sar

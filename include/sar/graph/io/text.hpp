@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -133,10 +134,27 @@ class line_reader {
   /// Number (1-based) of the last line returned or passed over; 0 before any.
   std::int64_t line_number() const { return line_number_; }
 
+  /// Makes next_chunk pass over (counting their lines) the chunks for which
+  /// keep(index, first_line, lines) is false: index counts every chunk from 0 (at the first
+  /// next_chunk call), first_line and lines are the chunk's. Chunks are cut identically in
+  /// every reader of the same file, so readers keeping disjoint sets of indices (index % P ==
+  /// rank) share the file's lines, each line read by one of them, with its true line number.
+  void keep_chunks(std::function<bool(std::int64_t, std::int64_t, std::int64_t)> keep) {
+    keep_ = std::move(keep);
+  }
+
   /// Moves the next chunk of about io::chunk_bytes of whole lines (each with its "\n", except
   /// possibly the file's last line) into `chunk`, and the number of its first line into
-  /// `first_line`. Returns false (and leaves `chunk` empty) at the end of the file.
+  /// `first_line`, passing over the chunks keep_chunks excludes. Returns false (and leaves
+  /// `chunk` empty) at the end of the file.
   bool next_chunk(std::string& chunk, std::int64_t& first_line) {
+    while (next_any_chunk(chunk, first_line))
+      if (!keep_ || keep_(chunk_index_++, first_line, line_number_ - first_line + 1)) return true;
+    return false;
+  }
+
+ private:
+  bool next_any_chunk(std::string& chunk, std::int64_t& first_line) {
     const std::size_t want = std::max<std::size_t>(chunk_bytes, 1);
     fill(want);
     chunk.clear();
@@ -162,7 +180,6 @@ class line_reader {
     return true;
   }
 
- private:
   /// Throws sar::io_error naming the file and line if the unread part holds no newline and
   /// is longer than max_line_bytes (a binary file, or one without line breaks, is not read
   /// whole into memory).
@@ -203,6 +220,24 @@ class line_reader {
   std::size_t position_ = 0;
   std::int64_t line_number_ = 0;
   bool ended_ = false;
+  std::function<bool(std::int64_t, std::int64_t, std::int64_t)> keep_;
+  std::int64_t chunk_index_ = 0;
+};
+
+/// A reader's share of a file cut into chunks (line_reader::keep_chunks): the chunks whose
+/// index % count == index. The default, {0, 1}, is the whole file.
+struct chunk_share {
+  int index = 0;  ///< this reader's share, in [0, count)
+  int count = 1;  ///< number of readers sharing the file
+  /// True for the whole file.
+  bool whole() const { return count == 1; }
+  /// Makes `reader` pass over the chunks of the other shares.
+  void apply(line_reader& reader) const {
+    if (whole()) return;
+    reader.keep_chunks([index = index, count = count](std::int64_t chunk, std::int64_t, std::int64_t) {
+      return chunk % count == index;
+    });
+  }
 };
 
 /// Calls f(line, line_number) for every line of `text` (a chunk from line_reader::next_chunk

@@ -1,0 +1,327 @@
+// The parallel readers: under mpirun every rank reads its block of a dataset, about 1/P of
+// it, and nothing else. Rank r of P gets the dataset ids [r n / P, (r + 1) n / P) (block_book)
+// with their in-edges, exactly the rows of the graph load_dataset builds, with their features,
+// labels and split: the input of the distributed pipeline (sar::partition_distributed).
+//
+//   .npy dataset     positioned reads of the rows' ranges of every array; each rank checks
+//                    its pieces' CRC-32, rank 0 combines them into each array's (crc32_combine)
+//   OGB raw          gzip is not seekable: every rank decompresses each file and parses only
+//                    its share (its rows of the per-node files, every P-th chunk of the edge
+//                    file): reading time is the whole file's decompression on every rank,
+//                    memory its share plus buffers
+//   edge list, .mtx  every P-th chunk of lines (plain or gzip, as above); line numbers in
+//                    errors stay exact
+//   generators       built whole on every rank, then cut (tests and demos; write large graphs
+//                    as a .npy dataset)
+// Edges read by a rank travel to their destination's rank in the distributed graph build
+// (sar::build_block_csr: symmetrised, deduplicated, self-loops as the serial loader keeps
+// them). A rank's memory while reading is O((n + E) / P) plus buffers.
+//
+// The checks of the serial loaders that need the whole input (an edge count against its
+// declaration, the mostly-empty node-id and class ranges, the largest id or label) are made
+// across ranks with the same messages. A failure on one rank stops every rank: that rank
+// throws its error, the others sar::comm_error naming it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <zlib.h>
+
+#include "sar/comm/communicator.hpp"
+#include "sar/comm/directory.hpp"
+#include "sar/core/error.hpp"
+#include "sar/graph/io/load.hpp"
+#include "sar/partition/distributed_build.hpp"
+#include "sar/partition/graph_part.hpp"
+
+namespace sar {
+
+/// How read_dataset_block reads.
+struct block_read_options {
+  /// Node and class counts the caller states (as load_dataset's `sizes`).
+  dataset_sizes sizes{};
+  /// Check the CRC-32 of a .npy dataset's arrays (false skips it).
+  bool verify_checksums = true;
+  /// Edges in flight per rank and round of the graph build.
+  std::int64_t round_edges = default_build_round_edges;
+};
+
+namespace detail::parallel_read {
+
+/// The largest of `value` over the ranks, and the smallest `line` among the ranks holding it.
+/// Collective.
+template <communicator Comm>
+std::pair<std::int64_t, std::int64_t> max_with_line(Comm& comm, std::int64_t value,
+                                                    std::int64_t line) {
+  const std::int64_t largest = min_max_over_ranks(comm, value).second;
+  const std::int64_t mine = value == largest ? line : std::numeric_limits<std::int64_t>::max();
+  return {largest, min_max_over_ranks(comm, mine).first};
+}
+
+/// The sum of `value` over the ranks. Collective.
+template <communicator Comm>
+std::int64_t sum_over_ranks(Comm& comm, std::int64_t value) {
+  comm.all_reduce(std::span<std::int64_t>(&value, 1), reduce_op::sum);
+  return value;
+}
+
+/// detail::check_mostly_used over the union of every rank's `arrays`: the distinct values in
+/// [0, range) are counted by the rank owning them in block_book(range, P), so no rank holds
+/// more than its own values and its range's share. Collective; throws the serial rule's
+/// sar::io_error on every rank.
+template <communicator Comm, class T>
+void check_mostly_used(Comm& comm, std::int64_t range,
+                       std::initializer_list<std::span<const T>> arrays, const std::string& origin,
+                       const char* used, const char* stated, const char* option) {
+  std::int64_t values = 0;
+  for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
+  values = sum_over_ranks(comm, values);
+  const bool exact = range <= exact_count_range || range <= 2 * values;
+  std::int64_t present = values;
+  if (exact) {
+    const partition_book book = block_book(range, comm.size());
+    std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
+    for (const auto& a : arrays)
+      for (const T v : a)
+        if (v >= 0 && static_cast<std::int64_t>(v) < range)
+          outgoing[static_cast<std::size_t>(book.owner(static_cast<node_t>(v)))].push_back(v);
+    for (auto& bucket : outgoing) {
+      std::sort(bucket.begin(), bucket.end());
+      bucket.erase(std::unique(bucket.begin(), bucket.end()), bucket.end());
+    }
+    std::vector<std::int64_t> mine;
+    for (auto& from_peer : all_to_all_vectors(comm, outgoing))
+      mine.insert(mine.end(), from_peer.begin(), from_peer.end());
+    std::sort(mine.begin(), mine.end());
+    present = sum_over_ranks(
+        comm, static_cast<std::int64_t>(std::unique(mine.begin(), mine.end()) - mine.begin()));
+  }
+  if (2 * present < range) throw_mostly_empty(range, present, exact, origin, used, stated, option);
+}
+
+/// Throws sar::io_error "<where>: <file>: checksum mismatch ..." on rank 0 if the pieces the
+/// ranks read of an array, combined in rank order, do not give the CRC-32 meta.json lists;
+/// the ranks agree on the verdict. Requires every rank's `pieces` to name the same arrays in
+/// the same order. Collective.
+template <communicator Comm>
+void check_pieces(Comm& comm, const std::vector<npy_dataset_share::piece>& pieces) {
+  std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
+  for (const auto& piece : pieces) {
+    outgoing[0].push_back(piece.crc);
+    outgoing[0].push_back(static_cast<std::int64_t>(piece.bytes));
+  }
+  const auto received = all_to_all_vectors(comm, outgoing);
+  std::exception_ptr failure;
+  if (comm.rank() == 0)
+    guarded(failure, [&] {
+      for (std::size_t k = 0; k < pieces.size(); ++k) {
+        uLong crc = 0;
+        for (const auto& from_rank : received)
+          crc = crc32_combine64(crc, static_cast<uLong>(from_rank[2 * k]),
+                                static_cast<z_off64_t>(from_rank[2 * k + 1]));
+        check_crc32("sar::read_dataset_block", pieces[k].file, static_cast<std::uint32_t>(crc),
+                    pieces[k].listed, "dataset");
+      }
+    });
+  agree_on_failure(comm, failure, "sar::read_dataset_block");
+}
+
+/// Rank `rank`'s rows of the whole dataset `data`, as a block of `book`.
+inline graph_part slice(const graph_dataset& data, const partition_book& book, int rank) {
+  graph_part out;
+  out.part = rank;
+  out.book = book;
+  out.num_classes = data.num_classes;
+  const node_t first = book.begin(rank), rows = book.size(rank);
+  csr& g = out.in_edges;
+  g.num_rows = rows;
+  g.num_cols = data.num_nodes();
+  const edge_t base = data.graph.offsets[static_cast<std::size_t>(first)];
+  g.offsets.resize(static_cast<std::size_t>(rows) + 1);
+  for (node_t r = 0; r <= rows; ++r) g.offsets[r] = data.graph.offsets[first + r] - base;
+  g.columns.assign(data.graph.columns.begin() + base,
+                   data.graph.columns.begin() + base + g.offsets.back());
+  out.features = data.features.middleRows(first, rows);
+  if (!data.labels.empty())
+    out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
+  if (!data.split.empty())
+    out.split.assign(data.split.begin() + first, data.split.begin() + first + rows);
+  return out;
+}
+
+}  // namespace detail::parallel_read
+
+/// What read_dataset_block returns: the dataset's name and this rank's rows.
+struct dataset_block {
+  std::string name;  ///< as load_dataset names the dataset
+  graph_part rows;   ///< part = rank, book = block_book(n, P), columns dataset ids
+};
+
+/// This rank's block of the dataset `spec` (load_dataset's specs and sizes): its name, and
+/// rows with part = rank, book = block_book(n, P), in_edges = rows [book.begin(rank),
+/// book.end(rank)) of the graph load_dataset(spec, options.sizes) builds (columns dataset ids)
+/// with their features, labels and split, num_classes as load_dataset gives them, and
+/// original_ids = the rows' ids.
+/// Collective. Throws what load_dataset throws for the same input (the rank that found it;
+/// the other ranks sar::comm_error naming that rank), on every rank.
+template <communicator Comm>
+dataset_block read_dataset_block(Comm& comm, const std::string& spec,
+                                 const block_read_options& options = {}) {
+  namespace fs = std::filesystem;
+  namespace pr = detail::parallel_read;
+  constexpr const char* where = "sar::read_dataset_block";
+  const int rank = comm.rank(), size = comm.size();
+  std::exception_ptr failure;
+  const auto agree = [&] { detail::agree_on_failure(comm, failure, where); };
+  // A node count every rank knows (each reads the same metadata or agrees on a maximum).
+  const auto book_of = [&](node_t n) { return block_book(n, size); };
+  dataset_block block;
+  graph_part& out = block.rows;
+
+  const std::size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const fs::path path(spec);
+  std::error_code ec;
+  if (kind == "planted" || kind == "rmat" || !fs::exists(path, ec)) {
+    graph_dataset whole;
+    detail::guarded(failure, [&] { whole = load_dataset(spec, options.sizes); });
+    agree();
+    const partition_book book = book_of(whole.num_nodes());
+    out = pr::slice(whole, book, rank);
+    block.name = whole.name;
+  } else if (fs::is_directory(path, ec) && fs::exists(path / "meta.json", ec)) {
+    // .npy: every rank reads meta.json (n) and its rows.
+    npy_dataset_share read;
+    detail::guarded(failure, [&] {
+      read = read_npy_dataset_share(
+          path, {.verify_checksums = options.verify_checksums, .sizes = options.sizes},
+          [&](node_t n) {
+            out.book = book_of(n);
+            return std::pair<node_t, node_t>{out.book.begin(rank), out.book.end(rank)};
+          });
+    });
+    agree();
+    pr::check_pieces(comm, read.pieces);
+    if (!read.unchecked_labels.empty())
+      pr::check_mostly_used<Comm, std::int32_t>(
+          comm, read.rows.num_classes, {read.rows.labels},
+          message("sar::read_npy_dataset: ", (path / "meta.json").string(),
+                  " declares num_classes = ", read.rows.num_classes),
+          "have a node in labels.npy", "num_classes", "--num-classes");
+    block.name = read.rows.name;
+    out.in_edges = std::move(read.rows.graph);
+    out.features = std::move(read.rows.features);
+    out.labels = std::move(read.rows.labels);
+    out.split = std::move(read.rows.split);
+    out.num_classes = read.rows.num_classes;
+  } else if (fs::is_directory(path, ec)) {
+    // OGB raw: every rank streams every file, keeping its rows and every P-th edge chunk.
+    const ogb_options ogb{.sizes = options.sizes};
+    node_t n = 0;
+    detail::guarded(failure, [&] {
+      n = detail::ogb::read_count(detail::ogb::require_csv(path / "raw", "num-node-list"));
+    });
+    agree();
+    const partition_book book = book_of(n);
+    ogb_raw_share read;
+    detail::guarded(failure, [&] {
+      read = read_ogb_raw_share(path, ogb,
+                                {.first = book.begin(rank), .last = book.end(rank),
+                                 .edges = {.index = rank, .count = size}});
+    });
+    agree();
+    const std::int64_t edges = pr::sum_over_ranks(comm, static_cast<std::int64_t>(read.edges.size()));
+    SAR_CHECK(read.expected_edges < 0 || edges == read.expected_edges, io_error,
+              "sar::read_ogb_raw: ", read.edge_file.string(), " line ", read.edge_lines,
+              ": file has ", edges, " edges, but ", read.edge_count_file.string(), " says ",
+              read.expected_edges);
+    graph_dataset& rows = read.rows;
+    if (!read.label_file.empty() && rows.num_classes < 0) {
+      const auto [max_label, line] = pr::max_with_line(comm, read.max_label, read.max_label_line);
+      rows.num_classes = static_cast<std::int32_t>(max_label + 1);
+      pr::check_mostly_used<Comm, std::int32_t>(
+          comm, rows.num_classes, {rows.labels},
+          message("sar::read_ogb_raw: ", read.label_file.string(), ": the largest label, ",
+                  max_label, " (line ", line, "), makes ", rows.num_classes, " classes"),
+          "have a node", "num_classes", "--num-classes");
+    }
+    if (options.sizes.num_nodes < 0 && !read.per_node_files)
+      pr::check_mostly_used<Comm, node_t>(
+          comm, n, {read.edges.src, read.edges.dst},
+          message("sar::read_ogb_raw: ", read.node_count_file.string(), " declares ", n,
+                  " nodes (and no node-feat or node-label file has a line per node)"),
+          "appear in an edge", "num_nodes", "--num-nodes");
+    block.name = rows.name;
+    out.book = book;
+    out.in_edges = build_block_csr(comm, read.edges, book, ogb_build_options(ogb),
+                                   options.round_edges);
+    out.features = std::move(rows.features);
+    out.labels = std::move(rows.labels);
+    out.split = std::move(rows.split);
+    out.num_classes = std::max(rows.num_classes, 0);
+  } else {
+    // Edge list or Matrix Market: every P-th chunk of lines.
+    SAR_CHECK(options.sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
+              options.sizes.num_classes, " is stated, but ", spec,
+              " is a graph-only file (no labels)");
+    const std::string name = path.filename().string();
+    const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
+    const io::chunk_share share{.index = rank, .count = size};
+    edge_list edges;
+    std::string origin;  // what the node count comes from, for the range rule
+    const char* used = "appear in an edge";
+    if (mtx) {
+      matrix_market_share read;
+      detail::guarded(failure, [&] {
+        read = read_matrix_market_share(path, options.sizes.num_nodes, share);
+      });
+      agree();
+      const std::int64_t entries = pr::sum_over_ranks(comm, read.entries);
+      if (entries != read.announced)
+        io::throw_parse_error("sar::read_matrix_market", path, read.size_line,
+                              message("the size line announces ", read.announced,
+                                      " entries but the file has ", entries),
+                              read.size_text);
+      edges = std::move(read.edges);
+      origin = message("sar::read_matrix_market: ", path.string(), ": the size line (line ",
+                       read.size_line, ") declares a matrix of order ", edges.num_nodes);
+      used = "appear in an entry";
+    } else {
+      edge_list_share read;
+      detail::guarded(failure, [&] {
+        read = read_edge_list_share(path, options.sizes.num_nodes, share);
+      });
+      agree();
+      edges = std::move(read.edges);
+      if (options.sizes.num_nodes < 0) {
+        const auto [max_id, line] = pr::max_with_line(comm, read.max_id, read.max_line);
+        edges.num_nodes = max_id + 1;
+        origin = message("sar::read_edge_list: ", path.string(), ": the largest node id, ",
+                         max_id, " (line ", line, "), makes ", edges.num_nodes, " nodes");
+      }
+    }
+    if (options.sizes.num_nodes < 0)
+      pr::check_mostly_used<Comm, node_t>(comm, edges.num_nodes, {edges.src, edges.dst}, origin,
+                                          used, "num_nodes", "--num-nodes");
+    const partition_book book = book_of(edges.num_nodes);
+    out.book = book;
+    out.in_edges = build_block_csr(comm, edges, book, {.symmetrise = true}, options.round_edges);
+    out.features.resize(book.size(rank), 0);
+    block.name = path.stem().string();
+  }
+  out.part = rank;
+  const node_t first = out.book.begin(rank);
+  out.original_ids.resize(static_cast<std::size_t>(out.book.size(rank)));
+  for (std::size_t r = 0; r < out.original_ids.size(); ++r)
+    out.original_ids[r] = first + static_cast<node_t>(r);
+  return block;
+}
+
+}  // namespace sar
