@@ -1,15 +1,28 @@
-// sar-partition: load a dataset, partition it (METIS, random or contiguous), relabel it and
-// write the partition store that each rank of sar-train reads its own part from.
+// sar-partition: partition a dataset, relabel it and write the partition store that each rank
+// of sar-train reads its own part from. On one process it loads the whole dataset (METIS,
+// random or contiguous); under mpirun no rank ever holds the whole graph: every rank reads its
+// block of the input, PT-Scotch (or the distributed random / contiguous methods) partitions,
+// the nodes move to their parts' ranks and every rank writes its parts' files
+// (docs/large-graphs.md).
 //
 //   sar-partition --dataset /data/ogbn-arxiv --parts 8 --method metis --out arxiv.8
+//   mpirun -np 8 sar-partition --dataset /data/big.npy --parts 16 --method ptscotch --out big.16
+//
+// Every setting is read and checked before MPI starts; an error on any rank ends every rank
+// with the message and exit code 1 (sar::run_mpi_program).
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "program_support.hpp"
+#include "sar/comm/mpi.hpp"
+#include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/metis.hpp"
+#include "sar/partition/parallel_read.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/version.hpp"
@@ -19,84 +32,201 @@ namespace {
 using sar_programs::clock_type;
 using sar_programs::seconds_since;
 
-int run(int argc, char** argv) {
-  CLI::App app{"Partition a graph dataset and write a sar partition store (one file set per part)",
-               "sar-partition"};
+struct settings {
   std::string dataset;
   int parts = 0;
   std::string method = "metis";
   std::string out;
   std::uint64_t seed = 0;
-  double imbalance = 0.05;
+  std::optional<double> imbalance;
+  std::string balance = "nodes";
   sar::dataset_sizes sizes;
-  app.add_option("--dataset", dataset,
-                 "OGB raw directory, edge-list file, .mtx file, or a generator such as "
-                 "planted:nodes=100000 or rmat:scale=16")
+};
+
+/// Reads every setting; nullopt to go on, else the exit status (0 after --help/--version).
+/// Not collective: runs before MPI starts, and every rank reaches the same verdict.
+std::optional<int> parse_settings(int argc, char** argv, settings& s) {
+  CLI::App app{"Partition a graph dataset and write a sar partition store (one file set per "
+               "part). Under mpirun with P ranks, every rank reads 1/P of the input and no rank "
+               "holds the whole graph (--method ptscotch, random or contiguous)",
+               "sar-partition"};
+  app.add_option("--dataset", s.dataset,
+                 "sar .npy dataset directory, OGB raw directory, edge-list file, .mtx file, or "
+                 "a generator such as planted:nodes=100000 or rmat:scale=16")
       ->required()
       ->check(sar_programs::not_empty);
-  sar_programs::add_dataset_size_options(app, sizes);
-  app.add_option("--parts", parts, "number of parts (= ranks)")
+  sar_programs::add_dataset_size_options(app, s.sizes);
+  app.add_option("--parts", s.parts, "number of parts (the ranks sar-train runs on)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--method", method, "partitioner")
-      ->check(CLI::IsMember({"metis", "random", "contiguous"}))
+  app.add_option("--method", s.method,
+                 "partitioner: metis (one process), ptscotch (any number of processes: a small "
+                 "edge cut without one process holding the graph), random, contiguous")
+      ->check(CLI::IsMember({"metis", "ptscotch", "random", "contiguous"}))
       ->capture_default_str();
-  app.add_option("--out", out,
+  app.add_option("--out", s.out,
                  "output directory (created; an existing partition store there is replaced once "
-                 "the new one is complete, any other non-empty directory is refused)")
+                 "the new one is complete, any other non-empty directory is refused). Under "
+                 "mpirun it must be on a file system every rank sees")
       ->required()
       ->check(sar_programs::not_empty);
-  app.add_option("--seed", seed, "seed of the random and METIS partitioners")
+  app.add_option("--seed", s.seed, "seed of the random, METIS and PT-Scotch partitioners")
       ->check(sar_programs::non_negative)  // CLI11 would wrap -5 around to 2^64 - 5
       ->capture_default_str();
-  app.add_option("--imbalance", imbalance,
-                 "METIS: allowed imbalance per constraint (nodes, edges, training nodes)")
+  app.add_option("--imbalance", s.imbalance,
+                 "allowed imbalance: METIS per constraint (nodes, edges, training nodes; "
+                 "default 0.05), PT-Scotch on its balance weight (default 0.03)")
       ->check(sar_programs::finite_number)
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(CLI::Range(0.0, 10.0));
+  app.add_option("--balance", s.balance,
+                 "PT-Scotch: what the parts are balanced on, nodes or nodes+edges (a node "
+                 "weighs 1 + its degree)")
+      ->check(CLI::IsMember({"nodes", "nodes+edges"}))
       ->capture_default_str();
   app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
-  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
+  return sar_programs::parse_command_line(app, argc, argv);
+}
 
-  sar::check_replaceable(out, sar::partition_store_kind, "--out");  // before the work
-  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
-  SAR_CHECK(parts <= data.num_nodes(), sar::invalid_argument, "--parts ", parts,
-            " exceeds the ", data.num_nodes(), " nodes of ", dataset,
+/// Throws sar::invalid_argument before anything is loaded if `spec` declares more nodes or
+/// edges than METIS's indices hold (Debian's METIS: 32-bit), naming the distributed path.
+void refuse_beyond_metis(const settings& s) {
+  if (s.method != "metis") return;
+  constexpr auto most = static_cast<std::int64_t>(std::numeric_limits<idx_t>::max());
+  const auto [nodes, edges] = sar::declared_graph_size(s.dataset);
+  SAR_CHECK(nodes <= most && edges <= most, sar::invalid_argument, s.dataset, " declares ", nodes,
+            " nodes and ", edges, " edges, beyond the ", sizeof(idx_t) * 8, "-bit indices of "
+            "METIS; partition it on several processes without loading it whole: mpirun -np P "
+            "sar-partition --method ptscotch ...");
+}
+
+/// The one-process path: load the whole dataset, partition, write.
+int run_serial(const settings& s) {
+  sar::check_replaceable(s.out, sar::partition_store_kind, "--out");  // before the work
+  refuse_beyond_metis(s);
+  const sar::graph_dataset data = sar_programs::load_dataset_reporting(s.dataset, s.sizes);
+  SAR_CHECK(s.parts <= data.num_nodes(), sar::invalid_argument, "--parts ", s.parts,
+            " exceeds the ", data.num_nodes(), " nodes of ", s.dataset,
             " (every part needs a node)");
 
   auto start = clock_type::now();
   sar_programs::current_phase() = "partitioning";
-  std::printf("partitioning into %d parts with %s ...\n", parts, method.c_str());
+  std::printf("partitioning into %d parts with %s ...\n", s.parts, s.method.c_str());
   std::fflush(stdout);
   std::vector<int> part;
-  std::string description = method;
-  if (method == "metis") {
-    part = sar::partition_metis(data, parts, {.seed = seed, .imbalance = imbalance});
+  std::string description = s.method;
+  if (s.method == "metis") {
+    const double imbalance = s.imbalance.value_or(0.05);
+    part = sar::partition_metis(data, s.parts, {.seed = s.seed, .imbalance = imbalance});
     char text[64];
     std::snprintf(text, sizeof text, " imbalance=%g", imbalance);
-    description += " seed=" + std::to_string(seed) + text;
-  } else if (method == "random") {
-    part = sar::partition_random(data.num_nodes(), parts, seed);
-    description += " seed=" + std::to_string(seed);
+    description += " seed=" + std::to_string(s.seed) + text;
+  } else if (s.method == "random") {
+    part = sar::partition_random(data.num_nodes(), s.parts, s.seed);
+    description += " seed=" + std::to_string(s.seed);
   } else {
-    part = sar::partition_contiguous(data.num_nodes(), parts);
+    part = sar::partition_contiguous(data.num_nodes(), s.parts);
   }
   std::printf("partitioned (%.2f s)\n", seconds_since(start));
 
   start = clock_type::now();
-  sar_programs::current_phase() = "writing " + out;
-  std::printf("writing %s ...\n", out.c_str());
+  sar_programs::current_phase() = "writing " + s.out;
+  std::printf("writing %s ...\n", s.out.c_str());
   std::fflush(stdout);
   const sar::partition_metadata meta =
-      sar::write_partition_store(data, part, parts, out, description);
-  std::printf("wrote %d parts (%.2f s)\n", parts, seconds_since(start));
+      sar::write_partition_store(data, part, s.parts, s.out, description);
+  std::printf("wrote %d parts (%.2f s)\n", s.parts, seconds_since(start));
 
   std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
   sar_programs::print_peak_memory();
   return 0;
 }
 
+/// The distributed path: every rank reads its block, partitions, redistributes, writes its
+/// parts. Collective.
+int run_distributed(const settings& s, sar::mpi_communicator& comm) {
+  const bool root = comm.rank() == 0;
+  SAR_CHECK(s.method != "metis", sar::invalid_argument, "--method metis partitions in one "
+            "process; on ", comm.size(), " ranks use --method ptscotch (or random, contiguous)");
+  {
+    std::exception_ptr failure;  // rank 0 checks the output before any work
+    if (root)
+      sar::detail::guarded(failure, [&] {
+        sar::check_replaceable(s.out, sar::partition_store_kind, "--out");
+      });
+    sar::detail::agree_on_failure(comm, failure, "sar-partition");
+  }
+  const auto say = [&](const std::string& line) {
+    if (!root) return;
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  sar::phase_meter<sar::mpi_communicator> meter(comm);
+  say(sar::message("reading ", s.dataset, " on ", comm.size(), " ranks ..."));
+  sar_programs::current_phase() = "reading " + s.dataset;
+  sar::dataset_block block = sar::read_dataset_block(comm, s.dataset, {.sizes = s.sizes});
+  const sar::phase_stats read = meter.end("read");
+  const sar::node_t n = block.rows.book.num_nodes();
+  std::int64_t edges = block.rows.in_edges.num_edges();
+  comm.all_reduce(std::span<std::int64_t>(&edges, 1), sar::reduce_op::sum);
+  say(sar::message("read ", block.name, ": ", n, " nodes, ", edges, " edges, ",
+                   block.rows.features.cols(), " features, ", block.rows.num_classes,
+                   " classes (", read.seconds, " s)"));
+  SAR_CHECK(s.parts <= n, sar::invalid_argument, "--parts ", s.parts, " exceeds the ", n,
+            " nodes of ", s.dataset, " (every part needs a node)");
+
+  sar::partition_metadata about;
+  about.dataset = block.name;
+  about.feature_dim = block.rows.features.cols();
+  about.num_classes = block.rows.num_classes;
+  about.has_labels = !block.rows.labels.empty();
+  about.has_split = !block.rows.split.empty();
+  sar::distributed_partition_options options{.method = sar::distributed_method_named(s.method),
+                                             .parts = s.parts, .seed = s.seed};
+  about.method = s.method;
+  if (s.method != "contiguous") about.method += " seed=" + std::to_string(s.seed);
+  if (s.method == "ptscotch") {
+    options.ptscotch.imbalance = s.imbalance.value_or(options.ptscotch.imbalance);
+    options.ptscotch.balance = s.balance == "nodes"
+                                   ? sar::ptscotch_options::balance_kind::nodes
+                                   : sar::ptscotch_options::balance_kind::nodes_and_edges;
+    char text[64];
+    std::snprintf(text, sizeof text, " imbalance=%g", options.ptscotch.imbalance);
+    about.method += text + std::string(" balance=") + s.balance;
+  }
+  say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));
+  sar_programs::current_phase() = "partitioning";
+  const std::vector<sar::graph_part> mine =
+      sar::partition_distributed(comm, std::move(block.rows), options, &meter);
+
+  say(sar::message("writing ", s.out, " ..."));
+  sar_programs::current_phase() = "writing " + s.out;
+  const sar::partition_metadata meta =
+      sar::write_partition_store(comm, mine, s.parts, about, s.out);
+  meter.end("write");
+  std::int64_t peak = 0;
+  for (const auto& phase : meter.phases()) peak = std::max(peak, phase.peak_bytes);
+  if (root) {
+    std::printf("wrote %d parts\n", s.parts);
+    std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
+    std::printf("peak memory %.1f MiB (largest rank)\n", static_cast<double>(peak) / (1 << 20));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return sar_programs::run_reporting_errors("sar-partition", run, argc, argv);
+  settings s;
+  if (const auto status = parse_settings(argc, argv, s)) return *status;
+  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
+  return sar::run_mpi_program("sar-partition", [&](sar::mpi_communicator& comm) {
+    if (comm.size() == 1 && s.method != "ptscotch") {
+      try {
+        return run_serial(s);
+      } catch (const std::bad_alloc&) {
+        throw sar::error(sar_programs::out_of_memory_message());
+      }
+    }
+    return run_distributed(s, comm);
+  });
 }

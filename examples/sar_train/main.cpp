@@ -24,6 +24,8 @@
 #include "sar/core/log.hpp"
 #include "sar/core/output_file.hpp"
 #include "sar/graph/io/load.hpp"
+#include "sar/partition/distributed_partition.hpp"
+#include "sar/partition/parallel_read.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/train/checkpoint.hpp"
@@ -62,10 +64,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   const auto loops = config.kind == sar::model_kind::sage ? sar::self_loop_policy::keep
                                                           : sar::self_loop_policy::add;
   const bool normalise_on = p.normalise == "on";
-  if (p.partitions.empty()) {
+  if (!p.distributed()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
-              " ranks but no --partitions; write a partition store with sar-partition "
-              "--parts ", comm.size(), " and pass it with --partitions");
+              " ranks but neither --partitions nor --partition; write a partition store with "
+              "sar-partition --parts ", comm.size(), " and pass it with --partitions, or "
+              "partition --dataset in memory with --partition ptscotch");
     const std::string& spec = p.dataset;
     sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
@@ -85,36 +88,61 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     return sar_train::train_single<T>(p, config, data, loops, comm);
   }
 
-  sar_programs::current_phase() = "reading " + p.partitions;
-  const auto meta = sar::read_partition_metadata(p.partitions);
-  // Every rank must read the same store (e.g. not differing local copies on two nodes).
-  const auto [lowest, highest] = sar::min_max_over_ranks(comm, meta.identity);
-  SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ", comm.rank(), " read ",
-            p.partitions, "/meta.json with CRC-32 ", meta.identity,
-            ", but the ranks' copies differ (CRC-32 from ", lowest, " to ", highest,
-            "): every rank must read the same partition store");
   const bool sampled = p.minibatch > 0;
-  if (sampled)  // P ranks = (P / c) block rows x c replicas
-    sar::check_replication("sar-train", comm.size(), p.replication, meta.num_parts);
-  else
-    SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
-              "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
-              comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
-  SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
-            sar::invalid_argument, "sar-train: the partition store ", p.partitions,
-            " has no features, labels or split to train on");
-  sar::graph_part part = sar::read_partition_part(p.partitions, comm.rank() / p.replication,
-                                                  {.verify_checksums = !p.skip_checksums});
+  sar::graph_part part;
+  std::string name, source;
+  if (!p.partition.empty()) {
+    // No store: every rank reads its block of --dataset, the ranks partition it (one part
+    // per rank) and move the nodes to their parts, as sar-partition does.
+    sar_programs::current_phase() = "reading and partitioning " + p.dataset;
+    sar::dataset_block block = sar::read_dataset_block(
+        comm, p.dataset, {.sizes = p.sizes, .verify_checksums = !p.skip_checksums});
+    SAR_CHECK(block.rows.num_classes > 0 && !block.rows.labels.empty() &&
+                  !block.rows.split.empty() && block.rows.features.cols() > 0,
+              sar::invalid_argument, "sar-train: dataset '", p.dataset,
+              "' has no features, labels or split to train on");
+    SAR_CHECK(comm.size() <= block.rows.book.num_nodes(), sar::invalid_argument, "sar-train: ",
+              comm.size(), " ranks for the ", block.rows.book.num_nodes(), " nodes of ",
+              p.dataset, " (every rank needs a node)");
+    name = block.name;
+    source = sar::message("--dataset ", p.dataset, " partitioned by ", p.partition);
+    std::vector<sar::graph_part> mine = sar::partition_distributed(
+        comm, std::move(block.rows),
+        {.method = sar::distributed_method_named(p.partition), .seed = p.seed});
+    part = std::move(mine.front());
+  } else {
+    sar_programs::current_phase() = "reading " + p.partitions;
+    const auto meta = sar::read_partition_metadata(p.partitions);
+    // Every rank must read the same store (e.g. not differing local copies on two nodes).
+    const auto [lowest, highest] = sar::min_max_over_ranks(comm, meta.identity);
+    SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ", comm.rank(), " read ",
+              p.partitions, "/meta.json with CRC-32 ", meta.identity,
+              ", but the ranks' copies differ (CRC-32 from ", lowest, " to ", highest,
+              "): every rank must read the same partition store");
+    if (sampled)  // P ranks = (P / c) block rows x c replicas
+      sar::check_replication("sar-train", comm.size(), p.replication, meta.num_parts);
+    else
+      SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
+                "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
+                comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
+    SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
+              sar::invalid_argument, "sar-train: the partition store ", p.partitions,
+              " has no features, labels or split to train on");
+    part = sar::read_partition_part(p.partitions, comm.rank() / p.replication,
+                                    {.verify_checksums = !p.skip_checksums});
+    name = meta.dataset;
+    source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
+                          meta.num_parts, " parts");
+  }
   part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
-  check_finite(part.features, sar::message(p.partitions, " part ", comm.rank() / p.replication));
+  check_finite(part.features, sar::message(source, ", part ", part.part));
   // "auto" must decide alike on every rank: is any feature negative anywhere?
   double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
   comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
   if (normalise_on || (p.normalise == "auto" && negative == 0)) row_normalise(part.features);
   if (comm.rank() == 0)
-    sar::log_info(sar::message("partition store ", p.partitions, ": ", meta.dataset, ", ",
-                               meta.num_nodes, " nodes, ", meta.num_edges, " edges over ",
-                               meta.num_parts, " parts on ", comm.size(), " ranks; ",
+    sar::log_info(sar::message(source, ": ", name, ", ", part.book.num_nodes(), " nodes on ",
+                               comm.size(), " ranks; ",
                                sampled     ? sar::message("minibatches, replication ",
                                                           p.replication)
                                : p.low_bit() ? sar::message("schedule low-bit: halos ",
@@ -123,8 +151,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                             p.staleness)
                                              : "schedule " + p.schedule));
   sar_programs::current_phase() = "building the model and training";
-  if (sampled) return sar_train::train_sampled_distributed<T>(p, config, part, meta.dataset, comm);
-  return sar_train::train_distributed<T>(p, config, part, meta.dataset, comm);
+  if (sampled) return sar_train::train_sampled_distributed<T>(p, config, part, name, comm);
+  return sar_train::train_distributed<T>(p, config, part, name, comm);
 }
 
 /// The most worker threads --threads accepts (more would only reserve memory for idle slots).
@@ -184,8 +212,14 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored");
+  app.add_option("--partition", p.partition,
+                 "train on --dataset over the MPI ranks without a partition store: every rank "
+                 "reads 1/P of it, the ranks partition it into one part per rank (ptscotch: a "
+                 "small edge cut; random; contiguous) and move the nodes to their parts, as "
+                 "mpirun sar-partition does")
+      ->check(CLI::IsMember({"ptscotch", "random", "contiguous"}));
   app.add_flag("--skip-checksums", p.skip_checksums,
-               "with --partitions: do not verify the CRC-32 of the part's files (faster start; "
+               "with --partitions or --partition: do not verify the CRC-32 of the part's files (faster start; "
                "a corrupt or foreign file then goes unnoticed)");
   app.add_option("--normalise-features", p.normalise,
                  "row-normalise features: auto (if all are non-negative) | on | off")
@@ -313,8 +347,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     if (p.low_bit()) {
       // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
       // once, exactly; only hidden layers' halos are quantised and stale.
-      SAR_CHECK(!p.partitions.empty(), sar::invalid_argument, "sar-train: --halo-bits, "
-                "--gradient-bits and --staleness apply to distributed training (--partitions)");
+      SAR_CHECK(p.distributed(), sar::invalid_argument, "sar-train: --halo-bits, "
+                "--gradient-bits and --staleness apply to distributed training (--partitions or "
+                "--partition)");
       SAR_CHECK(p.schedule == "sequential", sar::invalid_argument, "sar-train: --halo-bits, "
                 "--gradient-bits and --staleness run on the sequential schedule, not ",
                 p.schedule);
@@ -336,6 +371,12 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
               sar::invalid_argument, "sar-train: --checkpoint-every ", p.checkpoint_every,
               " is not a multiple of --staleness ", p.staleness, " (a resumed run must start "
               "on a synchronous epoch)");
+    SAR_CHECK(p.partitions.empty() || p.partition.empty(), sar::invalid_argument,
+              "sar-train: --partitions (a store) and --partition (partition --dataset in "
+              "memory) exclude each other");
+    SAR_CHECK(p.partition.empty() || p.replication == 1, sar::invalid_argument,
+              "sar-train: --replication ", p.replication, " needs a partition store "
+              "(--partitions); --partition makes one part per rank");
     SAR_CHECK(p.partitions.empty() || (p.sizes.num_nodes < 0 && p.sizes.num_classes < 0),
               sar::invalid_argument, "sar-train: --num-nodes and --num-classes apply to "
               "--dataset; a partition store (--partitions) has its sizes in meta.json");

@@ -45,6 +45,8 @@ struct program_options {
   int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
   double max_loss = 1e4;  // a larger training loss stops training (diverged)
   std::string partitions;               // a partition store: distributed training
+  std::string partition;                // or partition --dataset in memory: ptscotch | random |
+                                        // contiguous (one part per rank, no store)
   bool skip_checksums = false;          // read the store without verifying its CRC-32s
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
@@ -60,6 +62,8 @@ struct program_options {
   injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
+  /// Distributed training: on a partition store or on --dataset partitioned in memory.
+  bool distributed() const { return !partitions.empty() || !partition.empty(); }
 };
 
 /// One process: the whole dataset under local_schedule. Returns the run's metrics.

@@ -275,7 +275,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["precision"] = p.precision;
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
-  metrics["schedule"] = p.partitions.empty() ? "local"
+  metrics["schedule"] = !p.distributed() ? "local"
                         : sampled           ? "sampled"
                         : p.low_bit()       ? "low_bit"
                                             : p.schedule;

@@ -71,7 +71,7 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
                    "non-finite")
 
     expect_failure("no partition store for several ranks", mpirun(2, "--dataset", "planted"),
-                   "no --partitions")
+                   "neither --partitions nor --partition")
 
     # The watchdog: a rank stopped with SIGSTOP, or busy outside MPI for ever, makes every
     # other rank end the job within the limit (2 s here) plus the census, naming it.

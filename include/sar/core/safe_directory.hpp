@@ -308,9 +308,15 @@ inline std::string why_not_ours(const std::filesystem::path& dir, directory_kind
   if (std::filesystem::is_empty(dir, ec) && !ec) return "";
   const nlohmann::json meta = read_metadata(dir, kind.metadata_file);
   const std::string file = (dir / kind.metadata_file).string();
-  if (!meta.is_object() || !meta.contains("format") || !meta["format"].is_string())
-    return message("it is not empty and its ", kind.metadata_file,
-                   " is missing or has no format, so it is not a ", kind.format, " directory");
+  if (!meta.is_object() || !meta.contains("format") || !meta["format"].is_string()) {
+    std::string first;  // the first entry by name, to say what would be lost
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (first.empty() || entry.path().filename().string() < first)
+        first = entry.path().filename().string();
+    return message("it holds ", first.empty() ? std::string("entries") : "'" + first + "'",
+                   " and its ", kind.metadata_file, " is missing or has no format, so it is not ",
+                   "a ", kind.format, " directory");
+  }
   if (meta["format"] != kind.format)
     return message("it is not empty and not a ", kind.format, " directory (its ",
                    kind.metadata_file, " says format ", meta["format"].dump(), ")");

@@ -28,6 +28,11 @@ struct metis_options {
 
 namespace detail {
 
+/// Where a graph beyond METIS's indices goes.
+inline constexpr const char* beyond_metis =
+    " (partition it with PT-Scotch on several processes: sar::partition_distributed, or "
+    "mpirun -np P sar-partition --method ptscotch)";
+
 /// The symmetric, loop-free, duplicate-free adjacency METIS needs, as idx_t arrays.
 struct metis_graph {
   std::vector<idx_t> xadj;
@@ -40,7 +45,7 @@ inline metis_graph symmetric_metis_graph(const csr& graph) {
   constexpr auto idx_max = static_cast<std::int64_t>(std::numeric_limits<idx_t>::max());
   const node_t n = graph.num_rows;
   SAR_CHECK(n <= idx_max, invalid_argument, "sar::partition_metis: ", n,
-            " nodes do not fit METIS's ", sizeof(idx_t) * 8, "-bit idx_t");
+            " nodes do not fit METIS's ", sizeof(idx_t) * 8, "-bit idx_t", detail::beyond_metis);
   const csr reverse = transpose(graph);  // rows sorted by construction
   std::vector<edge_t> counts(static_cast<std::size_t>(n), 0);
   // Merges the sorted row of `graph` (copied and sorted: input rows need not be sorted) with the
@@ -74,7 +79,7 @@ inline metis_graph symmetric_metis_graph(const csr& graph) {
   exclusive_scan(counts, offsets);
   SAR_CHECK(offsets.back() <= idx_max, invalid_argument, "sar::partition_metis: the symmetrised graph has ",
             offsets.back(), " adjacency entries, which do not fit METIS's ", sizeof(idx_t) * 8,
-            "-bit idx_t");
+            "-bit idx_t", detail::beyond_metis);
   metis_graph out;
   out.xadj.assign(offsets.begin(), offsets.end());
   out.adjncy.resize(static_cast<std::size_t>(offsets.back()));
@@ -131,7 +136,7 @@ inline std::vector<int> partition_metis(const graph_dataset& data, int parts,
   SAR_CHECK(parts <= idx_max, invalid_argument, where, ": parts = ", parts, " too large");
   SAR_CHECK(graph.num_edges() <= idx_max, invalid_argument, where, ": ", graph.num_edges(),
             " edges: the total in-degree weight does not fit METIS's ", sizeof(idx_t) * 8,
-            "-bit idx_t");
+            "-bit idx_t", detail::beyond_metis);
 
   detail::metis_graph adjacency = detail::symmetric_metis_graph(graph);
 

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <utility>
 #include <string>
 #include <type_traits>
 
@@ -98,6 +99,36 @@ inline graph_dataset graph_only(csr graph, std::string name) {
   return data;
 }
 }  // namespace detail
+
+/// The node and edge counts the input `spec` declares without being read: a .npy dataset's
+/// meta.json (num_edges: entries of its CSR), an OGB raw directory's num-node-list and
+/// num-edge-list (edge lines, doubled: symmetrised); -1 for what is not declared (edge lists,
+/// Matrix Market, generators, OGB without num-edge-list) or not readable (the loader will
+/// name the problem). For refusing work that cannot fit before loading anything.
+inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
+  namespace fs = std::filesystem;
+  const fs::path path(spec);
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {-1, -1};
+  try {
+    if (fs::exists(path / "meta.json", ec)) {
+      std::ifstream in(path / "meta.json");
+      const auto meta = nlohmann::json::parse(in, nullptr, false);
+      if (!meta.is_object()) return {-1, -1};
+      const auto count = [&](const char* key) {
+        return meta.contains(key) && meta[key].is_number_integer() ? meta[key].get<std::int64_t>()
+                                                                   : std::int64_t{-1};
+      };
+      return {count("num_nodes"), count("num_edges")};
+    }
+    const fs::path raw = path / "raw";
+    const node_t n = detail::ogb::read_count(detail::ogb::require_csv(raw, "num-node-list"));
+    const auto edge_count = detail::ogb::find_csv(raw, "num-edge-list");
+    return {n, edge_count ? 2 * detail::ogb::read_count(*edge_count) : -1};
+  } catch (const io_error&) {
+    return {-1, -1};
+  }
+}
 
 /// Loads the dataset named by `spec` (see the top of this file). `sizes` states the node and
 /// class counts of a dataset read from files (see dataset_sizes: without them a mostly

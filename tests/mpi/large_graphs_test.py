@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The distributed input path of the programs (issue: no rank ever holds the whole graph).
+
+- mpirun -np P sar-partition --method random|contiguous writes, byte for byte, the store the
+  one-process sar-partition writes, for K = P and K = 2P parts, from a .npy dataset, an OGB raw
+  directory and an edge list.
+- mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it).
+- Exactness: GCN trained from the PT-Scotch store on 2 and 4 ranks, and with --partition
+  ptscotch (no store) on 2 ranks, gives the per-epoch losses of one process, to 1e-5.
+- A rank killed by SIGKILL or stopped by a file-size limit mid-write leaves the previous store
+  intact; --method metis under mpirun and a store path over a user's directory are refused.
+
+usage: large_graphs_test.py SAR_TRAIN SAR_PARTITION SAR_CONVERT   (run by meson test)
+"""
+import filecmp, json, os, resource, signal, subprocess, sys, tempfile
+
+sar_train, sar_partition, sar_convert = sys.argv[1], sys.argv[2], sys.argv[3]
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+data_dir = os.environ.get("SAR_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                          "..", "shared", "data"))
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}", flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def mpirun(ranks, *cmd):
+    return ["mpirun", "-np", str(ranks), "--oversubscribe", *cmd]
+
+
+def run(cmd, **kwargs):
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs)
+    if result.returncode != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+    return result
+
+
+def same_tree(a, b):
+    listing = lambda d: sorted(os.path.relpath(os.path.join(r, f), d)
+                               for r, _, fs in os.walk(d) for f in fs)
+    return listing(a) == listing(b) and all(
+        filecmp.cmp(os.path.join(a, f), os.path.join(b, f), shallow=False) for f in listing(a))
+
+
+def losses(metrics_file):
+    with open(metrics_file) as f:
+        return json.load(f)["train_loss"]
+
+
+with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
+    npy = os.path.join(tmp, "planted.npy")
+    run([sar_convert, "--dataset", "planted:nodes=3000,degree=8", "--out", npy])
+    edges = os.path.join(tmp, "edges.txt")
+    with open(edges, "w") as f:
+        for i in range(2000):
+            f.write(f"{i} {(i * 7 + 3) % 2000}\n{i} {(i + 1) % 2000}\n")
+    inputs = {"npy": npy, "edge list": edges}
+    cora = os.path.join(data_dir, "cora")
+    if os.path.isdir(cora):
+        inputs["OGB raw (Cora)"] = cora
+
+    # random and contiguous: the one-process store, byte for byte.
+    for name, spec in inputs.items():
+        for method in ("random", "contiguous"):
+            for ranks, parts in ((2, 2), (3, 6)):
+                serial = os.path.join(tmp, f"serial-{method}-{parts}")
+                distributed = os.path.join(tmp, f"dist-{method}-{ranks}-{parts}")
+                run([sar_partition, "--dataset", spec, "--parts", str(parts), "--method", method,
+                     "--seed", "5", "--out", serial])
+                run(mpirun(ranks, sar_partition, "--dataset", spec, "--parts", str(parts),
+                           "--method", method, "--seed", "5", "--out", distributed))
+                check(same_tree(serial, distributed),
+                      f"{name}, {method}, {parts} parts on {ranks} ranks: the one-process store, "
+                      "byte for byte")
+
+    # PT-Scotch: stores on 2 and 4 ranks; training on them and without a store is exact.
+    common = ["--model", "gcn", "--epochs", "12", "--seed", "3", "--dropout", "0.5"]
+    reference = os.path.join(tmp, "one.json")
+    run([sar_train, "--dataset", npy, *common, "--metrics-out", reference])
+    for ranks in (2, 4):
+        store = os.path.join(tmp, f"ptscotch-{ranks}")
+        out = run(mpirun(ranks, sar_partition, "--dataset", npy, "--parts", str(ranks),
+                         "--method", "ptscotch", "--out", store)).stdout
+        check("edge cut" in out and "peak memory" in out,
+              f"PT-Scotch on {ranks} ranks reports the cut and the peak memory")
+        metrics = os.path.join(tmp, f"store-{ranks}.json")
+        run(mpirun(ranks, sar_train, "--partitions", store, *common, "--metrics-out", metrics))
+        worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
+        check(len(losses(metrics)) == 12 and worst <= 1e-5,
+              f"GCN on the {ranks}-rank PT-Scotch store: losses within {worst:.1e} of one process")
+    metrics = os.path.join(tmp, "no-store.json")
+    run(mpirun(2, sar_train, "--dataset", npy, "--partition", "ptscotch", *common,
+               "--metrics-out", metrics))
+    worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
+    check(worst <= 1e-5, f"GCN with --partition ptscotch on 2 ranks (no store): losses within "
+          f"{worst:.1e} of one process")
+
+    # Failures keep the previous store: SIGKILL of every process mid-write, a file-size limit.
+    store = os.path.join(tmp, "ptscotch-2")
+    kept = os.path.join(tmp, "ptscotch-2-copy")
+    subprocess.run(["cp", "-a", store, kept], check=True)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+    bad = subprocess.run(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--method",
+                                "ptscotch", "--out", store), env=env, capture_output=True,
+                         text=True, preexec_fn=limit, timeout=600)
+    check(bad.returncode != 0 and same_tree(store, kept),
+          "a file-size limit mid-write fails and leaves the previous store")
+    proc = subprocess.Popen(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--method",
+                                   "ptscotch", "--out", store), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    for line in proc.stdout:
+        if line.startswith("writing"):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    subprocess.run(["pkill", "-KILL", "-g", str(proc.pid)], capture_output=True)
+    check(same_tree(store, kept), "SIGKILL of every process while writing leaves the previous "
+          "store")
+    run(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--method", "ptscotch",
+               "--out", store))
+    check(same_tree(store, kept) and not any(".sar-partial-" in n for n in os.listdir(tmp)),
+          "the next run replaces the store and removes the killed run's temporary directory")
+
+    # Refusals.
+    bad = subprocess.run(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--out",
+                                os.path.join(tmp, "m")), env=env, capture_output=True, text=True)
+    check(bad.returncode == 1 and "use --method ptscotch" in bad.stderr,
+          "--method metis under mpirun is refused, naming ptscotch")
+    user = os.path.join(tmp, "user")
+    os.makedirs(user)
+    open(os.path.join(user, "notes.txt"), "w").write("mine")
+    bad = subprocess.run(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--method",
+                                "ptscotch", "--out", user), env=env, capture_output=True, text=True)
+    check(bad.returncode == 1 and "notes.txt" in bad.stderr and
+          open(os.path.join(user, "notes.txt")).read() == "mine",
+          "a user's directory as --out is refused, naming its file, and kept")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
