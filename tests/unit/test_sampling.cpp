@@ -271,7 +271,7 @@ TEST_CASE("LADIES inclusion frequencies match successive sampling on the importa
   }
 }
 
-TEST_CASE("bulk k = 16 equals each minibatch sampled alone, on 1 or 2 threads") {
+TEST_CASE("bulk k = 16 equals each minibatch sampled alone, on 1 or 2 threads, with arrays or hash tables") {
   const csr graph = with_self_loops(planted_graph(3000, 3), self_loop_policy::add);
   const auto batches = batches_of(3000, 16, 40, 7);
   for (const sampler_kind kind : {sampler_kind::node_wise, sampler_kind::layer_wise}) {
@@ -296,6 +296,9 @@ TEST_CASE("bulk k = 16 equals each minibatch sampled alone, on 1 or 2 threads") 
       }
       CHECK(std::set<node_t>(s.ids.begin(), s.ids.end()).size() == s.ids.size());
     }
+    // Ids marked in hash tables (as on graphs too large for an array per thread): the same.
+    const auto hashed = bulk_sampler(graph, o, /*dense_limit=*/0).sample(batches, 2, 100);
+    for (std::size_t b = 0; b < 16; ++b) check_same(bulk[b], hashed[b]);
     tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
     const auto serial = sampler.sample(batches, 2, 100);
     for (std::size_t b = 0; b < 16; ++b) check_same(bulk[b], serial[b]);

@@ -5,6 +5,10 @@
 // a dataset id to a new id, a part or a row (sar/partition/redistribute.hpp, ...).
 //
 //   std::vector<std::int64_t> parts = sar::directory_lookup(comm, book, my_parts, sources);
+//
+// sar::id_directory builds such an array from (key, value) pairs that any rank may hold
+// (rank r keeps the keys of its block of block_book(n, P)), e.g. dataset id -> relabelled id
+// from the ranks' parts, or out-degrees summed from every rank's edges.
 #pragma once
 
 #include <algorithm>
@@ -74,5 +78,78 @@ inline partition_book block_book(node_t n, int ranks) {
         static_cast<node_t>(static_cast<__int128>(n) * r / ranks);
   return partition_book(std::move(offsets));
 }
+
+/// A map from the ids [0, n) to int64 values that no rank holds whole: rank r keeps the values
+/// of its block [r n / P, (r + 1) n / P) (block_book), any rank looks values up (two
+/// all-to-alls).
+class id_directory {
+ public:
+  /// How the constructor combines the pairs of a key.
+  enum class pairs {
+    unique,  ///< every key in [0, n) given exactly once (a map such as a permutation)
+    summed,  ///< any number of times, values summed (a key never given: 0), e.g. degrees
+  };
+
+  id_directory() = default;
+  /// From the (keys[k], values[k]) pairs of every rank. Collective. Throws
+  /// sar::invalid_argument naming a rank and the key for a key outside [0, n), and with
+  /// pairs::unique for a key given twice or never (the same verdict on every rank).
+  template <communicator Comm>
+  id_directory(Comm& comm, node_t n, std::span<const std::int64_t> keys,
+               std::span<const std::int64_t> values, pairs how)
+      : book_(block_book(n, comm.size())) {
+    constexpr const char* where = "sar::id_directory";
+    const int rank = comm.rank();
+    SAR_CHECK(keys.size() == values.size(), invalid_argument, where, ": ", keys.size(),
+              " keys and ", values.size(), " values");
+    std::int64_t bad = -1;
+    std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      if (keys[k] < 0 || keys[k] >= n) {
+        bad = keys[k];
+        break;
+      }
+      auto& bucket = outgoing[static_cast<std::size_t>(book_.owner(keys[k]))];
+      bucket.push_back(keys[k]);
+      bucket.push_back(values[k]);
+    }
+    const auto [lowest_bad, highest_bad] = min_max_over_ranks(comm, bad < 0 ? 0 : 1);
+    (void)lowest_bad;
+    SAR_CHECK(highest_bad == 0, invalid_argument, where, ": ",
+              bad >= 0 ? message("rank ", rank, " gives key ", bad)
+                       : std::string("another rank gives a key"),
+              " outside [0, ", n, ")");
+    const node_t first = book_.begin(rank);
+    values_.assign(static_cast<std::size_t>(book_.size(rank)), 0);
+    std::vector<std::uint8_t> given(how == pairs::unique ? values_.size() : 0, 0);
+    std::int64_t problem = -1;
+    for (const auto& from_peer : all_to_all_vectors(comm, outgoing))
+      for (std::size_t k = 0; k < from_peer.size(); k += 2) {
+        const auto slot = static_cast<std::size_t>(from_peer[k] - first);
+        values_[slot] += from_peer[k + 1];
+        if (how == pairs::unique && given[slot]++ > 0 && problem < 0) problem = from_peer[k];
+      }
+    if (how == pairs::unique && problem < 0)
+      for (std::size_t slot = 0; slot < given.size() && problem < 0; ++slot)
+        if (given[slot] == 0) problem = first + static_cast<node_t>(slot);
+    const auto [lowest, highest] = min_max_over_ranks(comm, problem < 0 ? 0 : 1);
+    (void)lowest;
+    SAR_CHECK(highest == 0, invalid_argument, where, ": the keys are not each of [0, ", n,
+              ") once", problem >= 0 ? message(" (key ", problem, ", kept by rank ", rank, ")")
+                                     : std::string());
+  }
+
+  /// The values of `ids` (any ids in [0, n), repeats allowed). Collective.
+  template <communicator Comm>
+  std::vector<std::int64_t> lookup(Comm& comm, std::span<const node_t> ids) const {
+    return directory_lookup(comm, book_, std::span<const std::int64_t>(values_), ids);
+  }
+  /// Bytes this rank keeps.
+  std::size_t memory_bytes() const { return values_.capacity() * sizeof(std::int64_t); }
+
+ private:
+  partition_book book_;
+  std::vector<std::int64_t> values_;
+};
 
 }  // namespace sar

@@ -12,10 +12,11 @@
 // computed where the rows live (the entry (minibatch b, node v) by replica b % c of v's
 // group) and the partial sums of all ranks are added in rank order.
 //
-// Memory per rank: the part's rows (columns as dataset ids), out-degrees of its nodes, and
-// one id per node of the graph (dataset id -> relabelled id, which gives owner and row);
-// layer-wise sampling adds the out-degree of every edge's source. Setup holds two arrays of
-// the graph's node count for a moment.
+// Memory per rank: the part's rows (columns as dataset ids), out-degrees of its nodes, its
+// nodes' dataset ids, and its block of the map dataset id -> relabelled id (a distributed
+// directory: O(n / P), never an array of the graph's node count); layer-wise sampling adds the
+// out-degree of every edge's source. A request maps its ids through the directory first (two
+// all-to-alls of the distinct ids), then fetches from the owners.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "sar/comm/communicator.hpp"
+#include "sar/comm/directory.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
@@ -66,35 +68,47 @@ class distributed_sampling_graph {
     ids_ = part.original_ids;
     if (ids_.empty())
       for (node_t r = 0; r < part.num_local(); ++r) ids_.push_back(part.first_global() + r);
+    for (std::size_t r = 0; r < ids_.size(); ++r) row_of_.emplace_back(ids_[r], static_cast<node_t>(r));
+    std::sort(row_of_.begin(), row_of_.end());
 
-    // Dataset id of every relabelled id (each group's replica 0 fills its range).
-    std::vector<std::int64_t> dataset_of(static_cast<std::size_t>(n), 0);
+    // The id maps, each kept in blocks over the ranks (each group's replica 0 gives its rows).
+    std::vector<std::int64_t> relabelled, dataset;
     if (replica_ == 0)
-      for (std::size_t r = 0; r < ids_.size(); ++r) dataset_of[part.first_global() + r] = ids_[r];
-    comm.all_reduce(std::span<std::int64_t>(dataset_of), reduce_op::sum);
-    global_of_.assign(static_cast<std::size_t>(n), -1);
-    for (node_t g = 0; g < n; ++g) {
-      const std::int64_t v = dataset_of[g];
-      SAR_CHECK(v >= 0 && v < n && global_of_[v] < 0, invalid_argument, where, ": rank ",
-                comm.rank(), ": the parts' original ids are not a permutation of [0, ", n,
-                ") (id ", v, ")");
-      global_of_[v] = g;
+      for (std::size_t r = 0; r < ids_.size(); ++r) {
+        relabelled.push_back(part.first_global() + static_cast<node_t>(r));
+        dataset.push_back(ids_[r]);
+      }
+    try {
+      global_of_ = id_directory(comm, n, dataset, relabelled, id_directory::pairs::unique);
+    } catch (const invalid_argument& e) {
+      throw invalid_argument(message(where, ": the parts' original ids are not a permutation of "
+                                     "the nodes (", e.what(), ")"));
     }
     rows_ = std::move(part.in_edges);
     part.in_edges = {};
-    for (node_t& c : rows_.columns) c = dataset_of[c];
+    {
+      const id_directory dataset_of(comm, n, relabelled, dataset, id_directory::pairs::unique);
+      const auto columns = dataset_of.lookup(comm, std::span<const node_t>(rows_.columns));
+      std::copy(columns.begin(), columns.end(), rows_.columns.begin());
+    }
     for (node_t r = 0; r < rows_.num_rows; ++r)
       std::sort(rows_.columns.begin() + rows_.offsets[r], rows_.columns.begin() + rows_.offsets[r + 1]);
-    dataset_of = {};
 
     // Out-degrees: every group counts its columns once.
-    std::vector<std::int64_t> out(static_cast<std::size_t>(n), 0);
-    if (replica_ == 0)
-      for (node_t c : rows_.columns) ++out[c];
-    comm.all_reduce(std::span<std::int64_t>(out), reduce_op::sum);
-    for (node_t v : ids_) out_degree_.push_back(out[v]);
-    if (layer_wise)
-      for (node_t c : rows_.columns) column_out_degree_.push_back(out[c]);
+    std::vector<std::int64_t> sources, ones;
+    if (replica_ == 0) {
+      sources.assign(rows_.columns.begin(), rows_.columns.end());
+      ones.assign(sources.size(), 1);
+    }
+    const id_directory out(comm, n, sources, ones, id_directory::pairs::summed);
+    sources = {};
+    ones = {};
+    const auto degrees = out.lookup(comm, std::span<const node_t>(ids_));
+    out_degree_.assign(degrees.begin(), degrees.end());
+    if (layer_wise) {
+      const auto column_degrees = out.lookup(comm, std::span<const node_t>(rows_.columns));
+      column_out_degree_.assign(column_degrees.begin(), column_degrees.end());
+    }
   }
 
   // --- What the sampler reads (sar/sampling/samplers.hpp, sampling_graph_of) ---
@@ -144,9 +158,8 @@ class distributed_sampling_graph {
       };
       std::vector<entry> entries;  // in order of v
       for (node_t v : levels.row_columns(b)) {
-        const node_t g = global_of_[v];
-        if (book_.owner(g) != group_) continue;
-        const node_t row = g - book_.begin(group_);
+        const node_t row = local_row(v);
+        if (row < 0) continue;
         for (edge_t e = rows_.offsets[row]; e < rows_.offsets[row + 1]; ++e)
           entries.push_back({rows_.columns[e], column_out_degree_[e],
                              detail::squared_normalised(rows_.degree(row), column_out_degree_[e])});
@@ -209,8 +222,8 @@ class distributed_sampling_graph {
   node_t num_local() const { return rows_.num_rows; }
   /// The local row of node `id` (dataset id), or -1 if another group owns it.
   node_t local_row(node_t id) const {
-    const node_t g = global_of_[id];
-    return book_.owner(g) == group_ ? g - book_.begin(group_) : -1;
+    const auto it = std::lower_bound(row_of_.begin(), row_of_.end(), std::pair<node_t, node_t>{id, -1});
+    return it != row_of_.end() && it->first == id ? it->second : -1;
   }
   /// In-edges of this rank's nodes, columns as dataset ids (sorted).
   const csr& local_rows() const { return rows_; }
@@ -273,8 +286,8 @@ class distributed_sampling_graph {
   /// Bytes of the rows, ids, degrees and id map this rank keeps.
   std::size_t memory_bytes() const {
     return rows_.memory_bytes() +
-           (ids_.capacity() + global_of_.capacity() + out_degree_.capacity() +
-            column_out_degree_.capacity()) * sizeof(node_t);
+           (ids_.capacity() + 2 * row_of_.capacity() + out_degree_.capacity() +
+            column_out_degree_.capacity()) * sizeof(node_t) + global_of_.memory_bytes();
   }
 
  private:
@@ -287,14 +300,15 @@ class distributed_sampling_graph {
   };
   route send(std::span<const node_t> ids) {
     const node_t n = num_nodes();
+    for (node_t v : ids)
+      SAR_CHECK(v >= 0 && v < n, invalid_argument, "sar::distributed_sampling_graph: rank ",
+                comm_->rank(), " asked for node ", v, " outside [0, ", n, ")");
+    const std::vector<std::int64_t> global = global_of_.lookup(*comm_, ids);
     std::vector<std::vector<std::int64_t>> per_peer(static_cast<std::size_t>(comm_->size()));
     route r;
     r.peer.reserve(ids.size());
     r.slot.reserve(ids.size());
-    for (node_t v : ids) {
-      SAR_CHECK(v >= 0 && v < n, invalid_argument, "sar::distributed_sampling_graph: rank ",
-                comm_->rank(), " asked for node ", v, " outside [0, ", n, ")");
-      const node_t g = global_of_[v];
+    for (const node_t g : global) {
       const int group = book_.owner(g);
       const int q = group * replication_ + replica_;
       r.peer.push_back(q);
@@ -323,7 +337,8 @@ class distributed_sampling_graph {
   partition_book book_;
   std::vector<node_t> ids_;           // local row -> dataset id
   csr rows_;                          // local rows; columns: dataset ids
-  std::vector<node_t> global_of_;     // dataset id -> relabelled id
+  std::vector<std::pair<node_t, node_t>> row_of_;  // (dataset id, local row), sorted
+  id_directory global_of_;            // dataset id -> relabelled id, in blocks over the ranks
   std::vector<node_t> out_degree_;    // of the local rows
   std::vector<node_t> column_out_degree_;  // layer-wise: of each edge's source
 };

@@ -100,30 +100,85 @@ inline void check_sampler_options(const char* where, const sampler_options& o) {
 
 namespace detail {
 
-/// Per-thread map from a dataset id to a row of the minibatch being built (-1: none); reset
-/// after each use, so it costs one array of the graph's size per thread.
-class row_marker {
+/// A map from dataset ids to rows of the minibatch being built (-1: none): an array of the
+/// graph's size while that is at most `dense_limit` ids (fastest), else a hash table of the
+/// ids marked (memory of the minibatch's size, not the graph's: no array of N per rank on
+/// the distributed path). reset() after each use.
+class id_marks {
  public:
-  explicit row_marker(node_t nodes) : nodes_(nodes) {}
-  std::vector<node_t>& local() {
-    auto& m = marks_.local();
-    const auto size = static_cast<std::size_t>(nodes_);
-    if (m.size() != size) m.assign(size, -1);
-    return m;
+  /// Graphs of up to this many nodes get an array.
+  static constexpr node_t default_dense_limit = node_t{1} << 22;
+
+  id_marks(node_t nodes, node_t dense_limit)
+      : dense_(nodes <= dense_limit), dense_marks_(dense_ ? static_cast<std::size_t>(nodes) : 0, -1) {}
+  /// The row of v, -1 if not marked.
+  node_t find(node_t v) const {
+    if (dense_) return dense_marks_[static_cast<std::size_t>(v)];
+    if (keys_.empty()) return -1;
+    for (std::size_t at = slot_of(v);; at = (at + 1) & (keys_.size() - 1)) {
+      if (keys_[at] == v) return rows_[at];
+      if (keys_[at] < 0) return -1;
+    }
+  }
+  /// Marks v with `row`.
+  void set(node_t v, node_t row) {
+    if (dense_) {
+      dense_marks_[static_cast<std::size_t>(v)] = row;
+      return;
+    }
+    if (2 * (used_ + 1) > keys_.size()) grow();
+    std::size_t at = slot_of(v);
+    while (keys_[at] >= 0 && keys_[at] != v) at = (at + 1) & (keys_.size() - 1);
+    if (keys_[at] < 0) ++used_;
+    keys_[at] = v;
+    rows_[at] = row;
+  }
+  /// Unmarks every id; `marked` lists them (the array form clears only those).
+  void reset(std::span<const node_t> marked) {
+    if (dense_) {
+      for (node_t v : marked) dense_marks_[static_cast<std::size_t>(v)] = -1;
+      return;
+    }
+    std::fill(keys_.begin(), keys_.end(), -1);
+    used_ = 0;
   }
 
  private:
-  node_t nodes_;
-  tbb::enumerable_thread_specific<std::vector<node_t>> marks_;
+  std::size_t slot_of(node_t v) const {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(v) * 0x9E3779B97F4A7C15ull) >> 20) &
+           (keys_.size() - 1);
+  }
+  void grow() {
+    std::vector<node_t> keys = std::move(keys_), rows = std::move(rows_);
+    keys_.assign(std::max<std::size_t>(64, 2 * keys.size()), -1);
+    rows_.assign(keys_.size(), -1);
+    used_ = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+      if (keys[k] >= 0) set(keys[k], rows[k]);
+  }
+  bool dense_;
+  std::vector<node_t> dense_marks_;
+  std::vector<node_t> keys_, rows_;  // the hash table: keys -1 = empty, power-of-2 size
+  std::size_t used_ = 0;
+};
+
+/// Per-thread id_marks.
+class row_marker {
+ public:
+  explicit row_marker(node_t nodes, node_t dense_limit = id_marks::default_dense_limit)
+      : marks_([=] { return id_marks(nodes, dense_limit); }) {}
+  id_marks& local() { return marks_.local(); }
+
+ private:
+  tbb::enumerable_thread_specific<id_marks> marks_;
 };
 
 /// Appends to `ids` (marked in `mark` with their rows) the entries of `picked` not marked
 /// yet, in order of first appearance (a function of `picked` alone: deterministic).
-inline void append_new(std::vector<node_t>& ids, std::vector<node_t>& mark,
-                       std::span<const node_t> picked) {
+inline void append_new(std::vector<node_t>& ids, id_marks& mark, std::span<const node_t> picked) {
   for (node_t v : picked)
-    if (mark[v] < 0) {
-      mark[v] = static_cast<node_t>(ids.size());
+    if (mark.find(v) < 0) {
+      mark.set(v, static_cast<node_t>(ids.size()));
       ids.push_back(v);
     }
 }
@@ -284,15 +339,18 @@ static_assert(sampling_graph_of<sampling_graph>);
 /// Samples the blocks of k minibatches at once, from any sampling graph.
 class bulk_sampler {
  public:
-  /// For a graph of num_nodes nodes. Throws sar::invalid_argument for bad options
-  /// (check_sampler_options).
-  bulk_sampler(node_t num_nodes, sampler_options options)
-      : options_(std::move(options)), marker_(num_nodes) {
+  /// For a graph of num_nodes nodes; graphs of more than dense_limit nodes mark ids in hash
+  /// tables instead of arrays of num_nodes per thread (detail::id_marks). Throws
+  /// sar::invalid_argument for bad options (check_sampler_options).
+  bulk_sampler(node_t num_nodes, sampler_options options,
+               node_t dense_limit = detail::id_marks::default_dense_limit)
+      : options_(std::move(options)), marker_(num_nodes, dense_limit) {
     check_sampler_options("sar::bulk_sampler", options_);
   }
   /// One process: samples `graph` (in-edges, square; it must outlive the sampler).
-  bulk_sampler(const csr& graph, sampler_options options)
-      : bulk_sampler(graph.num_rows, std::move(options)) {
+  bulk_sampler(const csr& graph, sampler_options options,
+               node_t dense_limit = detail::id_marks::default_dense_limit)
+      : bulk_sampler(graph.num_rows, std::move(options), dense_limit) {
     local_.emplace(graph);
   }
 
@@ -332,11 +390,11 @@ class bulk_sampler {
       for (node_t v : seeds) {
         SAR_CHECK(v >= 0 && v < n, invalid_argument, where, ": seed ", v, " of minibatch ", b,
                   " outside [0, ", n, ")");
-        SAR_CHECK(mark[v] < 0, invalid_argument, where, ": seed ", v,
+        SAR_CHECK(mark.find(v) < 0, invalid_argument, where, ": seed ", v,
                   " listed twice in minibatch ", b);
-        mark[v] = 0;
+        mark.set(v, 0);
       }
-      for (node_t v : seeds) mark[v] = -1;
+      mark.reset(seeds);
     };
     std::vector<minibatch_sample> out(k);
     std::vector<std::vector<node_t>> whole_level(k);  // layer-wise: the minibatch's level
@@ -386,7 +444,7 @@ class bulk_sampler {
     tbb::parallel_for(std::size_t{0}, out.size(), [&](std::size_t b) {
       minibatch_sample& s = out[b];
       auto& mark = marker.local();
-      for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+      for (std::size_t r = 0; r < s.ids.size(); ++r) mark.set(s.ids[r], static_cast<node_t>(r));
       const node_t first = row_start[b], rows = s.level_sizes[l + 1];
       const edge_t e0 = picked.pattern.offsets[first];
       const edge_t e1 = picked.pattern.offsets[first + rows];
@@ -399,8 +457,8 @@ class bulk_sampler {
       block.offsets.resize(static_cast<std::size_t>(rows) + 1);
       for (node_t r = 0; r <= rows; ++r) block.offsets[r] = picked.pattern.offsets[first + r] - e0;
       block.columns.resize(static_cast<std::size_t>(e1 - e0));
-      for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark[picked.pattern.columns[e]];
-      for (node_t v : s.ids) mark[v] = -1;
+      for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark.find(picked.pattern.columns[e]);
+      mark.reset(s.ids);
       s.level_sizes[l] = block.num_cols;
       s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
     });
@@ -462,13 +520,13 @@ class bulk_sampler {
         for (node_t v : rows_of_a.row_columns(row_start[b] + r))
           if (pick_of(v) >= 0) reached.push_back(v);
       auto& mark = marker.local();
-      for (std::size_t r = 0; r < s.ids.size(); ++r) mark[s.ids[r]] = static_cast<node_t>(r);
+      for (std::size_t r = 0; r < s.ids.size(); ++r) mark.set(s.ids[r], static_cast<node_t>(r));
       detail::append_new(s.ids, mark, reached);
       const auto sources = static_cast<node_t>(s.ids.size());
       sampled_block& block = s.blocks[l];
       block.source_scales.assign(static_cast<std::size_t>(sources), 0.0);
       for (std::size_t p = 0; p < picks.size(); ++p)
-        if (mark[picks[p]] >= 0) block.source_scales[mark[picks[p]]] = pick_scale[p];
+        if (const node_t at = mark.find(picks[p]); at >= 0) block.source_scales[at] = pick_scale[p];
       // Q_R A Q_C: the rows of A of this minibatch, kept where the column was picked.
       csr& edges = block.edges;
       edges.num_rows = rows;
@@ -480,13 +538,13 @@ class bulk_sampler {
         for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
           const auto p = pick_of(v);
           if (p < 0) continue;
-          edges.columns.push_back(mark[v]);
+          edges.columns.push_back(mark.find(v));
           sum += pick_scale[p];
         }
         edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
         block.destination_scales[r] = sum > 0 ? 1.0 / sum : 0.0;
       }
-      for (node_t v : s.ids) mark[v] = -1;
+      mark.reset(s.ids);
       s.level_sizes[l] = sources;
       block.ids = detail::prefix(s.ids, sources);
       // The minibatch's whole level l: level l + 1 and every pick.
