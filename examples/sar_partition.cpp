@@ -220,13 +220,7 @@ int main(int argc, char** argv) {
   if (const auto status = parse_settings(argc, argv, s)) return *status;
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
   return sar::run_mpi_program("sar-partition", [&](sar::mpi_communicator& comm) {
-    if (comm.size() == 1 && s.method != "ptscotch") {
-      try {
-        return run_serial(s);
-      } catch (const std::bad_alloc&) {
-        throw sar::error(sar_programs::out_of_memory_message());
-      }
-    }
+    if (comm.size() == 1 && s.method != "ptscotch") return run_serial(s);
     return run_distributed(s, comm);
   });
 }
