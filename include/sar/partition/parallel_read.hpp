@@ -133,6 +133,16 @@ void check_pieces(Comm& comm, const std::vector<npy_dataset_share::piece>& piece
   agree_on_failure(comm, failure, "sar::read_dataset_block");
 }
 
+/// Throws sar::io_error on every rank unless every rank read the same node count `n` from
+/// `file` (a file replaced while the ranks read it). Collective.
+template <communicator Comm>
+void check_same_count(Comm& comm, std::int64_t n, const std::string& file) {
+  const auto [lowest, highest] = min_max_over_ranks(comm, n);
+  SAR_CHECK(lowest == highest, io_error, "sar::read_dataset_block: the ranks read node counts from ",
+            lowest, " to ", highest, " in ", file, " (was it replaced while they read it? every "
+            "rank must read the same dataset)");
+}
+
 /// Rank `rank`'s rows of the whole dataset `data`, as a block of `book`.
 inline graph_part slice(const graph_dataset& data, const partition_book& book, int rank) {
   graph_part out;
@@ -208,6 +218,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
           });
     });
     agree();
+    pr::check_same_count(comm, read.num_nodes, (path / "meta.json").string());
     pr::check_pieces(comm, read.pieces);
     if (!read.unchecked_labels.empty())
       pr::check_mostly_used<Comm, std::int32_t>(
@@ -229,6 +240,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
       n = detail::ogb::read_count(detail::ogb::require_csv(path / "raw", "num-node-list"));
     });
     agree();
+    pr::check_same_count(comm, n, (path / "raw" / "num-node-list").string());
     const partition_book book = book_of(n);
     ogb_raw_share read;
     detail::guarded(failure, [&] {
