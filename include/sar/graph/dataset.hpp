@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -92,11 +93,25 @@ std::int64_t count_distinct_below(std::int64_t range,
   return distinct;
 }
 
-/// The refusal of check_mostly_used: `present` (exactly, or at most) of the `range` values
-/// occur.
-[[noreturn]] inline void throw_mostly_empty(std::int64_t range, std::int64_t present, bool exact,
-                                            const std::string& origin, const char* used,
-                                            const char* stated, const char* option) {
+/// The rule that keeps one stray id or label from making a huge, mostly empty graph or
+/// model: throws sar::io_error when fewer than half of the `range` values [0, range) occur
+/// in `arrays` (values outside are ignored) of the readers `totals` totals (one reader:
+/// whole_input_totals). `origin` says where the range comes from ("<file>: the largest node
+/// id, 999999 (line 5), makes 1000000 nodes"), `used` what occurring means ("appear in an
+/// edge"), `stated` how to accept the range on purpose ("num_nodes", with `option` the
+/// programs' flag "--num-nodes"). Counts exactly when the range is at most exact_count_range
+/// or twice the values; else at most the number of values can occur.
+template <class T, class Totals>
+void check_mostly_used(Totals& totals, std::int64_t range,
+                       std::initializer_list<std::span<const T>> arrays,
+                       const std::string& origin, const char* used, const char* stated,
+                       const char* option) {
+  std::int64_t values = 0;
+  for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
+  values = totals.sum(values);
+  const bool exact = range <= exact_count_range || range <= 2 * values;
+  const std::int64_t present = exact ? totals.count_distinct(range, arrays) : values;
+  if (2 * present >= range) return;
   throw io_error(message(origin, ", but ", exact ? "only " : "at most ", present,
                          " of them ", used, ". A range this empty (fewer than half used) is "
                          "refused as a likely error in the input; to accept it, state the "
@@ -104,24 +119,29 @@ std::int64_t count_distinct_below(std::int64_t range,
                          range, ")"));
 }
 
-/// The rule that keeps one stray id or label from making a huge, mostly empty graph or
-/// model: throws sar::io_error when fewer than half of the `range` values [0, range) occur
-/// in `arrays` (values outside are ignored). `origin` says where the range comes from ("<file>:
-/// the largest node id, 999999 (line 5), makes 1000000 nodes"), `used` what occurring means
-/// ("appear in an edge"), `stated` how to accept the range on purpose ("num_nodes", with
-/// `option` the programs' flag "--num-nodes"). Counts exactly when the range is at most
-/// exact_count_range or twice the values; else at most the number of values can occur.
-template <class T>
-void check_mostly_used(std::int64_t range, std::initializer_list<std::span<const T>> arrays,
-                       const std::string& origin, const char* used, const char* stated,
-                       const char* option) {
-  std::int64_t values = 0;
-  for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
-  const bool exact = range <= exact_count_range || range <= 2 * values;
-  const std::int64_t present = exact ? count_distinct_below(range, arrays) : values;
-  if (2 * present < range) throw_mostly_empty(range, present, exact, origin, used, stated, option);
-}
-
 }  // namespace detail
+
+/// The totals of the checks a reader makes over its whole input (counts against their
+/// declarations, the largest id or label, the mostly-empty ranges, checksums) when one reader
+/// read all of it: the serial loaders. Readers of shares of one input (each rank a share)
+/// total them across the ranks with sar::ranks_totals (sar/partition/parallel_read.hpp), which
+/// has the same members.
+struct whole_input_totals {
+  /// The sum of `value` over the readers.
+  std::int64_t sum(std::int64_t value) const { return value; }
+  /// The largest `value` over the readers, and the first `line` holding it.
+  std::pair<std::int64_t, std::int64_t> max_with_line(std::int64_t value, std::int64_t line) const {
+    return {value, line};
+  }
+  /// The CRC-32 of the readers' pieces of one file, in reader order (`crc` of `bytes` here).
+  std::uint32_t crc32(std::uint32_t crc, std::uint64_t /*bytes*/) const { return crc; }
+  /// How many distinct values in [0, range) the readers' arrays hold (requires range at most
+  /// exact_count_range or twice the values: see detail::count_distinct_below).
+  template <class T>
+  std::int64_t count_distinct(std::int64_t range,
+                              std::initializer_list<std::span<const T>> arrays) const {
+    return detail::count_distinct_below(range, arrays);
+  }
+};
 
 }  // namespace sar

@@ -3,8 +3,8 @@
 // with their in-edges, exactly the rows of the graph load_dataset builds, with their features,
 // labels and split: the input of the distributed pipeline (sar::partition_distributed).
 //
-//   .npy dataset     positioned reads of the rows' ranges of every array; each rank checks
-//                    its pieces' CRC-32, rank 0 combines them into each array's (crc32_combine)
+//   .npy dataset     positioned reads of the rows' ranges of every array; the ranks combine
+//                    their pieces' CRC-32 into each array's (crc32_combine)
 //   OGB raw          gzip is not seekable: every rank decompresses each file and parses only
 //                    its share (its rows of the per-node files, every P-th chunk of the edge
 //                    file): reading time is the whole file's decompression on every rank,
@@ -17,9 +17,10 @@
 // (sar::build_block_csr: symmetrised, deduplicated, self-loops as the serial loader keeps
 // them). A rank's memory while reading is O((n + E) / P) plus buffers.
 //
-// The checks of the serial loaders that need the whole input (an edge count against its
-// declaration, the mostly-empty node-id and class ranges, the largest id or label) are made
-// across ranks with the same messages. A failure on one rank stops every rank: that rank
+// The checks that need the whole input (an edge count against its declaration, the
+// mostly-empty node-id and class ranges, the largest id or label, checksums) are the serial
+// loaders' own (finish_edge_list, finish_npy_dataset, ...), totalled across the ranks
+// (ranks_totals). A failure on one rank stops every rank: that rank
 // throws its error, the others sar::comm_error naming it.
 #pragma once
 
@@ -53,39 +54,41 @@ struct block_read_options {
   std::int64_t round_edges = default_build_round_edges;
 };
 
-namespace detail::parallel_read {
-
-/// The largest of `value` over the ranks, and the smallest `line` among the ranks holding it.
-/// Collective.
+/// The totals of the checks over a whole input (whole_input_totals' members) for readers of
+/// its shares, one per rank of `comm`: every member is collective and gives the same result on
+/// every rank.
 template <communicator Comm>
-std::pair<std::int64_t, std::int64_t> max_with_line(Comm& comm, std::int64_t value,
-                                                    std::int64_t line) {
-  const std::int64_t largest = min_max_over_ranks(comm, value).second;
-  const std::int64_t mine = value == largest ? line : std::numeric_limits<std::int64_t>::max();
-  return {largest, min_max_over_ranks(comm, mine).first};
-}
+struct ranks_totals {
+  Comm& comm;  ///< the readers
 
-/// The sum of `value` over the ranks. Collective.
-template <communicator Comm>
-std::int64_t sum_over_ranks(Comm& comm, std::int64_t value) {
-  comm.all_reduce(std::span<std::int64_t>(&value, 1), reduce_op::sum);
-  return value;
-}
-
-/// detail::check_mostly_used over the union of every rank's `arrays`: the distinct values in
-/// [0, range) are counted by the rank owning them in block_book(range, P), so no rank holds
-/// more than its own values and its range's share. Collective; throws the serial rule's
-/// sar::io_error on every rank.
-template <communicator Comm, class T>
-void check_mostly_used(Comm& comm, std::int64_t range,
-                       std::initializer_list<std::span<const T>> arrays, const std::string& origin,
-                       const char* used, const char* stated, const char* option) {
-  std::int64_t values = 0;
-  for (const auto& a : arrays) values += static_cast<std::int64_t>(a.size());
-  values = sum_over_ranks(comm, values);
-  const bool exact = range <= exact_count_range || range <= 2 * values;
-  std::int64_t present = values;
-  if (exact) {
+  /// The sum of `value` over the ranks.
+  std::int64_t sum(std::int64_t value) {
+    comm.all_reduce(std::span<std::int64_t>(&value, 1), reduce_op::sum);
+    return value;
+  }
+  /// The largest `value` over the ranks, and the smallest `line` among the ranks holding it.
+  std::pair<std::int64_t, std::int64_t> max_with_line(std::int64_t value, std::int64_t line) {
+    const std::int64_t largest = min_max_over_ranks(comm, value).second;
+    const std::int64_t mine = value == largest ? line : std::numeric_limits<std::int64_t>::max();
+    return {largest, min_max_over_ranks(comm, mine).first};
+  }
+  /// The CRC-32 of the ranks' pieces (`crc` of `bytes` here) of one file, in rank order.
+  std::uint32_t crc32(std::uint32_t crc, std::uint64_t bytes) {
+    const std::vector<std::int64_t> mine{crc, static_cast<std::int64_t>(bytes)};
+    uLong combined = 0;
+    for (const auto& piece :
+         all_to_all_vectors(comm, std::vector<std::vector<std::int64_t>>(
+                                      static_cast<std::size_t>(comm.size()), mine)))
+      combined = crc32_combine64(combined, static_cast<uLong>(piece[0]),
+                                 static_cast<z_off64_t>(piece[1]));
+    return static_cast<std::uint32_t>(combined);
+  }
+  /// How many distinct values in [0, range) the ranks' arrays hold: each value is counted by
+  /// the rank owning it in block_book(range, P), so no rank holds more than its own values
+  /// and its block's.
+  template <class T>
+  std::int64_t count_distinct(std::int64_t range,
+                              std::initializer_list<std::span<const T>> arrays) {
     const partition_book book = block_book(range, comm.size());
     std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
     for (const auto& a : arrays)
@@ -100,38 +103,11 @@ void check_mostly_used(Comm& comm, std::int64_t range,
     for (auto& from_peer : all_to_all_vectors(comm, outgoing))
       mine.insert(mine.end(), from_peer.begin(), from_peer.end());
     std::sort(mine.begin(), mine.end());
-    present = sum_over_ranks(
-        comm, static_cast<std::int64_t>(std::unique(mine.begin(), mine.end()) - mine.begin()));
+    return sum(static_cast<std::int64_t>(std::unique(mine.begin(), mine.end()) - mine.begin()));
   }
-  if (2 * present < range) throw_mostly_empty(range, present, exact, origin, used, stated, option);
-}
+};
 
-/// Throws sar::io_error "<where>: <file>: checksum mismatch ..." on rank 0 if the pieces the
-/// ranks read of an array, combined in rank order, do not give the CRC-32 meta.json lists;
-/// the ranks agree on the verdict. Requires every rank's `pieces` to name the same arrays in
-/// the same order. Collective.
-template <communicator Comm>
-void check_pieces(Comm& comm, const std::vector<npy_dataset_share::piece>& pieces) {
-  std::vector<std::vector<std::int64_t>> outgoing(static_cast<std::size_t>(comm.size()));
-  for (const auto& piece : pieces) {
-    outgoing[0].push_back(piece.crc);
-    outgoing[0].push_back(static_cast<std::int64_t>(piece.bytes));
-  }
-  const auto received = all_to_all_vectors(comm, outgoing);
-  std::exception_ptr failure;
-  if (comm.rank() == 0)
-    guarded(failure, [&] {
-      for (std::size_t k = 0; k < pieces.size(); ++k) {
-        uLong crc = 0;
-        for (const auto& from_rank : received)
-          crc = crc32_combine64(crc, static_cast<uLong>(from_rank[2 * k]),
-                                static_cast<z_off64_t>(from_rank[2 * k + 1]));
-        check_crc32("sar::read_dataset_block", pieces[k].file, static_cast<std::uint32_t>(crc),
-                    pieces[k].listed, "dataset");
-      }
-    });
-  agree_on_failure(comm, failure, "sar::read_dataset_block");
-}
+namespace detail::parallel_read {
 
 /// Throws sar::io_error on every rank unless every rank read the same node count `n` from
 /// `file` (a file replaced while the ranks read it). Collective.
@@ -190,6 +166,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
   const int rank = comm.rank(), size = comm.size();
   std::exception_ptr failure;
   const auto agree = [&] { detail::agree_on_failure(comm, failure, where); };
+  ranks_totals<Comm> totals{comm};  // the checks over the whole input
   // A node count every rank knows (each reads the same metadata or agrees on a maximum).
   const auto book_of = [&](node_t n) { return block_book(n, size); };
   dataset_block block;
@@ -219,13 +196,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     });
     agree();
     pr::check_same_count(comm, read.num_nodes, (path / "meta.json").string());
-    pr::check_pieces(comm, read.pieces);
-    if (!read.unchecked_labels.empty())
-      pr::check_mostly_used<Comm, std::int32_t>(
-          comm, read.rows.num_classes, {read.rows.labels},
-          message("sar::read_npy_dataset: ", (path / "meta.json").string(),
-                  " declares num_classes = ", read.rows.num_classes),
-          "have a node in labels.npy", "num_classes", "--num-classes");
+    finish_npy_dataset(read, path, totals);
     block.name = read.rows.name;
     out.in_edges = std::move(read.rows.graph);
     out.features = std::move(read.rows.features);
@@ -249,27 +220,8 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
                                  .edges = {.index = rank, .count = size}});
     });
     agree();
-    const std::int64_t edges = pr::sum_over_ranks(comm, static_cast<std::int64_t>(read.edges.size()));
-    SAR_CHECK(read.expected_edges < 0 || edges == read.expected_edges, io_error,
-              "sar::read_ogb_raw: ", read.edge_file.string(), " line ", read.edge_lines,
-              ": file has ", edges, " edges, but ", read.edge_count_file.string(), " says ",
-              read.expected_edges);
+    finish_ogb_raw(read, ogb, totals);
     graph_dataset& rows = read.rows;
-    if (!read.label_file.empty() && rows.num_classes < 0) {
-      const auto [max_label, line] = pr::max_with_line(comm, read.max_label, read.max_label_line);
-      rows.num_classes = static_cast<std::int32_t>(max_label + 1);
-      pr::check_mostly_used<Comm, std::int32_t>(
-          comm, rows.num_classes, {rows.labels},
-          message("sar::read_ogb_raw: ", read.label_file.string(), ": the largest label, ",
-                  max_label, " (line ", line, "), makes ", rows.num_classes, " classes"),
-          "have a node", "num_classes", "--num-classes");
-    }
-    if (options.sizes.num_nodes < 0 && !read.per_node_files)
-      pr::check_mostly_used<Comm, node_t>(
-          comm, n, {read.edges.src, read.edges.dst},
-          message("sar::read_ogb_raw: ", read.node_count_file.string(), " declares ", n,
-                  " nodes (and no node-feat or node-label file has a line per node)"),
-          "appear in an edge", "num_nodes", "--num-nodes");
     block.name = rows.name;
     out.book = book;
     out.in_edges = build_block_csr(comm, read.edges, book, ogb_build_options(ogb),
@@ -277,51 +229,31 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.features = std::move(rows.features);
     out.labels = std::move(rows.labels);
     out.split = std::move(rows.split);
-    out.num_classes = std::max(rows.num_classes, 0);
+    out.num_classes = rows.num_classes;
   } else {
     // Edge list or Matrix Market: every P-th chunk of lines.
-    SAR_CHECK(options.sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
-              options.sizes.num_classes, " is stated, but ", spec,
-              " is a graph-only file (no labels)");
+    detail::check_graph_only_sizes(spec, options.sizes);
     const std::string name = path.filename().string();
     const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
     const io::chunk_share share{.index = rank, .count = size};
     edge_list edges;
-    std::string origin;  // what the node count comes from, for the range rule
-    const char* used = "appear in an edge";
     if (mtx) {
       matrix_market_share read;
       detail::guarded(failure, [&] {
         read = read_matrix_market_share(path, options.sizes.num_nodes, share);
       });
       agree();
-      const std::int64_t entries = pr::sum_over_ranks(comm, read.entries);
-      if (entries != read.announced)
-        io::throw_parse_error("sar::read_matrix_market", path, read.size_line,
-                              message("the size line announces ", read.announced,
-                                      " entries but the file has ", entries),
-                              read.size_text);
+      finish_matrix_market(read, path, options.sizes.num_nodes, totals);
       edges = std::move(read.edges);
-      origin = message("sar::read_matrix_market: ", path.string(), ": the size line (line ",
-                       read.size_line, ") declares a matrix of order ", edges.num_nodes);
-      used = "appear in an entry";
     } else {
       edge_list_share read;
       detail::guarded(failure, [&] {
         read = read_edge_list_share(path, options.sizes.num_nodes, share);
       });
       agree();
+      read.edges.num_nodes = finish_edge_list(read, path, options.sizes.num_nodes, totals);
       edges = std::move(read.edges);
-      if (options.sizes.num_nodes < 0) {
-        const auto [max_id, line] = pr::max_with_line(comm, read.max_id, read.max_line);
-        edges.num_nodes = max_id + 1;
-        origin = message("sar::read_edge_list: ", path.string(), ": the largest node id, ",
-                         max_id, " (line ", line, "), makes ", edges.num_nodes, " nodes");
-      }
     }
-    if (options.sizes.num_nodes < 0)
-      pr::check_mostly_used<Comm, node_t>(comm, edges.num_nodes, {edges.src, edges.dst}, origin,
-                                          used, "num_nodes", "--num-nodes");
     const partition_book book = book_of(edges.num_nodes);
     out.book = book;
     out.in_edges = build_block_csr(comm, edges, book, {.symmetrise = true}, options.round_edges);

@@ -82,6 +82,24 @@ inline edge_list_share read_edge_list_share(const std::filesystem::path& path, n
   return out;
 }
 
+/// The checks of read_edge_list over the whole file `path`, of whose shares `totals` totals
+/// the readers' (whole_input_totals: one reader): the node count, num_nodes if stated (>= 0),
+/// else the largest id + 1 and the mostly-empty range rule. Returns the node count. Throws
+/// what read_edge_list throws for the range; collective where `totals` is.
+template <class Totals>
+node_t finish_edge_list(const edge_list_share& read, const std::filesystem::path& path,
+                        node_t num_nodes, Totals& totals) {
+  if (num_nodes >= 0) return num_nodes;
+  const auto [max_id, line] = totals.max_with_line(read.max_id, read.max_line);
+  const node_t n = max_id + 1;
+  detail::check_mostly_used<node_t>(
+      totals, n, {read.edges.src, read.edges.dst},
+      message("sar::read_edge_list: ", path.string(), ": the largest node id, ", max_id,
+              " (line ", line, "), makes ", n, " nodes"),
+      "appear in an edge", "num_nodes", "--num-nodes");
+  return n;
+}
+
 /// Reads the directed edges "src dst" of a SNAP-style edge list, one per line, in file order.
 /// Format: ids are non-negative decimal integers (0-based) separated by spaces and/or tabs;
 /// lines whose first non-blank character is '#' or '%' are comments; blank lines are skipped;
@@ -98,13 +116,8 @@ inline edge_list_share read_edge_list_share(const std::filesystem::path& path, n
 /// for a missing, unreadable or truncated file; sar::invalid_argument if num_nodes < -1.
 inline edge_list read_edge_list(const std::filesystem::path& path, node_t num_nodes = -1) {
   edge_list_share read = read_edge_list_share(path, num_nodes, {});
-  if (num_nodes >= 0) return std::move(read.edges);
-  read.edges.num_nodes = read.max_id + 1;
-  detail::check_mostly_used<node_t>(
-      read.edges.num_nodes, {read.edges.src, read.edges.dst},
-      message("sar::read_edge_list: ", path.string(), ": the largest node id, ", read.max_id,
-              " (line ", read.max_line, "), makes ", read.edges.num_nodes, " nodes"),
-      "appear in an edge", "num_nodes", "--num-nodes");
+  whole_input_totals totals;
+  read.edges.num_nodes = finish_edge_list(read, path, num_nodes, totals);
   return std::move(read.edges);
 }
 

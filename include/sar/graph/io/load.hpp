@@ -91,6 +91,12 @@ class spec_parameters {
   std::map<std::string, std::string> values_;
 };
 
+/// Throws sar::invalid_argument if `sizes` states a class count for the graph-only file `spec`.
+inline void check_graph_only_sizes(const std::string& spec, const dataset_sizes& sizes) {
+  SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
+            sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
+}
+
 inline graph_dataset graph_only(csr graph, std::string name) {
   graph_dataset data;
   data.name = std::move(name);
@@ -186,8 +192,7 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
       return read_npy_dataset(path, {.sizes = sizes});
     return read_ogb_raw(path, {.sizes = sizes});
   }
-  SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
-            sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
+  detail::check_graph_only_sizes(spec, sizes);
   const std::string name = path.filename().string();
   const bool mtx = name.ends_with(".mtx") || name.ends_with(".mtx.gz");
   edge_list edges = mtx ? read_matrix_market(path, sizes.num_nodes)

@@ -180,6 +180,27 @@ inline matrix_market_share read_matrix_market_share(const std::filesystem::path&
   return read;
 }
 
+/// The checks of read_matrix_market over the whole file `path`, of whose shares `totals`
+/// totals the readers' (whole_input_totals: one reader): the entry count against the size
+/// line, and unless num_nodes is stated (>= 0) the mostly-empty range rule. Throws what
+/// read_matrix_market throws for them; collective where `totals` is.
+template <class Totals>
+void finish_matrix_market(const matrix_market_share& read, const std::filesystem::path& path,
+                          node_t num_nodes, Totals& totals) {
+  const std::int64_t entries = totals.sum(read.entries);
+  if (entries != read.announced)
+    io::throw_parse_error("sar::read_matrix_market", path, read.size_line,
+                          message("the size line announces ", read.announced,
+                                  " entries but the file has ", entries),
+                          read.size_text);
+  if (num_nodes < 0)
+    detail::check_mostly_used<node_t>(
+        totals, read.edges.num_nodes, {read.edges.src, read.edges.dst},
+        message("sar::read_matrix_market: ", path.string(), ": the size line (line ",
+                read.size_line, ") declares a matrix of order ", read.edges.num_nodes),
+        "appear in an entry", "num_nodes", "--num-nodes");
+}
+
 /// Reads a Matrix Market file "%%MatrixMarket matrix coordinate <field> <symmetry>" as a graph.
 /// Supported: field pattern, integer, real (or double); symmetry general or symmetric. Values
 /// are checked to be numbers of the field, then dropped (edge_list has no weights). Keywords
@@ -202,17 +223,8 @@ inline matrix_market_share read_matrix_market_share(const std::filesystem::path&
 /// num_nodes < -1.
 inline edge_list read_matrix_market(const std::filesystem::path& path, node_t num_nodes = -1) {
   matrix_market_share read = read_matrix_market_share(path, num_nodes, {});
-  if (read.entries < read.announced)
-    io::throw_parse_error("sar::read_matrix_market", path, read.size_line,
-                          message("the size line announces ", read.announced,
-                                  " entries but the file has ", read.entries),
-                          read.size_text);
-  if (num_nodes < 0)
-    detail::check_mostly_used<node_t>(
-        read.edges.num_nodes, {read.edges.src, read.edges.dst},
-        message("sar::read_matrix_market: ", path.string(), ": the size line (line ",
-                read.size_line, ") declares a matrix of order ", read.edges.num_nodes),
-        "appear in an entry", "num_nodes", "--num-nodes");
+  whole_input_totals totals;
+  finish_matrix_market(read, path, num_nodes, totals);
   return std::move(read.edges);
 }
 

@@ -522,11 +522,12 @@ struct npy_dataset_share {
     std::uint32_t crc = 0;     ///< the CRC-32 of this share's piece
     std::uint64_t bytes = 0;   ///< and its length
   };
-  /// One per array meta.json lists a CRC-32 for (none if options.verify_checksums is false).
+  /// One per array meta.json lists a CRC-32 for, in the same order in every share (none if
+  /// options.verify_checksums is false).
   std::vector<piece> pieces;
-  /// The check of the class range this share cannot make alone: labels.npy's path, empty if
-  /// there is nothing to check (no labels, or num_classes stated).
-  std::string unchecked_labels;
+  /// Whether the class-range rule is left to finish_npy_dataset (labels present and
+  /// num_classes not stated).
+  bool class_range_unchecked = false;
 };
 
 /// Reads rows [first, last) = rows_of(n) of the sar .npy dataset directory `dir`, whose
@@ -681,7 +682,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
               bad == data.labels.end() ? 0 : *bad, " of node ", first + (bad - data.labels.begin()),
               " outside [-1, ", data.num_classes, ")",
               stated ? " (num_classes as stated)" : " (num_classes in meta.json)");
-    if (!stated) out.unchecked_labels = file.string();
+    out.class_range_unchecked = !stated;
   } else {
     SAR_CHECK(options.sizes.num_classes < 0, io_error, where, ": num_classes = ",
               options.sizes.num_classes, " is stated, but ", dir.string(),
@@ -703,6 +704,24 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   return out;
 }
 
+/// The checks of read_npy_dataset over the whole directory `dir`, of whose shares `totals`
+/// totals the readers' (whole_input_totals: one reader): each listed array's CRC-32 (the
+/// pieces combined in reader order) and the class-range rule. Throws what read_npy_dataset
+/// throws for them; collective where `totals` is.
+template <class Totals>
+void finish_npy_dataset(const npy_dataset_share& read, const std::filesystem::path& dir,
+                        Totals& totals) {
+  constexpr const char* where = "sar::read_npy_dataset";
+  for (const auto& piece : read.pieces)
+    check_crc32(where, piece.file, totals.crc32(piece.crc, piece.bytes), piece.listed, "dataset");
+  if (read.class_range_unchecked)
+    detail::check_mostly_used<std::int32_t>(
+        totals, read.rows.num_classes, {read.rows.labels},
+        message(where, ": ", (dir / "meta.json").string(), " declares num_classes = ",
+                read.rows.num_classes),
+        "have a node in labels.npy", "num_classes", "--num-classes");
+}
+
 /// Reads the sar .npy dataset directory `dir` (format at the top of this file).
 /// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
 /// without labels.npy), num_classes (options.sizes.num_classes if stated, else meta.json's)
@@ -719,19 +738,11 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 /// written by numpy may leave them out; options.verify_checksums false skips them).
 inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,
                                       npy_read_options options = {}) {
-  constexpr const char* where = "sar::read_npy_dataset";
   npy_dataset_share read =
       read_npy_dataset_share(dir, options, [](node_t n) { return std::pair<node_t, node_t>{0, n}; });
-  for (const auto& piece : read.pieces)  // whole arrays here
-    check_crc32(where, piece.file, piece.crc, piece.listed, "dataset");
-  graph_dataset& data = read.rows;
-  if (!read.unchecked_labels.empty())
-    detail::check_mostly_used<std::int32_t>(
-        data.num_classes, {data.labels},
-        message(where, ": ", (dir / "meta.json").string(), " declares num_classes = ",
-                data.num_classes),
-        "have a node in labels.npy", "num_classes", "--num-classes");
-  return std::move(data);
+  whole_input_totals totals;
+  finish_npy_dataset(read, dir, totals);
+  return std::move(read.rows);
 }
 
 }  // namespace sar

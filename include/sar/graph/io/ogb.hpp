@@ -473,6 +473,40 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   return out;
 }
 
+/// The checks of read_ogb_raw over the whole directory, of whose shares `totals` totals the
+/// readers' (whole_input_totals: one reader): the edge count against num-edge-list, the class
+/// count (read.rows.num_classes: stated, else the largest label + 1, with the mostly-empty
+/// range rule; 0 without labels) and, when no per-node file vouches for it and num_nodes is
+/// not stated, the node range rule. Throws what read_ogb_raw throws for them; collective
+/// where `totals` is.
+template <class Totals>
+void finish_ogb_raw(ogb_raw_share& read, const ogb_options& options, Totals& totals) {
+  using detail::ogb::function;
+  const std::int64_t edges = totals.sum(static_cast<std::int64_t>(read.edges.size()));
+  if (read.expected_edges >= 0 && edges != read.expected_edges)
+    throw io_error(message(function, ": ", read.edge_file.string(), " line ", read.edge_lines,
+                           ": file ends after ", edges, " edges, but ",
+                           read.edge_count_file.string(), " says ", read.expected_edges));
+  graph_dataset& data = read.rows;
+  if (!read.label_file.empty() && data.num_classes < 0) {
+    const auto [max_label, line] = totals.max_with_line(read.max_label, read.max_label_line);
+    data.num_classes = static_cast<std::int32_t>(max_label + 1);
+    detail::check_mostly_used<std::int32_t>(
+        totals, data.num_classes, {data.labels},
+        message(function, ": ", read.label_file.string(), ": the largest label, ", max_label,
+                " (line ", line, "), makes ", data.num_classes, " classes"),
+        "have a node", "num_classes", "--num-classes");
+  }
+  data.num_classes = std::max(data.num_classes, 0);
+  // Without per-node files, nothing but num-node-list vouches for the node count.
+  if (options.sizes.num_nodes < 0 && !read.per_node_files)
+    detail::check_mostly_used<node_t>(
+        totals, read.num_nodes, {read.edges.src, read.edges.dst},
+        message(function, ": ", read.node_count_file.string(), " declares ", read.num_nodes,
+                " nodes (and no node-feat or node-label file has a line per node)"),
+        "appear in an edge", "num_nodes", "--num-nodes");
+}
+
 /// The graph build options read_ogb_raw uses for `options`.
 inline build_options ogb_build_options(const ogb_options& options) {
   return {.symmetrise = options.add_inverse_edges,
@@ -507,33 +541,14 @@ inline build_options ogb_build_options(const ogb_options& options) {
 /// split directory, several split directories while split_name is empty (it lists them),
 /// unreadable or truncated (gzip) files.
 inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
-  using namespace detail::ogb;
   ogb_raw_share read = read_ogb_raw_share(dir, options, {});
+  whole_input_totals totals;
+  finish_ogb_raw(read, options, totals);
   graph_dataset& data = read.rows;
-  const node_t n = read.num_nodes;
-  if (read.expected_edges >= 0 && static_cast<std::int64_t>(read.edges.size()) != read.expected_edges)
-    throw io_error(message(function, ": ", read.edge_file.string(), " line ", read.edge_lines,
-                           ": file ends after ", read.edges.size(), " edges, but ",
-                           read.edge_count_file.string(), " says ", read.expected_edges));
-  if (!read.label_file.empty() && data.num_classes < 0) {
-    data.num_classes = read.max_label + 1;
-    detail::check_mostly_used<std::int32_t>(
-        data.num_classes, {data.labels},
-        message(function, ": ", read.label_file.string(), ": the largest label, ", read.max_label,
-                " (line ", read.max_label_line, "), makes ", data.num_classes, " classes"),
-        "have a node", "num_classes", "--num-classes");
-  }
-  data.num_classes = std::max(data.num_classes, 0);
-  // Without per-node files, nothing but num-node-list vouches for the node count.
-  if (options.sizes.num_nodes < 0 && !read.per_node_files)
-    detail::check_mostly_used<node_t>(
-        n, {read.edges.src, read.edges.dst},
-        message(function, ": ", read.node_count_file.string(), " declares ", n,
-                " nodes (and no node-feat or node-label file has a line per node)"),
-        "appear in an edge", "num_nodes", "--num-nodes");
   const build_options build = ogb_build_options(options);
-  allocate_checked(function, message("the graph of the ", n, " nodes in ",
-                                     read.node_count_file.string()),
+  allocate_checked(detail::ogb::function,
+                   message("the graph of the ", read.num_nodes, " nodes in ",
+                           read.node_count_file.string()),
                    build_csr_bytes(read.edges, build),
                    [&] { data.graph = build_csr(read.edges, build); });
   return std::move(data);
