@@ -87,6 +87,24 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
   return sar_programs::parse_command_line(app, argc, argv);
 }
 
+/// METIS's default imbalance per constraint.
+constexpr double metis_imbalance = 0.05;
+
+/// How the store's meta.json describes the partition ("metis seed=0 imbalance=0.05",
+/// "random seed=3", "contiguous", "ptscotch seed=0 imbalance=0.03 balance=nodes"): the
+/// one-process and the distributed run of a method describe it alike.
+std::string describe_method(const settings& s, double imbalance) {
+  std::string text = s.method;
+  if (s.method != "contiguous") text += " seed=" + std::to_string(s.seed);
+  if (s.method == "metis" || s.method == "ptscotch") {
+    char number[64];
+    std::snprintf(number, sizeof number, " imbalance=%g", imbalance);
+    text += number;
+  }
+  if (s.method == "ptscotch") text += " balance=" + s.balance;
+  return text;
+}
+
 /// Throws sar::invalid_argument before anything is loaded if `spec` declares more nodes or
 /// edges than METIS's indices hold (Debian's METIS: 32-bit), naming the distributed path.
 void refuse_beyond_metis(const settings& s) {
@@ -113,19 +131,13 @@ int run_serial(const settings& s) {
   std::printf("partitioning into %d parts with %s ...\n", s.parts, s.method.c_str());
   std::fflush(stdout);
   std::vector<int> part;
-  std::string description = s.method;
-  if (s.method == "metis") {
-    const double imbalance = s.imbalance.value_or(0.05);
+  const double imbalance = s.imbalance.value_or(metis_imbalance);
+  if (s.method == "metis")
     part = sar::partition_metis(data, s.parts, {.seed = s.seed, .imbalance = imbalance});
-    char text[64];
-    std::snprintf(text, sizeof text, " imbalance=%g", imbalance);
-    description += " seed=" + std::to_string(s.seed) + text;
-  } else if (s.method == "random") {
+  else if (s.method == "random")
     part = sar::partition_random(data.num_nodes(), s.parts, s.seed);
-    description += " seed=" + std::to_string(s.seed);
-  } else {
+  else
     part = sar::partition_contiguous(data.num_nodes(), s.parts);
-  }
   std::printf("partitioned (%.2f s)\n", seconds_since(start));
 
   start = clock_type::now();
@@ -133,7 +145,7 @@ int run_serial(const settings& s) {
   std::printf("writing %s ...\n", s.out.c_str());
   std::fflush(stdout);
   const sar::partition_metadata meta =
-      sar::write_partition_store(data, part, s.parts, s.out, description);
+      sar::write_partition_store(data, part, s.parts, s.out, describe_method(s, imbalance));
   std::printf("wrote %d parts (%.2f s)\n", s.parts, seconds_since(start));
 
   std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
@@ -182,17 +194,13 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   about.has_split = !block.rows.split.empty();
   sar::distributed_partition_options options{.method = sar::distributed_method_named(s.method),
                                              .parts = s.parts, .seed = s.seed};
-  about.method = s.method;
-  if (s.method != "contiguous") about.method += " seed=" + std::to_string(s.seed);
   if (s.method == "ptscotch") {
     options.ptscotch.imbalance = s.imbalance.value_or(options.ptscotch.imbalance);
     options.ptscotch.balance = s.balance == "nodes"
                                    ? sar::ptscotch_options::balance_kind::nodes
                                    : sar::ptscotch_options::balance_kind::nodes_and_edges;
-    char text[64];
-    std::snprintf(text, sizeof text, " imbalance=%g", options.ptscotch.imbalance);
-    about.method += text + std::string(" balance=") + s.balance;
   }
+  about.method = describe_method(s, options.ptscotch.imbalance);
   say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));
   sar_programs::current_phase() = "partitioning";
   const std::vector<sar::graph_part> mine =
