@@ -113,9 +113,7 @@ class id_directory {
       bucket.push_back(keys[k]);
       bucket.push_back(values[k]);
     }
-    const auto [lowest_bad, highest_bad] = min_max_over_ranks(comm, bad < 0 ? 0 : 1);
-    (void)lowest_bad;
-    SAR_CHECK(highest_bad == 0, invalid_argument, where, ": ",
+    SAR_CHECK(min_max_over_ranks(comm, bad < 0 ? 0 : 1).second == 0, invalid_argument, where, ": ",
               bad >= 0 ? message("rank ", rank, " gives key ", bad)
                        : std::string("another rank gives a key"),
               " outside [0, ", n, ")");
@@ -132,9 +130,7 @@ class id_directory {
     if (how == pairs::unique && problem < 0)
       for (std::size_t slot = 0; slot < given.size() && problem < 0; ++slot)
         if (given[slot] == 0) problem = first + static_cast<node_t>(slot);
-    const auto [lowest, highest] = min_max_over_ranks(comm, problem < 0 ? 0 : 1);
-    (void)lowest;
-    SAR_CHECK(highest == 0, invalid_argument, where, ": the keys are not each of [0, ", n,
+    SAR_CHECK(min_max_over_ranks(comm, problem < 0 ? 0 : 1).second == 0, invalid_argument, where, ": the keys are not each of [0, ", n,
               ") once", problem >= 0 ? message(" (key ", problem, ", kept by rank ", rank, ")")
                                      : std::string());
   }
