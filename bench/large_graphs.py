@@ -34,8 +34,7 @@ os.makedirs(args.work, exist_ok=True)
 
 def run(cmd):
     start = time.time()
-    out = subprocess.run(["/usr/bin/time", "-f", "maxrss_kib %M", *cmd], env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
     return out.stdout + out.stderr, time.time() - start
@@ -66,7 +65,7 @@ def measure(spec, label, methods):
                              for m in re.finditer(r"phase (\w+): ([\d.e+-]+) s; largest peak "
                                                   r"([\d.e+-]+) MiB", text)}
         else:
-            row["peak_bytes"] = int(re.search(r"maxrss_kib (\d+)", text)[1]) * 1024
+            row["peak_bytes"] = int(float(re.search(r"peak memory ([\d.]+) MiB", text)[1]) * 2**20)
         print(json.dumps(row), flush=True)
         results.append(row)
     return results
