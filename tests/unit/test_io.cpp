@@ -11,7 +11,9 @@
 #include <string>
 #include <thread>
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sar/core/output_file.hpp"
@@ -1120,6 +1122,20 @@ TEST_CASE("replace_directory: creates, replaces only exactly what its manifest l
     CHECK_FALSE(fs::exists(journaled));
     CHECK(read_binary(unproven / "mine.txt") == "mine");
     for (const auto& d : {live, elsewhere, old_style}) CHECK(fs::exists(d));
+  }
+  SUBCASE("a killed process not yet reaped (a zombie) has ended: its partial directory goes") {
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+    const fs::path zombies = out.string() + ".sar-partial-" + host + "-" +
+                             std::to_string(child) + "-0123456789abcdef";
+    fs::create_directories(zombies);
+    io::write_text_file(zombies / ".sar-journal", "{\"token\": \"0123456789abcdef\"}\n");
+    CHECK(::kill(child, 0) == 0);  // the pid still exists
+    replace_directory(out, kind, [&](directory_writer& d) { write_kind(d, "fifth"); }, "test");
+    CHECK_FALSE(fs::exists(zombies));
+    ::waitpid(child, nullptr, 0);
   }
 }
 

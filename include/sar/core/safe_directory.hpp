@@ -366,9 +366,21 @@ inline std::optional<sibling_name> parse_sibling(std::string_view name,
   return sibling_name{std::string(rest.substr(0, pid_dash)), pid, std::string(token)};
 }
 
-/// Whether the sibling's process is gone: same host, and no process with its pid.
+/// Whether process `pid` of this host has ended: no such process, or a zombie (dead, only not
+/// yet reaped: a killed MPI rank whose launcher died waits for init, which may never reap it).
+inline bool process_ended(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto name_end = line.rfind(')');  // "pid (name) state ...": the name may hold spaces
+  return name_end != std::string::npos && name_end + 2 < line.size() &&
+         (line[name_end + 2] == 'Z' || line[name_end + 2] == 'X');
+}
+
+/// Whether the sibling's process is gone: same host, and its pid ended (see process_ended).
 inline bool owner_gone(const sibling_name& s) {
-  return s.host == host_name() && ::kill(static_cast<pid_t>(s.pid), 0) != 0 && errno == ESRCH;
+  return s.host == host_name() && process_ended(s.pid);
 }
 
 /// Whether every entry under `dir` is named by one of its journals (.sar-journal*) whose
