@@ -175,7 +175,8 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   sar::phase_meter<sar::mpi_communicator> meter(comm);
   say(sar::message("reading ", s.dataset, " on ", comm.size(), " ranks ..."));
   sar_programs::current_phase() = "reading " + s.dataset;
-  sar::dataset_block block = sar::read_dataset_block(comm, s.dataset, {.sizes = s.sizes});
+  sar::dataset_block block =
+      sar::read_dataset_block(comm, s.dataset, {.sizes = s.sizes, .features = false});
   const sar::phase_stats read = meter.end("read");
   const sar::node_t n = block.rows.book.num_nodes();
   std::int64_t edges = block.rows.in_edges.num_edges();
@@ -204,7 +205,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));
   sar_programs::current_phase() = "partitioning";
   const std::vector<sar::graph_part> mine =
-      sar::partition_distributed(comm, std::move(block.rows), options, &meter);
+      sar::partition_distributed(comm, std::move(block), options, &meter);
 
   say(sar::message("writing ", s.out, " ..."));
   sar_programs::current_phase() = "writing " + s.out;

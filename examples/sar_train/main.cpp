@@ -96,7 +96,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     // per rank) and move the nodes to their parts, as sar-partition does.
     sar_programs::current_phase() = "reading and partitioning " + p.dataset;
     sar::dataset_block block = sar::read_dataset_block(
-        comm, p.dataset, {.sizes = p.sizes, .verify_checksums = !p.skip_checksums});
+        comm, p.dataset,
+        {.sizes = p.sizes, .verify_checksums = !p.skip_checksums, .features = false});
     SAR_CHECK(block.rows.num_classes > 0 && !block.rows.labels.empty() &&
                   !block.rows.split.empty() && block.rows.features.cols() > 0,
               sar::invalid_argument, "sar-train: dataset '", p.dataset,
@@ -107,7 +108,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     name = block.name;
     source = sar::message("--dataset ", p.dataset, " partitioned by ", p.partition);
     std::vector<sar::graph_part> mine = sar::partition_distributed(
-        comm, std::move(block.rows),
+        comm, std::move(block),
         {.method = sar::distributed_method_named(p.partition), .seed = p.seed});
     part = std::move(mine.front());
   } else {

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "mpi_check.hpp"
+#include "ptscotch_check.hpp"
 #include "sar/comm/directory.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/rng.hpp"
@@ -31,31 +32,11 @@
 #include "sar/partition/store.hpp"
 
 using namespace sar;
+using mpi_test::block_of;
+using mpi_test::test_ptscotch;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Rows [book.begin(rank), book.end(rank)) of `data` as a block (columns: dataset ids).
-graph_part block_of(const graph_dataset& data, const partition_book& book, int rank) {
-  graph_part b;
-  b.part = rank;
-  b.book = book;
-  b.num_classes = data.num_classes;
-  const node_t lo = book.begin(rank), n = book.size(rank);
-  b.in_edges.num_rows = n;
-  b.in_edges.num_cols = data.num_nodes();
-  b.in_edges.offsets.assign(1, 0);
-  for (node_t i = lo; i < lo + n; ++i) {
-    const auto row = data.graph.row(i);
-    b.in_edges.columns.insert(b.in_edges.columns.end(), row.begin(), row.end());
-    b.in_edges.offsets.push_back(static_cast<edge_t>(b.in_edges.columns.size()));
-    b.labels.push_back(data.labels[i]);
-    b.split.push_back(data.split[i]);
-    b.original_ids.push_back(i);
-  }
-  b.features = data.features.middleRows(lo, n);
-  return b;
-}
 
 bool same_csr(const csr& a, const csr& b) {
   return a.num_rows == b.num_rows && a.offsets == b.offsets && a.columns == b.columns;
@@ -93,6 +74,31 @@ void test_directory(mpi_communicator& comm) {
     refused = true;
   }
   EXPECT(refused, "directory: an id outside the range is refused");
+}
+
+/// 64-bit ids: the id arithmetic of the distributed path (block ranges, their owners, the
+/// contiguous parts) past 2^31 and 2^40, where no arrays of that size fit.
+void test_wide_ids(mpi_communicator& comm) {
+  static_assert(sizeof(node_t) == 8 && sizeof(edge_t) == 8);
+  for (const node_t n : {(node_t{1} << 31) + 3, (node_t{1} << 40) + 7}) {
+    const partition_book book = block_book(n, comm.size());
+    node_t total = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+      total += book.size(r);
+      EXPECT(book.size(r) == 0 || (book.owner(book.begin(r)) == r && book.owner(book.end(r) - 1) == r),
+             "block_book(", n, "): range ", r, " [", book.begin(r), ", ", book.end(r), ")");
+    }
+    EXPECT(total == n && book.end(comm.size() - 1) == n, "block_book(", n, ") covers ", total);
+    for (const int parts : {1, 3, 1000}) {
+      for (int p = 0; p < parts; ++p) {
+        const node_t bound = static_cast<node_t>(static_cast<__int128>(n) * p / parts);
+        EXPECT(contiguous_part_of(bound, n, parts) == p &&
+                   (bound == 0 || contiguous_part_of(bound - 1, n, parts) == p - 1),
+               "contiguous_part_of around ", bound, " of ", n, " in ", parts, " parts");
+      }
+      EXPECT(contiguous_part_of(n - 1, n, parts) == parts - 1, "the last of ", n, " nodes");
+    }
+  }
 }
 
 void test_build(mpi_communicator& comm) {
@@ -266,41 +272,6 @@ void test_simple_methods(mpi_communicator& comm) {
   }
 }
 
-void test_ptscotch(mpi_communicator& comm) {
-  const graph_dataset data = make_planted_partition({.num_nodes = 4000, .num_classes = 8,
-                                                     .average_degree = 10, .homophily = 0.9,
-                                                     .feature_dim = 0});
-  const partition_book book = block_book(data.num_nodes(), comm.size());
-  const graph_part block = block_of(data, book, comm.rank());
-  const csr adjacency = symmetric_adjacency(comm, block.in_edges, book, /*round_edges=*/500);
-  for (int parts : {comm.size(), 8}) {
-    const std::vector<int> mine = partition_ptscotch(comm, adjacency, book, parts, {.seed = 3});
-    const std::vector<int> again = partition_ptscotch(comm, adjacency, book, parts, {.seed = 3});
-    EXPECT(mine == again, "PT-Scotch: the same graph, ranks and seed give the same parts");
-    std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
-    for (int p : mine) {
-      EXPECT(p >= 0 && p < parts, "PT-Scotch: part ", p);
-      ++sizes[static_cast<std::size_t>(p)];
-    }
-    comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
-    const double mean = static_cast<double>(data.num_nodes()) / parts;
-    for (std::int64_t s : sizes) EXPECT(s <= 1.05 * mean + 1, "PT-Scotch: a part of ", s, " nodes, mean ", mean);
-    // The edge cut, with each node's part looked up through the directory.
-    std::vector<std::int64_t> as_values(mine.begin(), mine.end());
-    const auto source_parts = directory_lookup(comm, book, as_values, block.in_edges.columns);
-    std::int64_t counts[2] = {0, block.in_edges.num_edges()};
-    for (node_t r = 0; r < block.num_local(); ++r)
-      for (edge_t e = block.in_edges.offsets[r]; e < block.in_edges.offsets[r + 1]; ++e)
-        counts[0] += source_parts[static_cast<std::size_t>(e)] != mine[r];
-    comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
-    const double cut = static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
-    const double random_cut = 1.0 - 1.0 / parts;
-    if (comm.rank() == 0) std::printf("PT-Scotch, %d parts: edge cut %.3f (random %.3f)\n", parts, cut, random_cut);
-    EXPECT(parts == 1 || cut < 0.5 * random_cut, "PT-Scotch: cut ", cut, " against random's ", random_cut);
-  }
-}
-
-
 /// read_dataset_block(spec) on every rank equals the rows of load_dataset(spec) it owns,
 /// with chunks small enough that every rank reads several.
 void expect_block_matches(mpi_communicator& comm, const std::string& spec,
@@ -327,6 +298,11 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
   EXPECT(block.num_classes == whole.num_classes && block.original_ids == expected.original_ids,
          spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
   block.validate("read_dataset_block");
+  // The features left for later (a .npy dataset's only) are then the same rows.
+  dataset_block deferred = read_dataset_block(comm, spec, {.sizes = sizes, .features = false});
+  EXPECT(deferred.rows.features.cols() == whole.features.cols(), spec, ": deferred width");
+  read_block_features(comm, deferred);
+  EXPECT(deferred.rows.features == expected.features, spec, ": features read after the rest");
 }
 
 /// What read_dataset_block throws on this rank ("" if nothing).
@@ -410,6 +386,15 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
   comm.barrier();
   const std::string error = block_error(comm, npy.string());
   EXPECT(error.find("features.npy: checksum mismatch") != std::string::npos, "npy CRC: ", error);
+  dataset_block deferred = read_dataset_block(comm, npy.string(), {.features = false});
+  std::string later;
+  try {
+    read_block_features(comm, deferred);
+  } catch (const sar::error& e) {
+    later = e.what();
+  }
+  EXPECT(later.find("features.npy: checksum mismatch") != std::string::npos,
+         "npy CRC of features read after the rest: ", later);
   io::chunk_bytes = chunk;
 }
 
@@ -424,11 +409,12 @@ int main(int argc, char** argv) {
     if (comm.rank() == 0) fs::create_directories(scratch);
     comm.barrier();
     test_directory(comm);
+    test_wide_ids(comm);
     test_build(comm);
     test_redistribute_and_store(comm, scratch);
     test_failed_write_keeps_store(comm, scratch);
     test_simple_methods(comm);
-    test_ptscotch(comm);
+    test_ptscotch(comm);  // ptscotch_check.hpp
     test_parallel_readers(comm, scratch);
     comm.barrier();
     if (comm.rank() == 0) {

@@ -1,12 +1,14 @@
-// The distributed partitioning pipeline: from a block-distributed dataset (each rank holding a
+// The distributed partitioning pipeline: from a dataset, read in blocks (each rank holding a
 // contiguous range of dataset ids with their in-edges, features, labels and split, as the
-// parallel readers return it) to the parts each rank owns, relabelled, without any rank ever
-// holding the whole graph:
+// parallel readers return it), to the parts each rank owns, relabelled, without any rank ever
+// holding the whole graph (partition_distributed):
 //
+//   read        each rank's block (sar::read_dataset_block), a .npy dataset's features later
 //   build       the symmetric adjacency of each rank's rows (sar::symmetric_adjacency);
 //               skipped by the methods that read no edges
 //   partition   PT-Scotch (ptscotch), or the distributed random / contiguous methods, which
 //               give exactly what partition_random / partition_contiguous give on one process
+//   features    the block's feature rows, read now that the partitioner's memory is free
 //   redistribute every node to the rank owning its part, relabelled (sar::redistribute)
 //
 // Each phase reports its time and the largest rank's peak memory during it (rank 0 logs it):
@@ -31,6 +33,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/graph_part.hpp"
+#include "sar/partition/parallel_read.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/ptscotch.hpp"
 #include "sar/partition/redistribute.hpp"
@@ -148,16 +151,15 @@ inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part
       break;
     }
     case distributed_method::contiguous:
-      // The largest p with floor(n p / parts) <= id: p = floor((parts (id + 1) - 1) / n).
       for (node_t r = 0; r < block.num_local(); ++r)
-        part[r] = static_cast<int>((static_cast<__int128>(parts) * (first + r + 1) - 1) / n);
+        part[r] = contiguous_part_of(first + r, n, parts);
       break;
     case distributed_method::ptscotch: {
-      const csr adjacency = symmetric_adjacency(comm, block.in_edges, block.book, options.round_edges);
+      csr adjacency = symmetric_adjacency(comm, block.in_edges, block.book, options.round_edges);
       if (meter) meter->end("build");
       ptscotch_options o = options.ptscotch;
       o.seed = options.seed;
-      part = partition_ptscotch(comm, adjacency, block.book, parts, o);
+      part = partition_ptscotch(comm, std::move(adjacency), block.book, parts, o);
       break;
     }
   }
@@ -171,13 +173,16 @@ inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part
 }
 
 /// The parts this rank owns (sar::part_owner) of the block-distributed dataset `block`,
-/// partitioned by `options` and redistributed: partition_block, then sar::redistribute.
-/// `block` is consumed. Collective.
-inline std::vector<graph_part> partition_distributed(mpi_communicator& comm, graph_part&& block,
+/// partitioned by `options` and redistributed: partition_block, then the block's features if
+/// they were left unread (read_block_features: not held during the partitioner's peak), then
+/// sar::redistribute. `block` is consumed. Collective.
+inline std::vector<graph_part> partition_distributed(mpi_communicator& comm, dataset_block&& block,
                                                      const distributed_partition_options& options,
                                                      phase_meter<mpi_communicator>* meter = nullptr) {
-  const std::vector<int> part = partition_block(comm, block, options, meter);
-  std::vector<graph_part> mine = redistribute(comm, std::move(block), part,
+  const std::vector<int> part = partition_block(comm, block.rows, options, meter);
+  read_block_features(comm, block);
+  if (meter) meter->end("features");
+  std::vector<graph_part> mine = redistribute(comm, std::move(block.rows), part,
                                               options.parts == 0 ? comm.size() : options.parts);
   if (meter) meter->end("redistribute");
   return mine;

@@ -52,6 +52,10 @@ struct block_read_options {
   bool verify_checksums = true;
   /// Edges in flight per rank and round of the graph build.
   std::int64_t round_edges = default_build_round_edges;
+  /// false: a .npy dataset's feature rows are left unread (features 0 x F), for
+  /// read_block_features to read once the memory-hungry partitioning is done; other inputs
+  /// read them anyway.
+  bool features = true;
 };
 
 /// The totals of the checks over a whole input (whole_input_totals' members) for readers of
@@ -148,13 +152,15 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
 struct dataset_block {
   std::string name;  ///< as load_dataset names the dataset
   graph_part rows;   ///< part = rank, book = block_book(n, P), columns dataset ids
+  std::string spec;                   ///< what was read (read_block_features reads the rest)
+  block_read_options read_options{};  ///< and how
 };
 
 /// This rank's block of the dataset `spec` (load_dataset's specs and sizes): its name, and
 /// rows with part = rank, book = block_book(n, P), in_edges = rows [book.begin(rank),
 /// book.end(rank)) of the graph load_dataset(spec, options.sizes) builds (columns dataset ids)
-/// with their features, labels and split, num_classes as load_dataset gives them, and
-/// original_ids = the rows' ids.
+/// with their features (unless options.features is false: see there), labels and split,
+/// num_classes as load_dataset gives them, and original_ids = the rows' ids.
 /// Collective. Throws what load_dataset throws for the same input (the rank that found it;
 /// the other ranks sar::comm_error naming that rank), on every rank.
 template <communicator Comm>
@@ -170,6 +176,8 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
   // A node count every rank knows (each reads the same metadata or agrees on a maximum).
   const auto book_of = [&](node_t n) { return block_book(n, size); };
   dataset_block block;
+  block.spec = spec;
+  block.read_options = options;
   graph_part& out = block.rows;
 
   const std::size_t colon = spec.find(':');
@@ -188,7 +196,10 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     npy_dataset_share read;
     detail::guarded(failure, [&] {
       read = read_npy_dataset_share(
-          path, {.verify_checksums = options.verify_checksums, .sizes = options.sizes},
+          path,
+          {.verify_checksums = options.verify_checksums,
+           .sizes = options.sizes,
+           .arrays = options.features ? npy_arrays::all : npy_arrays::without_features},
           [&](node_t n) {
             out.book = book_of(n);
             return std::pair<node_t, node_t>{out.book.begin(rank), out.book.end(rank)};
@@ -266,6 +277,40 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
   for (std::size_t r = 0; r < out.original_ids.size(); ++r)
     out.original_ids[r] = first + static_cast<node_t>(r);
   return block;
+}
+
+/// Fills the features of `block` (as read_dataset_block returned it) if they were left unread
+/// (block_read_options::features false on a .npy dataset): positioned reads of its rows of
+/// features.npy, their CRC-32 checked across the ranks. Does nothing to a block holding its
+/// features. Collective. Throws what read_dataset_block throws for features.npy, and
+/// sar::io_error if the dataset changed since (another node count, another CRC-32).
+template <communicator Comm>
+void read_block_features(Comm& comm, dataset_block& block) {
+  graph_part& rows = block.rows;
+  std::int64_t unread = rows.features.rows() != rows.num_local() ? 1 : 0;
+  comm.all_reduce(std::span<std::int64_t>(&unread, 1), reduce_op::max);
+  if (unread == 0) return;
+  const int rank = comm.rank();
+  const block_read_options& options = block.read_options;
+  std::exception_ptr failure;
+  npy_dataset_share read;
+  detail::guarded(failure, [&] {
+    read = read_npy_dataset_share(
+        block.spec,
+        {.verify_checksums = options.verify_checksums,
+         .sizes = options.sizes,
+         .arrays = npy_arrays::features_only},
+        [&](node_t n) {
+          SAR_CHECK(n == rows.book.num_nodes(), io_error, "sar::read_block_features: ",
+                    block.spec, " now declares ", n, " nodes, not the ", rows.book.num_nodes(),
+                    " read before (was it replaced while the ranks read it?)");
+          return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
+        });
+  });
+  detail::agree_on_failure(comm, failure, "sar::read_block_features");
+  ranks_totals<Comm> totals{comm};
+  finish_npy_dataset(read, block.spec, totals);
+  rows.features = std::move(read.rows.features);
 }
 
 }  // namespace sar

@@ -71,6 +71,12 @@ inline std::vector<int> partition_random(node_t n, int parts, std::uint64_t seed
   return part;
 }
 
+/// The part partition_contiguous(n, parts) gives node `id` (in [0, n)): the largest p with
+/// floor(n p / parts) <= id, computed alone (128-bit: any node_t n).
+inline int contiguous_part_of(node_t id, node_t n, int parts) {
+  return static_cast<int>((static_cast<__int128>(parts) * (id + 1) - 1) / n);
+}
+
 /// Part p gets the id range [p*n/parts, (p+1)*n/parts): sizes differ by at most one.
 /// Requires n >= 0 and 1 <= parts <= n (throws sar::invalid_argument otherwise: a part
 /// would be empty).

@@ -58,12 +58,13 @@ inline constexpr std::int64_t ptscotch_max_count =
 
 /// The part in [0, parts) of each of this rank's nodes: `adjacency` holds this rank's rows
 /// [book.begin(rank), book.end(rank)) of a symmetric graph without self-loops or duplicates
-/// (columns are global ids; sar::symmetric_adjacency builds it). Any number of parts (K need
-/// not equal the number of ranks). Deterministic for a given graph, rank count and seed.
+/// (columns are global ids; sar::symmetric_adjacency builds it), freed once PT-Scotch has its
+/// copy. Any number of parts (K need not equal the number of ranks). Deterministic for a given
+/// graph, rank count and seed.
 /// Requires book.num_parts() == comm.size(), parts >= 1. Collective.
 /// Throws sar::invalid_argument (on every rank) for a graph beyond the linked PT-Scotch's
 /// index range, naming the 64-bit build, or bad arguments; sar::error if PT-Scotch fails.
-inline std::vector<int> partition_ptscotch(mpi_communicator& comm, const csr& adjacency,
+inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency,
                                            const partition_book& book, int parts,
                                            const ptscotch_options& options = {}) {
   constexpr const char* where = "sar::partition_ptscotch";
@@ -109,6 +110,7 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, const csr& ad
   status |= SCOTCH_dgraphInit(&graph, comm.native());
   status |= SCOTCH_dgraphInit(&bound, comm.native());
   const auto edges = static_cast<SCOTCH_Num>(adjacency.num_edges());
+  adjacency = csr{};  // copied: not held during PT-Scotch's own peak
   status |= SCOTCH_dgraphBuild(&graph, 0, static_cast<SCOTCH_Num>(rows),
                                static_cast<SCOTCH_Num>(rows), vertices.data(), nullptr,
                                weighted ? weights.data() : nullptr, nullptr, edges, edges,

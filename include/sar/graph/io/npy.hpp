@@ -495,6 +495,13 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
                     [&](directory_writer& out) { np::write_arrays(out, data); }, where);
 }
 
+/// Which arrays read_npy_dataset_share reads (meta.json is always read and checked).
+enum class npy_arrays {
+  all,               ///< every array
+  without_features,  ///< all but features.npy's rows (its header is checked; features 0 x F)
+  features_only,     ///< only features.npy's rows (graph, labels and split left empty)
+};
+
 /// How read_npy_dataset reads. verify_checksums false skips the CRC-32 of the arrays listed
 /// in meta.json.
 struct npy_read_options {
@@ -503,6 +510,8 @@ struct npy_read_options {
   /// Node and class counts the caller states (-1: meta.json's, refusing a class range that is
   /// mostly empty; see dataset_sizes).
   dataset_sizes sizes{};
+  /// The arrays read_npy_dataset_share reads (read_npy_dataset reads all).
+  npy_arrays arrays = npy_arrays::all;
 };
 
 /// What read_npy_dataset_share read: rows [first, last) of a .npy dataset directory.
@@ -616,10 +625,30 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   };
   const std::string nodes = message("num_nodes = ", n);
 
+  npy_header header;
+  const bool with_features = options.arrays != npy_arrays::without_features;
+  const auto read_features = [&] {
+    const fs::path file = dir / "features.npy";
+    header = np::expect_array(file, npy_dtype::float32, {n, dim},
+                              message(nodes, ", feature_dim = ", dim));
+    data.features.resize(with_features ? rows : 0, dim);
+    if (with_features)
+      read(file, header, static_cast<std::uint64_t>(first * dim),
+           static_cast<std::uint64_t>(rows * dim), data.features.data(),
+           static_cast<std::uint64_t>(rows * dim));
+  };
+  if (options.arrays == npy_arrays::features_only) {
+    check_memory<io_error>(where, message("rows [", first, ", ", last, ") of ", nodes,
+                                          ", feature_dim = ", dim, " (", meta_file.string(), ")"),
+                           4.0 * static_cast<double>(rows) * static_cast<double>(dim));
+    read_features();
+    return out;
+  }
+
   const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
   const std::string graph_files =
       message(where, ": ", indptr_file.string(), ", ", indices_file.string());
-  auto header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
+  header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
   std::vector<edge_t> offsets(static_cast<std::size_t>(rows) + 1);
   read(indptr_file, header, static_cast<std::uint64_t>(first),
        static_cast<std::uint64_t>(rows) + 1, offsets.data(),
@@ -640,7 +669,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
       where, message("rows [", first, ", ", last, ") of ", nodes, " with ", share_edges,
                      " edges, feature_dim = ", dim, " (", meta_file.string(), ")"),
       8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
-          static_cast<double>(rows) * (4.0 * static_cast<double>(dim) + 5.0));
+          static_cast<double>(rows) * (4.0 * static_cast<double>(with_features ? dim : 0) + 5.0));
   for (auto& offset : offsets) offset -= first_edge;
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
@@ -660,13 +689,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", first + unsorted,
             " are not sorted");
 
-  const fs::path features_file = dir / "features.npy";
-  header = np::expect_array(features_file, npy_dtype::float32, {n, dim},
-                            message(nodes, ", feature_dim = ", dim));
-  data.features.resize(rows, dim);
-  read(features_file, header, static_cast<std::uint64_t>(first * dim),
-       static_cast<std::uint64_t>(rows * dim), data.features.data(),
-       static_cast<std::uint64_t>(rows * dim));
+  read_features();
 
   if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
