@@ -286,6 +286,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
   app.add_option("--bulk", p.bulk, "with --minibatch: minibatches sampled at once")
       ->check(sar_programs::positive)->capture_default_str();
+  app.add_option("--gather-rows", p.gather_rows,
+                 "with --minibatch: most input rows fetched at once; the minibatches of a bulk "
+                 "fetch the union of their input rows once (0: no bound)")
+      ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--replication", p.replication,
                  "with --minibatch and --partitions: ranks holding each part (c); P ranks "
                  "train on a store of P / c parts, rank r on part r / c")

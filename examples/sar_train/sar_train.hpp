@@ -56,6 +56,7 @@ struct program_options {
   std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
   std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
   int bulk = 1;                         // minibatches sampled at once
+  std::int64_t gather_rows = 0;         // most input rows fetched at once (0: no bound)
   int replication = 1;                  // distributed minibatch: ranks per block row (c)
   sar::dataset_sizes sizes;             // --num-nodes, --num-classes (with --dataset)
   double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300

@@ -102,6 +102,7 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
   sar::minibatch_options o;
   o.batch_size = p.minibatch;
   o.bulk = p.bulk;
+  o.gather_rows = p.gather_rows;
   o.sampler.seed = p.seed;
   o.sampler.kind = p.sampler == "ladies" ? sar::sampler_kind::layer_wise
                                          : sar::sampler_kind::node_wise;
@@ -179,6 +180,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::int64_t peak_memory = 0;  // largest rank
   std::array<std::int64_t, 4> bytes_before{};
   std::int64_t sent_before = comm.bytes_sent();
+  // Distributed minibatches: what the sampling graph answered, by kind (sar::sampling_traffic):
+  // rows of A (sampling), feature rows, vector entries (labels, degrees), request ids.
+  std::vector<std::array<std::int64_t, 4>> sampling_bytes;
+  std::array<std::int64_t, 4> sampling_before{};
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(p.failure, e.epoch, comm);
     std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
@@ -191,6 +196,16 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     } else {  // minibatches: everything sent (rows, features, gradients)
       bytes[0] = comm.bytes_sent() - sent_before;
       sent_before = comm.bytes_sent();
+    }
+    if constexpr (requires { graph.sent().total_bytes(); }) {
+      const auto& t = graph.sent();
+      const std::array<std::int64_t, 4> now{t.adjacency_bytes, t.row_bytes, t.entry_bytes,
+                                            t.request_bytes};
+      std::array<std::int64_t, 4> delta{};
+      for (std::size_t k = 0; k < 4; ++k) delta[k] = now[k] - sampling_before[k];
+      sampling_before = now;
+      comm.all_reduce(std::span<std::int64_t>(delta), sar::reduce_op::sum);
+      sampling_bytes.push_back(delta);
     }
     std::int64_t peak = e.peak_memory_bytes;
     double seconds = e.seconds;
@@ -286,6 +301,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["sampler"] = p.sampler;
     metrics["fanouts"] = minibatch.sampler.fanouts;
     metrics["bulk"] = p.bulk;
+    metrics["gather_rows"] = p.gather_rows;
     metrics["sampling_seconds_median"] = median(sampling_seconds);
     metrics["gather_seconds_median"] = median(gather_seconds);
   }
@@ -311,17 +327,24 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["train_loss"] = losses;
   // Medians over the epochs; epoch 0 also sends what is sent once (the first layer's halo
   // under an exact_first_layer exchange).
-  auto median_of = [&](auto part) {
+  auto median_of = [](const std::vector<std::array<std::int64_t, 4>>& rows, auto part) {
     std::vector<std::int64_t> v;
-    for (const auto& b : epoch_bytes) v.push_back(part(b));
+    for (const auto& b : rows) v.push_back(part(b));
     std::sort(v.begin(), v.end());
     return v.empty() ? std::int64_t{0} : v[v.size() / 2];
   };
-  metrics["bytes_sent_per_epoch"] = median_of([](const auto& b) { return b[0] + b[1] + b[2]; });
-  metrics["halo_feature_bytes_per_epoch"] = median_of([](const auto& b) { return b[0]; });
-  metrics["halo_gradient_bytes_per_epoch"] = median_of([](const auto& b) { return b[1]; });
-  metrics["parameter_allreduce_bytes_per_epoch"] = median_of([](const auto& b) { return b[2]; });
-  metrics["evaluation_bytes_per_epoch"] = median_of([](const auto& b) { return b[3]; });
+  metrics["bytes_sent_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[0] + b[1] + b[2]; });
+  metrics["halo_feature_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[0]; });
+  metrics["halo_gradient_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[1]; });
+  metrics["parameter_allreduce_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[2]; });
+  metrics["evaluation_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[3]; });
+  if (!sampling_bytes.empty()) {  // all ranks, per epoch (median), training and evaluation
+    metrics["sampling_bytes_per_epoch"] = {
+        {"adjacency_rows", median_of(sampling_bytes, [](const auto& b) { return b[0]; })},
+        {"feature_rows", median_of(sampling_bytes, [](const auto& b) { return b[1]; })},
+        {"entries", median_of(sampling_bytes, [](const auto& b) { return b[2]; })},
+        {"requests", median_of(sampling_bytes, [](const auto& b) { return b[3]; })}};
+  }
   return metrics;
 }
 

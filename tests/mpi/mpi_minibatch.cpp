@@ -143,8 +143,24 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
   graph_part part = mpi_test::cut_part(data, assignment, groups, comm.rank() / replication);
   part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
   graph_type graph(comm, part, replication, kind == sampler_kind::layer_wise);
+  const std::int64_t rows_before = graph.sent().row_bytes;
   const run_result got = train<T>(graph, config, part.features, part.labels, part.split,
                                   part.num_classes, mb);
+  if constexpr (std::is_same_v<T, float>) {
+    // Each minibatch fetching its own rows (groups of one) trains alike, and sends more
+    // feature rows than the bulk fetching their union once.
+    std::int64_t rows[2] = {graph.sent().row_bytes - rows_before, 0};
+    minibatch_options apart = mb;
+    apart.gather_rows = 1;
+    const run_result alone = train<T>(graph, config, part.features, part.labels, part.split,
+                                      part.num_classes, apart);
+    rows[1] = graph.sent().row_bytes - rows_before - rows[0];
+    comm.all_reduce(std::span<std::int64_t>(rows), reduce_op::sum);
+    EXPECT(alone.losses == got.losses && alone.parameters == got.parameters, what,
+           ": fetching each minibatch's rows apart changes training");
+    EXPECT(groups == 1 ? rows[0] == 0 : rows[0] < rows[1], what, ": the bulk sent ", rows[0],
+           " bytes of feature rows, its minibatches apart ", rows[1]);
+  }
   const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-9;
   EXPECT(got.losses.size() == reference.losses.size(), what);
   for (std::size_t e = 0; e < got.losses.size(); ++e) {

@@ -47,6 +47,19 @@ inline void check_replication(const char* where, int ranks, int replication, int
             ranks / replication, " parts, not ", store_parts);
 }
 
+/// What a rank of a distributed_sampling_graph sent to the other ranks (its own rows, answered
+/// at home, are not counted), in bytes unless named otherwise. The id-map lookups that
+/// precede each request are not counted (two all-to-alls of the distinct ids).
+struct sampling_traffic {
+  std::int64_t requests = 0;         ///< distinct ids asked of other ranks
+  std::int64_t request_bytes = 0;    ///< their bytes (8 each)
+  std::int64_t adjacency_bytes = 0;  ///< rows of A answered (sampling)
+  std::int64_t row_bytes = 0;        ///< matrix rows answered (features, layer-wise inference)
+  std::int64_t entry_bytes = 0;      ///< vector entries answered (labels, degrees)
+  /// All of it.
+  std::int64_t total_bytes() const { return request_bytes + adjacency_bytes + row_bytes + entry_bytes; }
+};
+
 /// One rank's part of a graph for distributed minibatch training (see the top of this
 /// file): a sar::minibatch_graph whose calls that fetch rows or reduce are collective.
 template <communicator Comm>
@@ -118,7 +131,8 @@ class distributed_sampling_graph {
   /// The rows of A of `ids` (dataset ids), columns as dataset ids. Collective.
   sparse_matrix rows(std::span<const node_t> ids) {
     const route r = send(ids);
-    const auto got = answer<std::int64_t>(r, [&](std::vector<std::int64_t>& reply, node_t row) {
+    const auto got = answer<std::int64_t>(r, traffic_.adjacency_bytes,
+                                          [&](std::vector<std::int64_t>& reply, node_t row) {
       const auto cols = rows_.row(row);
       reply.push_back(static_cast<std::int64_t>(cols.size()));
       reply.insert(reply.end(), cols.begin(), cols.end());
@@ -249,7 +263,7 @@ class distributed_sampling_graph {
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) {
     const auto cols = static_cast<std::size_t>(local.cols());
     const route r = send(ids);
-    const auto got = answer<T>(r, [&](std::vector<T>& reply, node_t row) {
+    const auto got = answer<T>(r, traffic_.row_bytes, [&](std::vector<T>& reply, node_t row) {
       for (std::size_t c = 0; c < cols; ++c) reply.push_back(local(row, c));
     });
     matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
@@ -262,7 +276,8 @@ class distributed_sampling_graph {
   template <class V>
   std::vector<V> gather(std::span<const V> local, std::span<const node_t> ids) {
     const route r = send(ids);
-    const auto got = answer<std::int64_t>(r, [&](std::vector<std::int64_t>& reply, node_t row) {
+    const auto got = answer<std::int64_t>(r, traffic_.entry_bytes,
+                                          [&](std::vector<std::int64_t>& reply, node_t row) {
       reply.push_back(static_cast<std::int64_t>(local[row]));
     });
     std::vector<V> out;
@@ -283,6 +298,9 @@ class distributed_sampling_graph {
     return value;
   }
 
+  /// What this rank has sent to other ranks so far, by kind (sampling_traffic).
+  const sampling_traffic& sent() const { return traffic_; }
+
   /// Bytes of the rows, ids, degrees and id map this rank keeps.
   std::size_t memory_bytes() const {
     return rows_.memory_bytes() +
@@ -298,22 +316,40 @@ class distributed_sampling_graph {
     std::vector<int> peer;
     std::vector<std::size_t> slot;
   };
+  /// Each distinct id is asked for once, however often `ids` repeats it; a rank's own rows
+  /// are answered at home (its all-to-all slot to itself is a copy, not a transfer).
   route send(std::span<const node_t> ids) {
     const node_t n = num_nodes();
     for (node_t v : ids)
       SAR_CHECK(v >= 0 && v < n, invalid_argument, "sar::distributed_sampling_graph: rank ",
                 comm_->rank(), " asked for node ", v, " outside [0, ", n, ")");
-    const std::vector<std::int64_t> global = global_of_.lookup(*comm_, ids);
+    std::vector<node_t> distinct(ids.begin(), ids.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const std::vector<std::int64_t> global = global_of_.lookup(*comm_, distinct);
     std::vector<std::vector<std::int64_t>> per_peer(static_cast<std::size_t>(comm_->size()));
+    std::vector<int> peer(distinct.size());
+    std::vector<std::size_t> slot(distinct.size());
+    for (std::size_t k = 0; k < distinct.size(); ++k) {
+      const int group = book_.owner(global[k]);
+      const int q = group * replication_ + replica_;
+      peer[k] = q;
+      slot[k] = per_peer[q].size();
+      per_peer[q].push_back(global[k] - book_.begin(group));
+    }
+    for (std::size_t q = 0; q < per_peer.size(); ++q)
+      if (static_cast<int>(q) != comm_->rank()) {
+        traffic_.requests += static_cast<std::int64_t>(per_peer[q].size());
+        traffic_.request_bytes += static_cast<std::int64_t>(per_peer[q].size() * sizeof(std::int64_t));
+      }
     route r;
     r.peer.reserve(ids.size());
     r.slot.reserve(ids.size());
-    for (const node_t g : global) {
-      const int group = book_.owner(g);
-      const int q = group * replication_ + replica_;
-      r.peer.push_back(q);
-      r.slot.push_back(per_peer[q].size());
-      per_peer[q].push_back(g - book_.begin(group));
+    for (const node_t v : ids) {
+      const auto k = static_cast<std::size_t>(
+          std::lower_bound(distinct.begin(), distinct.end(), v) - distinct.begin());
+      r.peer.push_back(peer[k]);
+      r.slot.push_back(slot[k]);
     }
     r.asked = all_to_all_vectors(*comm_, per_peer);
     return r;
@@ -321,10 +357,13 @@ class distributed_sampling_graph {
   /// Answers the requests of route r (reply_to(reply, row) appends what peer q gets for local
   /// row `row` to reply) and returns what every rank answered this one, per peer. Collective.
   template <wire_scalar W, class ReplyTo>
-  std::vector<std::vector<W>> answer(const route& r, ReplyTo&& reply_to) {
+  std::vector<std::vector<W>> answer(const route& r, std::int64_t& counted, ReplyTo&& reply_to) {
     std::vector<std::vector<W>> replies(r.asked.size());
-    for (std::size_t q = 0; q < r.asked.size(); ++q)
+    for (std::size_t q = 0; q < r.asked.size(); ++q) {
       for (std::int64_t row : r.asked[q]) reply_to(replies[q], row);
+      if (static_cast<int>(q) != comm_->rank())
+        counted += static_cast<std::int64_t>(replies[q].size() * sizeof(W));
+    }
     return all_to_all_vectors(*comm_, replies);
   }
   /// Every rank's `mine`, in rank order. Collective.
@@ -341,6 +380,7 @@ class distributed_sampling_graph {
   id_directory global_of_;            // dataset id -> relabelled id, in blocks over the ranks
   std::vector<node_t> out_degree_;    // of the local rows
   std::vector<node_t> column_out_degree_;  // layer-wise: of each edge's source
+  sampling_traffic traffic_;
 };
 
 }  // namespace sar

@@ -2,9 +2,10 @@
 //
 // An epoch shuffles the training nodes (a permutation keyed by (seed, epoch): the same on any
 // thread count), cuts them into minibatches of batch_size seeds (the last may be smaller),
-// samples `bulk` minibatches at a time (sar/sampling/samplers.hpp), gathers each minibatch's
-// input feature rows and runs forward, the cross-entropy of its seeds normalised by its
-// size, backward and one optimiser step. Random numbers of the layers (dropout) are keyed by
+// samples `bulk` minibatches at a time (sar/sampling/samplers.hpp), gathers the feature rows
+// of the union of their input nodes once (in groups of at most gather_rows rows), and runs
+// for each minibatch forward, the cross-entropy of its seeds normalised by its size,
+// backward and one optimiser step. Random numbers of the layers (dropout) are keyed by
 // the step number in place of the epoch (layer_context::epoch = epoch * minibatches + m), so
 // the minibatches of an epoch draw different masks.
 //
@@ -24,6 +25,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -48,6 +50,10 @@ struct minibatch_options {
   node_t batch_size = 64;   ///< seeds per minibatch (>= 1, at most the training nodes)
   sampler_options sampler;  ///< kind and fanouts (one per graph layer); its seed keys the darts
   int bulk = 1;             ///< minibatches sampled at once (>= 1)
+  /// Most input rows fetched at once (0: no bound): the minibatches of a bulk fetch the union
+  /// of their input nodes' feature rows once, in consecutive groups whose union stays within
+  /// this bound on every rank (a group holds at least one minibatch).
+  node_t gather_rows = 0;
   node_t inference_rows = 8192;  ///< destinations per block of layer-wise inference
 };
 
@@ -131,6 +137,80 @@ matrix<T> infer_layer_wise(Model& model, const csr& graph,
   return infer_layer_wise(model, g, features, ctx, rows_per_block);
 }
 
+namespace detail {
+
+/// The input rows and labels of a group of a bulk's minibatches, fetched once: the union of
+/// their input nodes (each row once, however many minibatches read it) and their seeds.
+template <class T>
+struct bulk_gather {
+  node_t end = 0;                    ///< one past the group's last minibatch
+  std::vector<node_t> ids;           ///< the union of the group's input nodes, sorted
+  matrix<T> features;                ///< their feature rows
+  std::vector<node_t> seeds;         ///< the group's seeds, sorted
+  std::vector<std::int32_t> labels;  ///< their labels
+
+  /// The feature rows of `wanted` (each in ids).
+  matrix<T> features_of(std::span<const node_t> wanted) const {
+    return gather_rows<T>(features, positions(ids, wanted));
+  }
+  /// The labels of `wanted` (each in seeds).
+  std::vector<std::int32_t> labels_of(std::span<const node_t> wanted) const {
+    std::vector<std::int32_t> out;
+    out.reserve(wanted.size());
+    for (const node_t at : positions(seeds, wanted)) out.push_back(labels[static_cast<std::size_t>(at)]);
+    return out;
+  }
+
+ private:
+  static std::vector<node_t> positions(const std::vector<node_t>& sorted,
+                                       std::span<const node_t> wanted) {
+    std::vector<node_t> out;
+    out.reserve(wanted.size());
+    for (const node_t v : wanted)
+      out.push_back(std::lower_bound(sorted.begin(), sorted.end(), v) - sorted.begin());
+    return out;
+  }
+};
+
+/// `sorted` with the ids of `more` added (sorted, each once).
+inline std::vector<node_t> sorted_union(const std::vector<node_t>& sorted,
+                                        std::span<const node_t> more) {
+  std::vector<node_t> added(more.begin(), more.end()), out;
+  std::sort(added.begin(), added.end());
+  out.reserve(sorted.size() + added.size());
+  std::set_union(sorted.begin(), sorted.end(), added.begin(), added.end(), std::back_inserter(out));
+  return out;
+}
+
+/// Fetches the minibatches of `samples` from `begin` on: as many as keep the union of their
+/// input nodes within `bound` rows on every rank (at least one; bound 0: all the rest).
+/// Collective: one small all-reduce, one gather of feature rows, one of labels.
+template <class T, class Graph>
+bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
+                            const std::vector<minibatch_sample>& samples, node_t begin,
+                            node_t bound) {
+  const auto count = static_cast<node_t>(samples.size());
+  std::vector<std::int64_t> too_many(static_cast<std::size_t>(count - begin), 0);
+  std::vector<node_t> ids;
+  for (node_t b = begin; b < count && bound > 0; ++b) {
+    ids = sorted_union(ids, samples[b].ids);
+    too_many[static_cast<std::size_t>(b - begin)] = static_cast<node_t>(ids.size()) > bound;
+  }
+  graph.all_reduce_sum(std::span<std::int64_t>(too_many));  // every rank decides alike
+  bulk_gather<T> out;
+  out.end = begin + 1;
+  while (out.end < count && too_many[static_cast<std::size_t>(out.end - begin)] == 0) ++out.end;
+  for (node_t b = begin; b < out.end; ++b) {
+    out.ids = sorted_union(out.ids, samples[b].ids);
+    out.seeds = sorted_union(out.seeds, samples[b].seeds());
+  }
+  out.features = graph.gather(data.features, out.ids);
+  out.labels = graph.gather(data.labels, out.seeds);
+  return out;
+}
+
+}  // namespace detail
+
 /// Trains `model` with `optimiser` on minibatches sampled from `graph` (sampling_graph: one
 /// process; distributed_sampling_graph: data-parallel over the ranks), evaluating by
 /// layer-wise inference after every epoch. `data` holds the local nodes (graph.num_local()).
@@ -208,10 +288,12 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       std::vector<minibatch_sample> samples = sampler.sample(
           graph, seeds, shares, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
       stats.sampling_seconds += seconds_since(t);
+      detail::bulk_gather<T> fetched;
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        matrix<T> x = graph.gather(data.features, samples[b].ids);
-        const std::vector<std::int32_t> labels = graph.gather(data.labels, samples[b].seeds());
+        if (b == fetched.end) fetched = detail::gather_group(graph, data, samples, b, mb.gather_rows);
+        matrix<T> x = fetched.features_of(samples[b].ids);
+        const std::vector<std::int32_t> labels = fetched.labels_of(samples[b].seeds());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
         const auto step = static_cast<std::uint64_t>(epoch) * static_cast<std::uint64_t>(batches) +
