@@ -238,7 +238,7 @@ void test_simple_methods(mpi_communicator& comm) {
   // The distributed random and contiguous methods give the one-process partitioners' parts.
   const graph_dataset data = make_planted_partition({.num_nodes = 1001, .feature_dim = 2});
   const partition_book book = block_book(data.num_nodes(), comm.size());
-  const graph_part block = block_of(data, book, comm.rank());
+  graph_part block = block_of(data, book, comm.rank());
   // Parts that would be empty are refused alike (1001 random parts of 1001 nodes).
   const auto refusal = [](auto&& f) {
     try {
@@ -298,11 +298,15 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
   EXPECT(block.num_classes == whole.num_classes && block.original_ids == expected.original_ids,
          spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
   block.validate("read_dataset_block");
-  // The features left for later (a .npy dataset's only) are then the same rows.
+  // The features left for later and the in-edges freed (a .npy dataset's only) are then read
+  // again: the same rows.
   dataset_block deferred = read_dataset_block(comm, spec, {.sizes = sizes, .features = false});
   EXPECT(deferred.rows.features.cols() == whole.features.cols(), spec, ": deferred width");
-  read_block_features(comm, deferred);
-  EXPECT(deferred.rows.features == expected.features, spec, ": features read after the rest");
+  if (deferred.rereadable) deferred.rows.in_edges = csr{};
+  read_block_rest(comm, deferred);
+  EXPECT(deferred.rows.features == expected.features && same_csr(deferred.rows.in_edges,
+                                                                 expected.in_edges),
+         spec, ": features and in-edges read after the rest");
 }
 
 /// What read_dataset_block throws on this rank ("" if nothing).
@@ -389,7 +393,7 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
   dataset_block deferred = read_dataset_block(comm, npy.string(), {.features = false});
   std::string later;
   try {
-    read_block_features(comm, deferred);
+    read_block_rest(comm, deferred);
   } catch (const sar::error& e) {
     later = e.what();
   }

@@ -8,7 +8,8 @@
 //               skipped by the methods that read no edges
 //   partition   PT-Scotch (ptscotch), or the distributed random / contiguous methods, which
 //               give exactly what partition_random / partition_contiguous give on one process
-//   features    the block's feature rows, read now that the partitioner's memory is free
+//   features    a .npy block's feature rows and in-edges, read now that the partitioner's
+//               memory is free
 //   redistribute every node to the rank owning its part, relabelled (sar::redistribute)
 //
 // Each phase reports its time and the largest rank's peak memory during it (rank 0 logs it):
@@ -129,12 +130,16 @@ struct distributed_partition_options {
   ptscotch_options ptscotch{};
   /// Edges in flight per rank and round of the graph build.
   std::int64_t round_edges = default_build_round_edges;
+  /// ptscotch: free the block's in-edges once the adjacency is built, for a caller that
+  /// reads them again after partitioning (not held during PT-Scotch's peak).
+  bool release_in_edges = false;
 };
 
 /// The part of each of `block`'s rows (block: this rank's range of dataset ids, in a book of one
-/// range per rank) by `options.method`. Collective. Throws sar::invalid_argument for bad
+/// range per rank) by `options.method`; block.in_edges left empty if
+/// options.release_in_edges (ptscotch). Collective. Throws sar::invalid_argument for bad
 /// options or a part left empty (on every rank alike), what PT-Scotch throws.
-inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part& block,
+inline std::vector<int> partition_block(mpi_communicator& comm, graph_part& block,
                                         const distributed_partition_options& options,
                                         phase_meter<mpi_communicator>* meter = nullptr) {
   const int parts = options.parts == 0 ? comm.size() : options.parts;
@@ -156,6 +161,7 @@ inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part
       break;
     case distributed_method::ptscotch: {
       csr adjacency = symmetric_adjacency(comm, block.in_edges, block.book, options.round_edges);
+      if (options.release_in_edges) block.in_edges = csr{};  // num_local() is 0 from here
       if (meter) meter->end("build");
       ptscotch_options o = options.ptscotch;
       o.seed = options.seed;
@@ -173,14 +179,15 @@ inline std::vector<int> partition_block(mpi_communicator& comm, const graph_part
 }
 
 /// The parts this rank owns (sar::part_owner) of the block-distributed dataset `block`,
-/// partitioned by `options` and redistributed: partition_block, then the block's features if
-/// they were left unread (read_block_features: not held during the partitioner's peak), then
-/// sar::redistribute. `block` is consumed. Collective.
+/// partitioned by `options` and redistributed: partition_block, then what the block left
+/// for later or freed while partitioning (read_block_rest: not held during the partitioner's
+/// peak), then sar::redistribute. `block` is consumed. Collective.
 inline std::vector<graph_part> partition_distributed(mpi_communicator& comm, dataset_block&& block,
-                                                     const distributed_partition_options& options,
+                                                     distributed_partition_options options,
                                                      phase_meter<mpi_communicator>* meter = nullptr) {
+  options.release_in_edges = block.rereadable;
   const std::vector<int> part = partition_block(comm, block.rows, options, meter);
-  read_block_features(comm, block);
+  read_block_rest(comm, block);
   if (meter) meter->end("features");
   std::vector<graph_part> mine = redistribute(comm, std::move(block.rows), part,
                                               options.parts == 0 ? comm.size() : options.parts);

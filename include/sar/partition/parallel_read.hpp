@@ -53,8 +53,8 @@ struct block_read_options {
   /// Edges in flight per rank and round of the graph build.
   std::int64_t round_edges = default_build_round_edges;
   /// false: a .npy dataset's feature rows are left unread (features 0 x F), for
-  /// read_block_features to read once the memory-hungry partitioning is done; other inputs
-  /// read them anyway.
+  /// read_block_rest to read once the memory-hungry partitioning is done; other inputs read
+  /// them anyway.
   bool features = true;
 };
 
@@ -152,8 +152,11 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
 struct dataset_block {
   std::string name;  ///< as load_dataset names the dataset
   graph_part rows;   ///< part = rank, book = block_book(n, P), columns dataset ids
-  std::string spec;                   ///< what was read (read_block_features reads the rest)
+  std::string spec;                   ///< what was read (read_block_rest reads the rest)
   block_read_options read_options{};  ///< and how
+  /// Whether read_block_rest can read the rows' features and in-edges again by positioned
+  /// reads (a .npy dataset), so that they may be left unread or freed meanwhile.
+  bool rereadable = false;
 };
 
 /// This rank's block of the dataset `spec` (load_dataset's specs and sizes): its name, and
@@ -214,6 +217,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.labels = std::move(read.rows.labels);
     out.split = std::move(read.rows.split);
     out.num_classes = read.rows.num_classes;
+    block.rereadable = true;
   } else if (fs::is_directory(path, ec)) {
     // OGB raw: every rank streams every file, keeping its rows and every P-th edge chunk.
     const ogb_options ogb{.sizes = options.sizes};
@@ -279,18 +283,23 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
   return block;
 }
 
-/// Fills the features of `block` (as read_dataset_block returned it) if they were left unread
-/// (block_read_options::features false on a .npy dataset): positioned reads of its rows of
-/// features.npy, their CRC-32 checked across the ranks. Does nothing to a block holding its
-/// features. Collective. Throws what read_dataset_block throws for features.npy, and
-/// sar::io_error if the dataset changed since (another node count, another CRC-32).
+/// Reads what `block` (as read_dataset_block returned it) lacks of its rows, if it is
+/// rereadable (a .npy dataset): the features left unread (block_read_options::features false)
+/// and the in-edges if they were freed meanwhile (in_edges = csr{}), by positioned reads
+/// with their CRC-32 checked across the ranks. Does nothing to a block lacking nothing.
+/// Collective. Throws what read_dataset_block throws for the files, and sar::io_error if the
+/// dataset changed since (another node count, another CRC-32).
 template <communicator Comm>
-void read_block_features(Comm& comm, dataset_block& block) {
+void read_block_rest(Comm& comm, dataset_block& block) {
   graph_part& rows = block.rows;
-  std::int64_t unread = rows.features.rows() != rows.num_local() ? 1 : 0;
-  comm.all_reduce(std::span<std::int64_t>(&unread, 1), reduce_op::max);
-  if (unread == 0) return;
   const int rank = comm.rank();
+  const node_t count = rows.book.size(rank);
+  std::int64_t lacks[2] = {rows.features.rows() != count ? 1 : 0,
+                           rows.in_edges.num_rows != count ? 1 : 0};
+  comm.all_reduce(std::span<std::int64_t>(lacks, 2), reduce_op::max);
+  if (lacks[0] == 0 && lacks[1] == 0) return;
+  SAR_CHECK(block.rereadable, invalid_argument, "sar::read_block_rest: ", block.spec,
+            " lacks its rows' ", lacks[0] ? "features" : "in-edges", " but cannot be read again");
   const block_read_options& options = block.read_options;
   std::exception_ptr failure;
   npy_dataset_share read;
@@ -299,18 +308,19 @@ void read_block_features(Comm& comm, dataset_block& block) {
         block.spec,
         {.verify_checksums = options.verify_checksums,
          .sizes = options.sizes,
-         .arrays = npy_arrays::features_only},
+         .arrays = lacks[1] ? npy_arrays::all : npy_arrays::features_only},
         [&](node_t n) {
-          SAR_CHECK(n == rows.book.num_nodes(), io_error, "sar::read_block_features: ",
-                    block.spec, " now declares ", n, " nodes, not the ", rows.book.num_nodes(),
+          SAR_CHECK(n == rows.book.num_nodes(), io_error, "sar::read_block_rest: ", block.spec,
+                    " now declares ", n, " nodes, not the ", rows.book.num_nodes(),
                     " read before (was it replaced while the ranks read it?)");
           return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
         });
   });
-  detail::agree_on_failure(comm, failure, "sar::read_block_features");
+  detail::agree_on_failure(comm, failure, "sar::read_block_rest");
   ranks_totals<Comm> totals{comm};
   finish_npy_dataset(read, block.spec, totals);
   rows.features = std::move(read.rows.features);
+  if (lacks[1]) rows.in_edges = std::move(read.rows.graph);
 }
 
 }  // namespace sar
