@@ -25,9 +25,9 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
-#include <iterator>
 #include <span>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -172,16 +172,6 @@ struct bulk_gather {
   }
 };
 
-/// `sorted` with the ids of `more` added (sorted, each once).
-inline std::vector<node_t> sorted_union(const std::vector<node_t>& sorted,
-                                        std::span<const node_t> more) {
-  std::vector<node_t> added(more.begin(), more.end()), out;
-  std::sort(added.begin(), added.end());
-  out.reserve(sorted.size() + added.size());
-  std::set_union(sorted.begin(), sorted.end(), added.begin(), added.end(), std::back_inserter(out));
-  return out;
-}
-
 /// Fetches the minibatches of `samples` from `begin` on: as many as keep the union of their
 /// input nodes within `bound` rows on every rank (at least one; bound 0: all the rest).
 /// Collective: one small all-reduce, one gather of feature rows, one of labels.
@@ -191,18 +181,25 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
                             node_t bound) {
   const auto count = static_cast<node_t>(samples.size());
   std::vector<std::int64_t> too_many(static_cast<std::size_t>(count - begin), 0);
-  std::vector<node_t> ids;
-  for (node_t b = begin; b < count && bound > 0; ++b) {
-    ids = sorted_union(ids, samples[b].ids);
-    too_many[static_cast<std::size_t>(b - begin)] = static_cast<node_t>(ids.size()) > bound;
+  if (bound > 0) {  // the union's size after each minibatch
+    std::unordered_set<node_t> seen;
+    for (node_t b = begin; b < count; ++b) {
+      seen.insert(samples[b].ids.begin(), samples[b].ids.end());
+      too_many[static_cast<std::size_t>(b - begin)] = static_cast<node_t>(seen.size()) > bound;
+    }
   }
   graph.all_reduce_sum(std::span<std::int64_t>(too_many));  // every rank decides alike
   bulk_gather<T> out;
   out.end = begin + 1;
   while (out.end < count && too_many[static_cast<std::size_t>(out.end - begin)] == 0) ++out.end;
   for (node_t b = begin; b < out.end; ++b) {
-    out.ids = sorted_union(out.ids, samples[b].ids);
-    out.seeds = sorted_union(out.seeds, samples[b].seeds());
+    out.ids.insert(out.ids.end(), samples[b].ids.begin(), samples[b].ids.end());
+    const auto seeds = samples[b].seeds();
+    out.seeds.insert(out.seeds.end(), seeds.begin(), seeds.end());
+  }
+  for (auto* ids : {&out.ids, &out.seeds}) {
+    std::sort(ids->begin(), ids->end());
+    ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   }
   out.features = graph.gather(data.features, out.ids);
   out.labels = graph.gather(data.labels, out.seeds);
