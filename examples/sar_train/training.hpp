@@ -333,17 +333,19 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     std::sort(v.begin(), v.end());
     return v.empty() ? std::int64_t{0} : v[v.size() / 2];
   };
-  metrics["bytes_sent_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[0] + b[1] + b[2]; });
-  metrics["halo_feature_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[0]; });
-  metrics["halo_gradient_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[1]; });
-  metrics["parameter_allreduce_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[2]; });
-  metrics["evaluation_bytes_per_epoch"] = median_of(epoch_bytes, [](const auto& b) { return b[3]; });
+  const auto column = [](std::size_t k) { return [k](const auto& b) { return b[k]; }; };
+  metrics["bytes_sent_per_epoch"] =
+      median_of(epoch_bytes, [](const auto& b) { return b[0] + b[1] + b[2]; });
+  metrics["halo_feature_bytes_per_epoch"] = median_of(epoch_bytes, column(0));
+  metrics["halo_gradient_bytes_per_epoch"] = median_of(epoch_bytes, column(1));
+  metrics["parameter_allreduce_bytes_per_epoch"] = median_of(epoch_bytes, column(2));
+  metrics["evaluation_bytes_per_epoch"] = median_of(epoch_bytes, column(3));
   if (!sampling_bytes.empty()) {  // all ranks, per epoch (median), training and evaluation
     metrics["sampling_bytes_per_epoch"] = {
-        {"adjacency_rows", median_of(sampling_bytes, [](const auto& b) { return b[0]; })},
-        {"feature_rows", median_of(sampling_bytes, [](const auto& b) { return b[1]; })},
-        {"entries", median_of(sampling_bytes, [](const auto& b) { return b[2]; })},
-        {"requests", median_of(sampling_bytes, [](const auto& b) { return b[3]; })}};
+        {"adjacency_rows", median_of(sampling_bytes, column(0))},
+        {"feature_rows", median_of(sampling_bytes, column(1))},
+        {"entries", median_of(sampling_bytes, column(2))},
+        {"requests", median_of(sampling_bytes, column(3))}};
   }
   return metrics;
 }

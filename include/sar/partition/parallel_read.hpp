@@ -118,9 +118,9 @@ namespace detail::parallel_read {
 template <communicator Comm>
 void check_same_count(Comm& comm, std::int64_t n, const std::string& file) {
   const auto [lowest, highest] = min_max_over_ranks(comm, n);
-  SAR_CHECK(lowest == highest, io_error, "sar::read_dataset_block: the ranks read node counts from ",
-            lowest, " to ", highest, " in ", file, " (was it replaced while they read it? every "
-            "rank must read the same dataset)");
+  SAR_CHECK(lowest == highest, io_error, "sar::read_dataset_block: the ranks read node counts ",
+            "from ", lowest, " to ", highest, " in ", file, " (was it replaced while they read "
+            "it? every rank must read the same dataset)");
 }
 
 /// Rank `rank`'s rows of the whole dataset `data`, as a block of `book`.
@@ -144,6 +144,27 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   if (!data.split.empty())
     out.split.assign(data.split.begin() + first, data.split.begin() + first + rows);
   return out;
+}
+
+/// Rows rows_of(n) of the .npy dataset `dir` (its `arrays`), read by every rank and checked
+/// across them: the same node count on every rank, then finish_npy_dataset (CRC-32, class
+/// range). Collective; `where` names the caller in the error the other ranks throw.
+template <communicator Comm, class RowsOf>
+npy_dataset_share read_npy_rows(Comm& comm, const std::filesystem::path& dir,
+                                const block_read_options& options, npy_arrays arrays,
+                                const char* where, RowsOf&& rows_of) {
+  std::exception_ptr failure;
+  npy_dataset_share read;
+  detail::guarded(failure, [&] {
+    const npy_read_options how{
+        .verify_checksums = options.verify_checksums, .sizes = options.sizes, .arrays = arrays};
+    read = read_npy_dataset_share(dir, how, rows_of);
+  });
+  detail::agree_on_failure(comm, failure, where);
+  check_same_count(comm, read.num_nodes, (dir / "meta.json").string());
+  ranks_totals<Comm> totals{comm};
+  finish_npy_dataset(read, dir, totals);
+  return read;
 }
 
 }  // namespace detail::parallel_read
@@ -196,21 +217,12 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     block.name = whole.name;
   } else if (fs::is_directory(path, ec) && fs::exists(path / "meta.json", ec)) {
     // .npy: every rank reads meta.json (n) and its rows.
-    npy_dataset_share read;
-    detail::guarded(failure, [&] {
-      read = read_npy_dataset_share(
-          path,
-          {.verify_checksums = options.verify_checksums,
-           .sizes = options.sizes,
-           .arrays = options.features ? npy_arrays::all : npy_arrays::without_features},
-          [&](node_t n) {
-            out.book = book_of(n);
-            return std::pair<node_t, node_t>{out.book.begin(rank), out.book.end(rank)};
-          });
-    });
-    agree();
-    pr::check_same_count(comm, read.num_nodes, (path / "meta.json").string());
-    finish_npy_dataset(read, path, totals);
+    npy_dataset_share read = pr::read_npy_rows(
+        comm, path, options, options.features ? npy_arrays::all : npy_arrays::without_features,
+        where, [&](node_t n) {
+          out.book = book_of(n);
+          return std::pair<node_t, node_t>{out.book.begin(rank), out.book.end(rank)};
+        });
     block.name = read.rows.name;
     out.in_edges = std::move(read.rows.graph);
     out.features = std::move(read.rows.features);
@@ -300,25 +312,15 @@ void read_block_rest(Comm& comm, dataset_block& block) {
   if (lacks[0] == 0 && lacks[1] == 0) return;
   SAR_CHECK(block.rereadable, invalid_argument, "sar::read_block_rest: ", block.spec,
             " lacks its rows' ", lacks[0] ? "features" : "in-edges", " but cannot be read again");
-  const block_read_options& options = block.read_options;
-  std::exception_ptr failure;
-  npy_dataset_share read;
-  detail::guarded(failure, [&] {
-    read = read_npy_dataset_share(
-        block.spec,
-        {.verify_checksums = options.verify_checksums,
-         .sizes = options.sizes,
-         .arrays = lacks[1] ? npy_arrays::all : npy_arrays::features_only},
-        [&](node_t n) {
-          SAR_CHECK(n == rows.book.num_nodes(), io_error, "sar::read_block_rest: ", block.spec,
-                    " now declares ", n, " nodes, not the ", rows.book.num_nodes(),
-                    " read before (was it replaced while the ranks read it?)");
-          return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
-        });
-  });
-  detail::agree_on_failure(comm, failure, "sar::read_block_rest");
-  ranks_totals<Comm> totals{comm};
-  finish_npy_dataset(read, block.spec, totals);
+  npy_dataset_share read = detail::parallel_read::read_npy_rows(
+      comm, block.spec, block.read_options,
+      lacks[1] ? npy_arrays::all : npy_arrays::features_only, "sar::read_block_rest",
+      [&](node_t n) {
+        SAR_CHECK(n == rows.book.num_nodes(), io_error, "sar::read_block_rest: ", block.spec,
+                  " now declares ", n, " nodes, not the ", rows.book.num_nodes(),
+                  " read before (was it replaced while the ranks read it?)");
+        return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
+      });
   rows.features = std::move(read.rows.features);
   if (lacks[1]) rows.in_edges = std::move(read.rows.graph);
 }

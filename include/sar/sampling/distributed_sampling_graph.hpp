@@ -57,7 +57,9 @@ struct sampling_traffic {
   std::int64_t row_bytes = 0;        ///< matrix rows answered (features, layer-wise inference)
   std::int64_t entry_bytes = 0;      ///< vector entries answered (labels, degrees)
   /// All of it.
-  std::int64_t total_bytes() const { return request_bytes + adjacency_bytes + row_bytes + entry_bytes; }
+  std::int64_t total_bytes() const {
+    return request_bytes + adjacency_bytes + row_bytes + entry_bytes;
+  }
 };
 
 /// One rank's part of a graph for distributed minibatch training (see the top of this
