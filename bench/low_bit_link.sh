@@ -7,9 +7,12 @@
 #   1-bit (sync)            --halo-bits 1 --gradient-bits 1
 #   fp32 stale S=5          --staleness 5
 #   1-bit + stale S=5       both
-# Prints one Markdown row per (rate, exchange): median epoch seconds, halo MiB sent per epoch
-# (all ranks), test accuracy. Needs root (unshare -n, tc).
+# each with the progress thread polling every P microseconds for every P in $PROGRESS_US
+# (default "0 1000"; 0: no thread, transfers move only inside MPI calls). Evaluation runs
+# after the last epoch only. Prints one Markdown row per (rate, exchange, P): median epoch
+# seconds, halo MiB sent per epoch (all ranks), test accuracy. Needs root (unshare -n, tc).
 # Usage: bench/low_bit_link.sh BUILD [nodes=200000] [epochs=6] [rates="none 1gbit 200mbit"] [OUT.jsonl]
+#        (EXCHANGES="fp32 sequential|1-bit sync" selects exchanges by name, '|'-separated)
 set -euo pipefail
 build=$(realpath "$1") nodes=${2:-200000} epochs=${3:-6} rates=${4:-none 1gbit 200mbit} out=${5:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -24,10 +27,12 @@ declare -A exchanges=(
   ["1-bit + stale S=5"]="--halo-bits 1 --gradient-bits 1 --staleness 5"
 )
 order=("fp32 sequential" "1-bit sync" "fp32 stale S=5" "1-bit + stale S=5")
-echo "| link | exchange | epoch seconds (median) | halo MiB per epoch | test accuracy |"
-echo "|---|---|---:|---:|---:|"
+[[ -n ${EXCHANGES:-} ]] && IFS='|' read -r -a order <<< "$EXCHANGES"
+echo "| link | exchange | progress us | epoch seconds (median) | halo MiB per epoch | test accuracy |"
+echo "|---|---|---:|---:|---:|---:|"
 for rate in $rates; do
   for name in "${order[@]}"; do
+   for progress in ${PROGRESS_US:-0 1000}; do
     metrics="$work/m.json"
     shaping="true"
     [[ $rate != none ]] && shaping="tc qdisc add dev lo root tbf rate $rate burst 256kb latency 50ms"
@@ -36,17 +41,20 @@ for rate in $rates; do
       --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
       '$build/examples/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
       --input-dropout 0 --epochs $epochs --patience 0 --threads 1 --quiet \
+      --eval-every $epochs --progress-us $progress \
       ${exchanges[$name]} --metrics-out '$metrics'" >/dev/null 2>"$work/err" ||
       { cat "$work/err" >&2; exit 1; }
-    python3 - "$metrics" "$rate" "$name" "$out" <<'PY'
+    python3 - "$metrics" "$rate" "$name" "$progress" "$out" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-rate, name, out = sys.argv[2:5]
+rate, name, progress, out = sys.argv[2:6]
 halo = (m["halo_feature_bytes_per_epoch"] + m["halo_gradient_bytes_per_epoch"]) / 2**20
-print(f"| {rate} | {name} | {m['epoch_seconds_median']:.3f} | {halo:.1f} | {m['test_acc']:.4f} |", flush=True)
+print(f"| {rate} | {name} | {progress} | {m['epoch_seconds_median']:.3f} | {halo:.1f} | "
+      f"{m['test_acc']:.4f} |", flush=True)
 if out:
     with open(out, "a") as f:
-        f.write(json.dumps({"rate": rate, "exchange": name, **m}) + "\n")
+        f.write(json.dumps({"rate": rate, "exchange": name, "progress_us": int(progress), **m}) + "\n")
 PY
+   done
   done
 done

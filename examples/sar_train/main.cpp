@@ -299,6 +299,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(sar_programs::non_negative)->capture_default_str();
+  app.add_option("--progress-us", p.progress_us,
+                 "with --partitions: microseconds between two polls of MPI by the progress "
+                 "thread while halo transfers are in flight (0: no thread; transfers then move "
+                 "only inside MPI calls)")
+      ->check(CLI::Range(0, 1000000))->capture_default_str();
   const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
   app.add_option("--halo-bits", p.halo_bits,
                  "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "

@@ -309,6 +309,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["halo_codec"] = graph.feature_codec_name();
     metrics["gradient_codec"] = graph.gradient_codec_name();
     metrics["staleness"] = graph.staleness();
+    metrics["progress_polls"] = graph.progress_polls();
   }
   metrics["epochs"] = result.history.size();
   if (resumed) metrics["resumed_after_epochs"] = resumed->progress.epochs_done();
@@ -387,10 +388,11 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
                                  sar::graph_part& part, const std::string& name,
                                  sar::mpi_communicator& comm) {
   check_model_fits<T>(p, config, part.features.cols(), part.num_classes, part.in_edges.num_rows);
-  sar::distributed_schedule<sar::mpi_communicator> graph(
-      comm, part,
+  sar::exchange_options exchange =
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
-                  : sar::named_exchange(p.schedule, p.prefetch));
+                  : sar::named_exchange(p.schedule, p.prefetch);
+  exchange.transport.progress_interval_us = p.progress_us;
+  sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));
   part.in_edges = {};  // the schedule holds its shard now
   local_data data{name, part.book.num_nodes(), std::move(part.features),
                   std::move(part.labels), std::move(part.split), part.num_classes};

@@ -76,7 +76,7 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part) {
   constexpr int S = 3;
   constexpr Eigen::Index W = 5;
   exchange_options o;
-  o.staleness = S;
+  o.policy.staleness = S;
   schedule stale(comm, part, std::move(o));
   schedule sync(comm, part);
   const node_t n = stale.num_local();
@@ -115,7 +115,7 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part) {
   // A fresh schedule starting at an epoch that is not a multiple of S has nothing to be stale
   // with: synchronous (never zeros).
   exchange_options fresh_options;
-  fresh_options.staleness = S;
+  fresh_options.policy.staleness = S;
   schedule fresh(comm, part, std::move(fresh_options));
   const matrixd x5 = rows_of_epoch(fresh, W, 5);
   fresh.gather(exchange_key{.layer = 1, .epoch = 5}, x5, [&](const graph_block& b, const auto& halo) {
@@ -131,7 +131,8 @@ void check_lossy_backward_rows(mpi_communicator& comm, const graph_part& part) {
   for (std::uint64_t t = 0; t < 6; ++t) {
     const matrixf x = rows_of_epoch(s, 9, t).cast<float>();
     const exchange_key key{.layer = 3, .epoch = t};  // not the first layer: quantised
-    s.gather(exchange_key{.layer = 0, .epoch = t}, x, [](const graph_block&, const auto&) {});
+    s.gather(exchange_key{.layer = 0, .epoch = t, .first_graph_layer = true}, x,
+             [](const graph_block&, const auto&) {});
     std::vector<matrixf> seen(static_cast<std::size_t>(comm.size()));
     auto block_index = [&](const graph_block& b) {
       for (int q = 0; q < comm.size(); ++q)

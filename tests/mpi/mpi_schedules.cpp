@@ -284,7 +284,7 @@ void check_counters(const std::string& tag, Schedule& dist, const csr& whole) {
            dist.traffic().last_call_bytes, " bytes, expected ", send + recv);
   }
   if (keep == nullptr && !dist.transport().all_at_once) {
-    const int d = dist.prefetch_depth();
+    const int d = dist.transport().prefetch_depth;
     const int bound = std::min(d + 1, P - 1);
     EXPECT(dist.peak_live_blocks() == bound, tag, ": peak live remote blocks ",
            dist.peak_live_blocks(), ", expected exactly min(d + 1, P - 1) = ", bound);

@@ -1,21 +1,28 @@
-// The lossy wire codecs (sar/distributed/codecs.hpp) on their own, without MPI: packing round
-// trips at widths that are not multiples of 8 or 64, constant rows, code bounds, wire sizes,
-// unbiasedness and variance of stochastic rounding, reproducibility across thread counts,
-// rounding to nearest even of fp16 / bf16, and the errors on non-finite input.
+// Pieces of the exchange engine on their own, without MPI. The lossy wire codecs
+// (sar/distributed/codecs.hpp): packing round trips at widths that are not multiples of 8 or
+// 64, constant rows, code bounds, wire sizes, unbiasedness and variance of stochastic
+// rounding, reproducibility across thread counts, rounding to nearest even of fp16 / bf16,
+// and the errors on non-finite input. The exchange policy (which calls are exact, cached,
+// pipelined, stale) and the options' factories. The progress thread.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tbb/global_control.h>
 
+#include "sar/comm/progress_thread.hpp"
 #include "sar/distributed/codecs.hpp"
+#include "sar/distributed/exchange_policy.hpp"
 #include "test_support.hpp"
 
 using namespace sar;
@@ -256,4 +263,128 @@ TEST_CASE("make_wire_codec: names and widths") {
   CHECK(make_wire_codec(8).wire_bytes<float>(2, 10) == 2 * (10 + 4));
   CHECK(make_wire_codec(1).wire_bytes<float>(1, 128) == 20);  // 512 bytes in fp32: 25.6x
   CHECK_THROWS_AS(make_wire_codec(3), invalid_argument);
+}
+
+// --- the exchange policy (exchange_policy.hpp): which calls are exact, cached, stale ---
+
+namespace {
+exchange_key key_of(std::uint64_t layer, std::uint64_t epoch, bool training, bool first) {
+  return {.layer = layer, .epoch = epoch, .training = training, .first_graph_layer = first};
+}
+constexpr pipelined_supply nothing{}, everything{.features = true, .gradients = true};
+}  // namespace
+
+TEST_CASE("exchange policy: the default is synchronous, coded as configured, exact evaluation") {
+  const exchange_policy sync;  // sequential, keep_halo, one_shot
+  for (bool first : {false, true})
+    for (std::uint64_t epoch : {0, 1, 5}) {
+      const auto train = sync.mode(key_of(3, epoch, true, first));
+      CHECK_FALSE(train.exact);
+      CHECK_FALSE(train.input_cache);
+      CHECK_FALSE(train.pipelined);
+      CHECK(sync.mode(key_of(3, epoch, false, first)).exact);  // evaluation
+      for (auto kind : {exchange_kind::gather, exchange_kind::scatter, exchange_kind::gather_scatter})
+        CHECK_FALSE(sync.stale(key_of(3, epoch, true, first), kind, everything));
+    }
+  exchange_policy coded_evaluation;
+  coded_evaluation.exact_evaluation = false;
+  CHECK_FALSE(coded_evaluation.mode(key_of(3, 1, false, false)).exact);
+}
+
+TEST_CASE("exchange policy: Sylvie's first graph layer is exact and cached, named by the key") {
+  const exchange_policy low_bit = low_bit_exchange(1, 1, 5).policy;
+  CHECK(low_bit.staleness == 5);
+  const auto first = low_bit.mode(key_of(7, 2, true, true));  // not the lowest layer number
+  CHECK(first.exact);
+  CHECK(first.input_cache);
+  const auto hidden = low_bit.mode(key_of(0, 2, true, false));  // layer 0 but not named
+  CHECK_FALSE(hidden.exact);
+  CHECK_FALSE(hidden.input_cache);
+  CHECK(hidden.pipelined);
+  const auto evaluation = low_bit.mode(key_of(0, 2, false, false));
+  CHECK(evaluation.exact);
+  CHECK_FALSE(evaluation.input_cache);
+  CHECK_FALSE(evaluation.pipelined);  // evaluation is never stale
+}
+
+TEST_CASE("exchange policy: stale in epochs not a multiple of S, once the pipeline supplies "
+          "every direction the call needs") {
+  const exchange_policy p{.staleness = 3};
+  const auto gather = exchange_kind::gather, scatter = exchange_kind::scatter,
+             both = exchange_kind::gather_scatter;
+  for (std::uint64_t epoch = 0; epoch < 10; ++epoch) {
+    const exchange_key key = key_of(2, epoch, true, false);
+    const bool off_beat = epoch % 3 != 0;
+    CHECK(p.mode(key).pipelined);
+    CHECK(p.stale(key, gather, everything) == off_beat);
+    CHECK(p.stale(key, scatter, everything) == off_beat);
+    CHECK(p.stale(key, both, everything) == off_beat);
+    // Nothing earlier to be stale with: synchronous, never zeros.
+    CHECK_FALSE(p.stale(key, gather, nothing));
+    CHECK_FALSE(p.stale(key, scatter, nothing));
+    // A gather needs rows, a scatter gradients, a gather_scatter both.
+    CHECK(p.stale(key, gather, {.features = true}) == off_beat);
+    CHECK_FALSE(p.stale(key, gather, {.gradients = true}));
+    CHECK(p.stale(key, scatter, {.gradients = true}) == off_beat);
+    CHECK_FALSE(p.stale(key, scatter, {.features = true}));
+    CHECK_FALSE(p.stale(key, both, {.features = true}));
+    CHECK_FALSE(p.stale(key, both, {.gradients = true}));
+    CHECK_FALSE(p.stale(key_of(2, epoch, false, false), gather, everything));  // evaluation
+  }
+  // With staleness the first graph layer is exact, cached and pipelined alike.
+  const exchange_policy both_options{.staleness = 2, .exact_first_layer = true};
+  const auto first = both_options.mode(key_of(1, 1, true, true));
+  CHECK((first.exact && first.input_cache && first.pipelined));
+  CHECK(both_options.stale(key_of(1, 1, true, true), gather, everything));
+}
+
+TEST_CASE("exchange options: the factories set one piece each") {
+  CHECK(sequential_exchange(2).transport.prefetch_depth == 2);
+  CHECK(one_shot_exchange().transport.all_at_once);
+  CHECK(named_exchange("keep_halo").cache.target<keep_for_backward>() != nullptr);
+  CHECK(sequential_exchange().transport.progress_interval_us > 0);  // progress on by default
+  const exchange_options low = low_bit_exchange(2, 4, 3, 0);
+  CHECK(low.transport.prefetch_depth == 0);
+  CHECK(low.feature_codec.name() == "stochastic2");
+  CHECK(low.gradient_codec.name() == "stochastic4");
+  CHECK((low.policy.staleness == 3 && low.policy.exact_first_layer && low.policy.exact_evaluation));
+  CHECK_THROWS_AS(named_exchange("ring"), invalid_argument);
+}
+
+// --- the progress thread (sar/comm/progress_thread.hpp) ---
+
+TEST_CASE("progress thread: polls only while a reason is open, stops on a failing poll") {
+  using namespace std::chrono_literals;
+  std::atomic<long> calls{0};
+  auto wait_for = [](auto&& done) {
+    for (int i = 0; i < 4000 && !done(); ++i) std::this_thread::sleep_for(1ms);
+    return done();
+  };
+  {
+    progress_thread t([&] { ++calls; }, 200us);
+    std::this_thread::sleep_for(20ms);
+    CHECK(calls.load() == 0);  // nothing open: asleep
+    t.begin();
+    t.begin();
+    CHECK(t.open() == 2);
+    CHECK(wait_for([&] { return calls.load() >= 5; }));
+    t.end();
+    CHECK(wait_for([&] { return calls.load() >= 10; }));  // one reason still open
+    t.end();
+    CHECK(t.open() == 0);
+    std::this_thread::sleep_for(5ms);  // a poll under way finishes
+    const long settled = calls.load();
+    std::this_thread::sleep_for(30ms);
+    CHECK(calls.load() == settled);
+    CHECK(t.polls() == settled);
+  }  // joins
+  std::atomic<long> failing{0};
+  {
+    progress_thread t([&] { ++failing; throw comm_error("gone"); }, 100us);
+    t.begin();
+    CHECK(wait_for([&] { return failing.load() >= 1; }));
+    std::this_thread::sleep_for(20ms);
+    CHECK(failing.load() == 1);  // no poll after the failure
+  }
+  CHECK_THROWS_AS(progress_thread([] {}, 0us), invalid_argument);
 }

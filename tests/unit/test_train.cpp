@@ -92,15 +92,20 @@ class split_schedule {
   void all_reduce_sum(std::span<T>) {}
   std::size_t num_blocks() const { return parts_.size(); }
 
+  /// The key of every call so far.
+  std::vector<sar::exchange_key> keys;
+
   template <class X, class Visit>
-  void gather(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Visit&& visit) {
+  void gather(const sar::exchange_key& key, const Eigen::MatrixBase<X>& x, Visit&& visit) {
+    keys.push_back(key);
     for (part& p : parts_) {
       const auto halo = rows_of(x, p.ids);
       visit(p.block, const_rows_ref<typename X::Scalar>(halo));
     }
   }
   template <class DX, class Visit>
-  void scatter(const sar::exchange_key&, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void scatter(const sar::exchange_key& key, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    keys.push_back(key);
     for (part& p : parts_) {
       matrix<typename DX::Scalar> dhalo =
           matrix<typename DX::Scalar>::Zero(static_cast<Eigen::Index>(p.ids.size()), dx.cols());
@@ -111,7 +116,9 @@ class split_schedule {
     }
   }
   template <class X, class DX, class Visit>
-  void gather_scatter(const sar::exchange_key&, const Eigen::MatrixBase<X>& x, Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+  void gather_scatter(const sar::exchange_key& key, const Eigen::MatrixBase<X>& x,
+                      Eigen::MatrixBase<DX>& dx, Visit&& visit) {
+    keys.push_back(key);
     for (part& p : parts_) {
       const auto halo = rows_of(x, p.ids);
       matrix<typename DX::Scalar> dhalo =
@@ -613,6 +620,44 @@ TEST_CASE("backward skips the layers before the first one with parameters") {
   // The GCN's own weight gradient is still assigned (it got an empty dx).
   const auto grads = model.parameters().grads();
   CHECK(std::any_of(grads.begin(), grads.end(), [](double v) { return v != 0.0; }));
+}
+
+TEST_CASE("models name their first layer that reads neighbours in its exchange keys") {
+  const csr g = small_directed_graph();
+  split_schedule graph(g, {2}, false);
+  using sage = sage_layer<double, mean_aggregator>;
+  sequential<dropout<double>, gcn_layer<double>, relu<double>, sage> model(
+      dropout<double>(6, 0.3), gcn_layer<double>(6, 5), relu<double>(5), sage(5, 3));
+  model.initialise(5);
+  std::vector<any_layer<double, split_schedule>> layers;
+  layers.emplace_back(dropout<double>(6, 0.3));
+  layers.emplace_back(gcn_layer<double>(6, 5));
+  layers.emplace_back(relu<double>(5));
+  layers.emplace_back(sage(5, 3));
+  dynamic_sequential<double, split_schedule> same(std::move(layers));
+  same.initialise(5);
+  for (bool training : {true, false}) {
+    const layer_context ctx{.training = training, .epoch = 3};
+    for (int m = 0; m < 2; ++m) {
+      graph.keys.clear();
+      const matrixd x = random_matrix(g.num_rows, 6, 61);
+      if (m == 0) model.forward(graph, ctx, x); else same.forward(graph, ctx, x);
+      if (training) {
+        const matrixd dlogits = random_matrix(g.num_rows, 3, 62);
+        if (m == 0) model.backward(graph, ctx, dlogits); else same.backward(graph, ctx, dlogits);
+      }
+      REQUIRE(!graph.keys.empty());
+      int first = 0;
+      for (const sar::exchange_key& key : graph.keys) {
+        CHECK(key.first_graph_layer == (key.layer == 1));  // the GCN after the dropout
+        CHECK(key.training == training);
+        CHECK(key.epoch == 3);
+        first += key.first_graph_layer;
+      }
+      CHECK(first >= 1);
+      CHECK(first < static_cast<int>(graph.keys.size()));  // the SAGE layer exchanges too
+    }
+  }
 }
 
 namespace {

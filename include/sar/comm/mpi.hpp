@@ -295,6 +295,15 @@ class mpi_communicator {
     for (auto& r : requests) r.handles.clear();
   }
 
+  /// Lets MPI advance the transfers in flight (one MPI_Iprobe, which runs Open MPI's progress
+  /// engine); receives nothing. Thread-safe: progress_thread calls it beside the main
+  /// thread's calls (MPI_THREAD_MULTIPLE). Throws sar::comm_error if MPI reports an error.
+  void progress() const {
+    int found = 0;
+    check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, native(), &found, MPI_STATUS_IGNORE),
+          "MPI_Iprobe");
+  }
+
  private:
   static boost::mpi::communicator duplicate(MPI_Comm comm) {
     boost::mpi::communicator dup(comm, boost::mpi::comm_duplicate);

@@ -23,12 +23,16 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <tbb/parallel_for.h>
+
+#include "sar/core/types.hpp"
 #include "sar/schedule/schedule.hpp"
 
 namespace sar {
@@ -152,6 +156,38 @@ class keep_for_backward {
   kept_halo_list kept_;
   bool backward_seen_ = false;
 };
+
+namespace detail {
+/// A hash of the local rows of x (keep-for-backward's content check), independent of the
+/// thread count; never 0 (0 means "not hashed").
+template <class T>
+std::uint64_t content_hash(const const_rows_ref<T>& x) {
+  constexpr Eigen::Index chunk = 2048;
+  const Eigen::Index n = x.rows(), f = x.cols();
+  const Eigen::Index chunks = (n + chunk - 1) / chunk;
+  std::vector<std::uint64_t> part(static_cast<std::size_t>(chunks));
+  tbb::parallel_for(Eigen::Index{0}, chunks, [&](Eigen::Index c) {
+    std::uint64_t h = 0xcbf29ce484222325ull ^ static_cast<std::uint64_t>(c);
+    for (Eigen::Index i = c * chunk; i < std::min(n, (c + 1) * chunk); ++i) {
+      const unsigned char* bytes = reinterpret_cast<const unsigned char*>(x.row(i).data());
+      for (std::size_t b = 0; b + 8 <= sizeof(T) * f; b += 8) {
+        std::uint64_t word;
+        std::memcpy(&word, bytes + b, 8);
+        h = (h ^ word) * 0x100000001b3ull;
+      }
+      if ((sizeof(T) * f) % 8) {  // float rows of odd width
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes + sizeof(T) * f - 4, 4);
+        h = (h ^ word) * 0x100000001b3ull;
+      }
+    }
+    part[c] = h;
+  });
+  std::uint64_t h = static_cast<std::uint64_t>(n) * 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(f);
+  for (std::uint64_t v : part) h = (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  return h | 1;
+}
+}  // namespace detail
 
 /// Keeps every halo for as long as its x is unchanged, across passes and epochs: for an
 /// input that never changes (the first graph layer over raw features), which then travels

@@ -11,21 +11,34 @@
 // Pipelined (bounded staleness, docs/algorithms.md §6): run_pipelined starts a call's
 // transfers to every peer and returns without waiting for them; the blocks it visits are
 // those that arrived for the previous call of the same exchange (a pipelined_halo), whose
-// transfers it completes first. Open MPI moves the bytes in flight whenever the rank is in
-// an MPI call (every exchange, reduction and the parameter all-reduce in between).
+// transfers it completes first.
+//
+// Progress: Open MPI moves the bytes in flight only while the rank is inside an MPI call. With
+// progress_interval_us > 0 and a communicator that offers progress() (mpi_communicator), a
+// progress_thread polls MPI during every call (so a prefetched block arrives while the one
+// before it is visited) and while pipelined transfers are in flight (so they arrive while the
+// rank computes the rest of the epoch).
+//
+// The transport is a piece of the exchange engine that a schedule takes as a template
+// argument; sar::halo_transport (below) states what the engine asks of one.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <span>
 #include <vector>
 
 #include "sar/comm/communicator.hpp"
+#include "sar/comm/progress_thread.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/schedule/schedule.hpp"
 
 namespace sar {
 
@@ -36,6 +49,9 @@ struct transport_options {
   int prefetch_depth = 1;
   /// Start every remote transfer at once (every remote block alive during a call).
   bool all_at_once = false;
+  /// Microseconds between two polls of MPI by the progress thread while transfers are in
+  /// flight (see the top of this file); 0: no thread, transfers move only inside MPI calls.
+  int progress_interval_us = 1000;
 };
 
 /// Payload bytes this rank sent to other ranks through a schedule (what the wire carried,
@@ -91,6 +107,10 @@ struct pipelined_halo {
   /// Whether `features` holds a call's blocks.
   bool has_features = false, has_gradients = false;  ///< whether features / gradients hold a call's blocks
 
+  /// Whether feature blocks arrived or are in flight (a stale call has rows to visit).
+  bool features_supplied() const { return has_features || features_in_flight; }
+  /// Whether gradient blocks arrived or are in flight.
+  bool gradients_supplied() const { return has_gradients || gradients_in_flight; }
   /// Bytes held (arrived and in flight).
   std::size_t bytes() const {
     std::size_t total = 0;
@@ -99,6 +119,37 @@ struct pipelined_halo {
       for (const auto& b : *v) total += b.size();
     return total;
   }
+};
+
+/// The pipelined state of every exchange of a schedule, numbered in the order of their
+/// first call (so every rank numbers them alike), each with its own pair of message tags.
+template <class Request>
+class pipelined_exchanges {
+ public:
+  /// The state of key's exchange (created empty for `peers` ranks on first use) and its tag.
+  std::pair<pipelined_halo<Request>*, int> of(const exchange_key& key, int peers) {
+    std::size_t k = 0;
+    while (k < halos_.size() && !halos_[k].first.same_exchange(key)) ++k;
+    if (k == halos_.size())
+      halos_.emplace_back(key, std::make_unique<pipelined_halo<Request>>(peers));
+    return {halos_[k].second.get(), first_tag + 2 * static_cast<int>(k)};
+  }
+  /// Every exchange's state.
+  std::vector<pipelined_halo<Request>*> all() const {
+    std::vector<pipelined_halo<Request>*> out;
+    for (const auto& [key, h] : halos_) out.push_back(h.get());
+    return out;
+  }
+  /// Bytes held by all of them.
+  std::size_t bytes() const {
+    std::size_t total = 0;
+    for (const auto& [key, h] : halos_) total += h->bytes();
+    return total;
+  }
+
+ private:
+  static constexpr int first_tag = 0x5c00;
+  std::vector<std::pair<exchange_key, std::unique_ptr<pipelined_halo<Request>>>> halos_;
 };
 
 /// What a transport asks of the schedule it serves (the ends of every transfer), for one
@@ -117,10 +168,17 @@ template <point_to_point_communicator Comm>
 class ring_transport {
  public:
   /// Requires options.prefetch_depth >= 0 (throws sar::invalid_argument naming the rank).
+  /// Requires options.progress_interval_us >= 0 (likewise). Starts the progress thread if
+  /// the interval is positive, there are peers and Comm offers progress().
   ring_transport(Comm& comm, transport_options options) : comm_(&comm), options_(options) {
-    SAR_CHECK(options.prefetch_depth >= 0, invalid_argument,
-              "sar::ring_transport: prefetch_depth ", options.prefetch_depth, " on rank ",
-              comm.rank());
+    SAR_CHECK(options.prefetch_depth >= 0 && options.progress_interval_us >= 0,
+              invalid_argument, "sar::ring_transport: prefetch_depth ", options.prefetch_depth,
+              ", progress_interval_us ", options.progress_interval_us, " on rank ", comm.rank());
+    if constexpr (requires(const Comm& c) { c.progress(); })
+      if (options.progress_interval_us > 0 && comm.size() > 1)
+        progress_ = std::make_unique<progress_thread>(
+            [c = comm_] { c->progress(); },
+            std::chrono::microseconds(options.progress_interval_us));
   }
 
   /// The options it was built with.
@@ -135,6 +193,7 @@ class ring_transport {
   template <class Ends>
   void run(bool features, bool gradients, Ends& ends, bool evaluation = false) {
     evaluation_ = evaluation;
+    const progress_scope progressing(progress_.get());
     const int p = comm_->rank(), P = comm_->size();
     const int d = options_.all_at_once ? P - 1 : std::min(options_.prefetch_depth, P - 1);
     const int num_slots = P > 1 ? std::min(d + 1, P - 1) : 0;
@@ -227,7 +286,7 @@ class ring_transport {
     const std::int64_t before = traffic_.total_bytes();
     if (features) {
       complete(h.feature_requests);
-      if (std::exchange(h.features_in_flight, false)) {
+      if (set_in_flight(h.features_in_flight, false)) {
         std::swap(h.features, h.incoming_features);
         h.has_features = true;
       }
@@ -244,11 +303,11 @@ class ring_transport {
           count(traffic_.feature_bytes, out.size());
         }
       }
-      h.features_in_flight = true;
+      set_in_flight(h.features_in_flight, true);
     }
     if (gradients) {
       complete(h.gradient_requests);
-      if (std::exchange(h.gradients_in_flight, false)) {
+      if (set_in_flight(h.gradients_in_flight, false)) {
         std::swap(h.gradients, h.incoming_gradients);
         h.has_gradients = true;
       }
@@ -272,7 +331,7 @@ class ring_transport {
         if (!in.empty())
           h.gradient_requests[2 * q] = comm_->irecv(std::span<std::byte>(in), q, tag + 1);
       }
-      h.gradients_in_flight = true;
+      set_in_flight(h.gradients_in_flight, true);
       if (h.has_gradients)
         for (int q = 0; q < P; ++q)
           if (q != p && !h.gradients[static_cast<std::size_t>(q)].empty())
@@ -287,7 +346,8 @@ class ring_transport {
   void drain(pipelined_halo<typename Comm::request>& h) {
     complete(h.feature_requests);
     complete(h.gradient_requests);
-    h.features_in_flight = h.gradients_in_flight = false;
+    set_in_flight(h.features_in_flight, false);
+    set_in_flight(h.gradients_in_flight, false);
   }
 
   /// Bytes sent since the last reset_traffic().
@@ -302,8 +362,31 @@ class ring_transport {
   int peak_live_blocks() const { return peak_live_; }
   /// Starts a new peak from the blocks alive now.
   void reset_peak_live_blocks() { peak_live_ = open_blocks_; }
+  /// The progress thread's polls so far (0 without one).
+  long progress_polls() const { return progress_ ? progress_->polls() : 0; }
 
  private:
+  /// Polling for the duration of a synchronous call.
+  struct progress_scope {
+    explicit progress_scope(progress_thread* t) : thread(t) {
+      if (thread) thread->begin();
+    }
+    ~progress_scope() {
+      if (thread) thread->end();
+    }
+    progress_scope(const progress_scope&) = delete;
+    progress_scope& operator=(const progress_scope&) = delete;
+    progress_thread* thread;
+  };
+
+  /// flag := now; a pipelined direction going in flight is a reason to poll until it is
+  /// completed. Returns the old value.
+  bool set_in_flight(bool& flag, bool now) {
+    const bool was = std::exchange(flag, now);
+    if (progress_ && was != now) now ? progress_->begin() : progress_->end();
+    return was;
+  }
+
   static constexpr int feature_tag = 0x5a01;
   static constexpr int gradient_tag = 0x5a02;
 
@@ -332,6 +415,40 @@ class ring_transport {
   schedule_traffic traffic_;
   bool evaluation_ = false;  ///< the current call counts as evaluation traffic
   int open_blocks_ = 0, peak_live_ = 0;
+  std::unique_ptr<progress_thread> progress_;  // null: transfers move inside MPI calls only
 };
+
+namespace detail {
+/// Ends that accept every callback (the list above ring_transport), to state halo_transport.
+struct transport_ends_probe {
+  std::size_t incoming_feature_bytes(int) { return 0; }
+  void encode_features(int, std::vector<std::byte>&) {}
+  void visit(int, std::vector<std::byte>&, std::vector<std::byte>&) {}
+  std::size_t incoming_gradient_bytes(int) { return 0; }
+  void add_gradients(int, std::span<const std::byte>) {}
+};
+}  // namespace detail
+
+/// What the exchange engine asks of a transport over Comm (ring_transport models it): built
+/// from (comm, transport_options); run (a synchronous call), run_pipelined and drain (a
+/// pipelined exchange), with the ends listed above ring_transport and the same collective
+/// contract; traffic counts and the live-block gauge.
+template <class T, class Comm>
+concept halo_transport =
+    std::constructible_from<T, Comm&, transport_options> &&
+    requires(T& t, const T& ct, pipelined_halo<typename Comm::request>& h,
+             detail::transport_ends_probe& ends, std::size_t bytes) {
+      { ct.options() } -> std::convertible_to<const transport_options&>;
+      t.run(true, true, ends, false);
+      t.run_pipelined(h, 0, true, true, ends);
+      t.drain(h);
+      { ct.traffic() } -> std::convertible_to<const schedule_traffic&>;
+      t.reset_traffic();
+      t.count_reduction(bytes);
+      { ct.live_blocks() } -> std::convertible_to<int>;
+      { ct.peak_live_blocks() } -> std::convertible_to<int>;
+      t.reset_peak_live_blocks();
+      { ct.progress_polls() } -> std::convertible_to<long>;
+    };
 
 }  // namespace sar

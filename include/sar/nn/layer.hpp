@@ -93,6 +93,8 @@ struct layer_context {
   /// Epoch; keys the layers' random numbers (with seed and layer).
   std::uint64_t epoch = 0;
   std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
+  /// Set by a model for its first layer that reads neighbours (exchange_key::first_graph_layer).
+  bool first_graph_layer = false;
   /// Set by a model for a layer with finishes_rows (see above); null: nothing to call.
   const row_finisher* finish_rows = nullptr;
   /// \var first_row
@@ -105,7 +107,8 @@ struct layer_context {
   /// passed to every gather / scatter / gather_scatter. A backward that needs the halo of a
   /// forward gather again passes that gather's key (so a keep-for-backward cache finds it).
   exchange_key exchange(std::uint32_t call = 0) const {
-    return {.layer = layer, .call = call, .seed = seed, .epoch = epoch, .training = training};
+    return {.layer = layer, .call = call, .seed = seed, .epoch = epoch, .training = training,
+            .first_graph_layer = first_graph_layer};
   }
 };
 

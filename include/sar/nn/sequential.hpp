@@ -1,8 +1,8 @@
 // A model composed at compile time: sequential<L0, L1, ..., Ln> runs its layers in order,
 // owns one parameter_store for all of them, keeps every activation of forward for backward,
 // and runs backward in reverse order. Layer k sees ctx.layer = k (its random numbers are
-// keyed by its position). The run-time counterpart, dynamic_sequential, is in any_layer.hpp
-// and behaves identically.
+// keyed by its position); the first layer that reads neighbours sees ctx.first_graph_layer.
+// The run-time counterpart, dynamic_sequential, is in any_layer.hpp and behaves identically.
 //
 //   sar::sequential<sar::gcn_layer<float>, sar::relu<float>, sar::gcn_layer<float>> model(
 //       sar::gcn_layer<float>(f_in, 64), sar::relu<float>(64), sar::gcn_layer<float>(64, classes));
@@ -201,6 +201,14 @@ class model_base {
     graph_layers_ = level;
   }
 
+  /// ctx for layer k: its position, and whether it is the first layer that reads neighbours.
+  layer_context context_of(const layer_context& ctx, std::size_t k) const {
+    layer_context c = ctx;
+    c.layer = k;
+    c.first_graph_layer = traits_[k].reads_neighbours && level_[k] == 0;
+    return c;
+  }
+
   /// The schedule layer k runs on: `graph` itself, or for a layered graph the block of its
   /// level if it reads neighbours, else the level's rows; levels counted from `base`.
   template <class Graph>
@@ -243,8 +251,7 @@ class model_base {
     }
     matrix<T> in, out;  // the first layer reads x itself
     for (std::size_t k = first; k < end; ++k) {
-      layer_context c = ctx;
-      c.layer = k;
+      layer_context c = context_of(ctx, k);
       c.finish_rows = nullptr;
       c.end_row = -1;
       call(k, c, k == first ? x : const_rows_ref<T>(in), out, base);
@@ -293,8 +300,7 @@ class model_base {
         outputs_[k] = std::move(outputs_[k - 1]);
         continue;
       }
-      layer_context c = ctx;
-      c.layer = k;
+      layer_context c = context_of(ctx, k);
       const row_finisher next_layer = [&](Eigen::Index begin, Eigen::Index end) {
         layer_context rows = ctx;
         rows.layer = k + 1;
@@ -338,8 +344,7 @@ class model_base {
       ++first_trainable;
     matrix<T> gradient;  // dy of the layer about to run, once it is not dlogits
     for (std::size_t k = num_layers(); k-- > first_trainable;) {
-      layer_context c = ctx;
-      c.layer = k;
+      layer_context c = context_of(ctx, k);
       const const_rows_ref<T> x = k == 0 ? *input_ : const_rows_ref<T>(outputs_[k - 1]);
       const bool last = k + 1 == num_layers();
       if (k == first_trainable) {
