@@ -12,7 +12,8 @@
 # after the last epoch only. Prints one Markdown row per (rate, exchange, P): median epoch
 # seconds, halo MiB sent per epoch (all ranks), test accuracy. Needs root (unshare -n, tc).
 # Usage: bench/low_bit_link.sh BUILD [nodes=200000] [epochs=6] [rates="none 1gbit 200mbit"] [OUT.jsonl]
-#        (EXCHANGES="fp32 sequential|1-bit sync" selects exchanges by name, '|'-separated)
+#        (EXCHANGES="fp32 sequential|1-bit sync" selects exchanges by name, '|'-separated;
+#         MPIRUN_ARGS adds options to mpirun, e.g. "--mca btl_tcp_sndbuf 65536")
 set -euo pipefail
 build=$(realpath "$1") nodes=${2:-200000} epochs=${3:-6} rates=${4:-none 1gbit 200mbit} out=${5:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -38,7 +39,7 @@ for rate in $rates; do
     [[ $rate != none ]] && shaping="tc qdisc add dev lo root tbf rate $rate burst 256kb latency 50ms"
     # shellcheck disable=SC2086
     unshare -n bash -c "ip link set lo up && $shaping && mpirun -np 4 --oversubscribe \
-      --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+      --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ${MPIRUN_ARGS:-} \
       '$build/examples/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
       --input-dropout 0 --epochs $epochs --patience 0 --threads 1 --quiet \
       --eval-every $epochs --progress-us $progress \

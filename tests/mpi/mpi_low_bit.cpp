@@ -72,11 +72,14 @@ void add_gradients(const schedule& s, const graph_block& b, DHalo& dhalo, std::u
     for (Eigen::Index j = 0; j < dhalo.cols(); ++j) dhalo(r, j) += 0.5 * value(b.source_id(r), j, t + 7);
 }
 
-void check_staleness_semantics(mpi_communicator& comm, const graph_part& part) {
+/// The rows and gradients every call sees under staleness S = 3; with progress_us > 0 the same
+/// while a progress thread polls MPI (and it does poll).
+void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, int progress_us) {
   constexpr int S = 3;
   constexpr Eigen::Index W = 5;
   exchange_options o;
   o.policy.staleness = S;
+  o.transport.progress_interval_us = progress_us;
   schedule stale(comm, part, std::move(o));
   schedule sync(comm, part);
   const node_t n = stale.num_local();
@@ -121,7 +124,11 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part) {
   fresh.gather(exchange_key{.layer = 1, .epoch = 5}, x5, [&](const graph_block& b, const auto& halo) {
     expect_rows(fresh, b, halo, 5, 5, "first gather at epoch 5");
   });
-  if (comm.rank() == 0) std::printf("ok  staleness semantics (S = %d)\n", S);
+  EXPECT((stale.progress_polls() > 0) == (progress_us > 0 && comm.size() > 1), "rank ",
+         comm.rank(), ": ", stale.progress_polls(), " progress polls with an interval of ",
+         progress_us, " us");
+  if (comm.rank() == 0)
+    std::printf("ok  staleness semantics (S = %d, progress thread every %d us)\n", S, progress_us);
 }
 
 /// With lossy codecs, a stale gather_scatter visits bitwise the rows its gather visited.
@@ -235,7 +242,8 @@ int main(int argc, char** argv) {
       graph_dataset rmat = make_rmat_dataset({.scale = 9, .num_edges = 3000, .seed = 4});
       const graph_part part = mpi_test::cut_part(
           rmat, partition_random(rmat.num_nodes(), P, 2), P, comm.rank());
-      check_staleness_semantics(comm, part);
+      check_staleness_semantics(comm, part, 0);
+      check_staleness_semantics(comm, part, 100);
       check_lossy_backward_rows(comm, part);
     }
 

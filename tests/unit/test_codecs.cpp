@@ -342,7 +342,7 @@ TEST_CASE("exchange options: the factories set one piece each") {
   CHECK(sequential_exchange(2).transport.prefetch_depth == 2);
   CHECK(one_shot_exchange().transport.all_at_once);
   CHECK(named_exchange("keep_halo").cache.target<keep_for_backward>() != nullptr);
-  CHECK(sequential_exchange().transport.progress_interval_us > 0);  // progress on by default
+  CHECK(sequential_exchange().transport.progress_interval_us == 0);  // no progress thread
   const exchange_options low = low_bit_exchange(2, 4, 3, 0);
   CHECK(low.transport.prefetch_depth == 0);
   CHECK(low.feature_codec.name() == "stochastic2");

@@ -6,7 +6,7 @@
 // (begin() .. end()), this thread calls poll() every `interval` (an MPI_Iprobe under
 // mpi_communicator::progress, which drives the progress engine; MPI_THREAD_MULTIPLE), and
 // otherwise sleeps until one opens, so it costs nothing between exchanges of a synchronous
-// run. docs/exchange-engine.md says why a thread and not tests between kernel tiles.
+// run. docs/exchange-engine.md says why the exchange engine leaves it off by default.
 #pragma once
 
 #include <chrono>

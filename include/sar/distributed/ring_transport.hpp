@@ -50,8 +50,10 @@ struct transport_options {
   /// Start every remote transfer at once (every remote block alive during a call).
   bool all_at_once = false;
   /// Microseconds between two polls of MPI by the progress thread while transfers are in
-  /// flight (see the top of this file); 0: no thread, transfers move only inside MPI calls.
-  int progress_interval_us = 1000;
+  /// flight (see the top of this file); 0 (default): no thread, transfers move only inside MPI
+  /// calls. Off by default: on a shared TCP link it gains nothing measurable yet, because the
+  /// calls' small collectives wait behind the bulk bytes in flight (bench/RESULTS.md §20).
+  int progress_interval_us = 0;
 };
 
 /// Payload bytes this rank sent to other ranks through a schedule (what the wire carried,
