@@ -302,8 +302,7 @@ class model_base {
       }
       layer_context c = context_of(ctx, k);
       const row_finisher next_layer = [&](Eigen::Index begin, Eigen::Index end) {
-        layer_context rows = ctx;
-        rows.layer = k + 1;
+        layer_context rows = context_of(ctx, k + 1);
         rows.first_row = begin;
         rows.end_row = end;
         call(k + 1, rows, outputs_[k], outputs_[k]);  // a row_wise layer: same rows
