@@ -4,6 +4,8 @@
 //    gather_scatter of the same exchange visits the same rows, and a scatter adds the
 //    gradients sent in the previous epoch (what a synchronous scatter of that epoch adds);
 //    epoch 0, every S-th epoch and the first call after a fresh start are synchronous;
+//  - a stale call makes no collective of its own: a visitor that throws, or a mis-shaped x, in
+//    a stale call on one rank is reported on every rank at the next all_reduce_sum;
 //  - with 2-bit codecs, the stale gather_scatter visits bitwise the rows its gather visited;
 //  - training (SAGE and GAT on Cora, METIS parts) with 1-bit halos and S = 5 is bitwise
 //    reproducible, also on 1 and 2 threads per rank, and learns;
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -131,6 +134,40 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, i
     std::printf("ok  staleness semantics (S = %d, progress thread every %d us)\n", S, progress_us);
 }
 
+/// A stale call runs without agreements: what fails in it on the last rank (its visitor
+/// throws, or it passes a wider x) is reported on every rank by the next all_reduce_sum, the
+/// last rank with its own error, the others naming it; nobody hangs.
+void check_stale_failures(mpi_communicator& comm, const graph_part& part) {
+  const int last = comm.size() - 1;
+  const bool fails_here = comm.rank() == last;
+  for (const bool misshaped : {false, true}) {
+    exchange_options o;
+    o.policy.staleness = 3;
+    schedule s(comm, part, std::move(o));
+    const matrixd x = rows_of_epoch(s, 5, 0), wide = matrixd::Zero(s.num_local(), 6);
+    exchange_key k{.layer = 1, .epoch = 0};
+    s.gather(k, x, [](const graph_block&, const auto&) {});  // synchronous
+    k.epoch = 1;
+    s.gather(k, misshaped && fails_here ? wide : x, [&](const graph_block&, const auto&) {
+      if (!misshaped && fails_here) throw std::runtime_error("the visitor failed");
+    });  // stale: returns on every rank
+    std::string what = "nothing";
+    double v = 1;
+    try {
+      s.all_reduce_sum(std::span<double>(&v, 1));
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    const std::string expected = !fails_here ? "rank " + std::to_string(last) + " failed"
+                                 : misshaped ? "and 6 columns to a stale call"
+                                             : "the visitor failed";
+    EXPECT(what.find(expected) != std::string::npos, "rank ", comm.rank(),
+           ": all_reduce_sum after a stale call that ", misshaped ? "was mis-shaped" : "threw",
+           " on rank ", last, " reported '", what, "', expected '", expected, "'");
+  }
+  if (comm.rank() == 0) std::printf("ok  a failure in a stale call is reported on every rank\n");
+}
+
 /// With lossy codecs, a stale gather_scatter visits bitwise the rows its gather visited.
 void check_lossy_backward_rows(mpi_communicator& comm, const graph_part& part) {
   schedule s(comm, part, low_bit_exchange(2, 2, 4));
@@ -245,6 +282,7 @@ int main(int argc, char** argv) {
       check_staleness_semantics(comm, part, 0);
       check_staleness_semantics(comm, part, 100);
       check_lossy_backward_rows(comm, part);
+      check_stale_failures(comm, part);
     }
 
     const char* dir = std::getenv("SAR_DATA_DIR");

@@ -20,8 +20,13 @@
 // exchange makes one small all_reduce before moving data (agree_on_call: shapes, reuse,
 // staleness; a bad argument on one rank throws on every rank instead of hanging) and one
 // after (an exception of a visitor or codec on one rank is rethrown there, the other ranks
-// throw sar::comm_error naming it). A sar::comm_error inside the exchange leaves the job
-// unusable; end it.
+// throw sar::comm_error naming it). A stale call whose halo no cache keeps (bounded
+// staleness, exchange_policy.hpp) makes neither: its shapes are checked against its exchange's
+// earlier calls on each rank, the decision to go stale is the same on every rank (it depends
+// on the keys and the order of the calls only), and a failure in it is agreed on at the next
+// collective of the schedule (all_reduce_sum or a call that is not stale), so that only the
+// bulk transfers, not small collectives queued behind them, are in flight during a stale
+// epoch. A sar::comm_error inside the exchange leaves the job unusable; end it.
 #pragma once
 
 #include <cstdint>
@@ -121,8 +126,10 @@ class distributed_schedule {
   std::span<const node_t> out_degrees() const { return graph_->out_degrees(); }
 
   /// Sums values element-wise over all ranks, in place. Collective. Not counted as traffic.
+  /// Throws on every rank first if a stale call since the last agreement failed on one.
   template <reducible_scalar T>
   void all_reduce_sum(std::span<T> values) {
+    agree_on_earlier_calls("sar::distributed_schedule (a stale call before all_reduce_sum)");
     comm_->all_reduce(values, reduce_op::sum);
     if (comm_->size() > 1) transport_.count_reduction(values.size_bytes());
   }
@@ -269,8 +276,27 @@ class distributed_schedule {
     if (mode.pipelined) std::tie(pipe, tag) = pipelined_.of(key, P);
     const bool stale = pipe && policy_.stale(key, kind, {pipe->features_supplied(),
                                                          pipe->gradients_supplied()});
-
     std::optional<kept_halo> kept = cache.take(key, kind);
+    using ends = exchange_ends<T, std::remove_reference_t<Call>, request>;
+    std::exception_ptr failure;
+
+    if (stale && !kept) {  // on its own: no agreement (see the top of this file)
+      detail::guarded(failure, [&] {
+        SAR_CHECK(rows == num_local() && dx_ok && cols == pipe->width, invalid_argument, where,
+                  ": rank ", comm_->rank(), " passes ", rows, " rows and ", cols, " columns",
+                  dx_ok ? "" : " and a dx not shaped like x", " to a stale call, expected ",
+                  num_local(), " rows and ", pipe->width, " columns");
+      });
+      ends e{*graph_, scratch_, key, kind, x, dx, pipe->width, call, fc, gc, nullptr, nullptr,
+             nullptr, failure};
+      transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
+                               kind != exchange_kind::gather, e);
+      if (!unagreed_failure_) unagreed_failure_ = failure;
+      unagreed_calls_ = true;
+      return;
+    }
+
+    agree_on_earlier_calls(where);
     const halo_keep keep = reads_halo ? cache.keeps(key, kind) : halo_keep::no;
     std::uint64_t hash = 0;
     auto hash_of_x = [&] {
@@ -282,10 +308,9 @@ class distributed_schedule {
     const call_agreement plan =
         agree_on_call(*comm_, where, rows, num_local(), dx_ok, cols, have, stale);
     if (!plan.reuse) kept.reset();
-    std::exception_ptr failure;
-    using ends = exchange_ends<T, std::remove_reference_t<Call>, request>;
+    if (pipe) pipe->width = cols;
     if (plan.stale) {
-      ends e{*graph_, scratch_, key, kind, x, dx, call, fc, gc, nullptr, nullptr, nullptr,
+      ends e{*graph_, scratch_, key, kind, x, dx, cols, call, fc, gc, nullptr, nullptr, nullptr,
              failure};
       transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
                                kind != exchange_kind::gather, e);
@@ -295,11 +320,18 @@ class distributed_schedule {
     if (pipe) transport_.drain(*pipe);  // a synchronous call supersedes what is in flight
     kept_halo keeping{key, keep == halo_keep::if_x_unchanged ? hash_of_x() : 0,
                       std::vector<std::vector<std::byte>>(keep == halo_keep::no ? 0 : P)};
-    ends e{*graph_, scratch_, key, kind, x, dx, call, fc, gc, kept ? &*kept : nullptr,
+    ends e{*graph_, scratch_, key, kind, x, dx, cols, call, fc, gc, kept ? &*kept : nullptr,
            keep != halo_keep::no ? &keeping : nullptr, pipe, failure};
     transport_.run(reads_halo && !plan.reuse, kind != exchange_kind::gather, e, !key.training);
     detail::agree_on_failure(*comm_, failure, where);
     if (keep != halo_keep::no) cache.keep(std::move(keeping));
+  }
+
+  /// After stale calls on their own: the ranks agree on what failed in them (collective;
+  /// every rank made the same calls). Throws on every rank if one failed.
+  void agree_on_earlier_calls(const char* where) {
+    if (!std::exchange(unagreed_calls_, false)) return;
+    detail::agree_on_failure(*comm_, std::exchange(unagreed_failure_, nullptr), where);
   }
 
   Comm* comm_;
@@ -314,6 +346,8 @@ class distributed_schedule {
   any_halo_cache input_cache_ = keep_unchanged_input{};  // the first graph layer's, if exact
   pipelined_exchanges<request> pipelined_;
   halo_scratch scratch_;
+  bool unagreed_calls_ = false;          // stale calls ran on their own since the last agreement
+  std::exception_ptr unagreed_failure_;  // the first failure of one of them on this rank
 };
 
 }  // namespace sar

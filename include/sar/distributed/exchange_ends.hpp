@@ -5,7 +5,8 @@
 //
 // Failures: a callback that throws (codec or visitor) records the exception in `failure` and
 // leaves its wire at the announced size, so the peers' receives still match; the engine
-// agrees on the failure after the exchange.
+// agrees on the failure after the exchange. With `failure` set before the call, no callback
+// reads x, dx or the codecs: the rank still sends and receives blocks of the announced sizes.
 #pragma once
 
 #include <exception>
@@ -66,6 +67,8 @@ struct exchange_ends {
   exchange_kind kind;               ///< gather, scatter or gather_scatter
   const const_rows_ref<T>* x;  ///< null for a scatter
   rows_ref<T>* dx;             ///< null for a gather
+  /// Values per row of the call (the agreed width; the exchange's for a call on its own).
+  Eigen::Index width;
   Call& call;          ///< the layer's visitor
   any_wire_codec& fc;  ///< the call's feature codec
   any_wire_codec& gc;  ///< the call's gradient codec
@@ -77,8 +80,6 @@ struct exchange_ends {
 
   /// This rank.
   int rank() const { return graph.rank(); }
-  /// Values per row of the call.
-  Eigen::Index width() const { return x ? x->cols() : dx->cols(); }
   /// The codec context of a block between sender and receiver with rows `ids`.
   codec_context context(exchange_direction d, int sender, int receiver,
                         std::span<const node_t> ids) const {
@@ -87,7 +88,7 @@ struct exchange_ends {
 
   /// Bytes of the feature block q sends here.
   std::size_t incoming_feature_bytes(int q) {
-    return fc.template wire_bytes<T>(graph.plan().recv_count[q], width());
+    return fc.template wire_bytes<T>(graph.plan().recv_count[q], width);
   }
   /// wire := the rows q needs from this rank, encoded.
   void encode_features(int q, std::vector<std::byte>& wire) {
@@ -96,12 +97,12 @@ struct exchange_ends {
       fc.template encode<T>(*x, rows, context(exchange_direction::features, rank(), q,
                                               graph.send_ids(q)), wire);
     });
-    fit(wire, fc.template wire_bytes<T>(static_cast<Eigen::Index>(rows.size()), width()));
+    fit(wire, fc.template wire_bytes<T>(static_cast<Eigen::Index>(rows.size()), width));
   }
   /// Bytes of the gradient block q returns here.
   std::size_t incoming_gradient_bytes(int q) {
     return gc.template wire_bytes<T>(
-        static_cast<Eigen::Index>(graph.plan().send_rows[q].size()), width());
+        static_cast<Eigen::Index>(graph.plan().send_rows[q].size()), width);
   }
   /// dx's rows sent to q += the gradients q returned (kept too, for a pipelined exchange).
   void add_gradients(int q, std::span<const std::byte> wire) {
@@ -125,7 +126,7 @@ struct exchange_ends {
         detail::guarded(failure, [&] { call(b, kind == exchange_kind::scatter ? nullptr : x, dx); });
       return;
     }
-    const Eigen::Index halo_rows = graph.plan().recv_count[q], f = width();
+    const Eigen::Index halo_rows = graph.plan().recv_count[q], f = width;
     const std::span<const node_t> ids = graph.halo_ids(q);
     const bool reads_halo = kind != exchange_kind::scatter;
     const std::vector<std::byte>& arrived = reused ? reused->blocks[q] : features;

@@ -51,8 +51,8 @@ struct transport_options {
   bool all_at_once = false;
   /// Microseconds between two polls of MPI by the progress thread while transfers are in
   /// flight (see the top of this file); 0 (default): no thread, transfers move only inside MPI
-  /// calls. Off by default: on a shared TCP link it gains nothing measurable yet, because the
-  /// calls' small collectives wait behind the bulk bytes in flight (bench/RESULTS.md §20).
+  /// calls. Off by default: on a shared TCP link it gains nothing measurable, because the
+  /// epoch's small collectives wait behind the bulk bytes in flight (bench/RESULTS.md §20-21).
   int progress_interval_us = 0;
 };
 
@@ -108,6 +108,8 @@ struct pipelined_halo {
   /// \var has_features
   /// Whether `features` holds a call's blocks.
   bool has_features = false, has_gradients = false;  ///< whether features / gradients hold a call's blocks
+  /// Values per row of the exchange's calls (set by the engine; -1 before the first).
+  std::int64_t width = -1;
 
   /// Whether feature blocks arrived or are in flight (a stale call has rows to visit).
   bool features_supplied() const { return has_features || features_in_flight; }
