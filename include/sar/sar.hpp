@@ -28,6 +28,7 @@
 #include "sar/nn/layer.hpp"
 #include "sar/nn/linear.hpp"
 #include "sar/nn/loss.hpp"
+#include "sar/nn/metrics.hpp"
 #include "sar/nn/parameters.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"

@@ -937,6 +937,7 @@ TEST_CASE("batch_norm normalises in training and uses the running statistics in 
 
 // ---------------------------------------------------------------------------------------------
 #include "sar/nn/loss.hpp"
+#include "sar/nn/metrics.hpp"
 
 TEST_CASE("softmax cross-entropy: value, gradient vs central differences, masking, stability") {
   const matrixd logits = random_matrix<double>(12, 5, 19) * 3.0;
@@ -1000,6 +1001,169 @@ TEST_CASE("accuracy counts correct arg-max over the selected nodes") {
   const auto all = accuracy(logits, labels, node_selection{});
   CHECK(all.correct == 3);
   CHECK(all.total == 4);
+}
+
+namespace {
+/// Largest difference between `analytic` and central differences of loss(outputs) over every
+/// entry of outputs.
+template <class Loss>
+double worst_gradient_error(const matrixd& outputs, const matrixd& analytic, Loss&& loss) {
+  const double h = 1e-6;
+  double worst = 0;
+  for (Eigen::Index k = 0; k < outputs.size(); ++k) {
+    matrixd plus = outputs, minus = outputs;
+    plus.data()[k] += h;
+    minus.data()[k] -= h;
+    worst = std::max(worst, std::abs((loss(plus) - loss(minus)) / (2 * h) - analytic.data()[k]));
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("mean squared error: value, gradient vs central differences, weights, masking") {
+  const matrixd outputs = random_matrix<double>(10, 3, 23);
+  const matrixd targets = random_matrix<double>(10, 3, 29) * 2.0;
+  std::vector<node_split> split(10, node_split::train);
+  split[2] = split[7] = node_split::test;
+  const node_selection sel{split, node_split::train};
+  const std::vector<double> weights{1.0, 0.5, 2.0};
+  const double normaliser = 30.0;
+  matrixd d;
+  const double loss = mean_squared_error(outputs, targets, sel, normaliser, d, weights);
+  double expected = 0;
+  for (int i = 0; i < 10; ++i)
+    if (split[i] == node_split::train)
+      for (int k = 0; k < 3; ++k)
+        expected += weights[k] * std::pow(outputs(i, k) - targets(i, k), 2);
+  CHECK(loss == doctest::Approx(expected / normaliser).epsilon(1e-12));
+  matrixd dummy;
+  CHECK(worst_gradient_error(outputs, d, [&](const matrixd& o) {
+          return mean_squared_error(o, targets, sel, normaliser, dummy, weights);
+        }) < 1e-8);
+  CHECK(d.row(2).isZero());
+  // Float targets with double outputs; unweighted is weight 1.
+  const matrixf float_targets = targets.cast<float>();
+  const double unweighted = mean_squared_error(outputs, float_targets, sel, normaliser, d);
+  CHECK(unweighted > 0);
+
+  CHECK_THROWS_AS(mean_squared_error(outputs, matrixd(targets.leftCols(2)), sel, normaliser, d),
+                  invalid_argument);
+  const std::vector<double> negative{1.0, -1.0, 1.0};
+  CHECK_THROWS_AS(mean_squared_error(outputs, targets, sel, normaliser, d, negative),
+                  invalid_argument);
+  matrixd bad = targets;
+  bad(4, 1) = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(mean_squared_error(outputs, bad, sel, normaliser, d),
+                       doctest::Contains("row 4"), numeric_error);
+  bad(4, 1) = 0;
+  bad(2, 0) = std::numeric_limits<double>::quiet_NaN();  // not selected: ignored
+  CHECK(std::isfinite(mean_squared_error(outputs, bad, sel, normaliser, d)));
+}
+
+TEST_CASE("binary cross-entropy with logits: value, gradient, stability, multi-hot checks") {
+  const matrixd logits = random_matrix<double>(9, 4, 31) * 4.0;
+  matrixd targets(9, 4);
+  for (Eigen::Index i = 0; i < 9; ++i)
+    for (Eigen::Index k = 0; k < 4; ++k) targets(i, k) = (i + 2 * k) % 3 == 0 ? 1 : 0;
+  std::vector<node_split> split(9, node_split::train);
+  split[5] = node_split::valid;
+  const node_selection sel{split, node_split::train};
+  const double normaliser = 32.0;
+  matrixd d;
+  const double loss = binary_cross_entropy_with_logits(logits, targets, sel, normaliser, d);
+  double expected = 0;
+  for (int i = 0; i < 9; ++i)
+    if (i != 5)
+      for (int k = 0; k < 4; ++k) {
+        const double p = 1 / (1 + std::exp(-logits(i, k)));
+        expected -= targets(i, k) * std::log(p) + (1 - targets(i, k)) * std::log(1 - p);
+      }
+  CHECK(loss == doctest::Approx(expected / normaliser).epsilon(1e-12));
+  matrixd dummy;
+  CHECK(worst_gradient_error(logits, d, [&](const matrixd& z) {
+          return binary_cross_entropy_with_logits(z, targets, sel, normaliser, dummy);
+        }) < 1e-8);
+  CHECK(d.row(5).isZero());
+  const double big = binary_cross_entropy_with_logits(matrixd(logits * 1e4), targets, sel,
+                                                      normaliser, d);
+  CHECK(std::isfinite(big));
+  CHECK(d.allFinite());
+
+  matrixd bad = targets;
+  bad(3, 2) = 0.5;
+  CHECK_THROWS_WITH_AS(binary_cross_entropy_with_logits(logits, bad, sel, normaliser, d),
+                       doctest::Contains("node 3"), invalid_argument);
+  bad(3, 2) = 1;
+  bad(5, 0) = 7;  // not selected
+  CHECK_NOTHROW(binary_cross_entropy_with_logits(logits, bad, sel, normaliser, d));
+  matrixd nan_logits = logits;
+  nan_logits(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(binary_cross_entropy_with_logits(nan_logits, targets, sel, normaliser, d),
+                  numeric_error);
+}
+
+TEST_CASE("regression metrics: RMSE, MAE, R^2 as scikit-learn defines them; sums add up") {
+  matrixd targets(6, 2), outputs(6, 2);
+  targets << 1, 10, 2, 20, 3, 30, 4, 40, 5, 50, 6, 60;
+  outputs << 1.5, 12, 2, 18, 2.5, 30, 4, 41, 6, 50, 9, 0;
+  std::vector<node_split> split(6, node_split::test);
+  split[5] = node_split::train;  // not counted
+  const node_selection sel{split, node_split::test};
+  const regression_sums r = regression_metrics(outputs, targets, sel);
+  CHECK(r.count() == 5);
+  // Hand-computed over rows 0-4: errors (0.5, 2), (0, -2), (-0.5, 0), (0, 1), (1, 0).
+  CHECK(r.rmse() == doctest::Approx(std::sqrt((0.25 + 4 + 4 + 0.25 + 1 + 1) / 10.0)));
+  CHECK(r.mae() == doctest::Approx((0.5 + 2 + 2 + 0.5 + 1 + 1) / 10.0));
+  // Per output: SST_0 = 10, SSE_0 = 1.5; SST_1 = 1000, SSE_1 = 9.
+  CHECK(r.r2() == doctest::Approx(((1 - 1.5 / 10) + (1 - 9.0 / 1000)) / 2));
+  // Sums of two halves (two "ranks") give the same metrics, also with a shift.
+  const std::vector<double> shift{2.0, 25.0};
+  regression_sums whole = regression_metrics(outputs, targets, sel, shift);
+  CHECK(whole.r2() == doctest::Approx(r.r2()).epsilon(1e-9));
+  std::vector<node_split> first = split, second = split;
+  for (int i = 0; i < 6; ++i) (i < 3 ? second : first)[i] = node_split::none;
+  regression_sums a =
+      regression_metrics(outputs, targets, node_selection{first, node_split::test}, shift);
+  const regression_sums b =
+      regression_metrics(outputs, targets, node_selection{second, node_split::test}, shift);
+  for (std::size_t j = 0; j < a.sums.size(); ++j) a.sums[j] += b.sums[j];
+  CHECK(a.rmse() == doctest::Approx(r.rmse()));
+  CHECK(a.r2() == doctest::Approx(r.r2()).epsilon(1e-9));
+  // Constant targets: no R^2; no nodes: NaN everywhere.
+  const regression_sums none =
+      regression_metrics(outputs, targets, node_selection{split, node_split::valid});
+  CHECK(std::isnan(none.rmse()));
+  CHECK(std::isnan(none.r2()));
+}
+
+TEST_CASE("multi-label metrics: micro-F1 at logit 0 and ROC-AUC from histograms") {
+  matrixd logits(6, 2), targets(6, 2);
+  logits << 2.0, -1.0, -0.5, 3.0, 1.0, 0.5, -2.0, -3.0, 0.25, 1.5, -1.5, -0.25;
+  targets << 1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 0;
+  const multilabel_sums m = multilabel_metrics(logits, targets, node_selection{});
+  // Predictions z > 0: label 0 rows 0, 2, 4; label 1 rows 1, 2, 4.
+  // tp: (0,0) (4,0) (1,1) (2,1) (4,1) = 5; fp: (2,0) = 1; fn: (5,0) = 1.
+  CHECK(m.sums[0] == 5);
+  CHECK(m.sums[1] == 1);
+  CHECK(m.sums[2] == 1);
+  CHECK(m.micro_f1() == doctest::Approx(10.0 / 12.0));
+  // Label 0: positives {2, 0.25, -1.5}, negatives {-0.5, 1, -2}: 2 ranks above 3 negatives,
+  // 0.25 above 2, -1.5 above 1: 6 pairs of 9.
+  // Label 1: positives {3, 0.5, 1.5}, negatives {-1, -3, -0.25}: 9 of 9.
+  CHECK(m.roc_auc() == doctest::Approx((6.0 / 9 + 1.0) / 2));
+  // Ties share a bin: half a pair.
+  matrixd tied(2, 1), tied_targets(2, 1);
+  tied << 0.5, 0.5;
+  tied_targets << 1, 0;
+  CHECK(multilabel_metrics(tied, tied_targets, node_selection{}).roc_auc() == doctest::Approx(0.5));
+  // A label without negatives is left out of the average; none left: NaN.
+  matrixd ones = matrixd::Ones(2, 1);
+  CHECK(std::isnan(multilabel_metrics(tied, ones, node_selection{}).roc_auc()));
+  matrixd bad = targets;
+  bad(1, 1) = 2;
+  CHECK_THROWS_WITH_AS(multilabel_metrics(logits, bad, node_selection{}),
+                       doctest::Contains("node 1"), invalid_argument);
+  CHECK_THROWS_AS(multilabel_metrics(logits, targets, node_selection{}, 1), invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-// Masked softmax cross-entropy and accuracy for node classification. Both return SUMS over the
-// local selected nodes (a loss contribution already divided by the global normaliser, a
-// correct/total count), so a distributed run all-reduces them and a single process uses them
-// as they are.
+// The losses of node-level tasks, masked by the split: softmax cross-entropy (classes),
+// mean squared error (regression, several outputs per node) and binary cross-entropy with
+// logits (multi-label). Each returns a SUM over the local selected nodes already divided by
+// the global normaliser, so a distributed run all-reduces it and a single process uses it as
+// it is, and assigns the gradient of that sum. Metrics are in sar/nn/metrics.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -92,37 +94,116 @@ double softmax_cross_entropy(const matrix<T>& logits, std::span<const std::int32
   return sums[0];
 }
 
-/// Correct and total selected nodes: local sums, which a distributed run all-reduces.
-struct accuracy_counts {
-  /// Selected nodes whose arg-max is their label.
-  node_t correct = 0;
-  /// Selected nodes.
-  node_t total = 0;
-  /// correct / total; 0 when total is 0.
-  double fraction() const { return total > 0 ? static_cast<double>(correct) / total : 0.0; }
-};
+namespace detail {
+/// Throws sar::invalid_argument unless targets, the split and the normaliser fit outputs.
+template <class T, class U>
+void check_loss_arguments(const char* where, const matrix<T>& outputs, const matrix<U>& targets,
+                          const node_selection& selection, double normaliser) {
+  SAR_CHECK(targets.rows() == outputs.rows() && targets.cols() == outputs.cols(),
+            invalid_argument, where, ": targets of ", targets.rows(), " x ", targets.cols(),
+            " for outputs of ", outputs.rows(), " x ", outputs.cols());
+  SAR_CHECK(selection.split.empty() ||
+                static_cast<Eigen::Index>(selection.split.size()) == outputs.rows(),
+            invalid_argument, where, ": ", selection.split.size(), " split entries for ",
+            outputs.rows(), " rows");
+  SAR_CHECK(normaliser > 0, invalid_argument, where, ": normaliser ", normaliser);
+}
+}  // namespace detail
 
-/// Counts the selected rows whose arg-max (the first, on ties) equals the label.
-/// Requires labels.size() == logits.rows() and split empty or of that size; throws
-/// sar::invalid_argument otherwise. Selected nodes with label -1 count as wrong.
-template <class T>
-accuracy_counts accuracy(const matrix<T>& logits, std::span<const std::int32_t> labels,
-                         const node_selection& selection) {
-  const Eigen::Index n = logits.rows();
-  SAR_CHECK(static_cast<Eigen::Index>(labels.size()) == n, invalid_argument, "sar::accuracy: ",
-            labels.size(), " labels for ", n, " rows");
-  SAR_CHECK(selection.split.empty() || static_cast<Eigen::Index>(selection.split.size()) == n,
-            invalid_argument, "sar::accuracy: ", selection.split.size(), " split entries for ",
-            n, " rows");
+/// Mean squared error over the selected rows (regression; rows = local nodes, columns =
+/// outputs). Returns sum over local selected i and outputs k of
+/// w_k (outputs_ik - targets_ik)^2 / normaliser and ASSIGNS doutputs (resized like outputs) =
+/// 2 w_k (outputs_ik - targets_ik) / normaliser on selected rows, 0 elsewhere. For a mean over
+/// every value pass normaliser = the GLOBAL number of selected nodes x outputs. weights: empty
+/// (every w_k = 1) or one per output (e.g. 1 / variance_k: per-output normalisation).
+/// Throws sar::invalid_argument on a shape mismatch or a weight that is negative or not
+/// finite; sar::numeric_error naming the row when a selected output or target is not finite.
+template <class T, class U>
+double mean_squared_error(const matrix<T>& outputs, const matrix<U>& targets,
+                          const node_selection& selection, double normaliser,
+                          matrix<T>& doutputs, std::span<const double> weights = {}) {
+  const char* where = "sar::mean_squared_error";
+  detail::check_loss_arguments(where, outputs, targets, selection, normaliser);
+  const Eigen::Index n = outputs.rows(), c = outputs.cols();
+  SAR_CHECK(weights.empty() || static_cast<Eigen::Index>(weights.size()) == c, invalid_argument,
+            where, ": ", weights.size(), " weights for ", c, " outputs");
+  for (std::size_t k = 0; k < weights.size(); ++k)
+    SAR_CHECK(std::isfinite(weights[k]) && weights[k] >= 0, invalid_argument, where,
+              ": weight ", k, " is ", weights[k]);
+  doutputs.resize(n, c);
+  const double inv = 1.0 / normaliser;
+  auto weight = [&](Eigen::Index k) {
+    return weights.empty() ? 1.0 : weights[static_cast<std::size_t>(k)];
+  };
+  auto error = [&](Eigen::Index i, Eigen::Index k) {
+    return static_cast<double>(outputs(i, k)) - static_cast<double>(targets(i, k));
+  };
+  auto row_loss = [&](Eigen::Index i) {
+    double row = 0;
+    for (Eigen::Index k = 0; k < c; ++k) row += weight(k) * error(i, k) * error(i, k);
+    return row;
+  };
   const auto sums = reduce_rows(n, 2, [&](Eigen::Index i, double* acc) {
-    if (!selection.selected(i)) return;
-    acc[1] += 1;
-    if (logits.cols() == 0) return;
-    Eigen::Index best = 0;
-    logits.row(i).maxCoeff(&best);
-    acc[0] += (best == labels[i]);
+    auto d = doutputs.row(i);
+    if (!selection.selected(i)) {
+      d.setZero();
+      return;
+    }
+    for (Eigen::Index k = 0; k < c; ++k) d(k) = static_cast<T>(2 * weight(k) * error(i, k) * inv);
+    const double row = row_loss(i);
+    if (std::isfinite(row)) acc[0] += row * inv;
+    else acc[1] += 1;
   });
-  return {static_cast<node_t>(sums[0]), static_cast<node_t>(sums[1])};
+  if (sums[1] != 0) {  // name the first bad row
+    Eigen::Index i = 0;
+    while (i + 1 < n && (!selection.selected(i) || std::isfinite(row_loss(i)))) ++i;
+    throw numeric_error(message(where, ": ", sums[1], " selected rows have a non-finite or ",
+                                "overflowing error, the first is row ", i));
+  }
+  return sums[0];
+}
+
+/// Binary cross-entropy with logits over the selected rows (multi-label: one independent
+/// sigmoid per column). Returns sum over local selected i and labels k of
+/// softplus(z_ik) - y_ik z_ik (computed stably as max(z, 0) - y z + log1p(exp(-|z|))) /
+/// normaliser and ASSIGNS dlogits = (sigmoid(z_ik) - y_ik) / normaliser on selected rows, 0
+/// elsewhere. For a mean over every value pass the GLOBAL number of selected nodes x labels.
+/// Throws sar::invalid_argument on a shape mismatch or when a selected target is not 0 or 1
+/// (naming the first such node); sar::numeric_error when a selected logit is not finite.
+template <class T, class U>
+double binary_cross_entropy_with_logits(const matrix<T>& logits, const matrix<U>& targets,
+                                        const node_selection& selection, double normaliser,
+                                        matrix<T>& dlogits) {
+  const char* where = "sar::binary_cross_entropy_with_logits";
+  detail::check_loss_arguments(where, logits, targets, selection, normaliser);
+  const Eigen::Index n = logits.rows(), c = logits.cols();
+  for (Eigen::Index i = 0; i < n; ++i)  // serially, so the error names the first bad node
+    if (selection.selected(i))
+      for (Eigen::Index k = 0; k < c; ++k)
+        SAR_CHECK(targets(i, k) == U(0) || targets(i, k) == U(1), invalid_argument, where,
+                  ": node ", i, " is selected but its target ", k, " is ",
+                  static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
+  dlogits.resize(n, c);
+  const double inv = 1.0 / normaliser;
+  const auto sums = reduce_rows(n, 2, [&](Eigen::Index i, double* acc) {
+    auto d = dlogits.row(i);
+    if (!selection.selected(i)) {
+      d.setZero();
+      return;
+    }
+    double row = 0;
+    for (Eigen::Index k = 0; k < c; ++k) {
+      const double z = static_cast<double>(logits(i, k)), y = static_cast<double>(targets(i, k));
+      row += std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+      const double sigmoid = z >= 0 ? 1 / (1 + std::exp(-z)) : std::exp(z) / (1 + std::exp(z));
+      d(k) = static_cast<T>((sigmoid - y) * inv);
+    }
+    if (std::isfinite(row)) acc[0] += row * inv;
+    else acc[1] += 1;
+  });
+  SAR_CHECK(sums[1] == 0, numeric_error, where, ": ", sums[1],
+            " selected rows have non-finite logits");
+  return sums[0];
 }
 
 }  // namespace sar

@@ -23,6 +23,7 @@
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
+#include "sar/nn/metrics.hpp"
 
 namespace sar {
 

@@ -39,6 +39,7 @@
 #include "sar/graph/csr.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
+#include "sar/nn/metrics.hpp"
 #include "sar/sampling/minibatch.hpp"
 #include "sar/sampling/samplers.hpp"
 #include "sar/train/full_batch.hpp"
