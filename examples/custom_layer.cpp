@@ -117,7 +117,7 @@ int run(sar::mpi_communicator& comm) {
   }
   if (root)
     std::printf("%d ranks: best epoch %d, validation accuracy %.3f, test accuracy %.3f\n",
-                comm.size(), result.best_epoch, result.best_valid_acc, result.test_acc);
+                comm.size(), result.best_epoch, result.best_valid_score, result.test_score);
   return 0;
 }
 

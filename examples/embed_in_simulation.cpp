@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         accuracy = double(counts[0]) / counts[2];
         majority = std::max(counts[1], counts[2] - counts[1]) / double(counts[2]);
         if (strip.rank == 0) {
-          const double report[4] = {double(step + 1), result.test_acc, accuracy,
+          const double report[4] = {double(step + 1), result.test_score, accuracy,
                                     double(counts[1]) / counts[2]};
           if (io_rank >= 0)
             MPI_Send(report, 4, MPI_DOUBLE, io_rank, 7, MPI_COMM_WORLD);

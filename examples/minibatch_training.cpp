@@ -36,8 +36,8 @@ int run(const std::string& spec) {
       model, data.graph, optimiser, sar::node_data<float>{data.features, data.labels, data.split},
       options, minibatch);
   std::printf("%s: best epoch %d, validation accuracy %.3f, test accuracy %.3f\n", spec.c_str(),
-              result.best_epoch, result.best_valid_acc, result.test_acc);
-  return result.test_acc > 0.5 ? 0 : 1;
+              result.best_epoch, result.best_valid_score, result.test_score);
+  return result.test_score > 0.5 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {

@@ -67,10 +67,10 @@ int run(sar::mpi_communicator& comm, const std::string& dataset, const std::stri
       options);
   if (root)
     std::printf("%d ranks: best epoch %d, validation accuracy %.3f, test accuracy %.3f\n",
-                comm.size(), result.best_epoch, result.best_valid_acc, result.test_acc);
+                comm.size(), result.best_epoch, result.best_valid_score, result.test_score);
   comm.barrier();
   if (root && temporary) std::filesystem::remove_all(store);
-  return result.test_acc > 0.5 ? 0 : 1;
+  return result.test_score > 0.5 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {

@@ -23,5 +23,5 @@ int main() {
       model, graph, optimiser, sar::node_data<float>{data.features, data.labels, data.split},
       options);
   std::printf("best epoch %d: validation accuracy %.3f, test accuracy %.3f\n", result.best_epoch,
-              result.best_valid_acc, result.test_acc);
+              result.best_valid_score, result.test_score);
 }

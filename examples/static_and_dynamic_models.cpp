@@ -29,7 +29,7 @@ sar::train_result train(const char* name, Model& model, sar::local_schedule& gra
   for (const auto& e : result.history) seconds.push_back(e.seconds);
   std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
   std::printf("%-8s final loss %.6f, test accuracy %.3f, median epoch %.2f ms\n", name,
-              result.history.back().train_loss, result.test_acc, 1e3 * seconds[seconds.size() / 2]);
+              result.history.back().train_loss, result.test_score, 1e3 * seconds[seconds.size() / 2]);
   return result;
 }
 

@@ -315,8 +315,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   if (resumed) metrics["resumed_after_epochs"] = resumed->progress.epochs_done();
   if (result.best_epoch >= 0) {
     metrics["best_epoch"] = result.best_epoch;
-    metrics["best_val_acc"] = result.best_valid_acc;
-    metrics["test_acc"] = result.test_acc;
+    metrics["best_val_acc"] = result.best_valid_score;
+    metrics["test_acc"] = result.test_score;
   } else {  // never evaluated (--eval-every 0): not measured
     metrics["best_epoch"] = metrics["best_val_acc"] = metrics["test_acc"] = nullptr;
   }

@@ -29,6 +29,7 @@
 #include "sar/nn/linear.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
+#include "sar/nn/task.hpp"
 #include "sar/nn/parameters.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"

@@ -196,7 +196,7 @@ void check_lossy_backward_rows(mpi_communicator& comm, const graph_part& part) {
 struct run_result {
   std::vector<double> losses;
   std::vector<std::int64_t> halo_bytes;  ///< per epoch, features + gradients, this rank
-  double test_acc = 0;
+  double test_score = 0;
 };
 
 run_result train(mpi_communicator& comm, const graph_part& part, const model_config& config,
@@ -217,7 +217,7 @@ run_result train(mpi_communicator& comm, const graph_part& part, const model_con
         before = t.feature_bytes + t.gradient_bytes;
       });
   for (const auto& e : result.history) out.losses.push_back(e.train_loss);
-  out.test_acc = result.test_acc;
+  out.test_score = result.test_score;
   return out;
 }
 

@@ -99,7 +99,7 @@ void check_samples(mpi_communicator& comm, graph_type& graph, const csr& whole,
 }
 
 struct run_result {
-  std::vector<double> losses, valid_acc;
+  std::vector<double> losses, valid_score;
   std::vector<double> parameters;
 };
 
@@ -116,7 +116,7 @@ run_result train(Graph& graph, const model_config& config, const matrixf& featur
   run_result out;
   for (const auto& e : result.history) {
     out.losses.push_back(e.train_loss);
-    out.valid_acc.push_back(e.valid_acc);
+    out.valid_score.push_back(e.valid_score);
   }
   for (T v : model.parameters().values()) out.parameters.push_back(static_cast<double>(v));
   return out;
@@ -166,8 +166,8 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
   for (std::size_t e = 0; e < got.losses.size(); ++e) {
     EXPECT(close(got.losses[e], reference.losses[e], tolerance), what, ": epoch ", e, " loss ",
            got.losses[e], " vs one process ", reference.losses[e]);
-    EXPECT(got.valid_acc[e] == reference.valid_acc[e], what, ": epoch ", e,
-           " validation accuracy ", got.valid_acc[e], " vs ", reference.valid_acc[e]);
+    EXPECT(got.valid_score[e] == reference.valid_score[e], what, ": epoch ", e,
+           " validation accuracy ", got.valid_score[e], " vs ", reference.valid_score[e]);
   }
   for (std::size_t i = 0; i < got.parameters.size(); ++i)
     EXPECT(close(got.parameters[i], reference.parameters[i], 100 * tolerance), what,

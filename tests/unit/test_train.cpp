@@ -1033,7 +1033,7 @@ TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 
     CAPTURE(e.epoch);
     CHECK(e.evaluated == (e.epoch == 2 || e.epoch == 5 || e.epoch == 6));
     CHECK(e.train_loss == every.history[e.epoch].train_loss);  // evaluation changes nothing
-    if (e.evaluated) CHECK(e.valid_acc == every.history[e.epoch].valid_acc);
+    if (e.evaluated) CHECK(e.valid_score == every.history[e.epoch].valid_score);
   }
   CHECK((third.best_epoch == 2 || third.best_epoch == 5 || third.best_epoch == 6));
   const train_result never = run({.epochs = 3, .evaluate_every = 0});
@@ -1046,6 +1046,59 @@ TEST_CASE("train_full_batch evaluates every N-th epoch and the last, never with 
                        doctest::Contains("needs evaluations"), invalid_argument);
   CHECK_THROWS_WITH_AS(run({.epochs = 3, .evaluate_every = -1}),
                        doctest::Contains("evaluate_every -1"), invalid_argument);
+}
+
+TEST_CASE("train_full_batch regresses several outputs and learns multi-hot labels; the CSV "
+          "log names the task's score; mismatched targets are refused") {
+  const graph_dataset data = small_planted();
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  // A teacher (one GCN layer, 3 outputs) makes targets that a student of its form learns
+  // from the training nodes alone.
+  sequential<gcn_layer<float>> teacher(gcn_layer<float>(8, 3));
+  teacher.initialise(7);
+  const matrixf values = teacher.forward(graph, layer_context{.training = false}, data.features);
+  const matrixf multi_hot = (values.array() > 0).cast<float>().matrix();
+  testing_support::temp_dir dir("task");
+  const auto run = [&](task_kind task, const matrixf& targets, int epochs) {
+    sequential<gcn_layer<float>> model(gcn_layer<float>(8, 3));
+    model.initialise(1);
+    adam<float> optimiser({.learning_rate = 0.05});
+    node_data<float> nodes{.features = data.features, .split = data.split, .task = task,
+                           .targets = {targets.data(), targets.rows(), targets.cols()}};
+    return train_full_batch(model, graph, optimiser, nodes,
+                            {.epochs = epochs, .log_progress = false,
+                             .csv_log = (dir.path / task_name(task)).string()});
+  };
+  const train_result regression = run(task_kind::regress, values, 150);
+  CHECK(regression.history.front().valid_score < 0.5);  // R^2 of the untrained model
+  CHECK(regression.best_valid_score > 0.95);
+  CHECK(regression.test_score > 0.95);
+  const train_result multilabel = run(task_kind::multilabel, multi_hot, 150);
+  CHECK(multilabel.history.front().valid_score < 0.6);  // ROC-AUC: near chance untrained
+  CHECK(multilabel.best_valid_score > 0.9);
+  CHECK(multilabel.test_score > 0.9);
+  const auto header = [&](const char* name) {
+    std::ifstream in(dir.path / name);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  CHECK(header("regress").find(",train_r2,valid_r2,test_r2,") != std::string::npos);
+  CHECK(header("multilabel").find(",valid_rocauc,") != std::string::npos);
+
+  const matrixf narrow = values.leftCols(2);
+  CHECK_THROWS_WITH_AS(run(task_kind::regress, narrow, 1),
+                       doctest::Contains("targets of 300 x 2"), invalid_argument);
+  const auto first_train = static_cast<Eigen::Index>(
+      std::find(data.split.begin(), data.split.end(), node_split::train) - data.split.begin());
+  REQUIRE(first_train < 300);
+  matrixf not_binary = multi_hot;
+  not_binary(first_train, 1) = 2;
+  CHECK_THROWS_WITH_AS(run(task_kind::multilabel, not_binary, 1),
+                       doctest::Contains("multi-hot targets are 0 or 1"), invalid_argument);
+  matrixf infinite = values;
+  infinite(first_train, 2) = INFINITY;
+  CHECK_THROWS_AS(run(task_kind::regress, infinite, 1), numeric_error);
 }
 
 namespace {
@@ -1200,7 +1253,7 @@ TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninter
   REQUIRE(resumed.history.size() == uninterrupted.history.size());
   for (std::size_t e = 0; e < resumed.history.size(); ++e) {
     CHECK(resumed.history[e].train_loss == uninterrupted.history[e].train_loss);
-    CHECK(resumed.history[e].valid_acc == uninterrupted.history[e].valid_acc);
+    CHECK(resumed.history[e].valid_score == uninterrupted.history[e].valid_score);
   }
   CHECK(resumed.best_epoch == uninterrupted.best_epoch);
   CHECK(resumed.stale_evaluations == uninterrupted.stale_evaluations);
@@ -1243,7 +1296,7 @@ TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninter
   set_last_byte(last);
   CHECK(read_checkpoint(ck_dir).identity == ck.identity);
   // An edited checkpoint.json (the optimiser's step count, the best accuracy) is named.
-  for (const auto& edit : {"/optimiser/steps", "/progress/best_valid_acc"}) {
+  for (const auto& edit : {"/optimiser/steps", "/progress/best_valid_score"}) {
     const std::string original = [&] {
       std::ifstream in(ck_dir / "checkpoint.json");
       return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -96,8 +96,9 @@ double softmax_cross_entropy(const matrix<T>& logits, std::span<const std::int32
 
 namespace detail {
 /// Throws sar::invalid_argument unless targets, the split and the normaliser fit outputs.
-template <class T, class U>
-void check_loss_arguments(const char* where, const matrix<T>& outputs, const matrix<U>& targets,
+template <class T, class Y>
+void check_loss_arguments(const char* where, const matrix<T>& outputs,
+                          const Eigen::MatrixBase<Y>& targets,
                           const node_selection& selection, double normaliser) {
   SAR_CHECK(targets.rows() == outputs.rows() && targets.cols() == outputs.cols(),
             invalid_argument, where, ": targets of ", targets.rows(), " x ", targets.cols(),
@@ -118,8 +119,8 @@ void check_loss_arguments(const char* where, const matrix<T>& outputs, const mat
 /// (every w_k = 1) or one per output (e.g. 1 / variance_k: per-output normalisation).
 /// Throws sar::invalid_argument on a shape mismatch or a weight that is negative or not
 /// finite; sar::numeric_error naming the row when a selected output or target is not finite.
-template <class T, class U>
-double mean_squared_error(const matrix<T>& outputs, const matrix<U>& targets,
+template <class T, class Y>
+double mean_squared_error(const matrix<T>& outputs, const Eigen::MatrixBase<Y>& targets,
                           const node_selection& selection, double normaliser,
                           matrix<T>& doutputs, std::span<const double> weights = {}) {
   const char* where = "sar::mean_squared_error";
@@ -170,18 +171,20 @@ double mean_squared_error(const matrix<T>& outputs, const matrix<U>& targets,
 /// elsewhere. For a mean over every value pass the GLOBAL number of selected nodes x labels.
 /// Throws sar::invalid_argument on a shape mismatch or when a selected target is not 0 or 1
 /// (naming the first such node); sar::numeric_error when a selected logit is not finite.
-template <class T, class U>
-double binary_cross_entropy_with_logits(const matrix<T>& logits, const matrix<U>& targets,
+template <class T, class Y>
+double binary_cross_entropy_with_logits(const matrix<T>& logits,
+                                        const Eigen::MatrixBase<Y>& targets,
                                         const node_selection& selection, double normaliser,
                                         matrix<T>& dlogits) {
+  using Scalar = typename Y::Scalar;
   const char* where = "sar::binary_cross_entropy_with_logits";
   detail::check_loss_arguments(where, logits, targets, selection, normaliser);
   const Eigen::Index n = logits.rows(), c = logits.cols();
   for (Eigen::Index i = 0; i < n; ++i)  // serially, so the error names the first bad node
     if (selection.selected(i))
       for (Eigen::Index k = 0; k < c; ++k)
-        SAR_CHECK(targets(i, k) == U(0) || targets(i, k) == U(1), invalid_argument, where,
-                  ": node ", i, " is selected but its target ", k, " is ",
+        SAR_CHECK(targets(i, k) == Scalar(0) || targets(i, k) == Scalar(1), invalid_argument,
+                  where, ": node ", i, " is selected but its target ", k, " is ",
                   static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
   dlogits.resize(n, c);
   const double inv = 1.0 / normaliser;

@@ -65,6 +65,19 @@ struct regression_sums {
 
   /// Selected nodes.
   double count() const { return sums.empty() ? 0 : sums[0]; }
+  /// The sums of outputs and targets both multiplied by scale[k] per output (e.g. back to the
+  /// original units of standardised targets). Requires scale of `outputs` entries (throws
+  /// sar::invalid_argument).
+  void rescale(std::span<const double> scale) {
+    SAR_CHECK(static_cast<Eigen::Index>(scale.size()) == outputs, invalid_argument,
+              "sar::regression_sums::rescale: ", scale.size(), " factors for ", outputs,
+              " outputs");
+    for (Eigen::Index k = 0; k < outputs; ++k) {
+      const double s = scale[static_cast<std::size_t>(k)];
+      for (int which = 0; which < 4; ++which)
+        sums[static_cast<std::size_t>(1 + 4 * k + which)] *= which == 0 || which == 3 ? s * s : s;
+    }
+  }
   /// Root mean squared error over every selected value (NaN without values).
   double rmse() const { return std::sqrt(total(0) / values()); }
   /// Mean absolute error over every selected value (NaN without values).
@@ -103,8 +116,9 @@ struct regression_sums {
 /// empty (0) or one value per output, the same on every rank (e.g. the training targets' mean:
 /// it keeps R^2's sums free of cancellation when targets are far from 0). Throws
 /// sar::invalid_argument on a shape mismatch.
-template <class T, class U>
-regression_sums regression_metrics(const matrix<T>& outputs, const matrix<U>& targets,
+template <class T, class Y>
+regression_sums regression_metrics(const matrix<T>& outputs,
+                                   const Eigen::MatrixBase<Y>& targets,
                                    const node_selection& selection,
                                    std::span<const double> shift = {}) {
   const Eigen::Index n = outputs.rows(), c = outputs.cols();
@@ -179,9 +193,10 @@ struct multilabel_sums {
 /// The multi-label sums of the selected rows of logits against multi-hot targets (same shape,
 /// values 0 or 1). Requires bins >= 2. Throws sar::invalid_argument on a shape mismatch, bins
 /// < 2 or a selected target other than 0 or 1 (naming the node).
-template <class T, class U>
-multilabel_sums multilabel_metrics(const matrix<T>& logits, const matrix<U>& targets,
+template <class T, class Y>
+multilabel_sums multilabel_metrics(const matrix<T>& logits, const Eigen::MatrixBase<Y>& targets,
                                    const node_selection& selection, int bins = 4096) {
+  using Scalar = typename Y::Scalar;
   const char* where = "sar::multilabel_metrics";
   detail::check_loss_arguments(where, logits, targets, selection, 1.0);
   SAR_CHECK(bins >= 2, invalid_argument, where, ": ", bins, " bins (at least 2)");
@@ -189,8 +204,8 @@ multilabel_sums multilabel_metrics(const matrix<T>& logits, const matrix<U>& tar
   for (Eigen::Index i = 0; i < n; ++i)
     if (selection.selected(i))
       for (Eigen::Index k = 0; k < c; ++k)
-        SAR_CHECK(targets(i, k) == U(0) || targets(i, k) == U(1), invalid_argument, where,
-                  ": node ", i, " is selected but its target ", k, " is ",
+        SAR_CHECK(targets(i, k) == Scalar(0) || targets(i, k) == Scalar(1), invalid_argument,
+                  where, ": node ", i, " is selected but its target ", k, " is ",
                   static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
   const double range = multilabel_sums::logit_range;
   const auto bin_of = [&](double z) {
@@ -201,7 +216,7 @@ multilabel_sums multilabel_metrics(const matrix<T>& logits, const matrix<U>& tar
     if (!selection.selected(i)) return;
     for (Eigen::Index k = 0; k < c; ++k) {
       const double z = static_cast<double>(logits(i, k));
-      const bool positive = targets(i, k) == U(1), predicted = z > 0;
+      const bool positive = targets(i, k) == Scalar(1), predicted = z > 0;
       acc[0] += positive && predicted;
       acc[1] += !positive && predicted;
       acc[2] += positive && !predicted;

@@ -183,14 +183,16 @@ inline nlohmann::json progress_json(const train_result& r) {
   nlohmann::json history = nlohmann::json::array();
   for (const auto& e : r.history)
     history.push_back({{"epoch", e.epoch}, {"train_loss", number(e.train_loss)},
-                       {"valid_loss", number(e.valid_loss)}, {"train_acc", number(e.train_acc)},
-                       {"valid_acc", number(e.valid_acc)}, {"test_acc", number(e.test_acc)},
+                       {"valid_loss", number(e.valid_loss)}, {"train_score", number(e.train_score)},
+                       {"valid_score", number(e.valid_score)},
+                       {"test_score", number(e.test_score)},
                        {"evaluated", e.evaluated}, {"seconds", number(e.seconds)},
                        {"sampling_seconds", number(e.sampling_seconds)},
                        {"gather_seconds", number(e.gather_seconds)},
                        {"peak_memory_bytes", e.peak_memory_bytes}});
   return {{"history", history}, {"best_epoch", r.best_epoch},
-          {"best_valid_acc", number(r.best_valid_acc)}, {"test_acc", number(r.test_acc)},
+          {"best_valid_score", number(r.best_valid_score)},
+          {"test_score", number(r.test_score)},
           {"best_valid_loss", number(r.best_valid_loss)},
           {"lowest_valid_loss", number(r.lowest_valid_loss)},
           {"stale_evaluations", r.stale_evaluations}};
@@ -205,6 +207,13 @@ inline int small_integer(const nlohmann::json& j, const std::string& file, const
   return static_cast<int>(j.get<std::int64_t>());
 }
 
+/// j[name], or j[old_name] in a checkpoint written before the task's score replaced the
+/// accuracy ("train_acc" for "train_score", ...). Throws nlohmann::json::exception if neither.
+inline const nlohmann::json& score_field(const nlohmann::json& j, const char* name,
+                                         const char* old_name) {
+  return j.contains(name) ? j.at(name) : j.at(old_name);
+}
+
 /// Throws nlohmann::json::exception on a missing or mistyped field, sar::io_error naming
 /// `file` for an integer out of range.
 inline train_result progress_from(const nlohmann::json& j, const std::string& file) {
@@ -214,9 +223,9 @@ inline train_result progress_from(const nlohmann::json& j, const std::string& fi
     e.epoch = small_integer(h.at("epoch"), file, "epoch");
     e.train_loss = number(h.at("train_loss"));
     e.valid_loss = number(h.at("valid_loss"));
-    e.train_acc = number(h.at("train_acc"));
-    e.valid_acc = number(h.at("valid_acc"));
-    e.test_acc = number(h.at("test_acc"));
+    e.train_score = number(score_field(h, "train_score", "train_acc"));
+    e.valid_score = number(score_field(h, "valid_score", "valid_acc"));
+    e.test_score = number(score_field(h, "test_score", "test_acc"));
     e.evaluated = h.at("evaluated").get<bool>();
     e.seconds = number(h.at("seconds"));
     e.sampling_seconds = number(h.at("sampling_seconds"));
@@ -225,8 +234,8 @@ inline train_result progress_from(const nlohmann::json& j, const std::string& fi
     r.history.push_back(e);
   }
   r.best_epoch = small_integer(j.at("best_epoch"), file, "best_epoch");
-  r.best_valid_acc = number(j.at("best_valid_acc"));
-  r.test_acc = number(j.at("test_acc"));
+  r.best_valid_score = number(score_field(j, "best_valid_score", "best_valid_acc"));
+  r.test_score = number(score_field(j, "test_score", "test_acc"));
   r.best_valid_loss = number(j.at("best_valid_loss"));
   r.lowest_valid_loss = number(j.at("lowest_valid_loss"));
   r.stale_evaluations = small_integer(j.at("stale_evaluations"), file, "stale_evaluations");

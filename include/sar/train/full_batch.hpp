@@ -1,6 +1,8 @@
-// The full-batch training loop: forward, masked cross-entropy normalised by the GLOBAL
-// number of training nodes, backward, one all-reduce of the flat gradient buffer, optimiser
-// step; then an evaluation forward and accuracies. Every reduction goes through the
+// The full-batch training loop: forward, the task's masked loss (sar/nn/task.hpp:
+// cross-entropy, mean squared error or binary cross-entropy) normalised by the GLOBAL number
+// of training nodes (times the outputs, for regression and multi-label), backward, one
+// all-reduce of the flat gradient buffer, optimiser step; then an evaluation forward and the
+// task's scores (one all-reduce). Every reduction goes through the
 // schedule (graph.all_reduce_sum), so the same loop trains on one process (local_schedule,
 // where reductions are no-ops) and on P ranks (a distributed schedule): collective.
 #pragma once
@@ -24,6 +26,7 @@
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
+#include "sar/nn/task.hpp"
 
 namespace sar {
 
@@ -33,12 +36,13 @@ struct epoch_stats {
   int epoch = 0;
   double train_loss = 0;    ///< of the training forward pass (with dropout)
   double valid_loss = 0;    ///< evaluation mode
-  /// \var train_acc
-  /// Accuracy on the training nodes (NaN for a split without nodes).
-  /// \var valid_acc
-  /// Accuracy on the validation nodes (NaN for a split without nodes).
-  double train_acc = 0, valid_acc = 0, test_acc = 0;  ///< NaN for a split without nodes
-  bool evaluated = false;   ///< whether the accuracies and valid_loss were measured
+  /// \var train_score
+  /// The task's score (accuracy, R^2 or ROC-AUC: sar/nn/task.hpp) on the training nodes
+  /// (NaN for a split without nodes).
+  /// \var valid_score
+  /// The task's score on the validation nodes (NaN for a split without nodes).
+  double train_score = 0, valid_score = 0, test_score = 0;  ///< NaN for a split without nodes
+  bool evaluated = false;   ///< whether the scores and valid_loss were measured
   double seconds = 0;       ///< forward + backward + gradient all-reduce + step
   /// \var sampling_seconds
   /// Minibatch training: the part of seconds spent sampling.
@@ -47,19 +51,19 @@ struct epoch_stats {
 };
 
 /// "epoch E  loss L  train A  val A  test A  time S s" ("not evaluated" instead of the
-/// accuracies if they were not measured): the progress line of an epoch, with `seconds` as its
+/// scores if they were not measured): the progress line of an epoch, with `seconds` as its
 /// time (e.g. the slowest rank's); callers append what they measure more.
 inline std::string epoch_line(const epoch_stats& e, double seconds) {
   char line[160];
-  const auto accuracy = [](double a) {  // NaN: a split without nodes
+  const auto score = [](double a) {  // NaN: a split without nodes
     char text[16] = "n/a";
     if (!std::isnan(a)) std::snprintf(text, sizeof text, "%.4f", a);
     return std::string(text);
   };
   if (e.evaluated)
     std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  train %s  val %s  test %s  time %.4fs",
-                  e.epoch, e.train_loss, accuracy(e.train_acc).c_str(),
-                  accuracy(e.valid_acc).c_str(), accuracy(e.test_acc).c_str(), seconds);
+                  e.epoch, e.train_loss, score(e.train_score).c_str(),
+                  score(e.valid_score).c_str(), score(e.test_score).c_str(), seconds);
   else
     std::snprintf(line, sizeof line, "epoch %4d  loss %.4f  not evaluated  time %.4fs", e.epoch,
                   e.train_loss, seconds);
@@ -76,14 +80,14 @@ inline std::string format_mib(double bytes) {
 /// The outcome of a training run so far (what a checkpoint keeps as its progress).
 struct train_result {
   std::vector<epoch_stats> history;  ///< epochs 0, 1, ... in order
-  int best_epoch = -1;      ///< highest validation accuracy, ties to the lower validation loss
-  /// Validation accuracy at best_epoch.
-  double best_valid_acc = 0;
-  double test_acc = 0;      ///< at best_epoch
+  int best_epoch = -1;      ///< highest validation score, ties to the lower validation loss
+  /// Validation score at best_epoch.
+  double best_valid_score = 0;
+  double test_score = 0;      ///< at best_epoch
   // Early-stopping state (what a resumed run continues from).
   double best_valid_loss = INFINITY;    ///< at best_epoch
   double lowest_valid_loss = INFINITY;  ///< over every evaluation
-  int stale_evaluations = 0;  ///< evaluations since the accuracy or the loss last improved
+  int stale_evaluations = 0;  ///< evaluations since the score or the loss last improved
 
   /// Epochs trained (the next epoch's number).
   int epochs_done() const { return static_cast<int>(history.size()); }
@@ -102,13 +106,13 @@ struct train_result {
 struct train_options {
   /// Epochs to train (unless patience stops earlier).
   int epochs = 200;
-  /// Stop when neither the validation accuracy nor the validation loss has improved for this
+  /// Stop when neither the validation score nor the validation loss has improved for this
   /// many epochs (the GAT paper's rule); 0 = run every epoch.
   int patience = 0;
   std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
   bool log_progress = true; ///< one line per epoch through sar::log_info
   std::string csv_log;      ///< if set, one CSV row per epoch is written there
-  /// Evaluate after every N-th epoch and after the last; 0 = never (the accuracies are then
+  /// Evaluate after every N-th epoch and after the last; 0 = never (the scores are then
   /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
   /// `patience` counts evaluations.
   int evaluate_every = 1;
@@ -130,25 +134,39 @@ struct train_options {
   }
 };
 
-/// The data of the local nodes: features (num_local x input_dim), labels, split.
+/// The data of the local nodes: features (num_local x input_dim), what the model is trained
+/// to predict (labels, or targets for regression and multi-label tasks), split.
 template <class T>
 struct node_data {
   /// Features of the local nodes (num_local x input_dim), read where they are (a matrix or an
   /// Eigen::Map of the caller's row-major memory: no copy). A view: the memory must outlive
   /// the node_data (a temporary matrix does not).
   const_rows_ref<T> features;
-  /// Label of each local node (-1 = unlabelled).
+  /// classify: the label of each local node (-1 = unlabelled).
   std::span<const std::int32_t> labels;
   /// Split of each local node.
   std::span<const node_split> split;
+  /// What the outputs are trained to match (sar/nn/task.hpp).
+  task_kind task = task_kind::classify;
+  /// regress / multilabel: the local nodes' targets (num_local x the model's outputs), read
+  /// where they are.
+  Eigen::Map<const matrixf> targets{nullptr, 0, 0};
+  /// regress: per output, the deviation the targets were divided by when standardised, so
+  /// RMSE and MAE are reported in the original units (empty: 1).
+  std::span<const double> target_scale;
+
+  /// The task these data define (a view of them).
+  node_task node_targets() const {
+    return {.kind = task, .labels = labels, .targets = targets, .scale = target_scale};
+  }
 };
 
 namespace detail {
 /// The end of an epoch in both training loops: the peak memory, the history and best epoch
-/// (highest validation accuracy, ties to the lower validation loss), the progress line, the
+/// (highest validation score, ties to the lower validation loss), the progress line, the
 /// CSV row (train_options::csv_log; with_sampling adds the minibatch loop's sampling and
-/// gather times; the accuracy fields are empty if not evaluated), on_epoch, and the patience
-/// rule (stop after `patience` evaluations in which neither the validation accuracy nor the
+/// gather times; the score fields are empty if not evaluated), on_epoch, and the patience
+/// rule (stop after `patience` evaluations in which neither the validation score nor the
 /// validation loss improved; 0 = never) and after_epoch.
 class epoch_recorder {
  public:
@@ -157,8 +175,10 @@ class epoch_recorder {
   /// header and the rows of a resumed history.
   /// Throws sar::io_error naming `where` if it cannot be written, sar::invalid_argument for a
   /// resumed history whose epochs are not 0, 1, ...
+  /// `score` names the score columns ("acc": train_acc, valid_acc, test_acc).
   epoch_recorder(const train_options& options, const char* where, bool with_sampling,
-                 const std::function<void(const epoch_stats&)>& on_epoch)
+                 const std::function<void(const epoch_stats&)>& on_epoch,
+                 const std::string& score = "acc")
       : options_(options), with_sampling_(with_sampling), on_epoch_(on_epoch) {
     if (options.resume) {
       result_ = *options.resume;
@@ -169,7 +189,8 @@ class epoch_recorder {
     }
     if (options.csv_log.empty()) return;
     csv_.emplace(options.csv_log, message(where, ": csv log"));
-    csv_text_ << "epoch,train_loss,valid_loss,train_acc,valid_acc,test_acc,epoch_seconds,"
+    csv_text_ << "epoch,train_loss,valid_loss,train_" << score << ",valid_" << score << ",test_"
+              << score << ",epoch_seconds,"
               << (with_sampling ? "sampling_seconds,gather_seconds," : "")
               << "peak_memory_bytes\n";
     for (const auto& stats : result_.history) add_row(stats);
@@ -192,15 +213,15 @@ class epoch_recorder {
     r.history.push_back(stats);
     if (stats.evaluated) {
       // Without validation nodes (NaN) the latest evaluation is the best, and never stale.
-      const bool unmeasured = std::isnan(stats.valid_acc);
-      const bool better = unmeasured || r.best_epoch < 0 || stats.valid_acc > r.best_valid_acc ||
-                          (stats.valid_acc == r.best_valid_acc &&
+      const bool unmeasured = std::isnan(stats.valid_score);
+      const bool better = unmeasured || r.best_epoch < 0 || stats.valid_score > r.best_valid_score ||
+                          (stats.valid_score == r.best_valid_score &&
                            stats.valid_loss < r.best_valid_loss);
       if (better) {
         r.best_epoch = stats.epoch;
-        r.best_valid_acc = stats.valid_acc;
+        r.best_valid_score = stats.valid_score;
         r.best_valid_loss = stats.valid_loss;
-        r.test_acc = stats.test_acc;
+        r.test_score = stats.test_score;
       }
       const bool improved = unmeasured || better || stats.valid_loss < r.lowest_valid_loss;
       r.lowest_valid_loss = std::min(r.lowest_valid_loss, stats.valid_loss);
@@ -225,8 +246,8 @@ class epoch_recorder {
     std::ostringstream& csv = csv_text_;
     csv << stats.epoch << ',' << stats.train_loss << ',';
     if (stats.evaluated)
-      csv << stats.valid_loss << ',' << stats.train_acc << ',' << stats.valid_acc << ','
-          << stats.test_acc << ',';
+      csv << stats.valid_loss << ',' << stats.train_score << ',' << stats.valid_score << ','
+          << stats.test_score << ',';
     else
       csv << ",,,,";
     csv << stats.seconds << ',';
@@ -270,36 +291,42 @@ inline void check_loss(double loss, const train_options& options, const char* wh
                                 : std::string());
 }
 
-/// Sums (correct, total) per split and the validation loss over all ranks. Collective.
+/// The task's metric sums per split and the validation loss, over all ranks (one
+/// all-reduce), then the scores. valid_normaliser: the loss's normaliser of the validation
+/// split (0 without validation nodes). Collective.
 template <class T, class Schedule>
-void evaluate(Schedule& graph, const matrix<T>& logits, const node_data<T>& data,
-              double valid_count, epoch_stats& stats) {
-  std::vector<double> sums(7, 0.0);
+void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& data,
+              const node_task& task, double valid_normaliser, epoch_stats& stats) {
   const node_split splits[] = {node_split::train, node_split::valid, node_split::test};
-  for (int s = 0; s < 3; ++s) {
-    const auto counts = accuracy(logits, data.labels, node_selection{data.split, splits[s]});
-    sums[2 * s] = static_cast<double>(counts.correct);
-    sums[2 * s + 1] = static_cast<double>(counts.total);
+  std::vector<double> sums;
+  std::size_t per_split = 0;
+  for (node_split which : splits) {
+    const std::vector<double> split_sums =
+        task.metric_sums(outputs, node_selection{data.split, which});
+    per_split = split_sums.size();
+    sums.insert(sums.end(), split_sums.begin(), split_sums.end());
   }
   matrix<T> unused;
-  if (valid_count > 0)
-    sums[6] = softmax_cross_entropy(logits, data.labels,
-                                    node_selection{data.split, node_split::valid}, valid_count,
-                                    unused);
+  sums.push_back(valid_normaliser > 0
+                     ? task.loss(outputs, node_selection{data.split, node_split::valid},
+                                 valid_normaliser, unused)
+                     : 0.0);
   graph.all_reduce_sum(std::span<double>(sums));
   // A split without nodes is not measured: NaN ("n/a" in the progress line, null in JSON).
-  auto fraction = [](double correct, double total) { return total > 0 ? correct / total : NAN; };
-  stats.train_acc = fraction(sums[0], sums[1]);
-  stats.valid_acc = fraction(sums[2], sums[3]);
-  stats.test_acc = fraction(sums[4], sums[5]);
-  stats.valid_loss = valid_count > 0 ? sums[6] : NAN;
+  double* scores[] = {&stats.train_score, &stats.valid_score, &stats.test_score};
+  for (std::size_t s = 0; s < 3; ++s)
+    *scores[s] = task.score(std::span<const double>(sums).subspan(s * per_split, per_split),
+                            outputs.cols());
+  stats.valid_loss = valid_normaliser > 0 ? sums.back() : NAN;
   stats.evaluated = true;
 }
 }  // namespace detail
 
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
-/// on the nodes of `graph`. Requires data.features: graph.num_destinations() x model.input_dim(),
-/// labels and split of graph.num_destinations() entries, at least one training node over all ranks.
+/// on the nodes of `graph`, for the task of `data` (classify: labels; regress, multilabel:
+/// targets of model.output_dim() columns). Requires data.features: graph.num_destinations() x
+/// model.input_dim(), labels or targets and split of graph.num_destinations() rows, at least
+/// one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for
 /// options outside their domain, sar::numeric_error when the training loss is not finite or
 /// above options.max_loss (on every rank alike: the loss is all-reduced), and whatever the
@@ -310,20 +337,23 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
                               const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_full_batch";
   const node_t n = graph.num_destinations();
-  SAR_CHECK(data.features.rows() == n && data.labels.size() == static_cast<std::size_t>(n) &&
-                data.split.size() == static_cast<std::size_t>(n),
+  SAR_CHECK(data.features.rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": ", n, " local nodes but ", data.features.rows(),
-            " feature rows, ", data.labels.size(), " labels, ", data.split.size(), " split entries");
+            " feature rows, ", data.split.size(), " split entries");
+  const node_task task = data.node_targets();
+  const Eigen::Index width = model.output_dim();
+  task.check(n, width, where);
   double counts[2] = {static_cast<double>(node_selection{data.split, node_split::train}.count(n)),
                       static_cast<double>(node_selection{data.split, node_split::valid}.count(n))};
   graph.all_reduce_sum(std::span<double>(counts));
-  const double train_count = counts[0], valid_count = counts[1];
-  SAR_CHECK(train_count > 0, invalid_argument, where, ": no training node on any rank");
+  SAR_CHECK(counts[0] > 0, invalid_argument, where, ": no training node on any rank");
+  const double train_normaliser = task.normaliser(counts[0], width);
+  const double valid_normaliser = task.normaliser(counts[1], width);
 
   detail::check_train_options(options, where);
-  detail::epoch_recorder recorder(options, where, false, on_epoch);
+  detail::epoch_recorder recorder(options, where, false, on_epoch, score_name(task.kind));
 
-  matrix<T> dlogits;
+  matrix<T> doutputs;
   auto params = model.parameters().grads();
   for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
     epoch_stats stats;
@@ -331,11 +361,10 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     layer_context ctx{.training = true, .seed = options.seed,
                       .epoch = static_cast<std::uint64_t>(epoch)};
     const auto start = std::chrono::steady_clock::now();
-    const matrix<T>& logits = model.forward(graph, ctx, data.features);
-    double loss = softmax_cross_entropy(logits, data.labels,
-                                        node_selection{data.split, node_split::train}, train_count,
-                                        dlogits);
-    model.backward(graph, ctx, dlogits);
+    const matrix<T>& outputs = model.forward(graph, ctx, data.features);
+    double loss = task.loss(outputs, node_selection{data.split, node_split::train},
+                            train_normaliser, doutputs);
+    model.backward(graph, ctx, doutputs);
     graph.all_reduce_sum(params);
     optimiser.step(model.parameters());
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -345,7 +374,8 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
 
     if (options.evaluates(epoch)) {
       ctx.training = false;
-      detail::evaluate(graph, model.forward(graph, ctx, data.features), data, valid_count, stats);
+      detail::evaluate(graph, model.forward(graph, ctx, data.features), data, task,
+                       valid_normaliser, stats);
     }
     recorder.finish(stats, "");
   }

@@ -235,6 +235,9 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
             data.features.rows(), " feature rows, ", data.labels.size(), " labels, ",
             data.split.size(), " split entries");
+  SAR_CHECK(data.task == task_kind::classify, invalid_argument, where, ": a ",
+            task_name(data.task), " task; minibatch training classifies only, so far (train "
+            "regression and multi-label tasks full-batch: sar::train_full_batch)");
   const std::vector<node_t> training = graph.training_nodes(data.split);
   const auto train_count = static_cast<node_t>(training.size());
   double valid_count = graph.counts_in_evaluation()
@@ -257,7 +260,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     return std::chrono::duration<double>(clock::now() - t).count();
   };
   const node_data<T> evaluated = graph.counts_in_evaluation()
-      ? data : node_data<T>{data.features, {}, {}};
+      ? data : node_data<T>{.features = data.features};
 
   const auto rank = static_cast<std::size_t>(graph.rank());
   const auto ranks = static_cast<std::size_t>(graph.size());
@@ -322,7 +325,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                                .epoch = static_cast<std::uint64_t>(epoch)};
       matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
       if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
-      detail::evaluate(graph, logits, evaluated, valid_count, stats);
+      detail::evaluate(graph, logits, evaluated, evaluated.node_targets(), valid_count, stats);
     }
     recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
                                    stats.gather_seconds, " s)"));
