@@ -279,6 +279,12 @@ class distributed_schedule {
     std::optional<kept_halo> kept = cache.take(key, kind);
     using ends = exchange_ends<T, std::remove_reference_t<Call>, request>;
     std::exception_ptr failure;
+    auto run_stale = [&](Eigen::Index width) {  // rows that arrived for the previous call
+      ends e{*graph_, scratch_, key, kind, x, dx, width, call, fc, gc, nullptr, nullptr, nullptr,
+             failure};
+      transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
+                               kind != exchange_kind::gather, e);
+    };
 
     if (stale && !kept) {  // on its own: no agreement (see the top of this file)
       detail::guarded(failure, [&] {
@@ -287,10 +293,7 @@ class distributed_schedule {
                   dx_ok ? "" : " and a dx not shaped like x", " to a stale call, expected ",
                   num_local(), " rows and ", pipe->width, " columns");
       });
-      ends e{*graph_, scratch_, key, kind, x, dx, pipe->width, call, fc, gc, nullptr, nullptr,
-             nullptr, failure};
-      transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
-                               kind != exchange_kind::gather, e);
+      run_stale(pipe->width);
       if (!unagreed_failure_) unagreed_failure_ = failure;
       unagreed_calls_ = true;
       return;
@@ -310,10 +313,7 @@ class distributed_schedule {
     if (!plan.reuse) kept.reset();
     if (pipe) pipe->width = cols;
     if (plan.stale) {
-      ends e{*graph_, scratch_, key, kind, x, dx, cols, call, fc, gc, nullptr, nullptr, nullptr,
-             failure};
-      transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
-                               kind != exchange_kind::gather, e);
+      run_stale(cols);
       detail::agree_on_failure(*comm_, failure, where);
       return;
     }

@@ -109,6 +109,20 @@ void check_loss_arguments(const char* where, const matrix<T>& outputs,
             outputs.rows(), " rows");
   SAR_CHECK(normaliser > 0, invalid_argument, where, ": normaliser ", normaliser);
 }
+
+/// Throws sar::invalid_argument naming `where` and the first selected node whose target is
+/// not 0 or 1 (checked serially, so the error names the first one).
+template <class Y>
+void check_multi_hot(const char* where, const Eigen::MatrixBase<Y>& targets,
+                     const node_selection& selection) {
+  using Scalar = typename Y::Scalar;
+  for (Eigen::Index i = 0; i < targets.rows(); ++i)
+    if (selection.selected(i))
+      for (Eigen::Index k = 0; k < targets.cols(); ++k)
+        SAR_CHECK(targets(i, k) == Scalar(0) || targets(i, k) == Scalar(1), invalid_argument,
+                  where, ": node ", i, " is selected but its target ", k, " is ",
+                  static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
+}
 }  // namespace detail
 
 /// Mean squared error over the selected rows (regression; rows = local nodes, columns =
@@ -176,16 +190,10 @@ double binary_cross_entropy_with_logits(const matrix<T>& logits,
                                         const Eigen::MatrixBase<Y>& targets,
                                         const node_selection& selection, double normaliser,
                                         matrix<T>& dlogits) {
-  using Scalar = typename Y::Scalar;
   const char* where = "sar::binary_cross_entropy_with_logits";
   detail::check_loss_arguments(where, logits, targets, selection, normaliser);
   const Eigen::Index n = logits.rows(), c = logits.cols();
-  for (Eigen::Index i = 0; i < n; ++i)  // serially, so the error names the first bad node
-    if (selection.selected(i))
-      for (Eigen::Index k = 0; k < c; ++k)
-        SAR_CHECK(targets(i, k) == Scalar(0) || targets(i, k) == Scalar(1), invalid_argument,
-                  where, ": node ", i, " is selected but its target ", k, " is ",
-                  static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
+  detail::check_multi_hot(where, targets, selection);
   dlogits.resize(n, c);
   const double inv = 1.0 / normaliser;
   const auto sums = reduce_rows(n, 2, [&](Eigen::Index i, double* acc) {

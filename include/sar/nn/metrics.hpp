@@ -201,12 +201,7 @@ multilabel_sums multilabel_metrics(const matrix<T>& logits, const Eigen::MatrixB
   detail::check_loss_arguments(where, logits, targets, selection, 1.0);
   SAR_CHECK(bins >= 2, invalid_argument, where, ": ", bins, " bins (at least 2)");
   const Eigen::Index n = logits.rows(), c = logits.cols();
-  for (Eigen::Index i = 0; i < n; ++i)
-    if (selection.selected(i))
-      for (Eigen::Index k = 0; k < c; ++k)
-        SAR_CHECK(targets(i, k) == Scalar(0) || targets(i, k) == Scalar(1), invalid_argument,
-                  where, ": node ", i, " is selected but its target ", k, " is ",
-                  static_cast<double>(targets(i, k)), " (multi-hot targets are 0 or 1)");
+  detail::check_multi_hot(where, targets, selection);
   const double range = multilabel_sums::logit_range;
   const auto bin_of = [&](double z) {
     const double t = (std::clamp(z, -range, range) + range) / (2 * range);

@@ -30,14 +30,19 @@ namespace sar {
 /// What a node-level model predicts (see the top of this file).
 enum class task_kind { classify, regress, multilabel };
 
+namespace detail {
+/// Each task's name and its score's (indexed by task_kind).
+struct task_names {
+  const char* task;   ///< "classify", ...
+  const char* score;  ///< "acc", ...
+};
+inline constexpr task_names task_names_of[] = {
+    {"classify", "acc"}, {"regress", "r2"}, {"multilabel", "rocauc"}};
+}  // namespace detail
+
 /// "classify", "regress" or "multilabel".
 inline const char* task_name(task_kind kind) {
-  switch (kind) {
-    case task_kind::classify: return "classify";
-    case task_kind::regress: return "regress";
-    case task_kind::multilabel: return "multilabel";
-  }
-  return "?";
+  return detail::task_names_of[static_cast<int>(kind)].task;
 }
 
 /// The task named `name` (task_name's). Throws sar::invalid_argument for another name.
@@ -51,12 +56,7 @@ inline task_kind parse_task(std::string_view name) {
 /// The short name of a task's score in reports and metrics keys ("test_" + it): "acc", "r2"
 /// or "rocauc".
 inline const char* score_name(task_kind kind) {
-  switch (kind) {
-    case task_kind::classify: return "acc";
-    case task_kind::regress: return "r2";
-    case task_kind::multilabel: return "rocauc";
-  }
-  return "?";
+  return detail::task_names_of[static_cast<int>(kind)].score;
 }
 
 /// The local nodes' targets of a task and what follows from them: the loss, the metric sums
