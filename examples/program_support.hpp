@@ -116,6 +116,30 @@ inline void add_dataset_size_options(CLI::App& app, sar::dataset_sizes& sizes) {
       ->check(positive);
 }
 
+/// Adds --task, which says what the nodes of a dataset read from files are to predict
+/// (sar::dataset_sizes::task): classify, regress or multilabel.
+inline void add_task_option(CLI::App& app, sar::dataset_sizes& sizes) {
+  app.add_option_function<std::string>(
+         "--task", [&sizes](const std::string& name) { sizes.task = sar::parse_task(name); },
+         "what the nodes are to predict: classify (one class per node: an OGB directory's "
+         "raw/node-label), regress (rows of floats: raw/node-target) or multilabel (rows of 0/1: "
+         "a multi-column raw/node-label). Default: what a .npy dataset or partition store "
+         "declares, else classify")
+      ->check(CLI::IsMember({"classify", "regress", "multilabel"}));
+}
+
+/// "7 classes", "1 regression target", "112 labels (multi-label)": what a model of `task`
+/// with `outputs` outputs predicts.
+inline std::string outputs_summary(sar::task_kind task, std::int64_t outputs) {
+  switch (task) {
+    case sar::task_kind::classify: return sar::message(outputs, " classes");
+    case sar::task_kind::regress:
+      return sar::message(outputs, " regression target", outputs == 1 ? "" : "s");
+    case sar::task_kind::multilabel: return sar::message(outputs, " labels (multi-label)");
+  }
+  return "";
+}
+
 /// sar::load_dataset(spec, sizes), printing "loading <spec> ..." before and a one-line summary
 /// of the dataset with the time taken after; sets the phase. Throws what load_dataset throws.
 inline sar::graph_dataset load_dataset_reporting(const std::string& spec,
@@ -125,13 +149,35 @@ inline sar::graph_dataset load_dataset_reporting(const std::string& spec,
   std::printf("loading %s ...\n", spec.c_str());
   std::fflush(stdout);
   sar::graph_dataset data = sar::load_dataset(spec, sizes);
-  std::printf("loaded %s: %lld nodes, %lld edges, %lld features, %d classes, %lld train nodes "
+  std::printf("loaded %s: %lld nodes, %lld edges, %lld features, %s, %lld train nodes "
               "(%.2f s)\n",
               data.name.c_str(), static_cast<long long>(data.num_nodes()),
               static_cast<long long>(data.graph.num_edges()),
-              static_cast<long long>(data.features.cols()), data.num_classes,
+              static_cast<long long>(data.features.cols()),
+              outputs_summary(data.task, data.num_outputs()).c_str(),
               static_cast<long long>(data.count(sar::node_split::train)), seconds_since(start));
   return data;
+}
+
+/// Throws sar::invalid_argument naming the first non-finite feature (row, column, value) of
+/// `where` ("sar-train: <dataset>").
+inline void check_finite_features(const sar::matrixf& features, const std::string& where) {
+  for (Eigen::Index i = 0; i < features.rows(); ++i)
+    for (Eigen::Index j = 0; j < features.cols(); ++j)
+      SAR_CHECK(std::isfinite(features(i, j)), sar::invalid_argument, where, ": feature row ", i,
+                " column ", j, " is ", features(i, j), " (a model needs finite features)");
+}
+
+/// Divides every feature row by the sum of its absolute values, summed in double (the GCN
+/// paper's preprocessing for non-negative features; sar-train --normalise-features): finite
+/// features give entries in [-1, 1], whatever their magnitude; zero rows stay zero.
+inline void row_normalise(sar::matrixf& features) {
+  for (Eigen::Index i = 0; i < features.rows(); ++i) {
+    const double sum = features.row(i).cast<double>().cwiseAbs().sum();
+    if (sum != 0)
+      for (Eigen::Index j = 0; j < features.cols(); ++j)
+        features(i, j) = static_cast<float>(features(i, j) / sum);
+  }
 }
 
 /// Prints "peak memory <MiB> MiB" (the process's peak resident set) on stdout.

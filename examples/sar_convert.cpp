@@ -21,7 +21,8 @@ using sar_programs::seconds_since;
 double array_mebibytes(const sar::graph_dataset& data) {
   const double bytes =
       8.0 * static_cast<double>(data.graph.offsets.size() + data.graph.columns.size()) +
-      4.0 * static_cast<double>(data.features.size() + data.labels.size()) +
+      4.0 * static_cast<double>(data.features.size() + data.labels.size() +
+                                data.targets.size()) +
       static_cast<double>(data.split.size());
   return bytes / (1024.0 * 1024.0);
 }
@@ -30,12 +31,15 @@ bool same_dataset(const sar::graph_dataset& a, const sar::graph_dataset& b) {
   return a.name == b.name && a.graph == b.graph && a.labels == b.labels &&
          a.num_classes == b.num_classes && a.split == b.split &&
          a.features.rows() == b.features.rows() && a.features.cols() == b.features.cols() &&
-         (a.features.array() == b.features.array()).all();
+         (a.features.array() == b.features.array()).all() && a.task == b.task &&
+         a.targets.rows() == b.targets.rows() && a.targets.cols() == b.targets.cols() &&
+         (a.targets.array() == b.targets.array()).all();
 }
 
 int run(int argc, char** argv) {
   CLI::App app{"Convert a graph dataset to a sar .npy dataset directory (meta.json, indptr.npy, "
-               "indices.npy, features.npy, labels.npy, split.npy), readable by numpy.load",
+               "indices.npy, features.npy, labels.npy or targets.npy, split.npy), readable by "
+               "numpy.load",
                "sar-convert"};
   std::string dataset;
   std::string out;
@@ -47,6 +51,7 @@ int run(int argc, char** argv) {
       ->required()
       ->check(sar_programs::not_empty);
   sar_programs::add_dataset_size_options(app, sizes);
+  sar_programs::add_task_option(app, sizes);
   app.add_option("--out", out,
                  "output directory (created; an existing .npy dataset there is replaced once the new "
                  "one is complete, any other non-empty directory is refused)")

@@ -56,6 +56,7 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
       ->required()
       ->check(sar_programs::not_empty);
   sar_programs::add_dataset_size_options(app, s.sizes);
+  sar_programs::add_task_option(app, s.sizes);
   app.add_option("--parts", s.parts, "number of parts (the ranks sar-train runs on)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
@@ -182,8 +183,9 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   std::int64_t edges = block.rows.in_edges.num_edges();
   comm.all_reduce(std::span<std::int64_t>(&edges, 1), sar::reduce_op::sum);
   say(sar::message("read ", block.name, ": ", n, " nodes, ", edges, " edges, ",
-                   block.rows.features.cols(), " features, ", block.rows.num_classes,
-                   " classes (", read.seconds, " s)"));
+                   block.rows.features.cols(), " features, ",
+                   sar_programs::outputs_summary(block.rows.task, block.rows.num_outputs()),
+                   " (", read.seconds, " s)"));
   SAR_CHECK(s.parts <= n, sar::invalid_argument, "--parts ", s.parts, " exceeds the ", n,
             " nodes of ", s.dataset, " (every part needs a node)");
 
@@ -191,6 +193,8 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   about.dataset = block.name;
   about.feature_dim = block.rows.features.cols();
   about.num_classes = block.rows.num_classes;
+  about.task = block.rows.task;
+  about.num_outputs = block.rows.task == sar::task_kind::classify ? 0 : block.rows.num_outputs();
   about.has_labels = !block.rows.labels.empty();
   about.has_split = !block.rows.split.empty();
   sar::distributed_partition_options options{.method = sar::distributed_method_named(s.method),

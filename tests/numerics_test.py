@@ -10,23 +10,13 @@ On small .npy dataset directories written here (no numpy needed):
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
+from npy_files import write_npy
+
 program = sys.argv[1]
-
-
-def write_npy(path, descr, shape, values):
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
-        descr, "".join("%d, " % s for s in shape) if len(shape) == 1 else
-        ", ".join(str(s) for s in shape))
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    code = {"<i8": "q", "<f4": "f", "<i4": "i", "|u1": "B"}[descr]
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack("<%d%s" % (len(values), code), *values))
 
 
 def write_dataset(directory, features, split):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every setting of every program, walked with garbage (usage: settings_test.py SAR_TRAIN
-SAR_PARTITION SAR_CONVERT SAR_SAMPLE [MPIRUN]; SAR_DATA_DIR names the data).
+SAR_PARTITION SAR_CONVERT SAR_SAMPLE SAR_PREDICT [MPIRUN]; SAR_DATA_DIR names the data).
 
 1. Options: each program's options are read from its --help (so a new option is covered
    without touching this file) and each is run with garbage values ('abc', '-5', '1e300',
@@ -30,8 +30,8 @@ import sys
 import tempfile
 import time
 
-train, partition, convert, sample = (os.path.abspath(p) for p in sys.argv[1:5])
-mpirun = sys.argv[5] if len(sys.argv) > 5 else shutil.which("mpirun")
+train, partition, convert, sample, predict = (os.path.abspath(p) for p in sys.argv[1:6])
+mpirun = sys.argv[6] if len(sys.argv) > 6 else shutil.which("mpirun")
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -179,7 +179,7 @@ def expect(what, command, cwd, code, contains, extra_env=None, within=None, max_
 with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     tiny = "planted:nodes=300"
     # 0. --help and --version exit 0; a parse error exits 1 naming the program.
-    for binary in (train, partition, convert, sample):
+    for binary in (train, partition, convert, sample, predict):
         name = program_name(binary)
         for flag in ("--help", "--version"):
             expect(f"{name} {flag}", [binary, flag], tmp, 0, [])
@@ -200,6 +200,11 @@ with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     counts["sar-convert"] = walk_options(convert, {"--dataset": tiny, "--out": "out"}, tmp)
     counts["sar-sample"] = walk_options(sample, {"--dataset": tiny, "--minibatch": "8",
                                                  "--out": "out"}, tmp)
+    model = os.path.join(tmp, "tiny.sarmodel")
+    subprocess.run([train, "--dataset", tiny, "--epochs", "2", "--quiet", "--save-model", model],
+                   env=env, check=True, capture_output=True)
+    counts["sar-predict"] = walk_options(predict, {"--model": model, "--dataset": tiny,
+                                                   "--out": "out"}, tmp)
     print("option runs:", counts)
 
     # 2. Environment variables with garbage: one process, and two ranks under mpirun.

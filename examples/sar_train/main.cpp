@@ -29,6 +29,7 @@
 #include "sar/partition/store.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/train/checkpoint.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/version.hpp"
 #include "sar_train.hpp"
 
@@ -36,33 +37,23 @@ namespace {
 
 using sar_train::program_options;
 
-/// Throws sar::invalid_argument naming the first non-finite feature (row, column, value) of
-/// `where` (a dataset or part).
-void check_finite(const sar::matrixf& features, const std::string& where) {
-  for (Eigen::Index i = 0; i < features.rows(); ++i)
-    for (Eigen::Index j = 0; j < features.cols(); ++j)
-      SAR_CHECK(std::isfinite(features(i, j)), sar::invalid_argument, "sar-train: ", where,
-                ": feature row ", i, " column ", j, " is ", features(i, j),
-                " (training needs finite features)");
-}
-
-/// Divides every feature row by the sum of its absolute values, summed in double (the GCN
-/// paper's preprocessing for non-negative features): finite features give entries in
-/// [-1, 1], whatever their magnitude; zero rows stay zero.
-void row_normalise(sar::matrixf& features) {
-  for (Eigen::Index i = 0; i < features.rows(); ++i) {
-    const double sum = features.row(i).cast<double>().cwiseAbs().sum();
-    if (sum != 0)
-      for (Eigen::Index j = 0; j < features.cols(); ++j)
-        features(i, j) = static_cast<float>(features(i, j) / sum);
-  }
+/// Throws sar::invalid_argument unless the dataset `what` has features, a split and what its
+/// task predicts (`outputs` classes or targets; `has_targets`: labels or targets present).
+void check_trainable(const std::string& what, sar::task_kind task, std::int64_t outputs,
+                     bool has_targets, bool has_split, std::int64_t features) {
+  const bool classify = task == sar::task_kind::classify;
+  SAR_CHECK(outputs > 0 && has_targets && has_split && features > 0, sar::invalid_argument,
+            "sar-train: ", what, " has no features, ", classify ? "labels" : "targets",
+            " or split to train on",
+            classify && !has_targets ? " (a regression or multi-label dataset needs --task "
+                                       "regress or --task multilabel)"
+                                     : "");
 }
 
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
-  const auto loops = config.kind == sar::model_kind::sage ? sar::self_loop_policy::keep
-                                                          : sar::self_loop_policy::add;
+  const auto loops = sar::model_self_loops(config);
   const bool normalise_on = p.normalise == "on";
   if (!p.distributed()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
@@ -73,19 +64,20 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
     sar::graph_dataset data = sar::load_dataset(spec, p.sizes);
-    SAR_CHECK(data.num_classes > 0 && !data.labels.empty() && !data.split.empty() &&
-                  data.features.cols() > 0,
-              sar::invalid_argument, "sar-train: dataset '", spec,
-              "' has no features, labels or split to train on");
-    check_finite(data.features, spec);
-    if (normalise_on || (p.normalise == "auto" && data.features.minCoeff() >= 0))
-      row_normalise(data.features);
+    check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
+                    !data.labels.empty() || data.task != sar::task_kind::classify,
+                    !data.split.empty(), data.features.cols());
+    sar_programs::check_finite_features(data.features, "sar-train: " + spec);
+    program_options with = p;  // and the normalisation decided
+    with.row_normalised = normalise_on || (p.normalise == "auto" && data.features.minCoeff() >= 0);
+    if (with.row_normalised) sar_programs::row_normalise(data.features);
     sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
                                data.graph.num_edges(), " edges, ", data.features.cols(),
-                               " features, ", data.num_classes, " classes, ",
+                               " features, ",
+                               sar_programs::outputs_summary(data.task, data.num_outputs()), ", ",
                                data.count(sar::node_split::train), " training nodes"));
     sar_programs::current_phase() = "building the model and training";
-    return sar_train::train_single<T>(p, config, data, loops, comm);
+    return sar_train::train_single<T>(with, config, data, loops, comm);
   }
 
   const bool sampled = p.minibatch > 0;
@@ -98,10 +90,10 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     sar::dataset_block block = sar::read_dataset_block(
         comm, p.dataset,
         {.sizes = p.sizes, .verify_checksums = !p.skip_checksums, .features = false});
-    SAR_CHECK(block.rows.num_classes > 0 && !block.rows.labels.empty() &&
-                  !block.rows.split.empty() && block.rows.features.cols() > 0,
-              sar::invalid_argument, "sar-train: dataset '", p.dataset,
-              "' has no features, labels or split to train on");
+    check_trainable(sar::message("dataset '", p.dataset, "'"), block.rows.task,
+                    block.rows.num_outputs(),
+                    !block.rows.labels.empty() || block.rows.task != sar::task_kind::classify,
+                    !block.rows.split.empty(), block.rows.features.cols());
     SAR_CHECK(comm.size() <= block.rows.book.num_nodes(), sar::invalid_argument, "sar-train: ",
               comm.size(), " ranks for the ", block.rows.book.num_nodes(), " nodes of ",
               p.dataset, " (every rank needs a node)");
@@ -126,9 +118,14 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
       SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
                 "store ", p.partitions, " has ", meta.num_parts, " parts but this run has ",
                 comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
-    SAR_CHECK(meta.has_labels && meta.has_split && meta.feature_dim > 0 && meta.num_classes > 0,
-              sar::invalid_argument, "sar-train: the partition store ", p.partitions,
-              " has no features, labels or split to train on");
+    SAR_CHECK(!p.sizes.task || *p.sizes.task == meta.task, sar::invalid_argument,
+              "sar-train: --task ", sar::task_name(p.sizes.task.value_or(meta.task)), ", but the "
+              "partition store ", p.partitions, " holds a ", sar::task_name(meta.task),
+              " dataset");
+    check_trainable(sar::message("the partition store ", p.partitions), meta.task,
+                    meta.task == sar::task_kind::classify ? meta.num_classes : meta.num_outputs,
+                    meta.has_labels || meta.task != sar::task_kind::classify, meta.has_split,
+                    meta.feature_dim);
     part = sar::read_partition_part(p.partitions, comm.rank() / p.replication,
                                     {.verify_checksums = !p.skip_checksums});
     name = meta.dataset;
@@ -136,11 +133,14 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                           meta.num_parts, " parts");
   }
   part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
-  check_finite(part.features, sar::message(source, ", part ", part.part));
+  sar_programs::check_finite_features(part.features,
+                                      sar::message("sar-train: ", source, ", part ", part.part));
   // "auto" must decide alike on every rank: is any feature negative anywhere?
   double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
   comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
-  if (normalise_on || (p.normalise == "auto" && negative == 0)) row_normalise(part.features);
+  program_options with = p;  // and the normalisation decided
+  with.row_normalised = normalise_on || (p.normalise == "auto" && negative == 0);
+  if (with.row_normalised) sar_programs::row_normalise(part.features);
   if (comm.rank() == 0)
     sar::log_info(sar::message(source, ": ", name, ", ", part.book.num_nodes(), " nodes on ",
                                comm.size(), " ranks; ",
@@ -152,8 +152,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                             p.staleness)
                                              : "schedule " + p.schedule));
   sar_programs::current_phase() = "building the model and training";
-  if (sampled) return sar_train::train_sampled_distributed<T>(p, config, part, name, comm);
-  return sar_train::train_distributed<T>(p, config, part, name, comm);
+  if (sampled) return sar_train::train_sampled_distributed<T>(with, config, part, name, comm);
+  return sar_train::train_distributed<T>(with, config, part, name, comm);
 }
 
 /// The most worker threads --threads accepts (more would only reserve memory for idle slots).
@@ -210,6 +210,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)")
       ->check(sar_programs::non_negative);
   sar_programs::add_dataset_size_options(app, p.sizes);
+  sar_programs::add_task_option(app, p.sizes);
+  app.add_flag("--raw-targets", p.raw_targets,
+               "regress: train on the targets as given; by default each output is standardised "
+               "with the training nodes' mean and deviation (RMSE and MAE are reported in the "
+               "original units either way)");
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored");
@@ -325,6 +330,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.option_defaults()->group("Output");
   app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
   app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
+  app.add_option("--save-model", p.save_model,
+                 "write the trained model (architecture, parameters of the best validation "
+                 "epoch, or of the last without evaluations; the task and the target "
+                 "standardisation) to this file, for sar-predict or sar::read_model");
   app.add_option("--checkpoint", p.checkpoint,
                  "write the run's state (parameters, optimiser, batch norm statistics, epoch, "
                  "early stopping, settings) to this directory every --checkpoint-every epochs "
@@ -423,6 +432,8 @@ int run_program(const program_options& p, const sar::model_config& config,
     std::optional<sar::output_file> metrics_out;  // checked now, written at the end
     if (!p.metrics_out.empty() && comm.rank() == 0)
       metrics_out.emplace(p.metrics_out, "sar-train: --metrics-out");
+    if (!p.save_model.empty() && comm.rank() == 0)  // checked now, written after training
+      sar::output_file(p.save_model, "sar-train: --save-model");
 
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);
     nlohmann::json metrics;
@@ -435,10 +446,13 @@ int run_program(const program_options& p, const sar::model_config& config,
                     metrics["epoch_seconds_median"].get<double>(),
                     metrics["peak_memory_bytes"].get<double>() / 1048576.0);
       char best[100] = "not evaluated";
+      const std::string score =
+          sar::score_name(sar::parse_task(metrics["task"].get<std::string>()));
       if (!metrics["best_epoch"].is_null())
-        std::snprintf(best, sizeof best, "best epoch %d: val %.4f test %.4f",
-                      metrics["best_epoch"].get<int>(), metrics["best_val_acc"].get<double>(),
-                      metrics["test_acc"].get<double>());
+        std::snprintf(best, sizeof best, "best epoch %d: val %s %.4f test %.4f",
+                      metrics["best_epoch"].get<int>(), score.c_str(),
+                      metrics["best_val_" + score].get<double>(),
+                      metrics["test_" + score].get<double>());
       sar::log_info(sar::message(best, "; ", line));
       sar_programs::current_phase() = "writing --metrics-out";
       if (metrics_out) metrics_out->write(metrics.dump(2) + "\n");

@@ -59,7 +59,11 @@ struct program_options {
   int bulk = 1;                         // minibatches sampled at once
   std::int64_t gather_rows = 0;         // most input rows fetched at once (0: no bound)
   int replication = 1;                  // distributed minibatch: ranks per block row (c)
-  sar::dataset_sizes sizes;             // --num-nodes, --num-classes (with --dataset)
+  sar::dataset_sizes sizes;             // --num-nodes, --num-classes (with --dataset), --task
+  bool raw_targets = false;             // regress: train on the targets as given (not standardised)
+  std::string save_model;               // --save-model: the trained model's file
+  bool row_normalised = false;          // whether the features were row-normalised (decided by
+                                        // --normalise-features and the data before training)
   double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300
   injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.

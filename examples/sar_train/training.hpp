@@ -25,7 +25,9 @@
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
+#include "sar/version.hpp"
 #include "sar_train.hpp"
 
 namespace sar_train {
@@ -38,6 +40,19 @@ struct local_data {
   std::vector<std::int32_t> labels;
   std::vector<sar::node_split> split;
   std::int32_t num_classes = 0;
+  sar::task_kind task = sar::task_kind::classify;
+  sar::matrixf targets;  // regress, multilabel: local nodes x outputs
+
+  /// The local data of a graph_dataset or graph_part (moved from it).
+  template <class Source>
+  static local_data from(Source& source, std::string name, sar::node_t num_nodes) {
+    return {std::move(name), num_nodes, std::move(source.features), std::move(source.labels),
+            std::move(source.split), source.num_classes, source.task, std::move(source.targets)};
+  }
+  /// The width of the model's output: classes or targets.
+  Eigen::Index num_outputs() const {
+    return task == sar::task_kind::classify ? num_classes : targets.cols();
+  }
 };
 
 /// Carries out the test hook `failure` (sar_train.hpp) if this is its epoch and rank.
@@ -67,20 +82,20 @@ inline void inject_failure(const injected_failure& failure, int epoch,
 }
 
 /// Throws sar::invalid_argument naming --layers, --hidden (and --heads for GAT) if training
-/// the model of `c` for `features` inputs and `classes` outputs on `nodes` nodes (this
+/// the model of `c` for `features` inputs and `outputs` outputs on `nodes` nodes (this
 /// rank's) needs more memory than is available (sar::estimate_model_memory in values of T;
 /// minibatches: activations of one layer at a time), before any of it is allocated.
 template <class T>
 void check_model_fits(const program_options& p, const sar::model_config& c,
-                      Eigen::Index features, std::int32_t classes, sar::node_t nodes) {
+                      Eigen::Index features, Eigen::Index outputs, sar::node_t nodes) {
   const auto need =
-      sar::estimate_model_memory(c, static_cast<double>(features), classes,
+      sar::estimate_model_memory(c, static_cast<double>(features), outputs,
                                  static_cast<double>(nodes), sizeof(T), p.minibatch > 0);
   sar::check_memory<sar::invalid_argument>(
       "sar-train",
       sar::message("the ", p.model, " model of --layers ", c.layers, " with --hidden ", c.hidden,
                    c.kind == sar::model_kind::gat ? sar::message(" and --heads ", c.heads) : "",
-                   " for ", features, " features and ", classes, " classes, trained on ",
+                   " for ", features, " features and ", outputs, " outputs, trained on ",
                    nodes, " nodes (parameters, gradients and Adam moments ",
                    sar::format_bytes(need.parameters), ", activations at least ",
                    sar::format_bytes(need.activations), ")"),
@@ -134,6 +149,11 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
                    {"precision", p.precision}, {"normalise_features", p.normalise},
                    {"seed", p.seed}, {"minibatch", p.minibatch}, {"halo_bits", p.halo_bits},
                    {"gradient_bits", p.gradient_bits}, {"staleness", p.staleness}};
+  if (data.task != sar::task_kind::classify) {  // (classification runs: as before tasks)
+    s["task"] = sar::task_name(data.task);
+    s["outputs"] = data.num_outputs();
+    if (data.task == sar::task_kind::regress) s["raw_targets"] = p.raw_targets;
+  }
   if (c.kind == sar::model_kind::sage) s["aggregator"] = p.aggregator;
   if (c.kind == sar::model_kind::gat) {
     s["heads"] = c.heads;
@@ -162,7 +182,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     features = data.features.template cast<T>();
   data.features = {};
   auto model =
-      sar::make_model<T, model_schedule>(config, features.cols(), data.num_classes, p.seed);
+      sar::make_model<T, model_schedule>(config, features.cols(), data.num_outputs(), p.seed);
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
@@ -261,7 +281,29 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
       if (r.epochs_done() % p.checkpoint_every == 0) save(r);
     };
 
-  const sar::node_data<T> nodes{features, data.labels, data.split};
+  // Regression targets in standard units (the training nodes' mean and deviation per output);
+  // the metrics rescale RMSE and MAE to the original units.
+  sar::target_standardisation standard;
+  if (data.task == sar::task_kind::regress && !p.raw_targets)
+    standard = sar::standardise_targets(data.targets, data.split, [&](std::span<double> sums) {
+      comm.all_reduce(sums, sar::reduce_op::sum);
+    });
+  // --save-model: the parameters and layer state of the best epoch so far.
+  std::vector<T> best_values;
+  std::vector<std::vector<double>> best_state;
+  if (!p.save_model.empty())
+    options.after_epoch = [&, checkpointing = options.after_epoch](const sar::train_result& r) {
+      if (r.best_epoch >= 0 && r.best_epoch + 1 == r.epochs_done()) {
+        const auto values = model.parameters().values();
+        best_values.assign(values.begin(), values.end());
+        best_state.clear();
+        for (const auto s : model.state()) best_state.emplace_back(s.begin(), s.end());
+      }
+      if (checkpointing) checkpointing(r);
+    };
+  const sar::node_data<T> nodes{features, data.labels, data.split, data.task,
+                                {data.targets.data(), data.targets.rows(), data.targets.cols()},
+                                standard.scale};
   sar::train_result result;
   sar::minibatch_options minibatch;
   // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
@@ -274,6 +316,26 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
+  const std::string score = sar::score_name(data.task);  // best_val_acc, test_r2, ...
+  if (!p.save_model.empty()) {
+    if (!best_values.empty()) {  // the best epoch's parameters (every rank kept the same)
+      std::copy(best_values.begin(), best_values.end(), model.parameters().values().begin());
+      auto state = model.state();
+      for (std::size_t s = 0; s < state.size(); ++s)
+        std::copy(best_state[s].begin(), best_state[s].end(), state[s].begin());
+    }
+    const sar::model_description description{
+        .config = config, .input_dim = features.cols(), .output_dim = data.num_outputs(),
+        .task = data.task, .targets = standard, .row_normalise_features = p.row_normalised,
+        .about = {{"dataset", data.name}, {"sar_version", SAR_VERSION_STRING},
+                  {"epochs", result.epochs_done()},
+                  {"parameters_of_epoch", best_values.empty() ? result.epochs_done() - 1
+                                                              : result.best_epoch},
+                  {"best_val_" + score, result.best_valid_score},  // NaN: null
+                  {"test_" + score, result.test_score}}};
+    sar::save_model(comm, p.save_model, model, description);
+    if (root && !p.quiet) sar::log_info("saved the model to " + p.save_model);
+  }
   // The final checkpoint too, unless a run resumed from it could not start on a synchronous
   // epoch (bounded staleness) and so not continue bit for bit.
   if (!p.checkpoint.empty() && saved != result.epochs_done()) {
@@ -313,12 +375,17 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   }
   metrics["epochs"] = result.history.size();
   if (resumed) metrics["resumed_after_epochs"] = resumed->progress.epochs_done();
+  metrics["task"] = sar::task_name(data.task);
   if (result.best_epoch >= 0) {
     metrics["best_epoch"] = result.best_epoch;
-    metrics["best_val_acc"] = result.best_valid_score;
-    metrics["test_acc"] = result.test_score;
+    metrics["best_val_" + score] = result.best_valid_score;
+    metrics["test_" + score] = result.test_score;
   } else {  // never evaluated (--eval-every 0): not measured
-    metrics["best_epoch"] = metrics["best_val_acc"] = metrics["test_acc"] = nullptr;
+    metrics["best_epoch"] = metrics["best_val_" + score] = metrics["test_" + score] = nullptr;
+  }
+  if (!standard.scale.empty()) {
+    metrics["target_mean"] = standard.mean;
+    metrics["target_scale"] = standard.scale;
   }
   metrics["epoch_seconds_median"] = median(epoch_seconds);
   metrics["epoch_seconds"] = epoch_seconds;
@@ -356,13 +423,12 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
                             sar::graph_dataset& dataset, sar::self_loop_policy loops,
                             sar::mpi_communicator& comm) {
   const sar::node_t nodes = dataset.num_nodes();
-  check_model_fits<T>(p, config, dataset.features.cols(), dataset.num_classes, nodes);
+  check_model_fits<T>(p, config, dataset.features.cols(), dataset.num_outputs(), nodes);
   sar::csr graph = loops == sar::self_loop_policy::keep
                        ? std::move(dataset.graph)
                        : sar::with_self_loops(dataset.graph, loops);
   dataset.graph = {};
-  local_data data{dataset.name, nodes, std::move(dataset.features),
-                  std::move(dataset.labels), std::move(dataset.split), dataset.num_classes};
+  local_data data = local_data::from(dataset, dataset.name, nodes);
   if (p.minibatch > 0) {
     sar::sampling_graph sampled(graph);
     return train<T>(p, config, sampled, data, comm);
@@ -375,11 +441,10 @@ template <class T>
 nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
                                          sar::graph_part& part, const std::string& name,
                                          sar::mpi_communicator& comm) {
-  check_model_fits<T>(p, config, part.features.cols(), part.num_classes, part.in_edges.num_rows);
+  check_model_fits<T>(p, config, part.features.cols(), part.num_outputs(), part.in_edges.num_rows);
   sar::distributed_sampling_graph<sar::mpi_communicator> graph(
       comm, part, p.replication, p.sampler == "ladies");
-  local_data data{name, part.book.num_nodes(), std::move(part.features),
-                  std::move(part.labels), std::move(part.split), part.num_classes};
+  local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
 }
 
@@ -387,15 +452,14 @@ template <class T>
 nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
                                  sar::graph_part& part, const std::string& name,
                                  sar::mpi_communicator& comm) {
-  check_model_fits<T>(p, config, part.features.cols(), part.num_classes, part.in_edges.num_rows);
+  check_model_fits<T>(p, config, part.features.cols(), part.num_outputs(), part.in_edges.num_rows);
   sar::exchange_options exchange =
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
                   : sar::named_exchange(p.schedule, p.prefetch);
   exchange.transport.progress_interval_us = p.progress_us;
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));
   part.in_edges = {};  // the schedule holds its shard now
-  local_data data{name, part.book.num_nodes(), std::move(part.features),
-                  std::move(part.labels), std::move(part.split), part.num_classes};
+  local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
 }
 

@@ -6,6 +6,7 @@
 // cut far below random's), and the parallel readers (each rank's block of every input kind
 // equals the rows of load_dataset's graph; errors found by one rank stop every rank).
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -134,9 +135,20 @@ void test_build(mpi_communicator& comm) {
       }
 }
 
-void test_redistribute_and_store(mpi_communicator& comm, const fs::path& scratch) {
-  const graph_dataset data = make_planted_partition({.num_nodes = 700, .num_classes = 5,
-                                                     .average_degree = 6, .feature_dim = 4});
+/// `data` as a regression dataset: two targets per node (its class and a function of its id).
+graph_dataset as_regression(graph_dataset data) {
+  data.task = task_kind::regress;
+  data.targets.resize(data.num_nodes(), 2);
+  for (node_t i = 0; i < data.num_nodes(); ++i)
+    data.targets.row(i) << static_cast<float>(data.labels[i]), std::sin(static_cast<float>(i));
+  data.labels.clear();
+  data.num_classes = 0;
+  data.name += "-regress";
+  return data;
+}
+
+void test_redistribute_and_store(mpi_communicator& comm, const fs::path& scratch,
+                                 const graph_dataset& data) {
   const partition_book book = block_book(data.num_nodes(), comm.size());
   for (int parts : {comm.size(), 2 * comm.size(), 3}) {
     if (parts < comm.size()) continue;
@@ -155,20 +167,24 @@ void test_redistribute_and_store(mpi_communicator& comm, const fs::path& scratch
       EXPECT(p.book == ids.book && same_csr(p.in_edges, expected.in_edges) &&
                  p.features == expected.features && p.labels == expected.labels &&
                  p.split == expected.split && p.original_ids == expected.original_ids &&
-                 p.num_classes == data.num_classes,
+                 p.num_classes == data.num_classes && p.task == data.task &&
+                 p.targets == expected.targets,
              "redistribute: part ", k, " of ", parts, " differs from relabel's");
     }
     EXPECT(next == got.size(), "redistribute: ", got.size(), " parts, expected ", next);
 
     // The collective store equals the one-process store, file for file.
-    const fs::path serial = scratch / ("serial-" + std::to_string(parts));
-    const fs::path distributed = scratch / ("distributed-" + std::to_string(parts));
+    const fs::path serial = scratch / (data.name + "-serial-" + std::to_string(parts));
+    const fs::path distributed = scratch / (data.name + "-distributed-" + std::to_string(parts));
     if (comm.rank() == 0) write_partition_store(data, whole, parts, serial, "random seed=5");
     partition_metadata about;
     about.dataset = data.name;
     about.feature_dim = data.features.cols();
     about.num_classes = data.num_classes;
-    about.has_labels = about.has_split = true;
+    about.task = data.task;
+    about.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
+    about.has_labels = !data.labels.empty();
+    about.has_split = true;
     about.method = "random seed=5";
     write_partition_store(comm, got, parts, about, distributed);
     comm.barrier();
@@ -297,6 +313,7 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
          ": split");
   EXPECT(block.num_classes == whole.num_classes && block.original_ids == expected.original_ids,
          spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
+  EXPECT(block.task == whole.task && block.targets == expected.targets, spec, ": targets");
   block.validate("read_dataset_block");
   // The features left for later and the in-edges freed (a .npy dataset's only) are then read
   // again: the same rows.
@@ -359,6 +376,18 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
                                  std::string("planted:nodes=300,classes=3")})
     expect_block_matches(comm, spec);
   expect_block_matches(comm, edges.string(), {.num_nodes = 1600});  // stated, 100 isolated
+  // Regression targets: a .npy dataset's targets.npy, an OGB directory's node-target.
+  const fs::path npy_regress = scratch / "npy-regress";
+  if (comm.rank() == 0) {
+    const graph_dataset regress = as_regression(data);
+    write_npy_dataset(npy_regress, regress);
+    std::ofstream ot(ogb / "raw" / "node-target.csv");
+    for (node_t i = 0; i < data.num_nodes(); ++i)
+      ot << regress.targets(i, 0) << ',' << regress.targets(i, 1) << '\n';
+  }
+  comm.barrier();
+  expect_block_matches(comm, npy_regress.string());
+  expect_block_matches(comm, ogb.string(), {.task = task_kind::regress});
 
   // Errors: the serial loader's message on the rank that finds it, every rank stops.
   const fs::path bad = scratch / "bad.txt", sparse = scratch / "sparse.txt";
@@ -415,7 +444,10 @@ int main(int argc, char** argv) {
     test_directory(comm);
     test_wide_ids(comm);
     test_build(comm);
-    test_redistribute_and_store(comm, scratch);
+    const graph_dataset planted = make_planted_partition(
+        {.num_nodes = 700, .num_classes = 5, .average_degree = 6, .feature_dim = 4});
+    test_redistribute_and_store(comm, scratch, planted);
+    test_redistribute_and_store(comm, scratch, as_regression(planted));
     test_failed_write_keeps_store(comm, scratch);
     test_simple_methods(comm);
     test_ptscotch(comm);  // ptscotch_check.hpp

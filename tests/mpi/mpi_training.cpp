@@ -6,9 +6,12 @@
 // dataset in its original numbering: losses within 1e-5 relative and parameters within 1e-4
 // in float, both within 1e-9 in double. Every rank runs the single-process reference itself.
 // The same holds for a codec and a halo cache policy defined here, outside the engine's files
-// (checked_codec, counting_cache: what a user would write).
+// (checked_codec, counting_cache: what a user would write), and for the other tasks: regression
+// on chameleon (targets standardised over the ranks) and multi-label on the R-MAT graph.
 // Any failure prints the rank and ends every rank with MPI_Abort (exit code non-zero).
 #include <cmath>
+#include <filesystem>
+#include <unistd.h>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -28,7 +31,9 @@
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/relabel.hpp"
+#include "sar/nn/task.hpp"
 #include "sar/train/full_batch.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 
 using namespace sar;
@@ -134,19 +139,19 @@ struct run_result {
   std::vector<std::string> names;
 };
 
-template <class T, class Schedule>
-run_result train(Schedule& graph, const model_config& config, const matrixf& features,
-                 std::span<const std::int32_t> labels, std::span<const node_split> split,
-                 std::int32_t classes) {
-  const matrix<T> x = features.template cast<T>();
-  auto model = make_model<T, Schedule>(config, x.cols(), classes, /*seed=*/11);
+/// Trains on `data` (a graph_dataset or a graph_part: features, and labels or targets).
+template <class T, class Schedule, class Data>
+run_result train(Schedule& graph, const model_config& config, const Data& data) {
+  const matrix<T> x = data.features.template cast<T>();
+  auto model = make_model<T, Schedule>(config, x.cols(), data.num_outputs(), /*seed=*/11);
   auto optimiser = make_optimiser(config, model);
   train_options options;
   options.epochs = 20;
   options.seed = 5;
   options.log_progress = false;
-  const auto result =
-      train_full_batch(model, graph, optimiser, node_data<T>{x, labels, split}, options);
+  const node_data<T> nodes{x, data.labels, data.split, data.task,
+                           {data.targets.data(), data.targets.rows(), data.targets.cols()}};
+  const auto result = train_full_batch(model, graph, optimiser, nodes, options);
   run_result out;
   for (const auto& e : result.history) out.losses.push_back(e.train_loss);
   const auto& store = model.parameters();
@@ -187,8 +192,7 @@ void check_schedule(mpi_communicator& comm, const graph_part& part, const model_
                     const run_result& reference, exchange_options options,
                     const std::string& what) {
   distributed_schedule<mpi_communicator> graph(comm, part, std::move(options));
-  const run_result got = train<T>(graph, config, part.features, part.labels, part.split,
-                                  part.num_classes);
+  const run_result got = train<T>(graph, config, part);
   constexpr bool is_float = std::is_same_v<T, float>;
   compare(reference, got, is_float ? 1e-5 : 1e-9, is_float ? 1e-4 : 1e-9, what);
 }
@@ -200,8 +204,7 @@ void check_model(mpi_communicator& comm, const graph_dataset& data,
   const auto loops = config.kind == model_kind::sage ? self_loop_policy::keep
                                                      : self_loop_policy::add;
   local_schedule whole(with_self_loops(data.graph, loops));
-  const run_result reference =
-      train<T>(whole, config, data.features, data.labels, data.split, data.num_classes);
+  const run_result reference = train<T>(whole, config, data);
   EXPECT(reference.losses.back() < reference.losses.front(),
          name + ": the reference run did not learn");
   graph_part part = mpi_test::cut_part(data, assignment, comm.size(), comm.rank());
@@ -246,6 +249,88 @@ void check_graph(mpi_communicator& comm, const graph_dataset& data,
   }
 }
 
+/// Regression and multi-label runs (GCN and mean GraphSAGE, float and double) match the
+/// single-process run on every schedule, and targets standardised over the ranks equal those
+/// standardised on one process.
+void check_tasks(mpi_communicator& comm, graph_dataset regression, const std::vector<int>& assignment,
+                 graph_dataset multilabel, const std::vector<int>& multilabel_assignment) {
+  const int P = comm.size();
+  graph_part part = mpi_test::cut_part(regression, assignment, P, comm.rank());
+  const target_standardisation standard =
+      standardise_targets(part.targets, part.split, [&](std::span<double> sums) {
+        comm.all_reduce(sums, reduce_op::sum);
+      });
+  const target_standardisation whole =
+      standardise_targets(regression.targets, regression.split, [](std::span<double>) {});
+  double worst = 0;
+  for (node_t r = 0; r < part.num_local(); ++r)
+    for (Eigen::Index c = 0; c < part.targets.cols(); ++c)
+      worst = std::max(worst, std::abs(double(part.targets(r, c)) -
+                                       regression.targets(part.original_ids[r], c)));
+  EXPECT(worst <= 1e-5 && std::abs(standard.scale[0] - whole.scale[0]) <= 1e-9 * whole.scale[0],
+         "targets standardised on ", P, " ranks differ from one process by ", worst);
+  const auto config = [](model_kind kind) {
+    model_config c = paper_defaults(kind);
+    c.hidden = 16;
+    c.dropout = 0.5;
+    return c;
+  };
+  for (const graph_dataset* data : {&regression, &multilabel})
+    for (model_kind kind : {model_kind::gcn, model_kind::sage}) {
+      const std::vector<int>& parts = data == &regression ? assignment : multilabel_assignment;
+      const std::string name = message(data->name, " ", task_name(data->task), " ",
+                                       kind == model_kind::gcn ? "gcn" : "sage-mean");
+      check_model<float>(comm, *data, parts, config(kind), name);
+      check_model<double>(comm, *data, parts, config(kind), name);
+    }
+}
+
+/// A model trained on this rank's part, saved by rank 0 and loaded by every rank, predicts
+/// bitwise what it predicted before it was saved (evaluation mode, on the same ranks).
+void check_saved_model(mpi_communicator& comm, const graph_dataset& data,
+                       const std::vector<int>& assignment) {
+  using schedule = distributed_schedule<mpi_communicator>;
+  graph_part part = mpi_test::cut_part(data, assignment, comm.size(), comm.rank());
+  model_config config = paper_defaults(model_kind::gcn);
+  config.batch_norm = true;
+  part.in_edges = with_self_loops(part.in_edges, model_self_loops(config), part.first_global());
+  schedule graph(comm, part);
+  auto model = make_model<float, schedule>(config, part.features.cols(), part.num_outputs(), 3);
+  auto optimiser = make_optimiser(config, model);
+  train_full_batch(model, graph, optimiser, node_data<float>{part.features, part.labels, part.split},
+                   {.epochs = 5, .log_progress = false});
+  const matrixf before = predict(model, graph, part.features);
+  std::string file = comm.rank() == 0
+                         ? (std::filesystem::temp_directory_path() /
+                            message("sar-mpi-model-", ::getpid(), ".sarmodel")).string()
+                         : "";
+  broadcast_string(comm, file, 0);
+  save_model(comm, file, model,
+             {.config = config, .input_dim = part.features.cols(), .output_dim = part.num_outputs()});
+  auto loaded = load_model<float, schedule>(read_model(file));
+  const matrixf after = predict(loaded, graph, part.features);
+  EXPECT((after.array() == before.array()).all(), "rank ", comm.rank(),
+         ": the loaded model predicts other values than the saved one");
+  comm.barrier();
+  if (comm.rank() == 0) std::filesystem::remove(file);
+  if (comm.rank() == 0) std::printf("ok  saved model predicts bitwise as before on %d ranks\n", comm.size());
+}
+
+/// `data` as a multi-label dataset: label 0 = its class is even, label 1 = its class is below
+/// 2, label 2 = the node's id is odd (no graph signal, a label the model cannot learn).
+graph_dataset as_multilabel(graph_dataset data) {
+  data.task = task_kind::multilabel;
+  data.targets.resize(data.num_nodes(), 3);
+  for (node_t i = 0; i < data.num_nodes(); ++i) {
+    const std::int32_t c = data.labels[static_cast<std::size_t>(i)];
+    data.targets.row(i) << float(c % 2 == 0), float(c < 2), float(i % 2);
+  }
+  data.labels.clear();
+  data.num_classes = 0;
+  data.name += "-multilabel";
+  return data;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,6 +353,12 @@ int main(int argc, char** argv) {
     }
     EXPECT(isolated > 0 && loops > 0, "the R-MAT graph needs isolated nodes and self-loops");
     check_graph(comm, rmat, assignment);
+
+    graph_dataset chameleon =
+        read_ogb_raw(std::string(dir) + "/chameleon", {.sizes = {.task = task_kind::regress}});
+    check_tasks(comm, chameleon, partition_metis(chameleon, P, {.seed = 1}), as_multilabel(rmat),
+                assignment);
+    check_saved_model(comm, cora, partition_metis(cora, P, {.seed = 1}));
     if (comm.rank() == 0) std::printf("all training runs match the single-process run at %d ranks\n", P);
   });
 }

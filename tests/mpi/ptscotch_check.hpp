@@ -12,29 +12,15 @@
 #include "sar/graph/generators.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/graph_part.hpp"
+#include "sar/partition/parallel_read.hpp"
 #include "sar/partition/ptscotch.hpp"
 
 namespace sar::mpi_test {
 
 /// Rows [book.begin(rank), book.end(rank)) of `data` as a block (columns: dataset ids).
 inline graph_part block_of(const graph_dataset& data, const partition_book& book, int rank) {
-  graph_part b;
-  b.part = rank;
-  b.book = book;
-  b.num_classes = data.num_classes;
-  const node_t lo = book.begin(rank), n = book.size(rank);
-  b.in_edges.num_rows = n;
-  b.in_edges.num_cols = data.num_nodes();
-  b.in_edges.offsets.assign(1, 0);
-  for (node_t i = lo; i < lo + n; ++i) {
-    const auto row = data.graph.row(i);
-    b.in_edges.columns.insert(b.in_edges.columns.end(), row.begin(), row.end());
-    b.in_edges.offsets.push_back(static_cast<edge_t>(b.in_edges.columns.size()));
-    b.labels.push_back(data.labels[i]);
-    b.split.push_back(data.split[i]);
-    b.original_ids.push_back(i);
-  }
-  b.features = data.features.middleRows(lo, n);
+  graph_part b = detail::parallel_read::slice(data, book, rank);
+  for (node_t i = book.begin(rank); i < book.end(rank); ++i) b.original_ids.push_back(i);
   return b;
 }
 

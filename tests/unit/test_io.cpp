@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -1423,4 +1424,163 @@ TEST_CASE("check_memory and format_bytes") {
     check_contains(e.what(), {"here: the thing needs 909 TiB, more than the ",
                               "of memory available"});
   }
+}
+
+TEST_CASE("read_ogb_raw: regression targets from node-target, multi-label targets from node-label") {
+  ogb_fixture f;
+  f.files["raw/node-target.csv.gz"] = "1.5,-2\n0,3e2\n-0.25,1\n7,8\n";
+  f.write();
+  // Classification reads node-label, never node-target's floats.
+  const graph_dataset classify = read_ogb_raw(f.root());
+  CHECK(classify.task == task_kind::classify);
+  CHECK(classify.targets.size() == 0);
+  CHECK(classify.labels == std::vector<std::int32_t>{0, 1, -1, 2});
+
+  const graph_dataset regress = read_ogb_raw(f.root(), {.sizes = {.task = task_kind::regress}});
+  CHECK(regress.task == task_kind::regress);
+  CHECK(regress.labels.empty());
+  CHECK(regress.num_classes == 0);
+  REQUIRE(regress.targets.rows() == 4);
+  REQUIRE(regress.targets.cols() == 2);
+  CHECK(regress.num_outputs() == 2);
+  CHECK(regress.targets(0, 0) == 1.5f);
+  CHECK(regress.targets(1, 1) == 300.0f);
+  CHECK(regress.targets(2, 0) == -0.25f);
+  CHECK(regress.targets(3, 1) == 8.0f);
+  regress.validate();
+  // The same through load_dataset, and a share of the rows.
+  const graph_dataset loaded = load_dataset(f.root().string(), {.task = task_kind::regress});
+  CHECK((loaded.targets.array() == regress.targets.array()).all());
+  const ogb_raw_share share =
+      read_ogb_raw_share(f.root(), {.sizes = {.task = task_kind::regress}}, {.first = 1, .last = 3});
+  REQUIRE(share.rows.targets.rows() == 2);
+  CHECK(share.rows.targets(0, 1) == 300.0f);
+  CHECK(share.rows.targets(1, 0) == -0.25f);
+
+  f.files["raw/node-label.csv.gz"] = "1,0,1\n0,0,0\n1,1,1\n0,1,0\n";
+  f.write();
+  const graph_dataset multi = read_ogb_raw(f.root(), {.sizes = {.task = task_kind::multilabel}});
+  REQUIRE(multi.targets.rows() == 4);
+  REQUIRE(multi.targets.cols() == 3);
+  CHECK(multi.targets(0, 2) == 1.0f);
+  CHECK(multi.targets(3, 1) == 1.0f);
+  CHECK(multi.targets.sum() == 6.0f);
+  // A classification reader refuses several labels per node and names the task that reads them.
+  check_contains(f.error(), {"node-label.csv.gz line 1", "--task multilabel"});
+}
+
+TEST_CASE("read_ogb_raw: bad targets name the file, line and column") {
+  const ogb_options regress{.sizes = {.task = task_kind::regress}};
+  const ogb_options multi{.sizes = {.task = task_kind::multilabel}};
+  {
+    ogb_fixture f;
+    check_contains(f.error(regress), {"node-target", "the targets of a regress task"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-target.csv.gz"] = "1\n2\nnan\n4\n";
+    check_contains(f.error(regress), {"node-target.csv.gz line 3", "column 1", "not a finite"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-target.csv.gz"] = "1,2\n2,inf\n3,3\n4,4\n";
+    check_contains(f.error(regress), {"node-target.csv.gz line 2", "column 2", "not a finite"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-target.csv.gz"] = "1,2\n2\n3,3\n4,4\n";
+    check_contains(f.error(regress), {"node-target.csv.gz line 2", "expected 2"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-target.csv.gz"] = "1\n2\n3\n";
+    check_contains(f.error(regress), {"node-target.csv.gz", "file ends after 3 target rows"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-label.csv.gz"] = "1,0\n0,2\n1,1\n0,0\n";
+    check_contains(f.error(multi), {"node-label.csv.gz line 2", "column 2", "not 0 or 1"});
+  }
+  {
+    ogb_fixture f;
+    f.files["raw/node-target.csv.gz"] = "1\n2\n3\n4\n";
+    f.write();
+    check_contains(io_error_of([&] {
+                     read_ogb_raw(f.root(), {.sizes = {.num_classes = 3, .task = task_kind::regress}});
+                   }),
+                   {"num_classes = 3 is stated for a regress task"});
+  }
+}
+
+TEST_CASE("npy dataset: regression and multi-label targets round trip; a stated task must match") {
+  temp_dir dir("npy-targets");
+  graph_dataset data = make_planted_partition({.num_nodes = 60, .num_classes = 3, .feature_dim = 4});
+  data.task = task_kind::regress;
+  data.targets.resize(data.num_nodes(), 2);
+  for (node_t i = 0; i < data.num_nodes(); ++i)
+    data.targets.row(i) << static_cast<float>(data.labels[i]) * 0.5f, static_cast<float>(i) - 7.25f;
+  data.labels.clear();
+  data.num_classes = 0;
+  const fs::path out = dir.path / "regress";
+  write_npy_dataset(out, data);
+  const graph_dataset back = read_npy_dataset(out);
+  CHECK(back.task == task_kind::regress);
+  CHECK(back.labels.empty());
+  REQUIRE(back.targets.rows() == 60);
+  REQUIRE(back.targets.cols() == 2);
+  CHECK((back.targets.array() == data.targets.array()).all());
+  CHECK(fs::exists(out / "targets.npy"));
+  CHECK_FALSE(fs::exists(out / "labels.npy"));
+  // The dataset declares its task: a stated one must agree.
+  CHECK(load_dataset(out.string(), {.task = task_kind::regress}).targets.cols() == 2);
+  check_contains(io_error_of([&] { read_npy_dataset(out, {.sizes = {.task = task_kind::classify}}); }),
+                 {"declares the task regress", "the task classify is stated"});
+  // A share reads its rows' targets.
+  const npy_dataset_share share = read_npy_dataset_share(
+      out, {}, [](node_t) { return std::pair<node_t, node_t>{10, 20}; });
+  REQUIRE(share.rows.targets.rows() == 10);
+  CHECK(share.rows.targets(3, 1) == data.targets(13, 1));
+  // A non-finite target written by numpy (no checksums) is named.
+  {
+    graph_dataset bad = data;
+    bad.targets(5, 1) = NAN;
+    const fs::path file = dir.path / "bad";
+    write_npy_dataset(dir.path / "good-copy", data);
+    fs::copy(dir.path / "good-copy", file, fs::copy_options::recursive);
+    const std::int64_t shape[] = {60, 2};
+    write_npy(file / "targets.npy", npy_dtype::float32, shape, bad.targets.data());
+    check_contains(io_error_of([&] { read_npy_dataset(file, {.verify_checksums = false}); }),
+                   {"targets.npy", "of node 5 (column 1)", "not a finite number"});
+  }
+  // Multi-label.
+  graph_dataset multi = data;
+  multi.task = task_kind::multilabel;
+  multi.targets = (data.targets.array() > 0.0f).cast<float>();
+  write_npy_dataset(dir.path / "multi", multi);
+  const graph_dataset multi_back = read_npy_dataset(dir.path / "multi");
+  CHECK(multi_back.task == task_kind::multilabel);
+  CHECK((multi_back.targets.array() == multi.targets.array()).all());
+  // validate refuses what the writers would store wrongly.
+  multi.targets(0, 0) = 0.5f;
+  CHECK_THROWS_AS(write_npy_dataset(dir.path / "multi", multi), invalid_argument);
+  graph_dataset both = data;
+  both.labels.assign(60, 0);
+  CHECK_THROWS_AS(both.validate(), invalid_argument);
+}
+
+TEST_CASE("read_ogb_raw: chameleon's regression targets") {
+  const char* root = std::getenv("SAR_DATA_DIR");
+  REQUIRE(root != nullptr);
+  const graph_dataset data =
+      read_ogb_raw(fs::path(root) / "chameleon", {.sizes = {.task = task_kind::regress}});
+  CHECK(data.num_nodes() == 2277);
+  CHECK(data.features.cols() == 3132);
+  REQUIRE(data.targets.rows() == 2277);
+  REQUIRE(data.targets.cols() == 1);
+  CHECK(data.targets.allFinite());
+  CHECK(data.count(node_split::train) > 0);
+  // Without --task regress it is a dataset without labels, not one of float "classes".
+  const graph_dataset plain = read_ogb_raw(fs::path(root) / "chameleon");
+  CHECK(plain.labels.empty());
+  CHECK(plain.num_classes == 0);
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +39,11 @@ std::string what_of(const std::function<void()>& f) {
   return "(no exception of the expected type)";
 }
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string read_file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 std::vector<node_t> part_sizes(const std::vector<int>& part, int parts) {
   std::vector<node_t> sizes(parts, 0);
@@ -488,4 +495,83 @@ TEST_CASE("METIS on Cora (4 parts): edge cut under half of random's, balanced wi
   CHECK(qm.node_balance <= 1.05 + 4.0 / 2708);
   CHECK(qm.train_balance <= 1.05 + 4.0 / 140);
   CHECK(qm.edge_balance <= 1.05 + 0.01);
+}
+
+TEST_CASE("partition store: regression and multi-label targets (format 4); format 3 read as classify") {
+  namespace fs = std::filesystem;
+  graph_dataset d = small_dataset(40);
+  const std::vector<int> part = partition_random(40, 3, 1);
+  temp_dir tmp("targets");
+  graph_dataset regress = d;
+  regress.task = task_kind::regress;
+  regress.targets.resize(40, 2);
+  for (node_t i = 0; i < 40; ++i) regress.targets.row(i) << 0.25f * static_cast<float>(i), -1.0f * static_cast<float>(d.labels[i]);
+  regress.labels.clear();
+  regress.num_classes = 0;
+  const auto dir = tmp.path / "regress";
+  write_partition_store(regress, part, 3, dir, "random");
+  const partition_metadata meta = read_partition_metadata(dir);
+  CHECK(meta.format_version == 4);
+  CHECK(meta.task == task_kind::regress);
+  CHECK(meta.num_outputs == 2);
+  CHECK_FALSE(meta.has_labels);
+  node_t seen = 0;
+  for (int p = 0; p < 3; ++p) {
+    const graph_part gp = read_partition_part(dir, p);
+    CHECK(gp.task == task_kind::regress);
+    CHECK(gp.num_outputs() == 2);
+    REQUIRE(gp.targets.rows() == gp.num_local());
+    for (node_t r = 0; r < gp.num_local(); ++r, ++seen)
+      CHECK((gp.targets.row(r).array() == regress.targets.row(gp.original_ids[r]).array()).all());
+  }
+  CHECK(seen == 40);
+  // A corrupted target is caught by its checksum, a non-finite one by name.
+  {
+    std::fstream f(partition_part_dir(dir, 1) / "targets.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    const float nan = NAN;
+    f.seekp(48 + 4);
+    f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  }
+  CHECK(contains(what_of([&] { read_partition_part(dir, 1); }), "targets.bin"));
+  CHECK(contains(what_of([&] { read_partition_part(dir, 1, {.verify_checksums = false}); }),
+                 "not a finite number"));
+
+  graph_dataset multi = regress;
+  multi.task = task_kind::multilabel;
+  multi.targets = (regress.targets.array() > 1.0f).cast<float>();
+  write_partition_store(multi, part, 3, tmp.path / "multi", "random");
+  const graph_part gp = read_partition_part(tmp.path / "multi", 0);
+  CHECK(gp.task == task_kind::multilabel);
+  for (node_t r = 0; r < gp.num_local(); ++r)
+    CHECK((gp.targets.row(r).array() == multi.targets.row(gp.original_ids[r]).array()).all());
+
+  // A store written before tasks (format 3: no "task", file headers of version 3) is still
+  // read, as classification.
+  const auto old = tmp.path / "format3";
+  write_partition_store(d, part, 3, old, "random");
+  {
+    nlohmann::json j;
+    std::ifstream(old / "meta.json") >> j;
+    for (auto& [name, entry] : j["manifest"]["files"].items()) {
+      std::string bytes = read_file_bytes(old / name);
+      const std::uint32_t version = 3;
+      std::memcpy(bytes.data() + 8, &version, sizeof version);
+      std::ofstream(old / name, std::ios::binary | std::ios::trunc) << bytes;
+      entry["crc32"] = crc32_update(0, bytes.data(), bytes.size());
+    }
+    j.erase("task");
+    j.erase("num_outputs");
+    j["format_version"] = 3;
+    seal_metadata(j);
+    std::ofstream(old / "meta.json", std::ios::trunc) << j.dump();
+  }
+  const partition_metadata old_meta = read_partition_metadata(old);
+  CHECK(old_meta.format_version == 3);
+  CHECK(old_meta.task == task_kind::classify);
+  const graph_part old_part = read_partition_part(old, 2);
+  CHECK(old_part.task == task_kind::classify);
+  CHECK(old_part.targets.size() == 0);
+  for (node_t r = 0; r < old_part.num_local(); ++r)
+    CHECK(old_part.labels[r] == d.labels[old_part.original_ids[r]]);
 }

@@ -30,6 +30,7 @@
 #include "sar/optim/sgd.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/full_batch.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 
 using namespace sar;
@@ -1319,4 +1320,88 @@ TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninter
   CHECK_THROWS_AS(save_checkpoint(comm, dir.path / "foreign", model, optimiser, resumed, settings),
                   io_error);
   CHECK(std::filesystem::exists(dir.path / "foreign" / "notes.txt"));
+}
+
+TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged or mismatched "
+          "model files are refused") {
+  const graph_dataset data = small_planted();
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  testing_support::temp_dir dir("model");
+  serial_communicator comm;
+  for (model_kind kind : {model_kind::gcn, model_kind::sage, model_kind::gat}) {
+    for (bool batch_norm : {false, true}) {
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(batch_norm);
+      model_config c = paper_defaults(kind);
+      c.hidden = 6;
+      c.heads = 2;
+      c.batch_norm = batch_norm;
+      c.aggregation = sage_aggregation::pool;
+      auto model = make_model<float, local_schedule>(c, 8, 3, 5);
+      auto optimiser = make_optimiser(c, model);
+      train_options o{.epochs = 3, .log_progress = false};
+      train_full_batch(model, graph, optimiser, node_data<float>{data.features, data.labels, data.split}, o);
+      const matrixf before = predict(model, graph, data.features);
+      const model_description d{.config = c, .input_dim = 8, .output_dim = 3,
+                                 .row_normalise_features = true, .about = {{"dataset", "planted"}}};
+      const auto file = dir.path / "m.sarmodel";
+      save_model(comm, file, model, d);
+      const saved_model saved = read_model(file);
+      CHECK(saved.description.input_dim == 8);
+      CHECK(saved.description.config.kind == kind);
+      CHECK(saved.description.config.batch_norm == batch_norm);
+      CHECK(saved.description.row_normalise_features);
+      CHECK(saved.description.about["dataset"] == "planted");
+      auto loaded = load_model<float, local_schedule>(saved);
+      const matrixf after = predict(loaded, graph, data.features);
+      CHECK((after.array() == before.array()).all());
+    }
+  }
+  // Regression: predictions in the original units.
+  model_config c = paper_defaults(model_kind::gcn);
+  auto model = make_model<double, local_schedule>(c, 8, 2, 1);
+  const model_description d{.config = c, .input_dim = 8, .output_dim = 2,
+                            .task = task_kind::regress, .targets = {{10, -1}, {2, 0.5}}};
+  const auto file = dir.path / "regress.sarmodel";
+  save_model(comm, file, model, d);
+  const saved_model saved = read_model(file);
+  CHECK(saved.scalar == npy_dtype::float64);
+  CHECK(saved.description.targets.mean == std::vector<double>{10, -1});
+  auto loaded = load_model<double, local_schedule>(saved);
+  const matrixd x = data.features.cast<double>();
+  const matrixd standard = predict(model, graph, x);
+  matrixd original = predict(loaded, graph, x);
+  CHECK((original.array() == standard.array()).all());
+  to_original_units(original, saved.description.targets);
+  CHECK(original(4, 0) == doctest::Approx(standard(4, 0) * 2 + 10));
+  CHECK(original(4, 1) == doctest::Approx(standard(4, 1) * 0.5 - 1));
+
+  // Damaged files: each a clear sar::io_error naming the file.
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto refused = [&](const std::string& content, const char* why) {
+    const auto bad = dir.path / "bad.sarmodel";
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << content;
+    CHECK_THROWS_WITH_AS(read_model(bad), doctest::Contains(why), io_error);
+  };
+  refused(bytes.substr(0, bytes.size() / 2), "checksum mismatch");
+  refused(bytes.substr(0, 10), "too short");
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 1;
+  refused(flipped, "checksum mismatch");
+  refused("not a model at all, just some text of some length", "bad magic");
+  CHECK_THROWS_AS(read_model(dir.path / "missing.sarmodel"), io_error);
+  // A file whose architecture does not hold its parameters (valid CRC): refused before the
+  // architecture is built.
+  model_config wide = c;
+  wide.hidden = 1000000;
+  const std::string mismatched = model_file_content(model, {.config = wide, .input_dim = 8,
+                                                            .output_dim = 2});
+  const auto odd = dir.path / "mismatched.sarmodel";
+  std::ofstream(odd, std::ios::binary | std::ios::trunc) << mismatched;
+  CHECK_THROWS_WITH_AS((load_model<double, local_schedule>(read_model(odd))),
+                       doctest::Contains("parameter values, its architecture"), invalid_argument);
 }

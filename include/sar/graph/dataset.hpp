@@ -1,21 +1,53 @@
-// A node-classification dataset held in memory on one process: graph, features, labels, splits.
+// A node-level dataset held in memory on one process: graph, features, labels or targets,
+// split.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
+#include <string>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
 
 namespace sar {
 
-/// A node-classification dataset held in memory on one process: graph, features, labels,
-/// split.
+namespace detail {
+/// The index of the first value of values[0, size) that a target of `task` may not hold
+/// (regress: not finite; multilabel: neither 0 nor 1), or -1.
+inline std::ptrdiff_t first_invalid_target(task_kind task, const float* values,
+                                           std::ptrdiff_t size) {
+  for (std::ptrdiff_t i = 0; i < size; ++i)
+    if (task == task_kind::multilabel ? values[i] != 0.0f && values[i] != 1.0f
+                                      : !std::isfinite(values[i]))
+      return i;
+  return -1;
+}
+
+/// Throws Exception "<where>: the target <v> of <row_name> <first + r> (column <c>) is not a
+/// finite number" (multilabel: "0 or 1") for the first value of `targets` (rows numbered from
+/// `first`) that a target of `task` may not hold.
+template <class Exception>
+void check_target_values(task_kind task, const matrixf& targets, std::int64_t first,
+                         const std::string& where, const char* row_name = "node") {
+  const std::ptrdiff_t bad = first_invalid_target(task, targets.data(), targets.size());
+  if (bad < 0) return;
+  throw Exception(message(where, ": the target ", targets.data()[bad], " of ", row_name, " ",
+                          first + bad / targets.cols(), " (column ", bad % targets.cols(),
+                          ") is not ", task == task_kind::multilabel ? "0 or 1"
+                                                                     : "a finite number"));
+}
+}  // namespace detail
+
+/// A node-level dataset held in memory on one process: graph, features, what the nodes are
+/// to predict (labels or targets), split.
 struct graph_dataset {
   /// What the dataset is called (e.g. "planted", "rmat", an OGB directory's name).
   std::string name;
@@ -24,7 +56,17 @@ struct graph_dataset {
   std::vector<std::int32_t> labels;  ///< one per node, -1 = unlabelled (may be empty)
   /// Number of classes: labels are in [0, num_classes), or -1.
   std::int32_t num_classes = 0;
+  /// What the nodes are to predict: classify (labels, num_classes) or regress / multilabel
+  /// (targets; labels empty, num_classes 0).
+  task_kind task = task_kind::classify;
+  /// regress / multilabel: num_nodes() x outputs (multilabel: each 0 or 1); classify: empty.
+  matrixf targets;
   std::vector<node_split> split;     ///< one per node (may be empty: no split)
+
+  /// The width of a model's output for this dataset: num_classes, or the targets' columns.
+  Eigen::Index num_outputs() const {
+    return task == task_kind::classify ? num_classes : targets.cols();
+  }
 
   /// Number of nodes (rows of the graph).
   node_t num_nodes() const { return graph.num_rows; }
@@ -48,11 +90,24 @@ struct graph_dataset {
     for (std::size_t i = 0; i < labels.size(); ++i)
       SAR_CHECK(labels[i] >= -1 && labels[i] < num_classes, invalid_argument, where, ": label ",
                 labels[i], " of node ", i, " outside [-1, ", num_classes, ")");
+    if (task == task_kind::classify) {
+      SAR_CHECK(targets.size() == 0, invalid_argument, where, ": a classification dataset with ",
+                targets.rows(), " x ", targets.cols(), " targets");
+      return;
+    }
+    SAR_CHECK(labels.empty() && num_classes == 0, invalid_argument, where, ": a ",
+              task_name(task), " dataset with ", labels.size(), " labels and ", num_classes,
+              " classes (its targets are in `targets`)");
+    SAR_CHECK(targets.rows() == n && (targets.cols() >= 1 || n == 0), invalid_argument, where, ": ",
+              targets.rows(), " x ", targets.cols(), " ", task_name(task), " targets for ", n,
+              " nodes");
+    detail::check_target_values<invalid_argument>(task, targets, 0, where);
   }
 };
 
-/// The node and class counts a caller states when reading a dataset from files (sar's
-/// programs: --num-nodes N, --num-classes C); -1 = not stated. The readers refuse a node-id
+/// What a caller states when reading a dataset from files: its node and class counts (sar's
+/// programs: --num-nodes N, --num-classes C; -1 = not stated) and its task (--task). The
+/// readers refuse a node-id
 /// or class range that is mostly empty unless its size is stated, because one stray id or
 /// label (1000000 among 2708 nodes, 100 among classes 0-6) would otherwise silently give a
 /// huge graph or model (the rule: detail::check_mostly_used).
@@ -69,6 +124,12 @@ struct dataset_sizes {
   /// num_classes (.npy), refused if fewer than half of those classes have a node. Stating it
   /// for a dataset without labels is an error.
   std::int32_t num_classes = -1;
+  /// The task, which decides which file holds what the nodes predict: in an OGB raw
+  /// directory raw/node-label (classify: one class per line; multilabel: one 0/1 column per
+  /// label) or raw/node-target (regress: one float column per output), so floats are never
+  /// taken for class ids. A .npy dataset or partition store declares its task and must
+  /// declare this one. Empty: the input's own (classify for inputs that do not declare one).
+  std::optional<task_kind> task{};
 };
 
 namespace detail {

@@ -21,42 +21,63 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
 
 namespace sar {
 
-/// What a node-level model predicts (see the top of this file).
-enum class task_kind { classify, regress, multilabel };
-
-namespace detail {
-/// Each task's name and its score's (indexed by task_kind).
-struct task_names {
-  const char* task;   ///< "classify", ...
-  const char* score;  ///< "acc", ...
+/// The per-output mean and deviation regression targets were standardised with
+/// (standardise_targets): a prediction p in standard units is p * scale + mean in the
+/// original ones.
+struct target_standardisation {
+  std::vector<double> mean;   ///< per output
+  std::vector<double> scale;  ///< per output: the deviation (1 where it is 0)
 };
-inline constexpr task_names task_names_of[] = {
-    {"classify", "acc"}, {"regress", "r2"}, {"multilabel", "rocauc"}};
-}  // namespace detail
 
-/// "classify", "regress" or "multilabel".
-inline const char* task_name(task_kind kind) {
-  return detail::task_names_of[static_cast<int>(kind)].task;
-}
-
-/// The task named `name` (task_name's). Throws sar::invalid_argument for another name.
-inline task_kind parse_task(std::string_view name) {
-  for (task_kind k : {task_kind::classify, task_kind::regress, task_kind::multilabel})
-    if (name == task_name(k)) return k;
-  throw invalid_argument(message("sar::parse_task: unknown task '", name,
-                                 "' (classify, regress or multilabel)"));
-}
-
-/// The short name of a task's score in reports and metrics keys ("test_" + it): "acc", "r2"
-/// or "rocauc".
-inline const char* score_name(task_kind kind) {
-  return detail::task_names_of[static_cast<int>(kind)].score;
+/// Standardises regression targets (local nodes x outputs) in place: each output minus the
+/// training nodes' mean, divided by their (population) deviation, 1 where that is 0 or not
+/// finite. Both are totalled over the ranks by `sum_over_ranks`, called twice with a
+/// std::span<double> to sum element-wise (identity on one process, an all-reduce on P ranks:
+/// collective then). Returns them. Throws sar::invalid_argument if the split does not match
+/// the targets' rows or no rank has a training node.
+template <class SumOverRanks>
+target_standardisation standardise_targets(matrixf& targets, std::span<const node_split> split,
+                                           SumOverRanks&& sum_over_ranks) {
+  constexpr const char* where = "sar::standardise_targets";
+  SAR_CHECK(static_cast<Eigen::Index>(split.size()) == targets.rows(), invalid_argument, where,
+            ": ", split.size(), " split entries for ", targets.rows(), " rows of targets");
+  const auto outputs = static_cast<std::size_t>(targets.cols());
+  std::vector<double> sums(outputs + 1, 0.0);  // per output; the training nodes last
+  for (Eigen::Index i = 0; i < targets.rows(); ++i)
+    if (split[static_cast<std::size_t>(i)] == node_split::train) {
+      for (std::size_t c = 0; c < outputs; ++c) sums[c] += targets(i, static_cast<Eigen::Index>(c));
+      sums.back() += 1;
+    }
+  sum_over_ranks(std::span<double>(sums));
+  const double count = sums.back();
+  SAR_CHECK(count > 0, invalid_argument, where, ": no training node on any rank");
+  target_standardisation t;
+  for (std::size_t c = 0; c < outputs; ++c) t.mean.push_back(sums[c] / count);
+  std::vector<double> squares(outputs, 0.0);  // two passes: no cancellation
+  for (Eigen::Index i = 0; i < targets.rows(); ++i)
+    if (split[static_cast<std::size_t>(i)] == node_split::train)
+      for (std::size_t c = 0; c < outputs; ++c) {
+        const double d = targets(i, static_cast<Eigen::Index>(c)) - t.mean[c];
+        squares[c] += d * d;
+      }
+  sum_over_ranks(std::span<double>(squares));
+  for (std::size_t c = 0; c < outputs; ++c) {
+    const double deviation = std::sqrt(squares[c] / count);
+    t.scale.push_back(deviation > 0 && std::isfinite(deviation) ? deviation : 1.0);
+  }
+  for (Eigen::Index i = 0; i < targets.rows(); ++i)
+    for (std::size_t c = 0; c < outputs; ++c) {
+      float& v = targets(i, static_cast<Eigen::Index>(c));
+      v = static_cast<float>((v - t.mean[c]) / t.scale[c]);
+    }
+  return t;
 }
 
 /// The local nodes' targets of a task and what follows from them: the loss, the metric sums

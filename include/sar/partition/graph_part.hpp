@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
 #include "sar/partition/partition_book.hpp"
@@ -22,6 +23,10 @@ struct graph_part {
   std::vector<std::int32_t> labels;      ///< local nodes (may be empty), -1 = unlabelled
   /// Number of classes of the whole dataset (labels are in [0, num_classes) or -1).
   std::int32_t num_classes = 0;
+  /// What the nodes are to predict (sar::graph_dataset::task): classify (labels) or regress /
+  /// multilabel (targets).
+  task_kind task = task_kind::classify;
+  matrixf targets;                       ///< regress / multilabel: local nodes x outputs
   std::vector<node_split> split;         ///< local nodes (may be empty)
   std::vector<node_t> original_ids;      ///< local row -> id in the dataset before relabelling
 
@@ -29,11 +34,16 @@ struct graph_part {
   node_t num_local() const { return in_edges.num_rows; }
   /// Global (relabelled) id of local row 0.
   node_t first_global() const { return book.begin(part); }
+  /// The width of a model's output: num_classes, or the targets' columns.
+  Eigen::Index num_outputs() const {
+    return task == task_kind::classify ? num_classes : targets.cols();
+  }
 
   /// Throws sar::invalid_argument naming `where` and the first inconsistency with the contract
   /// above: the part outside the book, rows other than its range's size, offsets that do not
-  /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, split or
-  /// original-id rows that do not match.
+  /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, target,
+  /// split or original-id rows that do not match (targets: present exactly for regress and
+  /// multilabel).
   void validate(const char* where) const {
     SAR_CHECK(part >= 0 && part < book.num_parts(), invalid_argument, where, ": part ", part,
               " outside [0, ", book.num_parts(), ")");
@@ -52,6 +62,12 @@ struct graph_part {
               invalid_argument, where, ": part ", part, " has ", features.rows(), " feature rows, ",
               labels.size(), " labels, ", split.size(), " split entries and ", original_ids.size(),
               " original ids for its ", n, " nodes");
+    const bool with_targets = task != task_kind::classify;
+    SAR_CHECK(with_targets ? targets.rows() == n && labels.empty()
+                           : targets.size() == 0,
+              invalid_argument, where, ": part ", part, " of a ", task_name(task), " dataset has ",
+              targets.rows(), " x ", targets.cols(), " targets and ", labels.size(),
+              " labels for its ", n, " nodes");
   }
 };
 

@@ -129,6 +129,7 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   out.part = rank;
   out.book = book;
   out.num_classes = data.num_classes;
+  out.task = data.task;
   const node_t first = book.begin(rank), rows = book.size(rank);
   csr& g = out.in_edges;
   g.num_rows = rows;
@@ -141,6 +142,7 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   out.features = data.features.middleRows(first, rows);
   if (!data.labels.empty())
     out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
+  if (data.task != task_kind::classify) out.targets = data.targets.middleRows(first, rows);
   if (!data.split.empty())
     out.split.assign(data.split.begin() + first, data.split.begin() + first + rows);
   return out;
@@ -183,8 +185,8 @@ struct dataset_block {
 /// This rank's block of the dataset `spec` (load_dataset's specs and sizes): its name, and
 /// rows with part = rank, book = block_book(n, P), in_edges = rows [book.begin(rank),
 /// book.end(rank)) of the graph load_dataset(spec, options.sizes) builds (columns dataset ids)
-/// with their features (unless options.features is false: see there), labels and split,
-/// num_classes as load_dataset gives them, and original_ids = the rows' ids.
+/// with their features (unless options.features is false: see there), labels or targets and
+/// split, task and num_classes as load_dataset gives them, and original_ids = the rows' ids.
 /// Collective. Throws what load_dataset throws for the same input (the rank that found it;
 /// the other ranks sar::comm_error naming that rank), on every rank.
 template <communicator Comm>
@@ -229,6 +231,8 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.labels = std::move(read.rows.labels);
     out.split = std::move(read.rows.split);
     out.num_classes = read.rows.num_classes;
+    out.task = read.rows.task;
+    out.targets = std::move(read.rows.targets);
     block.rereadable = true;
   } else if (fs::is_directory(path, ec)) {
     // OGB raw: every rank streams every file, keeping its rows and every P-th edge chunk.
@@ -257,6 +261,8 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.labels = std::move(rows.labels);
     out.split = std::move(rows.split);
     out.num_classes = rows.num_classes;
+    out.task = rows.task;
+    out.targets = std::move(rows.targets);
   } else {
     // Edge list or Matrix Market: every P-th chunk of lines.
     detail::check_graph_only_sizes(spec, options.sizes);

@@ -1,5 +1,5 @@
 // Redistribution after a distributed partitioning: every node, with its in-edges, features,
-// label and split, moves from the rank that read it to the rank that owns its part, and is
+// label or targets and split, moves from the rank that read it to the rank that owns its part, and is
 // relabelled so that part k owns one contiguous range of new ids, exactly as sar::relabel
 // numbers them on one process (parts in order; inside a part, nodes in the order of their
 // dataset ids). Sources of edges are mapped to new ids through the distributed directory
@@ -63,7 +63,7 @@ std::vector<T> exchange_packed(Comm& comm, Count&& count, Fill&& fill,
 /// The parts this rank owns (part_owner) after partitioning the block-distributed dataset
 /// `block` into `parts` parts: block holds this rank's range of dataset ids
 /// [block.book.begin(rank), block.book.end(rank)) (block.book: one range per rank) with their
-/// in-edges (columns: dataset ids), features, labels and split; part[i] is the part of its
+/// in-edges (columns: dataset ids), features, labels or targets and split; part[i] is the part of its
 /// row i. Ensures: each returned graph_part satisfies its contract (book: the new ranges of all
 /// parts; columns: new global ids, sorted; original_ids: dataset ids), in increasing part
 /// order, and equals what write_partition_store's relabelling gives on one process for the
@@ -88,6 +88,9 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
               ": node ", first + i, " is in part ", part[i], ", outside [0, ", parts, ")");
   const bool labelled = !block.labels.empty(), with_split = !block.split.empty();
   const std::int32_t num_classes = block.num_classes;
+  const task_kind task = block.task;
+  const std::int64_t outputs = block.targets.cols();  // 0 for classify
+  const std::int64_t width = dim + outputs;            // floats per node: features, targets
 
   // 1. New ids: part k's range starts after parts 0..k-1; inside it, ranks in order (their
   //    dataset-id ranges are in order), and each rank's nodes of k in order.
@@ -117,7 +120,7 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   block.in_edges.columns = {};
 
   // 3. Each node's row to the owner of its part: [new id, dataset id, label, split, degree,
-  //    sources...] as int64; then its features.
+  //    sources...] as int64; then its features and targets.
   const auto owner = [&](node_t i) { return part_owner(part[i], parts, size); };
   std::vector<std::vector<node_t>> rows_for(static_cast<std::size_t>(size));
   for (node_t i = 0; i < rows; ++i) rows_for[static_cast<std::size_t>(owner(i))].push_back(i);
@@ -140,15 +143,18 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
         }
       },
       received_counts);
-  const std::vector<float> feature_rows = detail::exchange_packed<float>(
+  const std::vector<float> float_rows = detail::exchange_packed<float>(
       comm,
       [&](int q) {
-        return static_cast<std::int64_t>(rows_for[static_cast<std::size_t>(q)].size()) * dim;
+        return static_cast<std::int64_t>(rows_for[static_cast<std::size_t>(q)].size()) * width;
       },
       [&](int q, std::vector<float>& out) {
-        for (node_t i : rows_for[static_cast<std::size_t>(q)])
+        for (node_t i : rows_for[static_cast<std::size_t>(q)]) {
           out.insert(out.end(), block.features.data() + i * dim,
                      block.features.data() + (i + 1) * dim);
+          out.insert(out.end(), block.targets.data() + i * outputs,
+                     block.targets.data() + (i + 1) * outputs);
+        }
       },
       received_counts);
   block = graph_part();
@@ -162,11 +168,13 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     p.part = k;
     p.book = new_book;
     p.num_classes = num_classes;
+    p.task = task;
     const node_t n = new_book.size(k);
     p.in_edges.num_rows = n;
     p.in_edges.num_cols = new_book.num_nodes();
     p.in_edges.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
     p.features.resize(n, dim);
+    if (task != task_kind::classify) p.targets.resize(n, outputs);
     p.original_ids.assign(static_cast<std::size_t>(n), -1);
     if (labelled) p.labels.assign(static_cast<std::size_t>(n), -1);
     if (with_split) p.split.assign(static_cast<std::size_t>(n), node_split::none);
@@ -195,9 +203,9 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       const auto to = p.in_edges.columns.begin() + p.in_edges.offsets[r];
       std::copy(rec + 5, rec + 5 + rec[4], to);
       std::sort(to, to + rec[4]);
-      std::copy(feature_rows.begin() + static_cast<std::ptrdiff_t>(k) * dim,
-                feature_rows.begin() + static_cast<std::ptrdiff_t>(k + 1) * dim,
-                p.features.data() + static_cast<std::ptrdiff_t>(r) * dim);
+      const auto row = float_rows.begin() + static_cast<std::ptrdiff_t>(k) * width;
+      std::copy(row, row + dim, p.features.data() + static_cast<std::ptrdiff_t>(r) * dim);
+      std::copy(row + dim, row + width, p.targets.data() + static_cast<std::ptrdiff_t>(r) * outputs);
     }
   });
   return mine;

@@ -30,6 +30,7 @@
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/safe_directory.hpp"
+#include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
 #include "sar/partition/graph_part.hpp"
@@ -44,9 +45,10 @@ inline constexpr directory_kind partition_store_kind{"sar-partition-store", "met
 
 /// Version of the store layout (meta.json "format_version" and every binary file header).
 /// 2: meta.json lists a CRC-32 of every file. 3: meta.json lists every file and directory with
-/// its size and CRC-32 (the manifest, sar/core/safe_directory.hpp) and is sealed. Both are
-/// read.
-inline constexpr int partition_store_version = 3;
+/// its size and CRC-32 (the manifest, sar/core/safe_directory.hpp) and is sealed. 4: meta.json
+/// records the task ("task", "num_outputs") and a regress or multilabel store's parts hold
+/// their targets (targets.bin). All three are read (2 and 3 as classify).
+inline constexpr int partition_store_version = 4;
 /// The oldest version read_partition_part reads.
 inline constexpr int partition_store_oldest_version = 2;
 
@@ -65,6 +67,10 @@ struct partition_metadata {
   std::int64_t feature_dim = 0;
   /// Number of classes.
   std::int32_t num_classes = 0;
+  /// What the nodes are to predict (classify: labels; regress, multilabel: targets).
+  task_kind task = task_kind::classify;
+  /// The targets' columns (regress, multilabel); 0 for classify.
+  std::int64_t num_outputs = 0;
   bool has_labels = false;        ///< false: every part's labels are empty
   bool has_split = false;         ///< false: every part's split is empty
   partition_book book;            ///< relabelled id ranges of all parts
@@ -136,6 +142,7 @@ inline constexpr const char* offsets_file = "in_offsets.bin";
 inline constexpr const char* columns_file = "in_columns.bin";
 inline constexpr const char* features_file = "features.bin";
 inline constexpr const char* labels_file = "labels.bin";
+inline constexpr const char* targets_file = "targets.bin";  // regress, multilabel only
 inline constexpr const char* split_file = "split.bin";
 inline constexpr const char* original_ids_file = "original_ids.bin";
 
@@ -268,6 +275,13 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
     return w.close();
   });
   add_vector(labels_file, part.labels);
+  if (part.task != task_kind::classify)
+    out.add_file(dir + "/" + targets_file, [&](const std::filesystem::path& path) {
+      writer w(path, element_type::float32, static_cast<std::uint64_t>(part.targets.rows()),
+               static_cast<std::uint64_t>(part.targets.cols()), p);
+      w.write(part.targets.data(), static_cast<std::size_t>(part.targets.size()) * sizeof(float));
+      return w.close();
+    });
   std::vector<std::uint8_t> split(part.split.size());
   std::transform(part.split.begin(), part.split.end(), split.begin(),
                  [](node_split s) { return static_cast<std::uint8_t>(s); });
@@ -288,6 +302,8 @@ inline nlohmann::json metadata_json(const partition_metadata& meta) {
       {"num_edges", meta.num_edges},
       {"feature_dim", meta.feature_dim},
       {"num_classes", meta.num_classes},
+      {"task", task_name(meta.task)},
+      {"num_outputs", meta.num_outputs},
       {"has_labels", meta.has_labels},
       {"has_split", meta.has_split},
       {"part_offsets", meta.book.offsets()},
@@ -304,6 +320,7 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
   out.part = p;
   out.book = ids.book;
   out.num_classes = data.num_classes;
+  out.task = data.task;
   const node_t lo = ids.book.begin(p);
   const node_t k = ids.book.size(p);
   out.original_ids.assign(ids.old_of_new.begin() + lo, ids.old_of_new.begin() + lo + k);
@@ -323,6 +340,10 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
   out.features.resize(k, dim);
   for (node_t r = 0; r < k && dim > 0; ++r)
     out.features.row(r) = data.features.row(out.original_ids[r]);
+  if (data.task != task_kind::classify) {
+    out.targets.resize(k, data.targets.cols());
+    for (node_t r = 0; r < k; ++r) out.targets.row(r) = data.targets.row(out.original_ids[r]);
+  }
   for (node_t old : out.original_ids) {
     if (!data.labels.empty()) out.labels.push_back(data.labels[old]);
     if (!data.split.empty()) out.split.push_back(data.split[old]);
@@ -359,6 +380,8 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.num_edges = graph.num_edges();
   meta.feature_dim = dim;
   meta.num_classes = data.num_classes;
+  meta.task = data.task;
+  meta.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
   meta.has_labels = !data.labels.empty();
   meta.has_split = !data.split.empty();
   meta.method = method;
@@ -416,7 +439,7 @@ partition_quality evaluate_parts(Comm& comm, const std::vector<graph_part>& mine
 /// format, checksums and safe replacement (docs/safe-outputs.md) as the one-process
 /// write_partition_store: the output must be on a file system every rank sees, and a failure on
 /// any rank leaves the previous store intact on every rank. `about` gives the dataset's name,
-/// feature_dim, num_classes, has_labels, has_split and method; the rest (sizes, ranges,
+/// feature_dim, num_classes, task, num_outputs, has_labels, has_split and method; the rest (sizes, ranges,
 /// quality, manifest) is computed here. Returns the metadata written.
 /// Collective. Throws on every rank what failed on one: sar::invalid_argument for a part that
 /// breaks the graph_part contract, sar::io_error naming the path, ...
@@ -537,6 +560,14 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     m.num_edges = j.at("num_edges").get<edge_t>();
     m.feature_dim = j.at("feature_dim").get<std::int64_t>();
     m.num_classes = j.at("num_classes").get<std::int32_t>();
+    if (m.format_version >= 4) {
+      m.task = detail::task_in_metadata(j.at("task").get<std::string>(), file.string(), where);
+      m.num_outputs = j.at("num_outputs").get<std::int64_t>();
+    }
+    SAR_CHECK((m.task == task_kind::classify) == (m.num_outputs == 0) && m.num_outputs >= 0 &&
+                  (m.task == task_kind::classify || m.num_classes == 0),
+              io_error, where, ": ", file.string(), ": a ", task_name(m.task), " store with ",
+              m.num_outputs, " outputs and ", m.num_classes, " classes");
     m.has_labels = j.at("has_labels").get<bool>();
     m.has_split = j.at("has_split").get<bool>();
     auto offsets = j.at("part_offsets").get<std::vector<node_t>>();
@@ -608,7 +639,8 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
       where, message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
                      meta.feature_dim, " in ", (dir / "meta.json").string(), ")"),
       8.0 * static_cast<double>(m) +
-          static_cast<double>(k) * (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim) + 5.0));
+          static_cast<double>(k) *
+              (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim + meta.num_outputs) + 5.0));
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
   // Each file's header and size are checked against meta.json before its room is allocated.
   const auto read = [&](const char* file, std::uint64_t rows, std::uint64_t cols,
@@ -620,6 +652,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   out.part = part;
   out.book = meta.book;
   out.num_classes = meta.num_classes;
+  out.task = meta.task;
 
   csr& g = out.in_edges;
   g.num_rows = k;
@@ -657,6 +690,16 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
     SAR_CHECK(out.labels[r] >= -1 && out.labels[r] < meta.num_classes, io_error, where, ": ",
               (pdir / st::labels_file).string(), ": label ", out.labels[r], " of row ", r,
               " outside [-1, ", meta.num_classes, ")");
+
+  if (meta.task != task_kind::classify) {
+    read(st::targets_file, k, meta.num_outputs, [&] {
+      out.targets.resize(k, meta.num_outputs);
+      return out.targets.data();
+    });
+    detail::check_target_values<io_error>(meta.task, out.targets, 0,
+                                          message(where, ": ", (pdir / st::targets_file).string()),
+                                          "row");
+  }
 
   std::vector<std::uint8_t> split;
   read(st::split_file, meta.has_split ? k : 0, 1, [&] {

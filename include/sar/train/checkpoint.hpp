@@ -163,6 +163,48 @@ void unpack(const parameter_store<T>& store, std::span<const double> values, std
   }
 }
 
+/// Throws sar::invalid_argument naming `where` (which `holds`: " holds" or ": the file
+/// holds") and the first difference unless `parameters` (names, shapes, packed `values`) and
+/// `state` (layer state sizes) are those of `model`.
+template <class Model>
+void check_fits(const std::vector<checkpoint::parameter>& parameters, std::size_t values,
+                const std::vector<std::vector<double>>& state, Model& model,
+                const std::string& where) {
+  const auto& store = model.parameters();
+  SAR_CHECK(parameters.size() == store.size(), invalid_argument, where, " holds ",
+            parameters.size(), " parameters, the model ", store.size());
+  std::size_t count = 0;
+  for (std::size_t p = 0; p < store.size(); ++p) {
+    const auto& a = parameters[p];
+    const auto& b = store.shape(p);
+    SAR_CHECK(a.name == b.name && a.rows == b.rows && a.cols == b.cols, invalid_argument, where,
+              ": parameter ", p, " is '", a.name, "' ", a.rows, " x ", a.cols,
+              ", the model's is '", b.name, "' ", b.rows, " x ", b.cols);
+    count += static_cast<std::size_t>(b.rows * b.cols);
+  }
+  SAR_CHECK(values == count, invalid_argument, where, " holds ", values,
+            " parameter values, the model ", count);
+  const auto layers = model.state();
+  SAR_CHECK(state.size() == layers.size(), invalid_argument, where, " holds ", state.size(),
+            " layer state arrays, the model ", layers.size());
+  for (std::size_t s = 0; s < layers.size(); ++s)
+    SAR_CHECK(state[s].size() == layers[s].size(), invalid_argument, where,
+              ": layer state array ", s, " holds ", state[s].size(), " values, the model's ",
+              layers[s].size());
+}
+
+/// Puts packed parameter `values` and layer `state` into `model` (check_fits first).
+template <class Model>
+void put_into(Model& model, std::span<const double> values,
+              const std::vector<std::vector<double>>& state) {
+  using T = typename Model::scalar;
+  auto& store = model.parameters();
+  unpack<T>(store, values, store.values());
+  auto layers = model.state();
+  for (std::size_t s = 0; s < layers.size(); ++s)
+    std::copy(state[s].begin(), state[s].end(), layers[s].begin());
+}
+
 /// A number in JSON; the non-finite ones (which JSON lacks) as "nan", "inf", "-inf".
 inline nlohmann::json number(double x) {
   if (std::isfinite(x)) return x;
@@ -443,15 +485,7 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
   using T = typename Model::scalar;
   const std::string where = "sar::restore_checkpoint: " + ck.directory.string();
   auto& store = model.parameters();
-  SAR_CHECK(ck.parameters.size() == store.size(), invalid_argument, where, " holds ",
-            ck.parameters.size(), " parameters, the model ", store.size());
-  for (std::size_t p = 0; p < store.size(); ++p) {
-    const auto& a = ck.parameters[p];
-    const auto& b = store.shape(p);
-    SAR_CHECK(a.name == b.name && a.rows == b.rows && a.cols == b.cols, invalid_argument, where,
-              ": parameter ", p, " is '", a.name, "' ", a.rows, " x ", a.cols,
-              ", the model's is '", b.name, "' ", b.rows, " x ", b.cols);
-  }
+  detail::checkpoints::check_fits(ck.parameters, ck.values.size(), ck.state, model, where);
   auto opt = optimiser_state(optimiser);
   SAR_CHECK(ck.optimiser_kind == opt.kind && ck.optimiser_arrays.size() == opt.arrays.size(),
             invalid_argument, where, " holds the state of optimiser '", ck.optimiser_kind,
@@ -460,19 +494,7 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
     SAR_CHECK(ck.optimiser_arrays[a].first == opt.arrays[a].first, invalid_argument, where,
               ": optimiser array ", a, " is '", ck.optimiser_arrays[a].first, "', expected '",
               opt.arrays[a].first, "'");
-  auto state = model.state();
-  SAR_CHECK(ck.state.size() == state.size(), invalid_argument, where, " holds ",
-            ck.state.size(), " layer state arrays, the model ", state.size());
-  for (std::size_t s = 0; s < state.size(); ++s)
-    SAR_CHECK(ck.state[s].size() == state[s].size(), invalid_argument, where,
-              ": layer state array ", s, " holds ", ck.state[s].size(), " values, the model's ",
-              state[s].size());
-
-  std::size_t values = 0;
-  for (std::size_t p = 0; p < store.size(); ++p)
-    values += static_cast<std::size_t>(store.shape(p).rows * store.shape(p).cols);
-  SAR_CHECK(ck.values.size() == values, invalid_argument, where, " holds ", ck.values.size(),
-            " parameter values, the model ", values);
+  const std::size_t values = ck.values.size();
   for (const auto& [name, saved] : ck.optimiser_arrays)
     SAR_CHECK(saved.empty() || saved.size() == values, invalid_argument, where,
               ": optimiser array '", name, "' holds ", saved.size(), " values, the model ",
@@ -485,9 +507,7 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
         saved.empty() ? 0 : static_cast<std::size_t>(store.total_size()), T(0));
     if (!saved.empty()) detail::checkpoints::unpack<T>(store, saved, array);
   }
-  detail::checkpoints::unpack<T>(store, ck.values, store.values());
-  for (std::size_t s = 0; s < state.size(); ++s)
-    std::copy(ck.state[s].begin(), ck.state[s].end(), state[s].begin());
+  detail::checkpoints::put_into(model, ck.values, ck.state);
   *opt.steps = ck.optimiser_steps;
   for (std::size_t a = 0; a < opt.arrays.size(); ++a) opt.arrays[a].second->swap(arrays[a]);
 }

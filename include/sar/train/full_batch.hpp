@@ -143,9 +143,9 @@ struct node_data {
   /// the node_data (a temporary matrix does not).
   const_rows_ref<T> features;
   /// classify: the label of each local node (-1 = unlabelled).
-  std::span<const std::int32_t> labels;
+  std::span<const std::int32_t> labels{};
   /// Split of each local node.
-  std::span<const node_split> split;
+  std::span<const node_split> split{};
   /// What the outputs are trained to match (sar/nn/task.hpp).
   task_kind task = task_kind::classify;
   /// regress / multilabel: the local nodes' targets (num_local x the model's outputs), read
@@ -153,7 +153,7 @@ struct node_data {
   Eigen::Map<const matrixf> targets{nullptr, 0, 0};
   /// regress: per output, the deviation the targets were divided by when standardised, so
   /// RMSE and MAE are reported in the original units (empty: 1).
-  std::span<const double> target_scale;
+  std::span<const double> target_scale{};
 
   /// The task these data define (a view of them).
   node_task node_targets() const {

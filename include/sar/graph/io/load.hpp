@@ -9,7 +9,7 @@
 //                             degree, homophily, features, noise, train, valid, seed
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
-// Graph-only inputs are symmetrised; they have no features, labels or split. Integer values
+// Graph-only inputs are symmetrised; they have no features, labels, targets or split. Integer values
 // of a generator may be written as integral floats (nodes=1e6). Inputs read from files may
 // not have a mostly empty node-id or class range unless its size is stated (dataset_sizes);
 // generators refuse sizes that need more memory than is available before allocating.
@@ -95,6 +95,9 @@ class spec_parameters {
 inline void check_graph_only_sizes(const std::string& spec, const dataset_sizes& sizes) {
   SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
             sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
+  SAR_CHECK(sizes.task.value_or(task_kind::classify) == task_kind::classify, invalid_argument,
+            "sar::load_dataset: the task ", task_name(*sizes.task), " is stated, but ", spec,
+            " is a graph-only file (no targets)");
 }
 
 inline graph_dataset graph_only(csr graph, std::string name) {
@@ -138,18 +141,25 @@ inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
 
 /// Loads the dataset named by `spec` (see the top of this file). `sizes` states the node and
 /// class counts of a dataset read from files (see dataset_sizes: without them a mostly
-/// empty node-id or class range is refused); generators take theirs from the spec.
+/// empty node-id or class range is refused) and the task (which decides what an OGB raw
+/// directory's targets are; a .npy dataset must declare the one stated); generators take
+/// their sizes from the spec and make classification datasets.
 /// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad
-/// spec, stated sizes with a generator, or a stated num_classes for a graph-only file.
+/// spec, stated sizes or a task other than classify with a generator, or a stated num_classes
+/// or task other than classify for a graph-only file.
 inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& sizes = {}) {
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (kind == "planted" || kind == "rmat")
+  if (kind == "planted" || kind == "rmat") {
     SAR_CHECK(sizes.num_nodes < 0 && sizes.num_classes < 0, invalid_argument,
               "sar::load_dataset: '", spec, "' is a generator: give its size in the spec (",
               kind == "planted" ? "nodes=N, classes=C" : "scale=S, classes=C",
               ") instead of stating num_nodes or num_classes");
+    SAR_CHECK(sizes.task.value_or(task_kind::classify) == task_kind::classify, invalid_argument,
+              "sar::load_dataset: '", spec, "' makes a classification dataset, but the task ",
+              task_name(*sizes.task), " is stated");
+  }
   if (kind == "planted") {
     detail::spec_parameters p(spec, rest);
     planted_partition_options o;

@@ -3,15 +3,20 @@
 //
 // Dataset directory, format "sar-npy-dataset" (docs/npy-dataset.md):
 //   meta.json     {"format": "sar-npy-dataset", "version": 2, "name": s, "num_nodes": n,
-//                  "num_edges": E, "feature_dim": F, "num_classes": C, "manifest": {...},
-//                  "metadata_crc32": c}; version 2 (what sar writes) lists every array with
+//                  "num_edges": E, "feature_dim": F, "num_classes": C, "task": t,
+//                  "num_outputs": K, "manifest": {...}, "metadata_crc32": c}; "task" is
+//                  "classify" (also when absent), "regress" or "multilabel" ("num_outputs"
+//                  only for the last two); version 2 (what sar writes) lists every array with
 //                  its size and the CRC-32 of its data and is sealed (sar/core/
 //                  safe_directory.hpp); version 1 (what a numpy user writes by hand) has
 //                  neither, or an optional "checksums" {file: CRC-32 of its data}
 //   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
 //   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
 //   features.npy  float32 (n, F)  C order; always present (F may be 0)
-//   labels.npy    int32 (n,)      -1 = unlabelled; present only if the dataset has labels
+//   labels.npy    int32 (n,)      classify: -1 = unlabelled; present only if the dataset has
+//                                 labels
+//   targets.npy   float32 (n, K)  regress / multilabel (meta.json "task", K "num_outputs"):
+//                                 one row per node (multilabel: each 0 or 1); only then
 //   split.npy     uint8 (n,)      sar::node_split (0 none, 1 train, 2 valid, 3 test); present
 //                                 only if the dataset has a split
 // Every .npy file sar writes: "\x93NUMPY", version 1.0, a uint16 little-endian header length,
@@ -46,6 +51,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/safe_directory.hpp"
+#include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
 
@@ -463,13 +469,18 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   write("indices.npy", npy_dtype::int64, {edges}, data.graph.columns.data());
   write("features.npy", npy_dtype::float32, {n, dim}, data.features.data());
   if (!data.labels.empty()) write("labels.npy", npy_dtype::int32, {n}, data.labels.data());
+  const bool with_targets = data.task != task_kind::classify;
+  if (with_targets)
+    write("targets.npy", npy_dtype::float32, {n, data.targets.cols()}, data.targets.data());
   if (!data.split.empty()) write("split.npy", npy_dtype::uint8, {n}, data.split.data());
 
-  out.write_metadata(nlohmann::ordered_json{
+  nlohmann::ordered_json meta{
       {"format", dataset_format}, {"version", dataset_version},
       {"name", data.name},        {"num_nodes", n},
       {"num_edges", edges},       {"feature_dim", dim},
-      {"num_classes", data.num_classes}});
+      {"num_classes", data.num_classes}, {"task", task_name(data.task)}};
+  if (with_targets) meta["num_outputs"] = data.targets.cols();
+  out.write_metadata(meta);
 }
 }  // namespace detail::npy
 
@@ -516,9 +527,10 @@ struct npy_read_options {
 
 /// What read_npy_dataset_share read: rows [first, last) of a .npy dataset directory.
 struct npy_dataset_share {
-  /// name; num_classes (stated, else meta.json's); graph: the rows' in-edges (num_rows =
-  /// last - first, num_cols = num_nodes, columns dataset ids); features, labels (empty without
-  /// labels.npy) and split (empty without split.npy) of the rows.
+  /// name; task; num_classes (stated, else meta.json's); graph: the rows' in-edges (num_rows
+  /// = last - first, num_cols = num_nodes, columns dataset ids); features, labels (empty
+  /// without labels.npy), targets (regress, multilabel) and split (empty without split.npy)
+  /// of the rows.
   graph_dataset rows;
   node_t num_nodes = 0;          ///< n of meta.json
   node_t first = 0;              ///< the first row read
@@ -559,7 +571,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 
   npy_dataset_share out;
   graph_dataset& data = out.rows;
-  std::int64_t n = 0, edges = 0, dim = 0;
+  std::int64_t n = 0, edges = 0, dim = 0, outputs = 0;
   {
     std::ifstream in(meta_file);
     SAR_CHECK(in.good(), io_error, where, ": cannot open ", meta_file.string());
@@ -597,6 +609,18 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
     SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
               meta_file.string(), ": num_classes ", classes, " is too large");
     data.num_classes = static_cast<std::int32_t>(classes);
+    if (meta.contains("task"))
+      data.task = detail::task_in_metadata(text("task"), meta_file.string(), where);
+    SAR_CHECK(!options.sizes.task || *options.sizes.task == data.task, io_error, where, ": ",
+              meta_file.string(), " declares the task ", task_name(data.task), ", but the task ",
+              task_name(options.sizes.task.value_or(data.task)), " is stated");
+    if (data.task != task_kind::classify) {
+      SAR_CHECK(classes == 0 && options.sizes.num_classes < 0, io_error, where, ": ",
+                meta_file.string(), ": a ", task_name(data.task), " dataset has no classes (",
+                "num_classes ", classes, options.sizes.num_classes >= 0 ? ", and one is stated"
+                                                                        : "", ")");
+      outputs = count("num_outputs");
+    }
     // Written by sar (version 2: "manifest"; older: "checksums"); numpy users may leave
     // them out.
     SAR_CHECK(!meta.contains("checksums") || meta["checksums"].is_object(), io_error, where,
@@ -669,7 +693,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
       where, message("rows [", first, ", ", last, ") of ", nodes, " with ", share_edges,
                      " edges, feature_dim = ", dim, " (", meta_file.string(), ")"),
       8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
-          static_cast<double>(rows) * (4.0 * static_cast<double>(with_features ? dim : 0) + 5.0));
+          static_cast<double>(rows) *
+              (4.0 * static_cast<double>((with_features ? dim : 0) + outputs) + 5.0));
   for (auto& offset : offsets) offset -= first_edge;
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
@@ -691,7 +716,19 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 
   read_features();
 
-  if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
+  if (data.task != task_kind::classify) {
+    const fs::path file = dir / "targets.npy";
+    header = np::expect_array(file, npy_dtype::float32, {n, outputs},
+                              message(nodes, ", num_outputs = ", outputs));
+    data.targets.resize(rows, outputs);
+    read(file, header, static_cast<std::uint64_t>(first * outputs),
+         static_cast<std::uint64_t>(rows * outputs), data.targets.data(),
+         static_cast<std::uint64_t>(rows * outputs));
+    detail::check_target_values<io_error>(data.task, data.targets, first,
+                                          message(where, ": ", file.string()));
+    SAR_CHECK(!fs::exists(dir / "labels.npy", ec), io_error, where, ": ", dir.string(),
+              " holds labels.npy, but meta.json declares the task ", task_name(data.task));
+  } else if (const fs::path file = dir / "labels.npy"; fs::exists(file, ec)) {
     header = np::expect_array(file, npy_dtype::int32, {n}, nodes);
     data.labels.resize(static_cast<std::size_t>(rows));
     read(file, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows),
@@ -746,16 +783,19 @@ void finish_npy_dataset(const npy_dataset_share& read, const std::filesystem::pa
 }
 
 /// Reads the sar .npy dataset directory `dir` (format at the top of this file).
-/// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), labels (empty
-/// without labels.npy), num_classes (options.sizes.num_classes if stated, else meta.json's)
-/// and split (empty without split.npy) as written, and data.validate() passes.
+/// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), task
+/// (meta.json's; classify without one), labels (empty without labels.npy), num_classes
+/// (options.sizes.num_classes if stated, else meta.json's), targets (regress, multilabel:
+/// targets.npy) and split (empty without split.npy) as written, and data.validate() passes.
 /// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
 /// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
 /// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
 /// disagrees with meta.json; offsets that do not rise from 0 to E, sources outside [0, n) or
 /// unsorted rows (naming indptr.npy and indices.npy); labels outside [-1, C); fewer than half
 /// of meta.json's C classes having a node (unless options.sizes.num_classes is stated); a
-/// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; split
+/// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; a
+/// stated task other than meta.json's; a regress or multilabel dataset with classes, labels.npy
+/// or a target that is not finite (multilabel: not 0 or 1); split
 /// codes above 3; a version 2 meta.json whose seal does not match its content (edited); an
 /// array whose data's CRC-32 differs from what meta.json lists (sar writes them; a dataset
 /// written by numpy may leave them out; options.verify_checksums false skips them).

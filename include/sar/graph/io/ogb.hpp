@@ -216,7 +216,8 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
   const std::string_view field = io::trim(line);
   if (field.find(',') != std::string_view::npos)
     io::throw_parse_error(function, file, number,
-                          "expected 1 column (multi-task labels are not supported)", field);
+                          "expected 1 column (one label per node; a multi-label dataset is read "
+                          "as the task multilabel: --task multilabel)", field);
   if (field.size() == 3 && (field[0] | 0x20) == 'n' && (field[1] | 0x20) == 'a' &&
       (field[2] | 0x20) == 'n')
     return -1;
@@ -233,6 +234,64 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
   return static_cast<std::int32_t>(value);
 }
 
+/// Reads the rows [first, last) of the per-node file `file` of n lines of equally many
+/// comma-separated numbers (the width of line 1) into out (resized by `allocate`(what, bytes,
+/// f)); row i is line i + 1. `what` names a row in errors ("feature": "more feature rows than
+/// the n nodes in <count_file>"). Throws sar::io_error naming the file and line of a
+/// malformed row, a row of another width, or a line count other than n.
+template <class Allocate>
+void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t last,
+               const std::filesystem::path& count_file, const std::string& what, matrixf& out,
+               Allocate&& allocate) {
+  const node_t rows = last - first;
+  io::line_reader reader(file, std::string(function));
+  std::string_view first_line_text;
+  if (reader.next_line(first_line_text)) {
+    if (n == 0)
+      io::throw_parse_error(function, file, 1,
+                            message("more ", what, " rows than the 0 nodes in ",
+                                    count_file.string()),
+                            io::trim(first_line_text));
+    const auto width = static_cast<std::int64_t>(
+        std::count(first_line_text.begin(), first_line_text.end(), ',')) + 1;
+    allocate(message("the ", width, " ", what, "s"), 4.0 * static_cast<double>(rows) * width,
+             [&] { out.resize(rows, width); });
+    if (first == 0 && rows > 0) parse_feature_row(first_line_text, 1, file, out.data(), width);
+    keep_rows(reader, first, last);
+    io::parse_chunks<int>(  // rows written in place, in parallel
+        reader,
+        [&](std::string_view text, std::int64_t chunk_first_line) {
+          io::for_each_line(text, chunk_first_line, [&](std::string_view line, std::int64_t number) {
+            const std::int64_t row = number - 1;
+            if (row >= n)
+              io::throw_parse_error(function, file, number,
+                                    message("more ", what, " rows than the ", n, " nodes in ",
+                                            count_file.string()),
+                                    io::trim(line));
+            if (row >= first && row < last)
+              parse_feature_row(line, number, file, out.data() + (row - first) * width, width);
+          });
+          return 0;
+        },
+        [](int&, std::string_view, std::int64_t) {});
+  }
+  check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file);
+}
+
+/// Throws sar::io_error naming the file, line and column of the first of `targets` (rows of
+/// `file` from row `first`) that a `task` target may not hold (not finite; multilabel: not 0
+/// or 1).
+inline void check_targets(const std::filesystem::path& file, task_kind task, node_t first,
+                          const matrixf& targets) {
+  const std::ptrdiff_t bad = detail::first_invalid_target(task, targets.data(), targets.size());
+  if (bad < 0) return;
+  const Eigen::Index row = bad / targets.cols(), column = bad % targets.cols();
+  io::throw_parse_error(function, file, first + row + 1,
+                        message("the target in column ", column + 1, " is not ",
+                                task == task_kind::multilabel ? "0 or 1" : "a finite number"),
+                        message(targets(row, column)));
+}
+
 }  // namespace detail::ogb
 
 /// What one reader of an OGB raw directory takes: rows [first, last) of the per-node files
@@ -245,8 +304,9 @@ struct ogb_share {
 
 /// What read_ogb_raw_share read.
 struct ogb_raw_share {
-  /// name, num_classes (stated, else -1), and features, labels (empty without node-label)
-  /// and split (empty without a split) of rows [first, last); graph empty.
+  /// name, task, num_classes (classify: stated, else -1; else 0), and features, labels
+  /// (empty without node-label or for another task), targets (regress, multilabel) and split
+  /// (empty without a split) of rows [first, last); graph empty.
   graph_dataset rows;
   node_t num_nodes = 0;             ///< n, from num-node-list
   node_t first = 0;                 ///< the first row read
@@ -260,7 +320,7 @@ struct ogb_raw_share {
   std::filesystem::path node_count_file;  ///< raw/num-node-list
   std::filesystem::path edge_file;        ///< raw/edge
   std::filesystem::path edge_count_file;  ///< raw/num-edge-list (empty without it)
-  std::filesystem::path label_file;       ///< raw/node-label (empty without it)
+  std::filesystem::path label_file;       ///< raw/node-label (empty without it or labels)
 };
 
 /// Reads the share `share` of the OGB raw directory `dir` (layout, checks and errors: see
@@ -302,7 +362,7 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
     out.expected_edges = *expected_edges;
     out.edge_count_file = *edge_count_file;
   }
-  for (const char* per_node : {"node-feat", "node-label"})
+  for (const char* per_node : {"node-feat", "node-label", "node-target"})
     if (const auto file = find_csv(raw, per_node)) {
       check_line_capacity(*file, n, node_count_file);
       out.per_node_files = true;
@@ -353,49 +413,32 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
     out.edge_lines = reader.line_number();
   }
 
-  // Features: width from the first row; row i is line i + 1, written in place in parallel.
-  if (const auto file = find_csv(raw, "node-feat")) {
-    io::line_reader reader(*file, std::string(function));
-    std::string_view first_line_text;
-    if (reader.next_line(first_line_text)) {
-      if (n == 0)
-        io::throw_parse_error(function, *file, 1,
-                              message("more feature rows than the 0 nodes in ",
-                                      node_count_file.string()),
-                              io::trim(first_line_text));
-      const auto width = static_cast<std::int64_t>(
-          std::count(first_line_text.begin(), first_line_text.end(), ',')) + 1;
-      allocate(message("the ", width, " features"), 4.0 * static_cast<double>(rows) * width,
-               [&] { data.features.resize(rows, width); });
-      if (first == 0 && rows > 0)
-        parse_feature_row(first_line_text, 1, *file, data.features.data(), width);
-      keep_rows(reader, first, last);
-      io::parse_chunks<int>(
-          reader,
-          [&](std::string_view text, std::int64_t chunk_first_line) {
-            io::for_each_line(text, chunk_first_line, [&](std::string_view line, std::int64_t number) {
-              const std::int64_t row = number - 1;
-              if (row >= n)
-                io::throw_parse_error(function, *file, number,
-                                      message("more feature rows than the ", n, " nodes in ",
-                                              node_count_file.string()),
-                                      io::trim(line));
-              if (row >= first && row < last)
-                parse_feature_row(line, number, *file,
-                                  data.features.data() + (row - first) * width, width);
-            });
-            return 0;
-          },
-          [](int&, std::string_view, std::int64_t) {});
-    }
-    check_line_count(*file, reader.line_number(), n, "feature rows", node_count_file);
-  } else {
+  // Features: row i is line i + 1.
+  if (const auto file = find_csv(raw, "node-feat"))
+    read_rows(*file, n, first, last, node_count_file, "feature", data.features, allocate);
+  else
     data.features.resize(rows, 0);
+
+  // Targets of a regression (node-target) or multi-label (node-label) task.
+  const task_kind task = stated.task.value_or(task_kind::classify);
+  data.task = task;
+  if (task != task_kind::classify) {
+    SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
+              stated.num_classes, " is stated for a ", task_name(task), " task (it has targets, "
+              "not classes)");
+    const char* stem = task == task_kind::regress ? "node-target" : "node-label";
+    const auto file = find_csv(raw, stem);
+    SAR_CHECK(file.has_value(), io_error, function, ": ", dir.string(), " has no ",
+              (raw / stem).string(), ".csv.gz, the targets of a ", task_name(task), " task");
+    read_rows(*file, n, first, last, node_count_file, "target", data.targets, allocate);
+    check_targets(*file, task, first, data.targets);
   }
 
   // Labels: line i + 1 is node i.
   data.num_classes = stated.num_classes;
-  if (const auto file = find_csv(raw, "node-label")) {
+  if (task != task_kind::classify) {
+    data.num_classes = 0;
+  } else if (const auto file = find_csv(raw, "node-label")) {
     out.label_file = *file;
     allocate("the labels", 4.0 * static_cast<double>(rows), [&] { data.labels.assign(rows, -1); });
     io::line_reader reader(*file, std::string(function));
@@ -520,21 +563,28 @@ inline build_options ogb_build_options(const ogb_options& options) {
 ///   raw/num-edge-list.csv.gz   one number, the line count of edge.csv.gz (checked if present)
 ///   raw/node-feat.csv.gz       n rows of equally many comma-separated numbers (optional:
 ///                              without it features are n x 0)
-///   raw/node-label.csv.gz      n lines of one label: integer >= -1, integral float ("3.0") or
-///                              "nan"; -1 and nan mean unlabelled (optional: labels empty)
+///   raw/node-label.csv.gz      classify: n lines of one label: integer >= -1, integral float
+///                              ("3.0") or "nan"; -1 and nan mean unlabelled (optional: labels
+///                              empty); multilabel (required): n rows of equally many 0/1
+///                              columns, one per label, read into targets
+///   raw/node-target.csv.gz     regress (required; other tasks ignore it): n rows of equally
+///                              many finite numbers, one per output, read into targets
 ///   split/<name>/{train,valid,test}.csv.gz   node ids, one per line (all three required if
 ///                              the split directory exists; no split/ directory: split empty)
 /// Each file may also be stored uncompressed as *.csv (gzip is detected by magic bytes).
 /// Blank lines are errors inside these files, except after the number of a num-*-list file.
 /// Ensures: graph = build_csr of the edges (add_inverse_edges -> symmetrised; deduplicate,
-/// self_loops as in `options`); name = directory name; num_classes = options.sizes.num_classes
-/// if stated, else max label + 1 (0 if no label); split[i] = the split listing node i, none if
-/// no split lists it; validate() passes.
+/// self_loops as in `options`); name = directory name; task = options.sizes.task (classify if
+/// not stated); num_classes = options.sizes.num_classes if stated, else max label + 1 (0 if no
+/// label or another task); split[i] = the split listing node i, none if no split lists it;
+/// validate() passes.
 /// Throws sar::io_error "sar::read_ogb_raw: <file> line <n>: <problem> ("<token>")" for any
 /// malformed line, an id out of range, feature rows of differing widths, feature or label line
 /// counts different from n, an edge count different from num-edge-list, a node in two splits
-/// (or twice in one), a label >= a stated num_classes; sar::io_error naming the file for a
-/// node count other than a stated num_nodes, a stated num_classes without node-label, fewer
+/// (or twice in one), a label >= a stated num_classes, a target that is not finite (multilabel:
+/// not 0 or 1); sar::io_error naming the file for a
+/// node count other than a stated num_nodes, a stated num_classes without node-label or for a
+/// task other than classify, a missing target file, fewer
 /// than half of the classes [0, max label] having a node (num_classes not stated), fewer than
 /// half of the nodes appearing in an edge when no node-feat or node-label file vouches for the
 /// count (num_nodes not stated); sar::io_error naming the path for a missing required file or

@@ -1,0 +1,224 @@
+// sar-predict: load a model that sar-train saved (--save-model) and write its predictions for
+// every node of a dataset, on one process or on the P ranks of a partition store, without the
+// training loop.
+//
+//   sar-train --dataset ../shared/data/chameleon --task regress --save-model chameleon.sarmodel
+//   sar-predict --model chameleon.sarmodel --dataset ../shared/data/chameleon --out predicted
+//   mpirun -np 4 sar-predict --model m.sarmodel --partitions store.4 --out predicted
+//
+// The output directory (format "sar-predictions"): predictions.npy, float32 (n, K), row i =
+// node i of the dataset (its id before partitioning): a regression's predictions in the
+// targets' original units, the logits of a classification or multi-label model; classes.npy,
+// int32 (n,), the predicted class (classification only); meta.json. Rank 0 gathers the rows
+// (n x K values) to write them. The features are prepared as for training (row-normalised if
+// the model's were) and must have the model's width, else the error names both widths.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <tbb/task_arena.h>
+
+#include "program_support.hpp"
+#include "sar/comm/mpi.hpp"
+#include "sar/core/safe_directory.hpp"
+#include "sar/distributed/distributed_schedule.hpp"
+#include "sar/graph/io/npy.hpp"
+#include "sar/partition/store.hpp"
+#include "sar/schedule/local_schedule.hpp"
+#include "sar/train/model_file.hpp"
+#include "sar/version.hpp"
+
+namespace {
+
+/// A predictions directory as sar::replace_directory recognises it.
+constexpr sar::directory_kind predictions_kind{"sar-predictions", "meta.json"};
+
+struct settings {
+  std::string model, dataset, partitions, out;
+  sar::dataset_sizes sizes;
+  bool skip_checksums = false;
+  int threads = 0;
+};
+
+std::optional<int> parse_settings(int argc, char** argv, settings& s) {
+  CLI::App app{"Predict with a model saved by sar-train --save-model: one row of outputs per "
+               "node of a dataset (one process) or of a partition store (mpirun -np <parts>)",
+               "sar-predict"};
+  app.add_option("--model", s.model, "model file written by sar-train --save-model")
+      ->required()
+      ->check(sar_programs::not_empty);
+  auto* dataset = app.add_option("--dataset", s.dataset,
+                                 "OGB raw directory, sar .npy dataset directory, edge list or "
+                                 ".mtx file (with features), or a generator spec");
+  auto* partitions = app.add_option("--partitions", s.partitions,
+                                    "partition store from sar-partition: predict on its parts, "
+                                    "one per MPI rank (mpirun -np <parts>)");
+  dataset->excludes(partitions);
+  sar_programs::add_dataset_size_options(app, s.sizes);
+  sar_programs::add_task_option(app, s.sizes);
+  app.add_option("--out", s.out,
+                 "output directory (created; an earlier sar-predict output there is replaced "
+                 "once the new one is complete, any other non-empty directory is refused)")
+      ->required()
+      ->check(sar_programs::not_empty);
+  app.add_flag("--skip-checksums", s.skip_checksums,
+               "with --partitions: do not verify the CRC-32 of the part's files");
+  app.add_option("--threads", s.threads, "worker threads (0: all cores)")
+      ->check(CLI::Range(0, 4096));
+  app.set_version_flag("--version", "sar-predict (sar " SAR_VERSION_STRING ")");
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return status;
+  if (s.dataset.empty() == s.partitions.empty()) {
+    std::fprintf(stderr, "sar-predict: give --dataset or --partitions\n"
+                         "Run sar-predict --help for the options.\n");
+    return 1;
+  }
+  return std::nullopt;
+}
+
+/// Throws sar::invalid_argument unless `features` fit the model (its input width, finite).
+void check_features(const sar::matrixf& features, const sar::model_description& d,
+                    const std::string& source) {
+  SAR_CHECK(features.cols() == d.input_dim, sar::invalid_argument, "sar-predict: the model takes ",
+            d.input_dim, " features per node, but ", source, " has ", features.cols());
+  sar_programs::check_finite_features(features, "sar-predict: " + source);
+}
+
+/// Throws sar::invalid_argument if the dataset `source` has labels or targets (`outputs` of
+/// them, of `task`) that a model of `d` does not predict: another task or width.
+void check_outputs(sar::task_kind task, Eigen::Index outputs, const sar::model_description& d,
+                   const std::string& source) {
+  if (outputs == 0) return;  // nothing to compare: a dataset without labels or targets
+  SAR_CHECK(task == d.task && outputs == d.output_dim, sar::invalid_argument,
+            "sar-predict: the model predicts ", d.output_dim, " outputs of a ",
+            sar::task_name(d.task), " task, but ", source, " holds ", outputs, " of a ",
+            sar::task_name(task), " task");
+}
+
+/// The predictions of `saved` on `graph` for `features`, in float, in the targets' units.
+template <class T, class Schedule>
+sar::matrixf predict_with(const sar::saved_model& saved, Schedule& graph,
+                          const sar::matrixf& features) {
+  auto model = sar::load_model<T, Schedule>(saved);
+  const sar::matrix<T> x = features.template cast<T>();
+  sar::matrix<T> y = sar::predict(model, graph, x);
+  sar::to_original_units(y, saved.description.targets);
+  return y.template cast<float>();
+}
+
+template <class Schedule>
+sar::matrixf predict(const sar::saved_model& saved, Schedule& graph, const sar::matrixf& features) {
+  return saved.scalar == sar::npy_dtype::float64 ? predict_with<double>(saved, graph, features)
+                                                 : predict_with<float>(saved, graph, features);
+}
+
+/// Rank 0 collects every rank's rows (`ids`: their dataset ids) into dataset order and writes
+/// the output directory; every rank returns or throws alike. Collective.
+void write_predictions(sar::mpi_communicator& comm, const settings& s,
+                       const sar::saved_model& saved, const sar::matrixf& rows,
+                       const std::vector<sar::node_t>& ids, sar::node_t num_nodes) {
+  const Eigen::Index k = saved.description.output_dim;
+  std::vector<std::vector<double>> outgoing(static_cast<std::size_t>(comm.size()));
+  auto& to_root = outgoing.front();  // [id, K values] per row
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    to_root.push_back(static_cast<double>(ids[r]));
+    for (Eigen::Index c = 0; c < k; ++c) to_root.push_back(rows(static_cast<Eigen::Index>(r), c));
+  }
+  const auto received = sar::all_to_all_vectors(comm, outgoing);
+  std::exception_ptr failure;
+  if (comm.rank() == 0)
+    sar::detail::guarded(failure, [&] {
+      sar::matrixf all(num_nodes, k);
+      std::vector<bool> seen(static_cast<std::size_t>(num_nodes), false);
+      for (const auto& from : received)
+        for (std::size_t at = 0; at < from.size(); at += static_cast<std::size_t>(k) + 1) {
+          const auto id = static_cast<sar::node_t>(from[at]);
+          SAR_CHECK(id >= 0 && id < num_nodes && !seen[static_cast<std::size_t>(id)], sar::error,
+                    "sar-predict: internal: node ", id, " twice or outside [0, ", num_nodes, ")");
+          seen[static_cast<std::size_t>(id)] = true;
+          for (Eigen::Index c = 0; c < k; ++c) all(id, c) = static_cast<float>(from[at + 1 + c]);
+        }
+      const bool classify = saved.description.task == sar::task_kind::classify;
+      std::vector<std::int32_t> classes;
+      if (classify)
+        for (sar::node_t i = 0; i < num_nodes; ++i) {
+          Eigen::Index best = 0;
+          all.row(i).maxCoeff(&best);
+          classes.push_back(static_cast<std::int32_t>(best));
+        }
+      sar::replace_directory(s.out, predictions_kind, [&](sar::directory_writer& out) {
+        const std::int64_t shape[] = {num_nodes, k};
+        out.add_file("predictions.npy", [&](const std::filesystem::path& file) {
+          return sar::write_npy(file, sar::npy_dtype::float32, shape, all.data());
+        });
+        if (classify)
+          out.add_file("classes.npy", [&](const std::filesystem::path& file) {
+            return sar::write_npy(file, sar::npy_dtype::int32,
+                                  std::span<const std::int64_t>(shape, 1), classes.data());
+          });
+        out.write_metadata(nlohmann::json{
+            {"format", predictions_kind.format}, {"model", s.model},
+            {"model_crc32", saved.identity}, {"task", sar::task_name(saved.description.task)},
+            {"num_nodes", num_nodes}, {"num_outputs", k},
+            {"source", s.dataset.empty() ? s.partitions : s.dataset}});
+      }, "sar-predict");
+      std::printf("wrote %s: predictions of %lld nodes x %lld outputs\n", s.out.c_str(),
+                  static_cast<long long>(num_nodes), static_cast<long long>(k));
+    });
+  sar::detail::agree_on_failure(comm, failure, "sar-predict");
+}
+
+int run(const settings& s, sar::mpi_communicator& comm) {
+  {
+    std::exception_ptr failure;  // rank 0 checks the output before any work
+    if (comm.rank() == 0)
+      sar::detail::guarded(failure, [&] {
+        sar::check_replaceable(s.out, predictions_kind, "--out");
+      });
+    sar::detail::agree_on_failure(comm, failure, "sar-predict");
+  }
+  const sar::saved_model saved = sar::read_model(s.model);
+  const sar::model_description& d = saved.description;
+  const auto loops = sar::model_self_loops(d.config);
+  if (s.partitions.empty()) {
+    SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),
+              " ranks but no --partitions; on several ranks predict on a partition store");
+    sar::graph_dataset data = sar_programs::load_dataset_reporting(s.dataset, s.sizes);
+    check_features(data.features, d, "--dataset " + s.dataset);
+    check_outputs(data.task, data.num_outputs(), d, "--dataset " + s.dataset);
+    if (d.row_normalise_features) sar_programs::row_normalise(data.features);
+    sar::local_schedule graph(sar::with_self_loops(data.graph, loops));
+    const sar::matrixf rows = predict(saved, graph, data.features);
+    std::vector<sar::node_t> ids(static_cast<std::size_t>(data.num_nodes()));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<sar::node_t>(i);
+    write_predictions(comm, s, saved, rows, ids, data.num_nodes());
+    return 0;
+  }
+  const sar::partition_metadata meta = sar::read_partition_metadata(s.partitions);
+  SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-predict: the partition "
+            "store ", s.partitions, " has ", meta.num_parts, " parts but this run has ",
+            comm.size(), " ranks (run it with mpirun -np ", meta.num_parts, ")");
+  sar::graph_part part = sar::read_partition_part(s.partitions, comm.rank(),
+                                                  {.verify_checksums = !s.skip_checksums});
+  check_features(part.features, d, "--partitions " + s.partitions);
+  check_outputs(part.task, part.num_outputs(), d, "--partitions " + s.partitions);
+  if (d.row_normalise_features) sar_programs::row_normalise(part.features);
+  part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
+  sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
+  const sar::matrixf rows = predict(saved, graph, part.features);
+  write_predictions(comm, s, saved, rows, part.original_ids, meta.num_nodes);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settings s;
+  if (const auto status = parse_settings(argc, argv, s)) return *status;
+  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
+  return sar::run_mpi_program("sar-predict", [&](sar::mpi_communicator& comm) {
+    tbb::task_arena arena(s.threads > 0 ? s.threads : tbb::task_arena::automatic);
+    return arena.execute([&] { return run(s, comm); });
+  });
+}

@@ -1,0 +1,402 @@
+// A trained model in one file, to load in another program and predict with: its architecture
+// (sar::model_config and the input and output widths), what its outputs mean (the task, a
+// regression's target standardisation, how the features were normalised), its parameters and
+// its layers' state (batch norm's running statistics). Format "sar-model", version 1:
+//   bytes 0-7        magic "SARMODEL"
+//   bytes 8-11       uint32 format version (1), little-endian like everything after
+//   bytes 12-15      uint32 0
+//   bytes 16-23      uint64 H, the bytes of the JSON header
+//   H bytes          the header: {"format": "sar-model", "format_version": 1,
+//                    "scalar": "float32" | "float64", "model": {model_config's fields},
+//                    "input_dim": F, "output_dim": K, "task": "classify" | "regress" |
+//                    "multilabel", "target_mean": [...], "target_scale": [...] (regress;
+//                    else empty), "row_normalise_features": bool, "parameters": [{"name",
+//                    "rows", "cols"}, ...], "state": [sizes], "about": {free: what the
+//                    writer adds, e.g. the dataset and the scores}}
+//   the parameters   packed back to back in store order, of the scalar type
+//   the state        every layer's state array in order, float64
+//   4 bytes          uint32 CRC-32 (zlib) of everything before it
+// Written as an output file (sar/core/output_file.hpp: replaced whole or not at all); read
+// whole and checked (magic, version, sizes, CRC-32, every field) before anything of it is used.
+//
+//   sar::save_model(comm, "model.sar", model, {.input_dim = F, .task = ..., ...});  // collective
+//   const sar::saved_model saved = sar::read_model("model.sar");
+//   auto model = sar::load_model<float, Schedule>(saved);   // make_model + the parameters
+//   sar::matrixf y = sar::predict(model, graph, features);  // evaluation mode
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/comm/communicator.hpp"
+#include "sar/core/checksum.hpp"
+#include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
+#include "sar/core/output_file.hpp"
+#include "sar/core/task_kind.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/nn/layer.hpp"
+#include "sar/nn/task.hpp"
+#include "sar/train/checkpoint.hpp"
+#include "sar/train/models.hpp"
+
+namespace sar {
+
+/// Version of the model file format (see the top of this file).
+inline constexpr int model_file_version = 1;
+
+/// What a model file says about its model besides the parameters (what the writer states).
+struct model_description {
+  /// The architecture (and the hyper-parameters it was trained with).
+  model_config config{};
+  Eigen::Index input_dim = 0;   ///< features per node
+  Eigen::Index output_dim = 0;  ///< outputs per node
+  /// What the outputs predict: classify (one logit per class), regress (standardised targets
+  /// unless target_scale is empty), multilabel (one logit per label).
+  task_kind task = task_kind::classify;
+  /// regress: the standardisation of the training targets (standardise_targets); a
+  /// prediction p is p * scale + mean in the original units. Empty: none.
+  target_standardisation targets{};
+  /// Whether the features were row-normalised (each row divided by its sum) before training;
+  /// a user of the model must do the same (sar-predict does).
+  bool row_normalise_features = false;
+  /// Free-form facts the writer adds (the dataset, the scores, ...); not interpreted.
+  nlohmann::json about = nlohmann::json::object();
+};
+
+/// A model file as read_model reads it: the description, the parameters (as double: exact for
+/// float32 files) and the layers' state.
+struct saved_model {
+  model_description description;                  ///< what the file says about its model
+  npy_dtype scalar = npy_dtype::float32;        ///< the element type the file stores
+  std::vector<checkpoint::parameter> parameters;  ///< names and shapes, in store order
+  std::vector<double> values;                     ///< the parameters packed in order
+  std::vector<std::vector<double>> state;         ///< model.state(), in order
+  std::uint32_t identity = 0;                     ///< the file's CRC-32
+};
+
+namespace detail::model_files {
+
+inline constexpr char magic[8] = {'S', 'A', 'R', 'M', 'O', 'D', 'E', 'L'};
+inline constexpr std::size_t prefix_bytes = 24;  // magic, version, reserved, header bytes
+
+inline const char* kind_name(model_kind k) {
+  switch (k) {
+    case model_kind::gcn: return "gcn";
+    case model_kind::sage: return "sage";
+    case model_kind::gat: return "gat";
+    case model_kind::mlp: return "mlp";
+  }
+  return "?";
+}
+inline const char* aggregation_name(sage_aggregation a) {
+  switch (a) {
+    case sage_aggregation::mean: return "mean";
+    case sage_aggregation::gcn: return "gcn";
+    case sage_aggregation::pool: return "pool";
+  }
+  return "?";
+}
+
+inline nlohmann::json config_json(const model_config& c) {
+  return {{"kind", kind_name(c.kind)}, {"aggregation", aggregation_name(c.aggregation)},
+          {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
+          {"output_heads", c.output_heads}, {"dropout", c.dropout},
+          {"input_dropout", c.input_dropout},
+          {"aggregate_features_first", c.aggregate_features_first},
+          {"attention_dropout", c.attention_dropout}, {"batch_norm", c.batch_norm},
+          {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
+          {"decay_first_layer_only", c.decay_first_layer_only}, {"epochs", c.epochs},
+          {"patience", c.patience}};
+}
+
+/// Throws sar::io_error naming `file` for an unknown name or a value out of its domain.
+inline model_config config_from(const nlohmann::json& j, const std::string& file) {
+  constexpr const char* where = "sar::read_model";
+  model_config c;
+  const auto kind = j.at("kind").get<std::string>();
+  bool known = false;
+  for (model_kind k : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp})
+    if (kind == kind_name(k)) c.kind = k, known = true;
+  SAR_CHECK(known, io_error, where, ": ", file, ": unknown model kind '", kind, "'");
+  const auto aggregation = j.at("aggregation").get<std::string>();
+  known = false;
+  for (sage_aggregation a : {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
+    if (aggregation == aggregation_name(a)) c.aggregation = a, known = true;
+  SAR_CHECK(known, io_error, where, ": ", file, ": unknown aggregation '", aggregation, "'");
+  c.layers = j.at("layers").get<int>();
+  c.hidden = j.at("hidden").get<Eigen::Index>();
+  c.heads = j.at("heads").get<Eigen::Index>();
+  c.output_heads = j.at("output_heads").get<Eigen::Index>();
+  c.dropout = j.at("dropout").get<double>();
+  c.input_dropout = j.at("input_dropout").get<double>();
+  c.aggregate_features_first = j.at("aggregate_features_first").get<bool>();
+  c.attention_dropout = j.at("attention_dropout").get<double>();
+  c.batch_norm = j.at("batch_norm").get<bool>();
+  c.learning_rate = j.at("learning_rate").get<double>();
+  c.weight_decay = j.at("weight_decay").get<double>();
+  c.decay_first_layer_only = j.at("decay_first_layer_only").get<bool>();
+  c.epochs = j.at("epochs").get<int>();
+  c.patience = j.at("patience").get<int>();
+  constexpr Eigen::Index limit = Eigen::Index{1} << 31;
+  SAR_CHECK(c.layers >= 1 && c.layers < (1 << 20) && c.hidden >= 1 && c.hidden < limit &&
+                c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit,
+            io_error, where, ": ", file, ": layers ", c.layers, ", hidden ", c.hidden, ", heads ",
+            c.heads, ", output heads ", c.output_heads);
+  return c;
+}
+
+template <class T>
+void append(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+}  // namespace detail::model_files
+
+/// The content of a model file for `model` (make_model's, or any model of the same layers)
+/// described by `d`. Requires d.config, input_dim and output_dim to be those the model was
+/// built with (load_model rebuilds it from them). Not collective.
+template <class Model>
+std::string model_file_content(Model& model, const model_description& d) {
+  using T = typename Model::scalar;
+  namespace mf = detail::model_files;
+  namespace cp = detail::checkpoints;
+  const auto& store = model.parameters();
+  nlohmann::json header{
+      {"format", "sar-model"},
+      {"format_version", model_file_version},
+      {"scalar", npy_dtype_name(cp::dtype_of<T>())},
+      {"model", mf::config_json(d.config)},
+      {"input_dim", d.input_dim},
+      {"output_dim", d.output_dim},
+      {"task", task_name(d.task)},
+      {"target_mean", d.targets.mean},
+      {"target_scale", d.targets.scale},
+      {"row_normalise_features", d.row_normalise_features},
+      {"about", d.about}};
+  nlohmann::json parameters = nlohmann::json::array(), sizes = nlohmann::json::array();
+  for (std::size_t p = 0; p < store.size(); ++p)
+    parameters.push_back({{"name", store.shape(p).name}, {"rows", store.shape(p).rows},
+                          {"cols", store.shape(p).cols}});
+  header["parameters"] = parameters;
+  for (const auto s : model.state()) sizes.push_back(s.size());
+  header["state"] = sizes;
+  const std::string text = header.dump();
+
+  std::string out(mf::magic, sizeof mf::magic);
+  mf::append(out, static_cast<std::uint32_t>(model_file_version));
+  mf::append(out, std::uint32_t{0});
+  mf::append(out, static_cast<std::uint64_t>(text.size()));
+  out += text;
+  const std::vector<T> values = cp::packed<T>(store, store.values());
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  for (const auto s : model.state())
+    out.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(double));
+  mf::append(out, crc32_update(0, out.data(), out.size()));
+  return out;
+}
+
+/// Writes `model` described by `d` to the model file `file` (format at the top of this file)
+/// on rank `root` of comm, as an output file (replaced whole or not at all; a link followed),
+/// every rank returning or throwing alike (the others throw sar::comm_error naming the root).
+/// Requires the parameters and state to be the same on every rank (as the training loops
+/// keep them). Collective. Throws sar::io_error naming the file.
+template <communicator Comm, class Model>
+void save_model(Comm& comm, const std::filesystem::path& file, Model& model,
+                const model_description& d, int root = 0) {
+  std::exception_ptr failure;
+  if (comm.rank() == root)
+    detail::guarded(failure, [&] {
+      write_output_file(file, model_file_content(model, d), "sar::save_model");
+    });
+  detail::agree_on_failure(comm, failure, "sar::save_model");
+}
+
+/// Reads and checks the model file `file`: magic, version, sizes, CRC-32, every header field.
+/// Not collective. Throws sar::io_error naming the file and the problem (not a model file, a
+/// truncated, corrupted or over-long one, a malformed header, a value out of its domain).
+inline saved_model read_model(const std::filesystem::path& file) {
+  constexpr const char* where = "sar::read_model";
+  namespace mf = detail::model_files;
+  const std::string name = file.string();
+  std::error_code ec;
+  SAR_CHECK(std::filesystem::is_regular_file(file, ec), io_error, where, ": ", name,
+            " is not a file");
+  const auto size = std::filesystem::file_size(file, ec);
+  SAR_CHECK(!ec, io_error, where, ": cannot stat ", name, ": ", ec.message());
+  SAR_CHECK(size >= mf::prefix_bytes + 4, io_error, where, ": ", name, " is too short (", size,
+            " bytes) for a sar model file");
+  check_memory<io_error>(where, message("the model file ", name), static_cast<double>(size));
+  std::ifstream in(file, std::ios::binary);
+  SAR_CHECK(in.good(), io_error, where, ": cannot open ", name);
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  SAR_CHECK(in.gcount() == static_cast<std::streamsize>(size), io_error, where, ": reading ",
+            name, " failed");
+  SAR_CHECK(std::memcmp(bytes.data(), mf::magic, sizeof mf::magic) == 0, io_error, where, ": ",
+            name, " is not a sar model file (bad magic number)");
+  std::uint32_t version = 0, crc = 0;
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&header_bytes, bytes.data() + 16, 8);
+  std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
+  SAR_CHECK(version == static_cast<std::uint32_t>(model_file_version), io_error, where, ": ",
+            name, " has format version ", version, "; this sar reads version ",
+            model_file_version);
+  const std::uint64_t body = bytes.size() - 4;
+  SAR_CHECK(header_bytes <= body - mf::prefix_bytes, io_error, where, ": ", name,
+            " is truncated (its header claims ", header_bytes, " bytes)");
+  const std::uint32_t actual = crc32_update(0, bytes.data(), body);
+  SAR_CHECK(actual == crc, io_error, where, ": ", name, ": checksum mismatch (CRC-32 ", actual,
+            ", the file says ", crc, "): the file is corrupted or truncated");
+  saved_model out;
+  out.identity = crc;
+  std::uint64_t total = 0, state_total = 0;
+  std::vector<std::uint64_t> state_sizes;
+  model_description& d = out.description;
+  try {
+    const auto j = nlohmann::json::parse(bytes.data() + mf::prefix_bytes,
+                                         bytes.data() + mf::prefix_bytes + header_bytes);
+    SAR_CHECK(j.is_object() && j.value("format", std::string()) == "sar-model" &&
+                  j.value("format_version", 0) == model_file_version,
+              io_error, where, ": ", name, ": the header is not a sar model's");
+    const auto scalar = j.at("scalar").get<std::string>();
+    SAR_CHECK(scalar == "float32" || scalar == "float64", io_error, where, ": ", name,
+              ": scalar '", scalar, "' (float32 or float64)");
+    out.scalar = scalar == "float32" ? npy_dtype::float32 : npy_dtype::float64;
+    d.config = mf::config_from(j.at("model"), name);
+    d.input_dim = j.at("input_dim").get<Eigen::Index>();
+    d.output_dim = j.at("output_dim").get<Eigen::Index>();
+    constexpr Eigen::Index limit = Eigen::Index{1} << 31;
+    SAR_CHECK(d.input_dim >= 1 && d.input_dim < limit && d.output_dim >= 1 &&
+                  d.output_dim < limit,
+              io_error, where, ": ", name, ": input_dim ", d.input_dim, ", output_dim ",
+              d.output_dim);
+    try {
+      d.task = parse_task(j.at("task").get<std::string>());
+    } catch (const invalid_argument& e) {
+      throw io_error(message(where, ": ", name, ": ", e.what()));
+    }
+    d.targets.mean = j.at("target_mean").get<std::vector<double>>();
+    d.targets.scale = j.at("target_scale").get<std::vector<double>>();
+    const auto outputs = static_cast<std::size_t>(d.output_dim);
+    const bool standardised = !d.targets.scale.empty();
+    SAR_CHECK(d.targets.mean.size() == d.targets.scale.size() &&
+                  (!standardised || (d.task == task_kind::regress &&
+                                     d.targets.scale.size() == outputs)),
+              io_error, where, ": ", name, ": ", d.targets.mean.size(), " target means and ",
+              d.targets.scale.size(), " scales for a ", task_name(d.task), " model of ",
+              d.output_dim, " outputs");
+    for (std::size_t k = 0; k < d.targets.scale.size(); ++k)
+      SAR_CHECK(std::isfinite(d.targets.mean[k]) && std::isfinite(d.targets.scale[k]) &&
+                    d.targets.scale[k] > 0,
+                io_error, where, ": ", name, ": target standardisation ", k, " (mean ",
+                d.targets.mean[k], ", scale ", d.targets.scale[k], ")");
+    d.row_normalise_features = j.at("row_normalise_features").get<bool>();
+    d.about = j.at("about");
+    for (const auto& p : j.at("parameters")) {
+      checkpoint::parameter q{p.at("name").get<std::string>(), p.at("rows").get<std::int64_t>(),
+                              p.at("cols").get<std::int64_t>()};
+      SAR_CHECK(q.rows >= 0 && q.cols >= 0 && q.rows < limit && q.cols < limit, io_error,
+                where, ": ", name, ": parameter '", q.name, "' has shape ", q.rows, " x ",
+                q.cols);
+      total += static_cast<std::uint64_t>(q.rows * q.cols);
+      SAR_CHECK(total < (std::uint64_t{1} << 40), io_error, where, ": ", name,
+                ": the parameters hold more than 2^40 values");
+      out.parameters.push_back(std::move(q));
+    }
+    for (const auto& s : j.at("state")) {
+      state_sizes.push_back(s.get<std::uint64_t>());
+      state_total += state_sizes.back();
+      SAR_CHECK(state_sizes.back() < (std::uint64_t{1} << 40) &&
+                    state_total < (std::uint64_t{1} << 40),
+                io_error, where, ": ", name, ": layer state of ", state_sizes.back(), " values");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw io_error(message(where, ": ", name, ": malformed header: ", e.what()));
+  }
+  const std::uint64_t value_bytes = out.scalar == npy_dtype::float32 ? 4 : 8;
+  const std::uint64_t expected =
+      mf::prefix_bytes + header_bytes + total * value_bytes + state_total * 8 + 4;
+  SAR_CHECK(bytes.size() == expected, io_error, where, ": ", name, " holds ", bytes.size(),
+            " bytes, its header implies ", expected);
+  const char* at = bytes.data() + mf::prefix_bytes + header_bytes;
+  out.values.resize(static_cast<std::size_t>(total));
+  for (double& v : out.values) {
+    if (out.scalar == npy_dtype::float32) {
+      float f;
+      std::memcpy(&f, at, 4);
+      v = f;
+    } else {
+      std::memcpy(&v, at, 8);
+    }
+    at += value_bytes;
+  }
+  for (const std::uint64_t count : state_sizes) {
+    auto& s = out.state.emplace_back(static_cast<std::size_t>(count));
+    std::memcpy(s.data(), at, static_cast<std::size_t>(count) * 8);
+    at += count * 8;
+  }
+  return out;
+}
+
+/// The model `saved` describes, built by make_model and given its parameters and layer state
+/// (bitwise those written when T is the file's scalar type). Not collective. Throws
+/// sar::invalid_argument naming the first parameter or state array that does not fit the
+/// architecture (a file edited by hand, or written by another version of a layer).
+template <class T, class Schedule>
+dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
+  constexpr const char* where = "sar::load_model";
+  const model_description& d = saved.description;
+  // Before anything of the architecture's size is allocated: it must hold what the file does.
+  const double values = estimate_model_memory(d.config, static_cast<double>(d.input_dim),
+                                              static_cast<double>(d.output_dim), 0, 1.0)
+                            .parameters / 4;  // values, gradients, Adam's two moments
+  SAR_CHECK(values == static_cast<double>(saved.values.size()), invalid_argument, where,
+            ": the file holds ", saved.values.size(), " parameter values, its architecture (",
+            detail::model_files::kind_name(d.config.kind), ", ", d.config.layers,
+            " layers, hidden ", d.config.hidden, ", ", d.input_dim, " inputs, ", d.output_dim,
+            " outputs) has ", values);
+  auto model = make_model<T, Schedule>(d.config, d.input_dim, d.output_dim, /*seed=*/0);
+  detail::checkpoints::check_fits(saved.parameters, saved.values.size(), saved.state, model,
+                                  std::string(where) + ": the file");
+  detail::checkpoints::put_into(model, saved.values, saved.state);
+  return model;
+}
+
+/// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict):
+/// GraphSAGE reads the graph as it is (its own row is its self term), the others add one
+/// self-loop per node (A + I).
+inline self_loop_policy model_self_loops(const model_config& c) {
+  return c.kind == model_kind::sage ? self_loop_policy::keep : self_loop_policy::add;
+}
+
+/// The outputs of `model` on `graph` for `features` (graph.num_sources() x input_dim) in
+/// evaluation mode (no dropout; batch norm's running statistics): graph.num_destinations() x
+/// outputs. Collective where the graph's schedule is. Throws what the layers throw.
+template <class Model, class Schedule>
+matrix<typename Model::scalar> predict(Model& model, Schedule& graph,
+                                       const const_rows_ref<typename Model::scalar>& features) {
+  layer_context ctx{.training = false};
+  return model.forward(graph, ctx, features);
+}
+
+/// `outputs` of a regression model in the targets' original units: each column times its
+/// scale plus its mean (standardise_targets' inverse); unchanged without a standardisation.
+template <class T>
+void to_original_units(matrix<T>& outputs, const target_standardisation& targets) {
+  for (Eigen::Index k = 0; k < outputs.cols() && static_cast<std::size_t>(k) < targets.scale.size(); ++k)
+    outputs.col(k) = (outputs.col(k).array() * static_cast<T>(targets.scale[static_cast<std::size_t>(k)]) +
+                      static_cast<T>(targets.mean[static_cast<std::size_t>(k)])).matrix();
+}
+
+}  // namespace sar
