@@ -85,6 +85,17 @@ void check_features(const sar::matrixf& features, const sar::model_description& 
   sar_programs::check_finite_features(features, "sar-predict: " + source);
 }
 
+/// Puts `graph` and its edge features in the form the model of `d` reads them
+/// (sar::prepare_model_graph). Throws sar::invalid_argument naming `source` if the model reads
+/// edge features (mpnn, an edge-weighted gcn) and they are not as wide as it was trained on.
+void prepare_graph(const sar::model_description& d, sar::csr& graph, sar::matrixf& edge_features,
+                   sar::node_t first_column, const std::string& source) {
+  SAR_CHECK(!d.config.reads_edge_features() || edge_features.cols() == d.config.edge_dim,
+            sar::invalid_argument, "sar-predict: the model reads ", d.config.edge_dim,
+            " features per edge, but ", source, " has ", edge_features.cols());
+  sar::prepare_model_graph(d.config, graph, edge_features, first_column);
+}
+
 /// Throws sar::invalid_argument if the dataset `source` has labels or targets (`outputs` of
 /// them, of `task`) that a model of `d` does not predict: another task or width.
 void check_outputs(sar::task_kind task, Eigen::Index outputs, const sar::model_description& d,
@@ -180,7 +191,6 @@ int run(const settings& s, sar::mpi_communicator& comm) {
   }
   const sar::saved_model saved = sar::read_model(s.model);
   const sar::model_description& d = saved.description;
-  const auto loops = sar::model_self_loops(d.config);
   if (s.partitions.empty()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),
               " ranks but no --partitions; on several ranks predict on a partition store");
@@ -188,11 +198,13 @@ int run(const settings& s, sar::mpi_communicator& comm) {
     check_features(data.features, d, "--dataset " + s.dataset);
     check_outputs(data.task, data.num_outputs(), d, "--dataset " + s.dataset);
     if (d.row_normalise_features) sar_programs::row_normalise(data.features);
-    sar::local_schedule graph(sar::with_self_loops(data.graph, loops));
+    const sar::node_t n = data.num_nodes();
+    prepare_graph(d, data.graph, data.edge_features, 0, "--dataset " + s.dataset);
+    sar::local_schedule graph(std::move(data.graph), std::move(data.edge_features));
     const sar::matrixf rows = predict(saved, graph, data.features);
-    std::vector<sar::node_t> ids(static_cast<std::size_t>(data.num_nodes()));
+    std::vector<sar::node_t> ids(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<sar::node_t>(i);
-    write_predictions(comm, s, saved, rows, ids, data.num_nodes());
+    write_predictions(comm, s, saved, rows, ids, n);
     return 0;
   }
   const sar::partition_metadata meta = sar::read_partition_metadata(s.partitions);
@@ -204,8 +216,11 @@ int run(const settings& s, sar::mpi_communicator& comm) {
   check_features(part.features, d, "--partitions " + s.partitions);
   check_outputs(part.task, part.num_outputs(), d, "--partitions " + s.partitions);
   if (d.row_normalise_features) sar_programs::row_normalise(part.features);
-  part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
+  prepare_graph(d, part.in_edges, part.edge_features, part.first_global(),
+                "--partitions " + s.partitions);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
+  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge features) now
+  part.edge_features = {};
   const sar::matrixf rows = predict(saved, graph, part.features);
   write_predictions(comm, s, saved, rows, part.original_ids, meta.num_nodes);
   return 0;

@@ -50,10 +50,28 @@ void check_trainable(const std::string& what, sar::task_kind task, std::int64_t 
                                      : "");
 }
 
+/// `config` with the edge-feature width a model that reads them (mpnn, gcn --edge-weight)
+/// reads: the data's (`edge_features`: this rank's rows; the widest over the ranks, as a rank
+/// without edges may hold none). A model that reads no edge features leaves them: they are
+/// released. Throws sar::invalid_argument for an edge weight column the data lack.
+/// Collective.
+sar::model_config with_edge_width(sar::model_config config, sar::matrixf& edge_features,
+                                  sar::mpi_communicator& comm) {
+  std::int64_t width = edge_features.cols();
+  comm.all_reduce(std::span<std::int64_t>(&width, 1), sar::reduce_op::max);
+  if (!config.reads_edge_features()) {
+    edge_features = sar::matrixf();
+    return config;
+  }
+  config.edge_dim = width;
+  SAR_CHECK(config.edge_weight < width, sar::invalid_argument, "sar-train: --edge-weight ",
+            config.edge_weight, ", but the dataset has ", width, " features per edge");
+  return config;
+}
+
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
-  const auto loops = sar::model_self_loops(config);
   const bool normalise_on = p.normalise == "on";
   if (!p.distributed()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
@@ -77,7 +95,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                sar_programs::outputs_summary(data.task, data.num_outputs()), ", ",
                                data.count(sar::node_split::train), " training nodes"));
     sar_programs::current_phase() = "building the model and training";
-    return sar_train::train_single<T>(with, config, data, loops, comm);
+    return sar_train::train_single<T>(with, with_edge_width(config, data.edge_features, comm),
+                                      data, comm);
   }
 
   const bool sampled = p.minibatch > 0;
@@ -132,7 +151,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
   }
-  part.in_edges = sar::with_self_loops(part.in_edges, loops, part.first_global());
+  const sar::model_config model = with_edge_width(config, part.edge_features, comm);
+  sar::prepare_model_graph(model, part.in_edges, part.edge_features, part.first_global());
   sar_programs::check_finite_features(part.features,
                                       sar::message("sar-train: ", source, ", part ", part.part));
   // "auto" must decide alike on every rank: is any feature negative anywhere?
@@ -152,8 +172,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                             p.staleness)
                                              : "schedule " + p.schedule));
   sar_programs::current_phase() = "building the model and training";
-  if (sampled) return sar_train::train_sampled_distributed<T>(with, config, part, name, comm);
-  return sar_train::train_distributed<T>(with, config, part, name, comm);
+  if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
+  return sar_train::train_distributed<T>(with, model, part, name, comm);
 }
 
 /// The most worker threads --threads accepts (more would only reserve memory for idle slots).
@@ -202,6 +222,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   std::optional<Eigen::Index> hidden, heads;
   std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
   bool batch_norm = false;
+  bool no_edge_state = false;
+  std::string messages = "mean";
+  Eigen::Index edge_weight = -1;
   app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
@@ -231,8 +254,17 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "row-normalise features: auto (if all are non-negative) | on | off")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.option_defaults()->group("Model");
-  app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline)")
-      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp"}))->capture_default_str();
+  app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline) | mpnn "
+                 "(encode, message-passing steps over the edge features, decode)")
+      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp", "mpnn"}))->capture_default_str();
+  app.add_option("--messages", messages, "mpnn: a node's messages are averaged (mean) or "
+                 "summed (sum)")
+      ->check(CLI::IsMember({"mean", "sum"}))->capture_default_str();
+  app.add_flag("--no-edge-state", no_edge_state, "mpnn: every step reads the edge features "
+               "again instead of carrying an edge state from step to step");
+  app.add_option("--edge-weight", edge_weight, "gcn: weigh each edge by this column of the "
+                 "dataset's edge features (an added self-loop weighs 1); full batch")
+      ->check(sar_programs::non_negative);
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
   app.add_option("--layers", layers, "graph layers (default 2)")->check(sar_programs::positive);
@@ -351,9 +383,21 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
                                  : p.model == "sage" ? sar::model_kind::sage
                                  : p.model == "mlp"  ? sar::model_kind::mlp
+                                 : p.model == "mpnn" ? sar::model_kind::mpnn
                                                      : sar::model_kind::gat);
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
+    SAR_CHECK(p.model != "mpnn" || p.minibatch == 0, sar::invalid_argument,
+              "sar-train: --model mpnn trains full batch for now (sampled blocks carry no edge "
+              "features yet)");
+    SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,
+              "sar-train: --edge-weight is an option of --model gcn");
+    SAR_CHECK(edge_weight < 0 || p.minibatch == 0, sar::invalid_argument,
+              "sar-train: --edge-weight trains full batch for now (sampled blocks carry no edge "
+              "features yet)");
+    config.edge_weight = edge_weight;
+    config.edge_state = !no_edge_state;
+    config.mean_messages = messages == "mean";
     config.aggregation = p.aggregator == "mean"  ? sar::sage_aggregation::mean
                          : p.aggregator == "gcn" ? sar::sage_aggregation::gcn
                                                  : sar::sage_aggregation::pool;

@@ -72,11 +72,11 @@ struct program_options {
   bool distributed() const { return !partitions.empty() || !partition.empty(); }
 };
 
-/// One process: the whole dataset under local_schedule. Returns the run's metrics.
+/// One process: the whole dataset (its graph put in the model's form by
+/// sar::prepare_model_graph) under local_schedule. Returns the run's metrics.
 template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
-                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
-                            sar::mpi_communicator& comm);
+                            sar::graph_dataset& dataset, sar::mpi_communicator& comm);
 
 /// P ranks, minibatches: this rank's part (part rank / p.replication of a store of
 /// P / p.replication parts) as a distributed sampling graph. Collective.

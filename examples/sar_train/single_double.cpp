@@ -5,7 +5,7 @@
 namespace sar_train {
 template nlohmann::json train_single<double>(
     const program_options&, const sar::model_config&, sar::graph_dataset&,
-    sar::self_loop_policy, sar::mpi_communicator&);
+    sar::mpi_communicator&);
 template nlohmann::json train_sampled_distributed<double>(
     const program_options&, const sar::model_config&, sar::graph_part&, const std::string&,
     sar::mpi_communicator&);

@@ -420,20 +420,19 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
 
 template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
-                            sar::graph_dataset& dataset, sar::self_loop_policy loops,
-                            sar::mpi_communicator& comm) {
+                            sar::graph_dataset& dataset, sar::mpi_communicator& comm) {
   const sar::node_t nodes = dataset.num_nodes();
   check_model_fits<T>(p, config, dataset.features.cols(), dataset.num_outputs(), nodes);
-  sar::csr graph = loops == sar::self_loop_policy::keep
-                       ? std::move(dataset.graph)
-                       : sar::with_self_loops(dataset.graph, loops);
+  sar::prepare_model_graph(config, dataset.graph, dataset.edge_features);
+  sar::csr graph = std::move(dataset.graph);
   dataset.graph = {};
+  sar::matrixf edge_features = std::move(dataset.edge_features);  // empty unless read
   local_data data = local_data::from(dataset, dataset.name, nodes);
   if (p.minibatch > 0) {
     sar::sampling_graph sampled(graph);
     return train<T>(p, config, sampled, data, comm);
   }
-  sar::local_schedule schedule(std::move(graph));
+  sar::local_schedule schedule(std::move(graph), std::move(edge_features));
   return train<T>(p, config, schedule, data, comm);
 }
 
@@ -458,7 +457,8 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
                   : sar::named_exchange(p.schedule, p.prefetch);
   exchange.transport.progress_interval_us = p.progress_us;
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));
-  part.in_edges = {};  // the schedule holds its shard now
+  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge features) now
+  part.edge_features = {};
   local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
 }

@@ -23,6 +23,7 @@
 #include "sar/nn/any_layer.hpp"
 #include "sar/nn/batch_norm.hpp"
 #include "sar/nn/dropout.hpp"
+#include "sar/nn/edge_conv.hpp"
 #include "sar/nn/gat.hpp"
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/layer.hpp"

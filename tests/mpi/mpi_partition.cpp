@@ -162,13 +162,13 @@ void test_redistribute_and_store(mpi_communicator& comm, const fs::path& scratch
     for (int k = 0; k < parts; ++k) {
       if (part_owner(k, parts, comm.size()) != comm.rank()) continue;
       EXPECT(next < got.size() && got[next].part == k, "redistribute: part ", k, " missing");
-      const graph_part expected = detail::store::part_of(data, ids, k, data.features.cols());
+      const graph_part expected = detail::store::part_of(data, ids, k);
       const graph_part& p = got[next++];
       EXPECT(p.book == ids.book && same_csr(p.in_edges, expected.in_edges) &&
                  p.features == expected.features && p.labels == expected.labels &&
                  p.split == expected.split && p.original_ids == expected.original_ids &&
                  p.num_classes == data.num_classes && p.task == data.task &&
-                 p.targets == expected.targets,
+                 p.targets == expected.targets && p.edge_features == expected.edge_features,
              "redistribute: part ", k, " of ", parts, " differs from relabel's");
     }
     EXPECT(next == got.size(), "redistribute: ", got.size(), " parts, expected ", next);
@@ -314,6 +314,7 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
   EXPECT(block.num_classes == whole.num_classes && block.original_ids == expected.original_ids,
          spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
   EXPECT(block.task == whole.task && block.targets == expected.targets, spec, ": targets");
+  EXPECT(block.edge_features == expected.edge_features, spec, ": edge features");
   block.validate("read_dataset_block");
   // The features left for later and the in-edges freed (a .npy dataset's only) are then read
   // again: the same rows.
@@ -321,9 +322,10 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
   EXPECT(deferred.rows.features.cols() == whole.features.cols(), spec, ": deferred width");
   if (deferred.rereadable) deferred.rows.in_edges = csr{};
   read_block_rest(comm, deferred);
-  EXPECT(deferred.rows.features == expected.features && same_csr(deferred.rows.in_edges,
-                                                                 expected.in_edges),
-         spec, ": features and in-edges read after the rest");
+  EXPECT(deferred.rows.features == expected.features &&
+             same_csr(deferred.rows.in_edges, expected.in_edges) &&
+             deferred.rows.edge_features == expected.edge_features,
+         spec, ": features, in-edges and edge features read after the rest");
 }
 
 /// What read_dataset_block throws on this rank ("" if nothing).
@@ -385,7 +387,13 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
     for (node_t i = 0; i < data.num_nodes(); ++i)
       ot << regress.targets(i, 0) << ',' << regress.targets(i, 1) << '\n';
   }
+  // Edge features: a generator's and a .npy dataset's edge_features.npy.
+  const fs::path npy_edges = scratch / "npy-edges";
+  const std::string planted_edges = "planted:nodes=300,classes=3,edge_features=2";
+  if (comm.rank() == 0) write_npy_dataset(npy_edges, load_dataset(planted_edges));
   comm.barrier();
+  expect_block_matches(comm, planted_edges);
+  expect_block_matches(comm, npy_edges.string());
   expect_block_matches(comm, npy_regress.string());
   expect_block_matches(comm, ogb.string(), {.task = task_kind::regress});
 
@@ -448,6 +456,11 @@ int main(int argc, char** argv) {
         {.num_nodes = 700, .num_classes = 5, .average_degree = 6, .feature_dim = 4});
     test_redistribute_and_store(comm, scratch, planted);
     test_redistribute_and_store(comm, scratch, as_regression(planted));
+    graph_dataset with_edges = make_planted_partition({.num_nodes = 700, .num_classes = 5,
+                                                       .average_degree = 6, .feature_dim = 4,
+                                                       .edge_feature_dim = 3});
+    with_edges.name = "planted-edges";
+    test_redistribute_and_store(comm, scratch, with_edges);
     test_failed_write_keeps_store(comm, scratch);
     test_simple_methods(comm);
     test_ptscotch(comm);  // ptscotch_check.hpp

@@ -13,7 +13,7 @@ namespace sar::mpi_test {
 /// This rank's part of `data` under `assignment`, relabelled, with original ids (what
 /// read_partition_part returns for a store written by sar-partition).
 inline graph_part cut_part(const graph_dataset& data, const std::vector<int>& assignment, int P, int p) {
-  return detail::store::part_of(data, relabel(assignment, P), p, data.features.cols());
+  return detail::store::part_of(data, relabel(assignment, P), p);
 }
 
 }  // namespace sar::mpi_test

@@ -8,6 +8,7 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -511,7 +512,7 @@ TEST_CASE("partition store: regression and multi-label targets (format 4); forma
   const auto dir = tmp.path / "regress";
   write_partition_store(regress, part, 3, dir, "random");
   const partition_metadata meta = read_partition_metadata(dir);
-  CHECK(meta.format_version == 4);
+  CHECK(meta.format_version == partition_store_version);
   CHECK(meta.task == task_kind::regress);
   CHECK(meta.num_outputs == 2);
   CHECK_FALSE(meta.has_labels);
@@ -562,6 +563,7 @@ TEST_CASE("partition store: regression and multi-label targets (format 4); forma
     }
     j.erase("task");
     j.erase("num_outputs");
+    j.erase("edge_feature_dim");
     j["format_version"] = 3;
     seal_metadata(j);
     std::ofstream(old / "meta.json", std::ios::trunc) << j.dump();
@@ -574,4 +576,69 @@ TEST_CASE("partition store: regression and multi-label targets (format 4); forma
   CHECK(old_part.targets.size() == 0);
   for (node_t r = 0; r < old_part.num_local(); ++r)
     CHECK(old_part.labels[r] == d.labels[old_part.original_ids[r]]);
+}
+
+#include "sar/graph/io/load.hpp"
+#include "sar/graph/io/npy.hpp"
+
+TEST_CASE("edge features: planted generator, .npy dataset, OGB edge-feat, partition store 5") {
+  namespace fs = std::filesystem;
+  temp_dir tmp("edges");
+  const graph_dataset d = load_dataset("planted:nodes=200,classes=4,degree=6,edge_features=3");
+  REQUIRE(d.edge_feature_dim() == 3);
+  d.validate();
+  // Column 0 tells an edge inside a class (+1) from one across (-1), up to the noise, and
+  // both directions of an edge have the same row.
+  double inside = 0, across = 0, n_inside = 0, n_across = 0;
+  for (node_t i = 0; i < d.num_nodes(); ++i)
+    for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e) {
+      const node_t j = d.graph.columns[e];
+      const auto back = d.graph.row(j);
+      const edge_t r = d.graph.offsets[j] + (std::lower_bound(back.begin(), back.end(), i) - back.begin());
+      CHECK((d.edge_features.row(e).array() == d.edge_features.row(r).array()).all());
+      (d.labels[i] == d.labels[j] ? inside : across) += d.edge_features(e, 0);
+      (d.labels[i] == d.labels[j] ? n_inside : n_across) += 1;
+    }
+  CHECK(inside / n_inside > 0.7);
+  CHECK(across / n_across < -0.7);
+
+  // .npy: written and read back exactly; a wrong row count is refused naming the file.
+  write_npy_dataset(tmp.path / "npy", d);
+  const graph_dataset back = read_npy_dataset(tmp.path / "npy");
+  CHECK(back.edge_features == d.edge_features);
+  CHECK(back.graph == d.graph);
+
+  // Partition store (format 5): each part's rows follow its in-edges.
+  const std::vector<int> part = partition_random(200, 3, 2);
+  write_partition_store(d, part, 3, tmp.path / "store", "random");
+  CHECK(read_partition_metadata(tmp.path / "store").edge_feature_dim == 3);
+  const relabelling ids = relabel(part, 3);
+  for (int p = 0; p < 3; ++p) {
+    const graph_part got = read_partition_part(tmp.path / "store", p);
+    CHECK(got.edge_features == detail::store::part_of(d, ids, p).edge_features);
+  }
+
+  // OGB raw: raw/edge-feat.csv, one row per line of edge.csv; a reverse added by
+  // add_inverse_edges takes its edge's row, a given edge wins over a reverse.
+  const fs::path ogb = tmp.path / "ogb";
+  fs::create_directories(ogb / "raw");
+  std::ofstream(ogb / "raw" / "num-node-list.csv") << "4\n";
+  std::ofstream(ogb / "raw" / "edge.csv") << "0,1\n1,2\n2,1\n3,0\n";
+  std::ofstream(ogb / "raw" / "edge-feat.csv") << "1,10\n2,20\n3,30\n4,40\n";
+  std::ofstream(ogb / "raw" / "node-feat.csv") << "0\n0\n0\n0\n";
+  const graph_dataset o = read_ogb_raw(ogb);
+  REQUIRE(o.edge_feature_dim() == 2);
+  std::map<std::pair<node_t, node_t>, float> first;  // (source, destination) -> column 0
+  for (node_t i = 0; i < 4; ++i)
+    for (edge_t e = o.graph.offsets[i]; e < o.graph.offsets[i + 1]; ++e)
+      first[{o.graph.columns[e], i}] = o.edge_features(e, 0);
+  CHECK(first.at({0, 1}) == 1);
+  CHECK(first.at({1, 0}) == 1);  // the reverse of 0 -> 1
+  CHECK(first.at({1, 2}) == 2);  // given, not the reverse of 2 -> 1
+  CHECK(first.at({2, 1}) == 3);
+  CHECK(first.at({0, 3}) == 4);
+  std::ofstream(ogb / "raw" / "edge-feat.csv") << "1,10\n2,20\n3,30\n";
+  CHECK_THROWS_WITH_AS(read_ogb_raw(ogb), doctest::Contains("edge-feat.csv line 3: file ends "
+                                                            "after 3 edge feature rows"),
+                       io_error);
 }

@@ -1357,6 +1357,37 @@ TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged o
       CHECK((after.array() == before.array()).all());
     }
   }
+  // An edge-weighted GCN keeps its edge-feature column and predicts alike on the graph's edges
+  // (self-loops added by prepare_model_graph, weighing 1).
+  {
+    model_config c = paper_defaults(model_kind::gcn);
+    c.edge_dim = 2;
+    c.edge_weight = 1;
+    csr g = data.graph;
+    matrixf ef(g.num_edges(), 2);
+    for (Eigen::Index e = 0; e < ef.rows(); ++e) ef.row(e) << 1.0f, std::sin(float(e));
+    prepare_model_graph(c, g, ef);
+    local_schedule weighted(std::move(g), std::move(ef));
+    auto model = make_model<float, local_schedule>(c, 8, 3, 5);
+    const matrixf before = predict(model, weighted, data.features);
+    model_config unweighted = c;
+    unweighted.edge_weight = -1;
+    auto plain = make_model<float, local_schedule>(unweighted, 8, 3, 5);  // same parameters
+    CHECK((before - predict(plain, graph, data.features)).cwiseAbs().maxCoeff() > 1e-3);
+    CHECK_THROWS_WITH_AS(predict(model, graph, data.features),
+                         doctest::Contains("but the graph has 0 features per edge"),
+                         invalid_argument);
+    const auto file = dir.path / "weighted.sarmodel";
+    save_model(comm, file, model, {.config = c, .input_dim = 8, .output_dim = 3});
+    const saved_model saved = read_model(file);
+    CHECK(saved.description.config.edge_weight == 1);
+    auto loaded = load_model<float, local_schedule>(saved);
+    CHECK((predict(loaded, weighted, data.features).array() == before.array()).all());
+    c.edge_weight = 2;  // a column the model's edges do not have
+    CHECK_THROWS_WITH_AS((make_model<float, local_schedule>(c, 8, 3, 5)),
+                         doctest::Contains("edges weighted by edge feature 2 of 2"),
+                         invalid_argument);
+  }
   // Regression: predictions in the original units.
   model_config c = paper_defaults(model_kind::gcn);
   auto model = make_model<double, local_schedule>(c, 8, 2, 1);

@@ -124,6 +124,9 @@ class distributed_schedule {
   std::span<const node_t> in_degrees() const { return graph_->in_degrees(); }
   /// Global out-degree of every local node.
   std::span<const node_t> out_degrees() const { return graph_->out_degrees(); }
+  /// This rank's edge table: one feature row per in-edge of its nodes (blocks find their
+  /// edges' rows through graph_block::edge_rows), or 0 x 0 when the graph has none.
+  const matrixf& edge_features() const { return graph_->edge_features(); }
 
   /// Sums values element-wise over all ranks, in place. Collective. Not counted as traffic.
   /// Throws on every rank first if a stale call since the last agreement failed on one.

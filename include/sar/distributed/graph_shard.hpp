@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -44,6 +45,9 @@ struct shard_block {
   csr transposed;
   /// transposed edge t is adjacency edge transposed_edge[t] (to carry per-edge values).
   std::vector<edge_t> transposed_edge;
+  /// adjacency edge e is entry edge_rows[e] of the part's in_edges: its row of the edge table
+  /// (graph_shard::edge_features). Empty when the part has no edge features.
+  std::vector<edge_t> edge_rows;
 
   /// Number of edges from peer (with multiplicity).
   edge_t num_edges() const { return adjacency.num_edges(); }
@@ -67,7 +71,8 @@ struct shard_block {
   /// Bytes the block holds allocated (capacities).
   std::size_t memory_bytes() const {
     return rows.capacity() * sizeof(node_t) + adjacency.memory_bytes() +
-           transposed.memory_bytes() + transposed_edge.capacity() * sizeof(edge_t);
+           transposed.memory_bytes() +
+           (transposed_edge.capacity() + edge_rows.capacity()) * sizeof(edge_t);
   }
 };
 
@@ -112,6 +117,9 @@ class graph_shard {
   node_t global_source(int q, node_t column) const {
     return q == rank_ ? first_global() + column : sources_[q][column];
   }
+  /// The part's edge features (one row per in-edge, in the part's in_edges order; blocks
+  /// find their edges' rows through shard_block::edge_rows), or 0 x 0 when it has none.
+  const matrixf& edge_features() const { return edge_features_; }
   /// Number of edges into this rank's nodes (all blocks).
   edge_t num_edges() const {
     edge_t total = 0;
@@ -120,7 +128,8 @@ class graph_shard {
   }
   /// Bytes the shard holds allocated (capacities).
   std::size_t memory_bytes() const {
-    std::size_t total = (in_degree_.capacity() + node_ids_.capacity()) * sizeof(node_t);
+    std::size_t total = (in_degree_.capacity() + node_ids_.capacity()) * sizeof(node_t) +
+                        static_cast<std::size_t>(edge_features_.size()) * sizeof(float);
     for (const auto& s : sources_) total += s.capacity() * sizeof(node_t);
     for (const auto& b : blocks_) total += b.memory_bytes();
     return total;
@@ -129,8 +138,9 @@ class graph_shard {
  private:
   void build(const graph_part& part);
   static void fill_block(shard_block& block, std::span<const node_t> dst,
-                         std::span<const node_t> src, std::vector<node_t>& sources,
-                         bool local, node_t first_global, node_t num_local);
+                         std::span<const node_t> src, std::span<const edge_t> entries,
+                         std::vector<node_t>& sources, bool local, node_t first_global,
+                         node_t num_local);
 
   int rank_ = 0;
   node_t num_local_ = 0;
@@ -139,6 +149,7 @@ class graph_shard {
   std::vector<shard_block> blocks_{1};
   std::vector<node_t> in_degree_;
   std::vector<node_t> node_ids_;
+  matrixf edge_features_;
 };
 
 inline void graph_shard::build(const graph_part& part) {
@@ -165,6 +176,10 @@ inline void graph_shard::build(const graph_part& part) {
             invalid_argument, where, ": part ", p, " has ", part.original_ids.size(),
             " original ids for ", n, " nodes");
   node_ids_ = part.original_ids;
+  const bool edge_data = part.edge_features.cols() > 0;
+  SAR_CHECK(!edge_data || part.edge_features.rows() == m, invalid_argument, where, ": part ", p,
+            " has ", part.edge_features.rows(), " edge feature rows for ", m, " in-edges");
+  edge_features_ = part.edge_features;
   if (node_ids_.empty())
     for (node_t i = 0; i < n; ++i) node_ids_.push_back(first_global() + i);
 
@@ -200,6 +215,7 @@ inline void graph_shard::build(const graph_part& part) {
     bucket_begin[P] = position;
   }
   std::vector<node_t> dst(m), src(m);
+  std::vector<edge_t> entry(edge_data ? m : 0);  // the in_edges entry of each bucketed edge
   tbb::parallel_for(node_t{0}, num_chunks, [&](node_t c) {
     edge_t* cursor = counts.data() + c * P;
     for (node_t i = chunk_begin(c); i < chunk_begin(c + 1); ++i)
@@ -207,6 +223,7 @@ inline void graph_shard::build(const graph_part& part) {
         const edge_t to = cursor[owner[e]]++;
         dst[to] = i;
         src[to] = g.columns[e];
+        if (edge_data) entry[to] = e;
       }
   });
   owner = {};
@@ -220,14 +237,18 @@ inline void graph_shard::build(const graph_part& part) {
     const std::size_t b = bucket_begin[q], e = bucket_begin[q + 1];
     blocks_[q].peer = q;
     fill_block(blocks_[q], std::span(dst).subspan(b, e - b), std::span(src).subspan(b, e - b),
+               edge_data ? std::span<const edge_t>(entry).subspan(b, e - b)
+                         : std::span<const edge_t>(),
                sources_[q], q == p, first, n);
   });
 }
 
-// dst: local rows, non-decreasing; src: global sources of those edges (same length).
+// dst: local rows, non-decreasing; src: global sources of those edges (same length); entries:
+// their in_edges entries (same length), or empty without edge data.
 inline void graph_shard::fill_block(shard_block& block, std::span<const node_t> dst,
-                                    std::span<const node_t> src, std::vector<node_t>& sources,
-                                    bool local, node_t first_global, node_t num_local) {
+                                    std::span<const node_t> src, std::span<const edge_t> entries,
+                                    std::vector<node_t>& sources, bool local,
+                                    node_t first_global, node_t num_local) {
   const edge_t m = static_cast<edge_t>(dst.size());
   // Sources: sorted unique global ids (remote blocks only).
   if (!local) {
@@ -249,13 +270,27 @@ inline void graph_shard::fill_block(shard_block& block, std::span<const node_t> 
   a.num_cols = local ? num_local : static_cast<node_t>(sources.size());
   a.offsets = std::move(offsets);
   a.columns.resize(m);
+  const bool edge_data = !entries.empty();
+  block.edge_rows.resize(edge_data ? m : 0);
   tbb::parallel_for(tbb::blocked_range<node_t>(0, a.num_rows), [&](const auto& r) {
+    std::vector<std::pair<node_t, edge_t>> row;  // (column, entry) of one row, with edge data
     for (node_t k = r.begin(); k != r.end(); ++k) {
       for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e)
         a.columns[e] = local ? src[e] - first_global
                              : std::lower_bound(sources.begin(), sources.end(), src[e]) -
                                    sources.begin();
-      std::sort(a.columns.begin() + a.offsets[k], a.columns.begin() + a.offsets[k + 1]);
+      if (!edge_data) {
+        std::sort(a.columns.begin() + a.offsets[k], a.columns.begin() + a.offsets[k + 1]);
+        continue;
+      }
+      row.clear();
+      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e)
+        row.emplace_back(a.columns[e], entries[e]);
+      std::sort(row.begin(), row.end());
+      for (std::size_t at = 0; at < row.size(); ++at) {
+        a.columns[a.offsets[k] + static_cast<edge_t>(at)] = row[at].first;
+        block.edge_rows[a.offsets[k] + static_cast<edge_t>(at)] = row[at].second;
+      }
     }
   });
 

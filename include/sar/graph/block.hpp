@@ -55,6 +55,17 @@ struct graph_block {
   /// The only block its gather visits, uncompressed (every in-edge of every destination): a
   /// layer may then assign its aggregation (spmm_assign) instead of zeroing and adding.
   bool whole = false;
+  /// The edge table of the schedule's graph: one feature row per in-edge of its destinations
+  /// (sar::graph_dataset::edge_features, sar::graph_part::edge_features), null when the graph
+  /// has none. Edges of this block find their row through edge_rows. Edge data of layers
+  /// (an edge state) uses the same rows.
+  const matrixf* edge_features = nullptr;
+  /// The edge-table row of each entry of `edges` (empty: entry e is row e). Set whenever
+  /// edge_features is.
+  std::span<const edge_t> edge_rows{};
+  /// The `edges` entry of each entry of `transposed` (empty when edge_features is null), so
+  /// a backward walking `transposed` finds each edge's row: edge_row(transposed_edges[t]).
+  std::span<const edge_t> transposed_edges{};
 
   /// Rows of the halo this block reads (its sources).
   node_t num_sources() const { return edges->num_cols; }
@@ -72,6 +83,10 @@ struct graph_block {
   node_t source_id(node_t halo_row) const {
     return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
   }
+  /// Whether the graph has edge features (a table of one row per edge).
+  bool has_edge_features() const { return edge_features != nullptr; }
+  /// The edge-table row of entry e of `edges`.
+  edge_t edge_row(edge_t e) const { return edge_rows.empty() ? e : edge_rows[e]; }
 };
 
 }  // namespace sar

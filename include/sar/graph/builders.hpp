@@ -2,7 +2,11 @@
 // (the result does not depend on the number of threads).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <numeric>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -79,8 +83,13 @@ inline double build_csr_bytes(const edge_list& edges, const build_options& optio
 }
 
 /// Builds the in-edge CSR (row = destination, sorted columns = sources) of `edges`.
+/// With `origins` (for edge data: take_edge_rows): assigns, for each stored entry, the index
+/// k of the input edge it came from: the edge itself or, when symmetrising, the edge it
+/// reverses; among parallel edges merged by deduplicate the earliest given edge wins, and a
+/// given edge wins over a reversed one; a self-loop added by self_loop_policy::add is -1.
 /// Throws sar::invalid_argument naming the first edge whose id is outside [0, num_nodes).
-inline csr build_csr(const edge_list& edges, const build_options& options = {}) {
+inline csr build_csr(const edge_list& edges, const build_options& options = {},
+                     std::vector<edge_t>* origins = nullptr) {
   const node_t n = edges.num_nodes;
   const std::size_t m = edges.size();
   SAR_CHECK(n >= 0, invalid_argument, "sar::build_csr: negative node count ", n);
@@ -103,14 +112,20 @@ inline csr build_csr(const edge_list& edges, const build_options& options = {}) 
   std::vector<edge_t> raw_offsets;
   detail::exclusive_scan(counts, raw_offsets);
   std::vector<node_t> raw_columns(raw_offsets.back());
+  // With origins, each entry's code: k for input edge k, m + k for its reverse (so sorting by
+  // (column, code) puts the earliest given edge first among equal columns, reverses after).
+  std::vector<edge_t> raw_codes(origins != nullptr ? raw_columns.size() : 0);
   std::vector<edge_t> cursor(raw_offsets.begin(), raw_offsets.end() - 1);
-  auto place = [&](node_t row, node_t column) {
-    raw_columns[std::atomic_ref(cursor[row]).fetch_add(1, std::memory_order_relaxed)] = column;
+  auto place = [&](node_t row, node_t column, edge_t code) {
+    const edge_t at = std::atomic_ref(cursor[row]).fetch_add(1, std::memory_order_relaxed);
+    raw_columns[at] = column;
+    if (origins != nullptr) raw_codes[at] = code;
   };
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, m), [&](const auto& r) {
     for (std::size_t k = r.begin(); k != r.end(); ++k) {
-      place(edges.dst[k], edges.src[k]);
-      if (options.symmetrise) place(edges.src[k], edges.dst[k]);
+      const auto code = static_cast<edge_t>(k);
+      place(edges.dst[k], edges.src[k], code);
+      if (options.symmetrise) place(edges.src[k], edges.dst[k], code + static_cast<edge_t>(m));
     }
   });
   cursor = {};
@@ -119,13 +134,32 @@ inline csr build_csr(const edge_list& edges, const build_options& options = {}) 
   const bool add_loops = options.self_loops == self_loop_policy::add;
   const bool drop_loops = options.self_loops != self_loop_policy::keep;
   tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    std::vector<std::pair<node_t, edge_t>> entries;  // (column, code) of one row, with origins
     for (node_t i = r.begin(); i != r.end(); ++i) {
       auto first = raw_columns.begin() + raw_offsets[i];
       auto last = raw_columns.begin() + raw_offsets[i + 1];
-      std::sort(first, last);
-      if (options.deduplicate) last = std::unique(first, last);
-      if (drop_loops) last = std::remove(first, last, i);
-      counts[i] = (last - first) + (add_loops ? 1 : 0);
+      if (origins == nullptr) {
+        std::sort(first, last);
+        if (options.deduplicate) last = std::unique(first, last);
+        if (drop_loops) last = std::remove(first, last, i);
+        counts[i] = (last - first) + (add_loops ? 1 : 0);
+        continue;
+      }
+      const auto codes = raw_codes.begin() + raw_offsets[i];
+      entries.clear();
+      for (auto c = first; c != last; ++c) entries.emplace_back(*c, codes[c - first]);
+      std::sort(entries.begin(), entries.end());
+      auto end = entries.end();
+      if (options.deduplicate)
+        end = std::unique(entries.begin(), end,
+                          [](const auto& a, const auto& b) { return a.first == b.first; });
+      if (drop_loops)
+        end = std::remove_if(entries.begin(), end, [&](const auto& e) { return e.first == i; });
+      for (auto e = entries.begin(); e != end; ++e) {
+        first[e - entries.begin()] = e->first;
+        codes[e - entries.begin()] = e->second;
+      }
+      counts[i] = (end - entries.begin()) + (add_loops ? 1 : 0);
     }
   });
 
@@ -135,29 +169,57 @@ inline csr build_csr(const edge_list& edges, const build_options& options = {}) 
   out.num_cols = n;
   detail::exclusive_scan(counts, out.offsets);
   out.columns.resize(out.offsets.back());
+  if (origins != nullptr) origins->resize(out.columns.size());
   tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
     for (node_t i = r.begin(); i != r.end(); ++i) {
       const auto first = raw_columns.begin() + raw_offsets[i];
       const edge_t kept = counts[i] - (add_loops ? 1 : 0);
-      auto to = out.columns.begin() + out.offsets[i];
-      if (!add_loops) {
-        std::copy(first, first + kept, to);
-        continue;
-      }
-      auto split = std::lower_bound(first, first + kept, i);  // keep columns sorted
-      to = std::copy(first, split, to);
-      *to++ = i;
-      std::copy(split, first + kept, to);
+      const edge_t split = add_loops ? std::lower_bound(first, first + kept, i) - first : kept;
+      const edge_t to = out.offsets[i];
+      std::copy(first, first + split, out.columns.begin() + to);  // columns stay sorted
+      if (add_loops) out.columns[to + split] = i;
+      std::copy(first + split, first + kept, out.columns.begin() + to + split + (add_loops ? 1 : 0));
+      if (origins == nullptr) continue;
+      const auto codes = raw_codes.begin() + raw_offsets[i];
+      auto origin = origins->begin() + to;
+      for (edge_t e = 0; e < kept; ++e)
+        origin[e + (add_loops && e >= split ? 1 : 0)] = codes[e] % static_cast<edge_t>(m);
+      if (add_loops) origin[split] = -1;
     }
   });
+  return out;
+}
+
+/// The rows of `per_input_edge` (one row per input edge of build_csr or entry of
+/// with_self_loops' input) that its `origins` name, one per stored entry; rows of entries
+/// with origin -1 (added self-loops) are `loop_fill` in every column.
+/// Throws sar::invalid_argument naming `where` if an origin is outside the input's rows.
+inline matrixf take_edge_rows(const matrixf& per_input_edge, std::span<const edge_t> origins,
+                              const char* where = "sar::take_edge_rows", float loop_fill = 0) {
+  matrixf out(static_cast<Eigen::Index>(origins.size()), per_input_edge.cols());
+  for (std::size_t e = 0; e < origins.size(); ++e) {
+    SAR_CHECK(origins[e] >= -1 && origins[e] < per_input_edge.rows(), invalid_argument, where,
+              ": entry ", e, " comes from edge ", origins[e], " of ", per_input_edge.rows());
+    if (origins[e] < 0) out.row(static_cast<Eigen::Index>(e)).setConstant(loop_fill);
+    else out.row(static_cast<Eigen::Index>(e)) = per_input_edge.row(origins[e]);
+  }
   return out;
 }
 
 /// The same graph with exactly one self-loop per row (add) or none (remove); keep returns a
 /// copy. Row i's own node is column first_column + i (0 for a whole graph; a part's first
 /// global id for a graph_part's in-edges). Requires sorted rows; they stay sorted.
-inline csr with_self_loops(const csr& graph, self_loop_policy policy, node_t first_column = 0) {
-  if (policy == self_loop_policy::keep) return graph;
+/// With `origins`: assigns the entry of `graph` each stored entry is, -1 for an added loop (a
+/// row that had self-loops keeps its first), for take_edge_rows.
+inline csr with_self_loops(const csr& graph, self_loop_policy policy, node_t first_column = 0,
+                           std::vector<edge_t>* origins = nullptr) {
+  if (policy == self_loop_policy::keep) {
+    if (origins != nullptr) {
+      origins->resize(static_cast<std::size_t>(graph.num_edges()));
+      std::iota(origins->begin(), origins->end(), edge_t{0});
+    }
+    return graph;
+  }
   const bool add = policy == self_loop_policy::add;
   std::vector<edge_t> counts(graph.num_rows);
   tbb::parallel_for(tbb::blocked_range<node_t>(0, graph.num_rows), [&](const auto& r) {
@@ -172,19 +234,51 @@ inline csr with_self_loops(const csr& graph, self_loop_policy policy, node_t fir
   out.num_cols = graph.num_cols;
   detail::exclusive_scan(counts, out.offsets);
   out.columns.resize(out.offsets.back());
+  if (origins != nullptr) origins->resize(out.columns.size());
   tbb::parallel_for(tbb::blocked_range<node_t>(0, graph.num_rows), [&](const auto& r) {
     for (node_t i = r.begin(); i != r.end(); ++i) {
       const node_t self = first_column + i;
       const auto row = graph.row(i);
-      auto to = out.columns.begin() + out.offsets[i];
-      auto split = std::lower_bound(row.begin(), row.end(), self);
-      to = std::copy(row.begin(), split, to);
-      if (add) *to++ = self;
-      while (split != row.end() && *split == self) ++split;
-      std::copy(split, row.end(), to);
+      const auto first = row.begin() + (std::lower_bound(row.begin(), row.end(), self) - row.begin());
+      auto last = first;
+      while (last != row.end() && *last == self) ++last;
+      const edge_t from = graph.offsets[i];  // entry of row.begin() in graph
+      edge_t to = out.offsets[i];
+      const auto copy = [&](auto begin, auto end) {
+        for (auto it = begin; it != end; ++it, ++to) {
+          out.columns[to] = *it;
+          if (origins != nullptr) (*origins)[to] = from + (it - row.begin());
+        }
+      };
+      copy(row.begin(), first);
+      if (add) {
+        out.columns[to] = self;
+        if (origins != nullptr) (*origins)[to] = first != last ? from + (first - row.begin()) : -1;
+        ++to;
+      }
+      copy(last, row.end());
     }
   });
   return out;
+}
+
+/// with_self_loops on `graph` in place, its edge table (one row per entry; empty: none)
+/// following the entries: a row that loses a loop loses its row, an added loop's row is
+/// `loop_fill` in every column. Throws sar::invalid_argument if the table has rows but not one
+/// per entry.
+inline void apply_self_loops(csr& graph, matrixf& edge_features, self_loop_policy policy,
+                             node_t first_column = 0, float loop_fill = 0) {
+  if (policy == self_loop_policy::keep) return;
+  if (edge_features.rows() == 0 && edge_features.cols() == 0) {
+    graph = with_self_loops(graph, policy, first_column);
+    return;
+  }
+  SAR_CHECK(edge_features.rows() == graph.num_edges(), invalid_argument,
+            "sar::apply_self_loops: ", edge_features.rows(), " edge feature rows for ",
+            graph.num_edges(), " edges");
+  std::vector<edge_t> origins;
+  graph = with_self_loops(graph, policy, first_column, &origins);
+  edge_features = take_edge_rows(edge_features, origins, "sar::apply_self_loops", loop_fill);
 }
 
 /// In-degree of every row (number of stored entries).
@@ -201,8 +295,10 @@ inline std::vector<node_t> out_degrees(const csr& graph) {
   return degrees;
 }
 
-/// The transpose: row j lists the rows i that list j, in increasing order.
-inline csr transpose(const csr& graph) {
+/// The transpose: row j lists the rows i that list j, in increasing order. With `entries`:
+/// assigns, for each entry of the result, the entry of `graph` it transposes (to carry
+/// per-edge data).
+inline csr transpose(const csr& graph, std::vector<edge_t>* entries = nullptr) {
   csr out;
   out.num_rows = graph.num_cols;
   out.num_cols = graph.num_rows;
@@ -210,9 +306,14 @@ inline csr transpose(const csr& graph) {
   for (node_t c : graph.columns) ++counts[c];
   detail::exclusive_scan(counts, out.offsets);
   out.columns.resize(graph.num_edges());
+  if (entries != nullptr) entries->resize(out.columns.size());
   std::vector<edge_t> cursor(out.offsets.begin(), out.offsets.end() - 1);
   for (node_t i = 0; i < graph.num_rows; ++i)  // serial: rows come out sorted
-    for (node_t c : graph.row(i)) out.columns[cursor[c]++] = i;
+    for (edge_t e = graph.offsets[i]; e < graph.offsets[i + 1]; ++e) {
+      const edge_t to = cursor[graph.columns[e]]++;
+      out.columns[to] = i;
+      if (entries != nullptr) (*entries)[to] = e;
+    }
   return out;
 }
 

@@ -62,7 +62,12 @@ struct graph_dataset {
   /// regress / multilabel: num_nodes() x outputs (multilabel: each 0 or 1); classify: empty.
   matrixf targets;
   std::vector<node_split> split;     ///< one per node (may be empty: no split)
+  /// One feature row per edge, in the order of graph's entries (row e: the edge of entry e,
+  /// into the node whose row holds it), or empty (0 x 0): no edge features.
+  matrixf edge_features;
 
+  /// Width of the edge features (0: none).
+  Eigen::Index edge_feature_dim() const { return edge_features.cols(); }
   /// The width of a model's output for this dataset: num_classes, or the targets' columns.
   Eigen::Index num_outputs() const {
     return task == task_kind::classify ? num_classes : targets.cols();
@@ -87,6 +92,9 @@ struct graph_dataset {
               ": ", labels.size(), " labels for ", n, " nodes");
     SAR_CHECK(split.empty() || static_cast<node_t>(split.size()) == n, invalid_argument, where,
               ": ", split.size(), " split entries for ", n, " nodes");
+    SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == graph.num_edges(),
+              invalid_argument, where, ": ", edge_features.rows(), " edge feature rows for ",
+              graph.num_edges(), " edges");
     for (std::size_t i = 0; i < labels.size(); ++i)
       SAR_CHECK(labels[i] >= -1 && labels[i] < num_classes, invalid_argument, where, ": label ",
                 labels[i], " of node ", i, " outside [-1, ", num_classes, ")");

@@ -32,6 +32,11 @@ struct planted_partition_options {
   /// Fraction of the nodes in the training split (train_fraction + valid_fraction <= 1).
   double train_fraction = 0.1;
   double valid_fraction = 0.1;    ///< the rest is test
+  /// Features per edge (>= 0): column 0 is +1 for an edge inside a class and -1 across
+  /// classes, plus Gaussian noise of std edge_noise; further columns are noise. Both
+  /// directions of an edge get the same row.
+  std::int32_t edge_feature_dim = 0;
+  double edge_noise = 1.0;  ///< std of the edge features' noise
   /// Seed of every random number of the graph.
   std::uint64_t seed = 1;
 };
@@ -68,7 +73,8 @@ inline double planted_partition_bytes(const planted_partition_options& o) {
   const double per_node = sizeof(std::int32_t) + 3 * sizeof(node_t) + sizeof(node_split);
   return n * per_node + 2 * sizeof(node_t) * edges +
          build_csr_bytes(n, edges, {.symmetrise = true}) +
-         n * static_cast<double>(o.feature_dim) * sizeof(float);
+         n * static_cast<double>(o.feature_dim) * sizeof(float) +
+         2 * edges * static_cast<double>(o.edge_feature_dim) * sizeof(float);
 }
 
 /// Throws sar::invalid_argument for sizes or probabilities out of range (naming the option
@@ -84,6 +90,9 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
   SAR_CHECK(o.homophily >= 0 && o.homophily <= 1, invalid_argument, where, ": homophily = ",
             o.homophily);
   SAR_CHECK(o.feature_dim >= 0, invalid_argument, where, ": feature_dim = ", o.feature_dim);
+  SAR_CHECK(o.edge_feature_dim >= 0 && o.edge_noise >= 0 && std::isfinite(o.edge_noise),
+            invalid_argument, where, ": edge_feature_dim = ", o.edge_feature_dim,
+            ", edge_noise = ", o.edge_noise);
   SAR_CHECK(o.feature_noise >= 0 && std::isfinite(o.feature_noise), invalid_argument, where,
             ": feature_noise = ", o.feature_noise, " (expected a finite number >= 0)");
   detail::check_fractions(where, o.train_fraction, o.valid_fraction);
@@ -141,6 +150,21 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
         const double centroid = feature_rng.normal(0, data.labels[i], f);
         data.features(i, f) =
             static_cast<float>(centroid + o.feature_noise * feature_rng.normal(1 + i, f));
+      }
+  });
+  // Edge features: keyed by the edge's two nodes, the same in both directions.
+  const counter_rng edge_feature_rng(o.seed, rng_stream::generator_features, 1);
+  data.edge_features.resize(data.graph.num_edges(), o.edge_feature_dim);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i)
+      for (edge_t e = data.graph.offsets[i]; e < data.graph.offsets[i + 1]; ++e) {
+        const node_t j = data.graph.columns[e];
+        const auto lo = static_cast<std::uint64_t>(std::min(i, j)),
+                   hi = static_cast<std::uint64_t>(std::max(i, j));
+        for (std::int32_t c = 0; c < o.edge_feature_dim; ++c)
+          data.edge_features(e, c) = static_cast<float>(
+              (c == 0 ? (data.labels[i] == data.labels[j] ? 1.0 : -1.0) : 0.0) +
+              o.edge_noise * edge_feature_rng.normal(lo, hi, c));
       }
   });
   data.split = detail::random_split(n, o.train_fraction, o.valid_fraction, o.seed);

@@ -9,6 +9,8 @@
 //   spmm_add_scaled(block, s, halo, out): the same with halo row j scaled by s[j] (GCN's
 //                                  source normalisation, without a scaled copy of the input)
 //   spmm_add_transposed(block, dout, dhalo): dhalo += A_block^T dout, the backward.
+//   spmm_add_weighted(block, w, halo, out), spmm_add_transposed_weighted(block, w, dout,
+//                                  dhalo): the same with a weight per edge (not tiled).
 //   spmm_assign(block, halo, out, dst), spmm_assign_scaled(block, src, halo, out, dst):
 //                                  out := diag(dst) times the product, for a block that is
 //                                  the whole aggregation (no zeroing or scaling pass).
@@ -428,6 +430,39 @@ void spmm_add_transposed(const graph_block& block, std::type_identity_t<const_ro
                             dhalo.rows(), dhalo.cols());
   detail::spmm_rows_add<detail::row_scale::none, T>(t, nullptr, nullptr, dout, dhalo,
                                                     block.transposed_tiles);
+}
+
+/// out += A_block,w halo: spmm_add(block, halo, out) with entry e of block.edges scaling its
+/// halo row by weights[e] (an edge-weighted aggregation; not tiled). Requires
+/// weights.size() == block.edges->num_edges() and what spmm_add(block, ...) requires. Throws
+/// sar::invalid_argument on a mismatch.
+template <class T>
+void spmm_add_weighted(const graph_block& block, std::span<const T> weights,
+                       std::type_identity_t<const_rows_ref<T>> halo,
+                       std::type_identity_t<rows_ref<T>> out) {
+  const csr& a = *block.edges;
+  detail::check_spmm_shapes("sar::spmm_add_weighted", a, halo.rows(), halo.cols(), out.rows(),
+                            out.cols(), block.rows);
+  SAR_CHECK(static_cast<edge_t>(weights.size()) == a.num_edges(), invalid_argument,
+            "sar::spmm_add_weighted: ", weights.size(), " weights for ", a.num_edges(), " edges");
+  detail::spmm_rows_add<detail::row_scale::by_edge, T>(
+      a, block.rows.empty() ? nullptr : block.rows.data(), weights.data(), halo, out);
+}
+
+/// dhalo += A_block,w^T dout, the backward of spmm_add_weighted: weights[t] scales entry t of
+/// block.transposed. Requires weights.size() == block.transposed->num_edges() and what
+/// spmm_add_transposed requires. Throws sar::invalid_argument on a mismatch.
+template <class T>
+void spmm_add_transposed_weighted(const graph_block& block, std::span<const T> weights,
+                                  std::type_identity_t<const_rows_ref<T>> dout,
+                                  std::type_identity_t<rows_ref<T>> dhalo) {
+  const csr& t = *block.transposed;
+  detail::check_spmm_shapes("sar::spmm_add_transposed_weighted", t, dout.rows(), dout.cols(),
+                            dhalo.rows(), dhalo.cols());
+  SAR_CHECK(static_cast<edge_t>(weights.size()) == t.num_edges(), invalid_argument,
+            "sar::spmm_add_transposed_weighted: ", weights.size(), " weights for ",
+            t.num_edges(), " edges");
+  detail::spmm_rows_add<detail::row_scale::by_edge, T>(t, nullptr, weights.data(), dout, dhalo);
 }
 
 /// out += A_block diag(scale) halo: as spmm_add(block, halo, out) with halo row j multiplied

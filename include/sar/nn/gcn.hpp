@@ -6,6 +6,12 @@
 // graph; for a directed graph the source's degree is its out-degree, docs/algorithms.md §3).
 // Degrees are clamped to >= 1, so a node with no edges at all gets out = b.
 //
+// Edge weights (edge_weight = a column of the graph's edge features, as DGL's GraphConv takes
+// edge_weight): out = D_in^-1/2 A_w D_out^-1/2 X W + b, each edge scaled by its weight, the
+// degrees still the edge counts (DGL's rule; normalise the weights first for a weighted
+// normalisation, as DGL's EdgeWeightNorm does). Self-loops get their weights from the graph's
+// preparation (sar::apply_self_loops with loop_fill 1). The weighted product is not tiled.
+//
 // The aggregation is linear, so W is applied on the narrower side: before aggregating when
 // output_dim() < input_dim(), after otherwise. The aggregated width, which is what crosses
 // the network under a distributed schedule, is min(F_in, F_out).
@@ -17,6 +23,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
@@ -39,15 +46,20 @@ class gcn_layer {
   /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool finishes_rows = true;
 
-  /// Requires input_dim, output_dim >= 1. Throws sar::invalid_argument otherwise.
+  /// Requires input_dim, output_dim >= 1, edge_weight >= -1. Throws sar::invalid_argument
+  /// otherwise.
   /// aggregate_first: aggregate x before the weight whatever the widths (the halo is then x
   /// itself: raw features that never change travel once under an exact_first_layer exchange).
+  /// edge_weight: the column of the schedule's edge features that weighs each edge (-1: none;
+  /// see the top of this file); forward and backward then throw sar::invalid_argument on a
+  /// schedule without it.
   gcn_layer(Eigen::Index input_dim, Eigen::Index output_dim, bool bias = true,
-            bool aggregate_first = false)
+            bool aggregate_first = false, Eigen::Index edge_weight = -1)
       : input_dim_(input_dim), output_dim_(output_dim), bias_(bias),
-        aggregate_first_(aggregate_first) {
-    SAR_CHECK(input_dim >= 1 && output_dim >= 1, invalid_argument, "sar::gcn_layer: dimensions ",
-              input_dim, " -> ", output_dim);
+        aggregate_first_(aggregate_first), edge_weight_(edge_weight) {
+    SAR_CHECK(input_dim >= 1 && output_dim >= 1 && edge_weight >= -1, invalid_argument,
+              "sar::gcn_layer: dimensions ", input_dim, " -> ", output_dim, ", edge weight column ",
+              edge_weight);
   }
 
   /// Input width F_in.
@@ -57,6 +69,8 @@ class gcn_layer {
   /// True when W is applied before aggregating (output_dim() < input_dim(), unless
   /// constructed aggregate_first).
   bool weight_first() const { return !aggregate_first_ && output_dim_ < input_dim_; }
+  /// The edge-feature column weighing the edges, -1 for none.
+  Eigen::Index edge_weight() const { return edge_weight_; }
   /// Backward reads x only when W comes first (else the kept aggregate); never y.
   reads_in_backward backward_reads() const { return {.input = weight_first(), .output = false}; }
 
@@ -84,13 +98,13 @@ class gcn_layer {
       matrix<T> h;
       detail::product<T>(x, w, h);
       scale_rows<T>(h, src);
-      detail::aggregate<false, T>(graph, ctx.exchange(), h, y, dst);
+      detail::aggregate<false, T>(graph, ctx.exchange(), h, y, dst, edge_weight_);
       if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       aggregated_.resize(0, 0);
       finish_all_rows(ctx, n);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_, dst);
+      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_, dst, edge_weight_);
       detail::product<T>(aggregated_, w, y, bias, ctx.finish_rows);
     }
   }
@@ -117,7 +131,7 @@ class gcn_layer {
       matrix<T> dagg = dst.asDiagonal() * dy;
       matrix<T> dh = matrix<T>::Zero(m, output_dim_);
       graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
-        spmm_add_transposed(block, dagg, dhalo);
+        add_transposed(block, dagg, dhalo);
       });
       scale_rows<T>(dh, src);
       detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
@@ -134,15 +148,25 @@ class gcn_layer {
       scale_rows<T>(dz, dst);
       set_zero<T>(dx);
       graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
-        spmm_add_transposed(block, dz, dhalo);
+        add_transposed(block, dz, dhalo);
       });
       scale_rows<T>(dx, src);
     }
   }
 
  private:
+  /// dhalo += A_block^T dout, with the edge weights when the layer has them.
+  template <class DHalo>
+  void add_transposed(const graph_block& block, const matrix<T>& dout, DHalo&& dhalo) const {
+    if (edge_weight_ < 0) return spmm_add_transposed(block, dout, dhalo);
+    const std::vector<T> w =
+        detail::edge_weights<T>("sar::gcn_layer::backward", block, edge_weight_, true);
+    spmm_add_transposed_weighted<T>(block, w, dout, dhalo);
+  }
+
   Eigen::Index input_dim_, output_dim_;
   bool bias_, aggregate_first_;
+  Eigen::Index edge_weight_;
   parameter_store<T>* store_ = nullptr;
   std::size_t weight_ = 0, bias_id_ = 0;
   matrix<T> aggregated_;

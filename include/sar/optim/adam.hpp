@@ -28,7 +28,7 @@ struct adam_options {
   /// Added to the denominator (> 0).
   double epsilon = 1e-8;
   /// Decay per parameter group (parameter_shape::group); groups past the end decay by 0.
-  std::vector<double> weight_decay;
+  std::vector<double> weight_decay{};
   /// false: Adam (decay enters the gradient); true: AdamW (decay shrinks w directly).
   bool decoupled_weight_decay = false;
 };

@@ -25,7 +25,7 @@ struct sgd_options {
   /// Nesterov momentum instead of heavy-ball (requires momentum > 0).
   bool nesterov = false;
   /// L2 decay per parameter group (parameter_shape::group); groups past the end decay by 0.
-  std::vector<double> weight_decay;
+  std::vector<double> weight_decay{};
 };
 
 /// SGD with optional momentum (heavy-ball or Nesterov), stepping a parameter_store<T>.

@@ -161,7 +161,10 @@ inline std::vector<int> partition_block(mpi_communicator& comm, graph_part& bloc
       break;
     case distributed_method::ptscotch: {
       csr adjacency = symmetric_adjacency(comm, block.in_edges, block.book, options.round_edges);
-      if (options.release_in_edges) block.in_edges = csr{};  // num_local() is 0 from here
+      if (options.release_in_edges) {  // num_local() is 0 from here
+        block.in_edges = csr{};
+        block.edge_features = matrixf();
+      }
       if (meter) meter->end("build");
       ptscotch_options o = options.ptscotch;
       o.seed = options.seed;

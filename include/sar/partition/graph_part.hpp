@@ -29,6 +29,9 @@ struct graph_part {
   matrixf targets;                       ///< regress / multilabel: local nodes x outputs
   std::vector<node_split> split;         ///< local nodes (may be empty)
   std::vector<node_t> original_ids;      ///< local row -> id in the dataset before relabelling
+  /// One feature row per entry of in_edges, in its order (sar::graph_dataset::edge_features),
+  /// or 0 x 0: no edge features. A part without edges has 0 x width when the dataset has them.
+  matrixf edge_features;
 
   /// Number of nodes this part owns.
   node_t num_local() const { return in_edges.num_rows; }
@@ -42,8 +45,8 @@ struct graph_part {
   /// Throws sar::invalid_argument naming `where` and the first inconsistency with the contract
   /// above: the part outside the book, rows other than its range's size, offsets that do not
   /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, target,
-  /// split or original-id rows that do not match (targets: present exactly for regress and
-  /// multilabel).
+  /// split, original-id or edge-feature rows that do not match (targets: present exactly for
+  /// regress and multilabel).
   void validate(const char* where) const {
     SAR_CHECK(part >= 0 && part < book.num_parts(), invalid_argument, where, ": part ", part,
               " outside [0, ", book.num_parts(), ")");
@@ -62,6 +65,9 @@ struct graph_part {
               invalid_argument, where, ": part ", part, " has ", features.rows(), " feature rows, ",
               labels.size(), " labels, ", split.size(), " split entries and ", original_ids.size(),
               " original ids for its ", n, " nodes");
+    SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == in_edges.num_edges(),
+              invalid_argument, where, ": part ", part, " has ", edge_features.rows(),
+              " edge feature rows for its ", in_edges.num_edges(), " in-edges");
     const bool with_targets = task != task_kind::classify;
     SAR_CHECK(with_targets ? targets.rows() == n && labels.empty()
                            : targets.size() == 0,

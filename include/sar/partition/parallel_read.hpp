@@ -139,6 +139,8 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   for (node_t r = 0; r <= rows; ++r) g.offsets[r] = data.graph.offsets[first + r] - base;
   g.columns.assign(data.graph.columns.begin() + base,
                    data.graph.columns.begin() + base + g.offsets.back());
+  if (data.edge_feature_dim() > 0)
+    out.edge_features = data.edge_features.middleRows(base, g.offsets.back());
   out.features = data.features.middleRows(first, rows);
   if (!data.labels.empty())
     out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
@@ -227,6 +229,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
         });
     block.name = read.rows.name;
     out.in_edges = std::move(read.rows.graph);
+    out.edge_features = std::move(read.rows.edge_features);
     out.features = std::move(read.rows.features);
     out.labels = std::move(read.rows.labels);
     out.split = std::move(read.rows.split);
@@ -246,6 +249,10 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     const partition_book book = book_of(n);
     ogb_raw_share read;
     detail::guarded(failure, [&] {
+      SAR_CHECK(!detail::ogb::find_csv(path / "raw", "edge-feat"), io_error, where, ": ",
+                (path / "raw" / "edge-feat").string(), ": the edge features of an OGB raw "
+                "directory are read by one process for now; convert it to a .npy dataset "
+                "(sar-convert), which the ranks read in parallel");
       read = read_ogb_raw_share(path, ogb,
                                 {.first = book.begin(rank), .last = book.end(rank),
                                  .edges = {.index = rank, .count = size}});
@@ -328,7 +335,10 @@ void read_block_rest(Comm& comm, dataset_block& block) {
         return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
       });
   rows.features = std::move(read.rows.features);
-  if (lacks[1]) rows.in_edges = std::move(read.rows.graph);
+  if (lacks[1]) {
+    rows.in_edges = std::move(read.rows.graph);
+    rows.edge_features = std::move(read.rows.edge_features);
+  }
 }
 
 }  // namespace sar

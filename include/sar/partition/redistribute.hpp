@@ -1,5 +1,5 @@
-// Redistribution after a distributed partitioning: every node, with its in-edges, features,
-// label or targets and split, moves from the rank that read it to the rank that owns its part, and is
+// Redistribution after a distributed partitioning: every node, with its in-edges (and their
+// edge features), features, label or targets and split, moves from the rank that read it to the rank that owns its part, and is
 // relabelled so that part k owns one contiguous range of new ids, exactly as sar::relabel
 // numbers them on one process (parts in order; inside a part, nodes in the order of their
 // dataset ids). Sources of edges are mapped to new ids through the distributed directory
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <numeric>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -91,6 +92,10 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   const task_kind task = block.task;
   const std::int64_t outputs = block.targets.cols();  // 0 for classify
   const std::int64_t width = dim + outputs;            // floats per node: features, targets
+  const std::int64_t edge_dim = block.edge_features.cols();  // floats per in-edge
+  SAR_CHECK(edge_dim == 0 || block.edge_features.rows() == block.in_edges.num_edges(),
+            invalid_argument, where, ": rank ", rank, " holds ", block.edge_features.rows(),
+            " edge feature rows for ", block.in_edges.num_edges(), " in-edges");
 
   // 1. New ids: part k's range starts after parts 0..k-1; inside it, ranks in order (their
   //    dataset-id ranges are in order), and each rank's nodes of k in order.
@@ -157,6 +162,19 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
         }
       },
       received_counts);
+  const std::vector<float> edge_rows = detail::exchange_packed<float>(
+      comm,
+      [&](int q) {
+        std::int64_t n = 0;
+        for (node_t i : rows_for[static_cast<std::size_t>(q)]) n += block.in_edges.degree(i);
+        return n * edge_dim;
+      },
+      [&](int q, std::vector<float>& out) {
+        for (node_t i : rows_for[static_cast<std::size_t>(q)])
+          out.insert(out.end(), block.edge_features.data() + block.in_edges.offsets[i] * edge_dim,
+                     block.edge_features.data() + block.in_edges.offsets[i + 1] * edge_dim);
+      },
+      received_counts);
   block = graph_part();
 
   // 4. The parts this rank owns, each row placed by its new id.
@@ -192,8 +210,14 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   for (graph_part& p : mine) {
     for (node_t r = 0; r < p.num_local(); ++r) p.in_edges.offsets[r + 1] += p.in_edges.offsets[r];
     p.in_edges.columns.resize(static_cast<std::size_t>(p.in_edges.offsets.back()));
+    if (edge_dim > 0) p.edge_features.resize(p.in_edges.num_edges(), edge_dim);
   }
+  // Where each received row's edge rows start (records and edge rows come in the same order).
+  std::vector<std::int64_t> edge_row_at(record_at.size() + 1, 0);
+  for (std::size_t k = 0; k < record_at.size(); ++k)
+    edge_row_at[k + 1] = edge_row_at[k] + records[record_at[k] + 4];
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, record_at.size()), [&](const auto& range) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> entries;  // (new source, received edge)
     for (std::size_t k = range.begin(); k != range.end(); ++k) {
       const std::int64_t* rec = records.data() + record_at[k];
       auto [p, r] = local(rec[0]);
@@ -201,8 +225,21 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       if (labelled) p.labels[r] = static_cast<std::int32_t>(rec[2]);
       if (with_split) p.split[r] = static_cast<node_split>(rec[3]);
       const auto to = p.in_edges.columns.begin() + p.in_edges.offsets[r];
-      std::copy(rec + 5, rec + 5 + rec[4], to);
-      std::sort(to, to + rec[4]);
+      if (edge_dim == 0) {
+        std::copy(rec + 5, rec + 5 + rec[4], to);
+        std::sort(to, to + rec[4]);
+      } else {  // sorted with their edge rows (parallel edges keep their order)
+        entries.clear();
+        for (std::int64_t a = 0; a < rec[4]; ++a) entries.emplace_back(rec[5 + a], a);
+        std::sort(entries.begin(), entries.end());
+        for (std::size_t a = 0; a < entries.size(); ++a) {
+          to[static_cast<std::ptrdiff_t>(a)] = entries[a].first;
+          std::copy_n(edge_rows.data() + (edge_row_at[k] + entries[a].second) * edge_dim,
+                      edge_dim,
+                      p.edge_features.data() +
+                          (p.in_edges.offsets[r] + static_cast<std::int64_t>(a)) * edge_dim);
+        }
+      }
       const auto row = float_rows.begin() + static_cast<std::ptrdiff_t>(k) * width;
       std::copy(row, row + dim, p.features.data() + static_cast<std::ptrdiff_t>(r) * dim);
       std::copy(row + dim, row + width, p.targets.data() + static_cast<std::ptrdiff_t>(r) * outputs);

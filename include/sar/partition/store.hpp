@@ -18,6 +18,7 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,8 +48,10 @@ inline constexpr directory_kind partition_store_kind{"sar-partition-store", "met
 /// 2: meta.json lists a CRC-32 of every file. 3: meta.json lists every file and directory with
 /// its size and CRC-32 (the manifest, sar/core/safe_directory.hpp) and is sealed. 4: meta.json
 /// records the task ("task", "num_outputs") and a regress or multilabel store's parts hold
-/// their targets (targets.bin). All three are read (2 and 3 as classify).
-inline constexpr int partition_store_version = 4;
+/// their targets (targets.bin). 5: meta.json records "edge_feature_dim" and the parts of a
+/// store with edge features hold them (edge_features.bin, one row per in-edge). All are read
+/// (2 and 3 as classify, 2 to 4 without edge features).
+inline constexpr int partition_store_version = 5;
 /// The oldest version read_partition_part reads.
 inline constexpr int partition_store_oldest_version = 2;
 
@@ -71,6 +74,8 @@ struct partition_metadata {
   task_kind task = task_kind::classify;
   /// The targets' columns (regress, multilabel); 0 for classify.
   std::int64_t num_outputs = 0;
+  /// Features per edge (0: none).
+  std::int64_t edge_feature_dim = 0;
   bool has_labels = false;        ///< false: every part's labels are empty
   bool has_split = false;         ///< false: every part's split is empty
   partition_book book;            ///< relabelled id ranges of all parts
@@ -143,6 +148,7 @@ inline constexpr const char* columns_file = "in_columns.bin";
 inline constexpr const char* features_file = "features.bin";
 inline constexpr const char* labels_file = "labels.bin";
 inline constexpr const char* targets_file = "targets.bin";  // regress, multilabel only
+inline constexpr const char* edge_features_file = "edge_features.bin";  // with edge features
 inline constexpr const char* split_file = "split.bin";
 inline constexpr const char* original_ids_file = "original_ids.bin";
 
@@ -275,6 +281,14 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
     return w.close();
   });
   add_vector(labels_file, part.labels);
+  if (part.edge_features.cols() > 0)
+    out.add_file(dir + "/" + edge_features_file, [&](const std::filesystem::path& path) {
+      writer w(path, element_type::float32, static_cast<std::uint64_t>(part.edge_features.rows()),
+               static_cast<std::uint64_t>(part.edge_features.cols()), p);
+      w.write(part.edge_features.data(),
+              static_cast<std::size_t>(part.edge_features.size()) * sizeof(float));
+      return w.close();
+    });
   if (part.task != task_kind::classify)
     out.add_file(dir + "/" + targets_file, [&](const std::filesystem::path& path) {
       writer w(path, element_type::float32, static_cast<std::uint64_t>(part.targets.rows()),
@@ -304,6 +318,7 @@ inline nlohmann::json metadata_json(const partition_metadata& meta) {
       {"num_classes", meta.num_classes},
       {"task", task_name(meta.task)},
       {"num_outputs", meta.num_outputs},
+      {"edge_feature_dim", meta.edge_feature_dim},
       {"has_labels", meta.has_labels},
       {"has_split", meta.has_split},
       {"part_offsets", meta.book.offsets()},
@@ -314,8 +329,8 @@ inline nlohmann::json metadata_json(const partition_metadata& meta) {
 }
 
 /// Part p of `data` under the relabelling `ids`, as read_partition_part returns it.
-inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int p,
-                          std::int64_t dim) {
+inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int p) {
+  const std::int64_t dim = data.features.rows() == data.num_nodes() ? data.features.cols() : 0;
   graph_part out;
   out.part = p;
   out.book = ids.book;
@@ -330,11 +345,21 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
   g.offsets.assign(static_cast<std::size_t>(k) + 1, 0);
   for (node_t r = 0; r < k; ++r) g.offsets[r + 1] = g.offsets[r] + data.graph.degree(out.original_ids[r]);
   g.columns.resize(static_cast<std::size_t>(g.offsets.back()));
+  const bool edge_data = data.edge_features.cols() > 0;
+  if (edge_data) out.edge_features.resize(g.num_edges(), data.edge_features.cols());
   tbb::parallel_for(tbb::blocked_range<node_t>(0, k), [&](const auto& range) {
+    std::vector<std::pair<node_t, edge_t>> entries;  // (new source id, dataset entry)
     for (node_t r = range.begin(); r != range.end(); ++r) {
-      auto to = g.columns.begin() + g.offsets[r];
-      for (node_t j : data.graph.row(out.original_ids[r])) *to++ = ids.new_of_old[j];
-      std::sort(g.columns.begin() + g.offsets[r], to);
+      const node_t old = out.original_ids[r];
+      entries.clear();
+      for (edge_t e = data.graph.offsets[old]; e < data.graph.offsets[old + 1]; ++e)
+        entries.emplace_back(ids.new_of_old[data.graph.columns[e]], e);
+      std::sort(entries.begin(), entries.end());  // by new id; parallel edges keep their order
+      for (std::size_t a = 0; a < entries.size(); ++a) {
+        const edge_t to = g.offsets[r] + static_cast<edge_t>(a);
+        g.columns[to] = entries[a].first;
+        if (edge_data) out.edge_features.row(to) = data.edge_features.row(entries[a].second);
+      }
     }
   });
   out.features.resize(k, dim);
@@ -382,6 +407,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.num_classes = data.num_classes;
   meta.task = data.task;
   meta.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
+  meta.edge_feature_dim = data.edge_feature_dim();
   meta.has_labels = !data.labels.empty();
   meta.has_split = !data.split.empty();
   meta.method = method;
@@ -392,7 +418,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.book = ids.book;
   replace_directory(dir, partition_store_kind, [&](directory_writer& out) {
     for (int p = 0; p < parts; ++p) {  // one part in memory at a time
-      const graph_part part = st::part_of(data, ids, p, dim);
+      const graph_part part = st::part_of(data, ids, p);
       SAR_CHECK(part.in_edges.num_edges() == meta.part_edges[p], error, where,
                 ": internal: part ", p, " edge count");
       st::write_part(out, part, where);
@@ -463,6 +489,10 @@ partition_metadata write_partition_store(Comm& comm, const std::vector<graph_par
   });
   detail::agree_on_failure(comm, failure, where);
   about.num_parts = parts;
+  std::int64_t edge_dim = 0;  // the parts' (every part of a dataset with them has the columns)
+  for (const graph_part& p : mine) edge_dim = std::max<std::int64_t>(edge_dim, p.edge_features.cols());
+  comm.all_reduce(std::span<std::int64_t>(&edge_dim, 1), reduce_op::max);
+  about.edge_feature_dim = edge_dim;
   about.quality = evaluate_parts(comm, mine, parts);
   about.part_edges = about.quality.part_edges;
   about.num_nodes = about.quality.num_nodes;
@@ -564,6 +594,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
       m.task = detail::task_in_metadata(j.at("task").get<std::string>(), file.string(), where);
       m.num_outputs = j.at("num_outputs").get<std::int64_t>();
     }
+    if (m.format_version >= 5) m.edge_feature_dim = j.at("edge_feature_dim").get<std::int64_t>();
     SAR_CHECK((m.task == task_kind::classify) == (m.num_outputs == 0) && m.num_outputs >= 0 &&
                   (m.task == task_kind::classify || m.num_classes == 0),
               io_error, where, ": ", file.string(), ": a ", task_name(m.task), " store with ",
@@ -574,7 +605,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     m.part_edges = j.at("part_edges").get<std::vector<edge_t>>();
     m.method = j.value("method", std::string());
     SAR_CHECK(m.num_parts >= 1 && m.num_nodes >= 0 && m.num_edges >= 0 && m.feature_dim >= 0 &&
-                  m.num_classes >= 0,
+                  m.num_classes >= 0 && m.edge_feature_dim >= 0,
               io_error, where, ": ", file.string(), ": negative or zero size (num_parts ",
               m.num_parts, ", num_nodes ", m.num_nodes, ", num_edges ", m.num_edges, ")");
     SAR_CHECK(offsets.size() == static_cast<std::size_t>(m.num_parts) + 1 &&
@@ -638,7 +669,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   check_memory<io_error>(
       where, message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
                      meta.feature_dim, " in ", (dir / "meta.json").string(), ")"),
-      8.0 * static_cast<double>(m) +
+      (8.0 + 4.0 * static_cast<double>(meta.edge_feature_dim)) * static_cast<double>(m) +
           static_cast<double>(k) *
               (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim + meta.num_outputs) + 5.0));
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
@@ -680,6 +711,11 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
     out.features.resize(k, meta.feature_dim);
     return out.features.data();
   });
+  if (meta.edge_feature_dim > 0)
+    read(st::edge_features_file, m, meta.edge_feature_dim, [&] {
+      out.edge_features.resize(m, meta.edge_feature_dim);
+      return out.edge_features.data();
+    });
 
   const std::size_t labels = meta.has_labels ? static_cast<std::size_t>(k) : 0;
   read(st::labels_file, labels, 1, [&] {

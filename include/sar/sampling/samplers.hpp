@@ -82,7 +82,7 @@ struct sampler_options {
   sampler_kind kind = sampler_kind::node_wise;
   /// Per layer from the input: the fanout (node-wise; -1 = all in-neighbours) or the sources
   /// drawn per minibatch (layer-wise, >= 1).
-  std::vector<node_t> fanouts;
+  std::vector<node_t> fanouts{};
   /// Keys the random numbers of the sampling.
   std::uint64_t seed = 0;
 };

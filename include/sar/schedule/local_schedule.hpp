@@ -44,15 +44,26 @@ class local_schedule {
   /// Builds the transpose once, and keeps it only if it differs from the graph (a symmetric
   /// graph is its own transpose). Throws sar::invalid_argument otherwise.
   explicit local_schedule(csr graph, node_t first_id = 0)
-      : graph_(std::move(graph)) {
+      : local_schedule(std::move(graph), matrixf(), first_id) {}
+
+  /// The same with edge features: row e of `edge_features` belongs to entry e of the graph
+  /// (sar::graph_dataset::edge_features), exposed to layers through the block
+  /// (graph_block::edge_features). Throws sar::invalid_argument if its rows are not the
+  /// graph's entries (a table without columns means none).
+  local_schedule(csr graph, matrixf edge_features, node_t first_id = 0)
+      : graph_(std::move(graph)), edge_features_(std::move(edge_features)) {
     graph_.validate("sar::local_schedule");
     SAR_CHECK(graph_.num_rows <= graph_.num_cols, invalid_argument,
               "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols,
               " (destinations must be the first sources: rows <= columns)");
-    transposed_ = transpose(graph_);
+    const bool edge_data = edge_features_.cols() > 0;
+    SAR_CHECK(!edge_data || edge_features_.rows() == graph_.num_edges(), invalid_argument,
+              "sar::local_schedule: ", edge_features_.rows(), " edge feature rows for ",
+              graph_.num_edges(), " edges");
+    transposed_ = transpose(graph_, edge_data ? &transposed_edges_ : nullptr);
     in_degrees_ = sar::in_degrees(graph_);
     out_degrees_ = sar::out_degrees(graph_);
-    const bool symmetric = transposed_ == graph_;
+    const bool symmetric = !edge_data && transposed_ == graph_;  // the edge map needs its own
     if (symmetric) transposed_ = csr{};
     block_.edges = &graph_;
     block_.transposed = symmetric ? &graph_ : &transposed_;
@@ -61,6 +72,10 @@ class local_schedule {
     block_.first_destination = block_.first_source = first_id;
     block_.whole = true;
     block_.source_degrees = out_degrees_;
+    if (edge_data) {
+      block_.edge_features = &edge_features_;
+      block_.transposed_edges = transposed_edges_;
+    }
   }
 
   /// A sampled block (see sampled_block). Throws sar::invalid_argument if its sizes disagree.
@@ -106,6 +121,8 @@ class local_schedule {
   std::span<const double> destination_scales() const { return destination_scales_; }
   /// The in-edges (destinations x sources).
   const csr& graph() const { return graph_; }
+  /// The edge features (row e: entry e of graph()), or 0 x 0 when it has none.
+  const matrixf& edge_features() const { return edge_features_; }
 
   /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
   /// statistics over all nodes (batch normalisation); on one process it does nothing.
@@ -138,7 +155,9 @@ class local_schedule {
 
  private:
   csr graph_;
+  matrixf edge_features_;
   csr transposed_;
+  std::vector<edge_t> transposed_edges_;  // with edge features: transposed entry -> graph entry
   std::vector<node_t> in_degrees_;
   std::vector<node_t> out_degrees_;
   std::vector<node_t> ids_;  // empty: first_id + row

@@ -111,7 +111,7 @@ struct train_options {
   int patience = 0;
   std::uint64_t seed = 0;   ///< keys dropout (with the epoch and layer)
   bool log_progress = true; ///< one line per epoch through sar::log_info
-  std::string csv_log;      ///< if set, one CSV row per epoch is written there
+  std::string csv_log{};     ///< if set, one CSV row per epoch is written there
   /// Evaluate after every N-th epoch and after the last; 0 = never (the scores are then
   /// not measured: epoch_stats::evaluated is false, train_result::best_epoch stays -1).
   /// `patience` counts evaluations.
@@ -126,7 +126,7 @@ struct train_options {
   const train_result* resume = nullptr;
   /// Called on every rank after each epoch is recorded (after on_epoch), with the result so
   /// far; may make collective calls (e.g. save_checkpoint every N epochs).
-  std::function<void(const train_result&)> after_epoch;
+  std::function<void(const train_result&)> after_epoch{};
 
   /// Whether `epoch` (0-based) ends with an evaluation.
   bool evaluates(int epoch) const {

@@ -4,8 +4,9 @@
 // thread count), cuts them into minibatches of batch_size seeds (the last may be smaller),
 // samples `bulk` minibatches at a time (sar/sampling/samplers.hpp), gathers the feature rows
 // of the union of their input nodes once (in groups of at most gather_rows rows), and runs
-// for each minibatch forward, the cross-entropy of its seeds normalised by its size,
-// backward and one optimiser step. Random numbers of the layers (dropout) are keyed by
+// for each minibatch forward, the task's loss of its seeds (sar/nn/task.hpp: cross-entropy,
+// mean squared error or binary cross-entropy) normalised by its size, backward and one
+// optimiser step. Random numbers of the layers (dropout) are keyed by
 // the step number in place of the epoch (layer_context::epoch = epoch * minibatches + m), so
 // the minibatches of an epoch draw different masks.
 //
@@ -40,6 +41,7 @@
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
+#include "sar/nn/task.hpp"
 #include "sar/sampling/minibatch.hpp"
 #include "sar/sampling/samplers.hpp"
 #include "sar/train/full_batch.hpp"
@@ -49,7 +51,7 @@ namespace sar {
 /// Settings of minibatch training.
 struct minibatch_options {
   node_t batch_size = 64;   ///< seeds per minibatch (>= 1, at most the training nodes)
-  sampler_options sampler;  ///< kind and fanouts (one per graph layer); its seed keys the darts
+  sampler_options sampler{}; ///< kind and fanouts (one per graph layer); its seed keys the darts
   int bulk = 1;             ///< minibatches sampled at once (>= 1)
   /// Most input rows fetched at once (0: no bound): the minibatches of a bulk fetch the union
   /// of their input nodes' feature rows once, in consecutive groups whose union stays within
@@ -140,25 +142,42 @@ matrix<T> infer_layer_wise(Model& model, const csr& graph,
 
 namespace detail {
 
-/// The input rows and labels of a group of a bulk's minibatches, fetched once: the union of
-/// their input nodes (each row once, however many minibatches read it) and their seeds.
+/// The labels or target rows of a minibatch's seeds, in the order of its seeds.
+struct seed_targets {
+  std::vector<std::int32_t> labels;  ///< classify: one per seed
+  matrixf targets;                   ///< regress, multilabel: one row per seed
+
+  /// The task of `kind` on these seeds (a view of this object).
+  node_task task(task_kind kind) const {
+    return {.kind = kind, .labels = labels,
+            .targets = {targets.data(), targets.rows(), targets.cols()}, .scale = {}};
+  }
+};
+
+/// The input rows and targets of a group of a bulk's minibatches, fetched once: the union
+/// of their input nodes (each row once, however many minibatches read it) and their seeds.
 template <class T>
 struct bulk_gather {
-  node_t end = 0;                    ///< one past the group's last minibatch
-  std::vector<node_t> ids;           ///< the union of the group's input nodes, sorted
-  matrix<T> features;                ///< their feature rows
-  std::vector<node_t> seeds;         ///< the group's seeds, sorted
-  std::vector<std::int32_t> labels;  ///< their labels
+  node_t end = 0;            ///< one past the group's last minibatch
+  std::vector<node_t> ids;   ///< the union of the group's input nodes, sorted
+  matrix<T> features;        ///< their feature rows
+  std::vector<node_t> seeds; ///< the group's seeds, sorted
+  seed_targets targets;      ///< their labels (classify) or target rows
 
   /// The feature rows of `wanted` (each in ids).
   matrix<T> features_of(std::span<const node_t> wanted) const {
     return gather_rows<T>(features, positions(ids, wanted));
   }
-  /// The labels of `wanted` (each in seeds).
-  std::vector<std::int32_t> labels_of(std::span<const node_t> wanted) const {
-    std::vector<std::int32_t> out;
-    out.reserve(wanted.size());
-    for (const node_t at : positions(seeds, wanted)) out.push_back(labels[static_cast<std::size_t>(at)]);
+  /// The labels or target rows of `wanted` (each in seeds).
+  seed_targets targets_of(std::span<const node_t> wanted) const {
+    const std::vector<node_t> at = positions(seeds, wanted);
+    seed_targets out;
+    if (targets.targets.cols() > 0) {
+      out.targets = gather_rows<float>(targets.targets, at);
+    } else {
+      out.labels.reserve(at.size());
+      for (const node_t a : at) out.labels.push_back(targets.labels[static_cast<std::size_t>(a)]);
+    }
     return out;
   }
 
@@ -175,7 +194,7 @@ struct bulk_gather {
 
 /// Fetches the minibatches of `samples` from `begin` on: as many as keep the union of their
 /// input nodes within `bound` rows on every rank (at least one; bound 0: all the rest).
-/// Collective: one small all-reduce, one gather of feature rows, one of labels.
+/// Collective: one small all-reduce, one gather of feature rows, one of labels or targets.
 template <class T, class Graph>
 bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
                             const std::vector<minibatch_sample>& samples, node_t begin,
@@ -203,7 +222,10 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
     ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   }
   out.features = graph.gather(data.features, out.ids);
-  out.labels = graph.gather(data.labels, out.seeds);
+  if (data.task == task_kind::classify)
+    out.targets.labels = graph.gather(data.labels, out.seeds);
+  else
+    out.targets.targets = graph.template gather<float>(data.targets, out.seeds);
   return out;
 }
 
@@ -213,6 +235,8 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
 /// process; distributed_sampling_graph: data-parallel over the ranks), evaluating by
 /// layer-wise inference after every epoch. `data` holds the local nodes (graph.num_local()).
 ///
+/// The task is data's (classify: labels; regress, multilabel: targets of model.output_dim()
+/// columns, sar/nn/task.hpp).
 /// A minibatch is global: its seeds are split over the ranks in order (rank r takes the r-th
 /// of P near-equal slices), each rank samples, gathers and runs the tree of its slice, the
 /// loss of every seed is normalised by the whole minibatch's size, and one all-reduce of the
@@ -230,14 +254,12 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                              const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_minibatch";
   const node_t n = graph.num_local();
-  SAR_CHECK(data.features.rows() == n && data.labels.size() == static_cast<std::size_t>(n) &&
-                data.split.size() == static_cast<std::size_t>(n),
+  SAR_CHECK(data.features.rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
-            data.features.rows(), " feature rows, ", data.labels.size(), " labels, ",
-            data.split.size(), " split entries");
-  SAR_CHECK(data.task == task_kind::classify, invalid_argument, where, ": a ",
-            task_name(data.task), " task; minibatch training classifies only, so far (train "
-            "regression and multi-label tasks full-batch: sar::train_full_batch)");
+            data.features.rows(), " feature rows, ", data.split.size(), " split entries");
+  const node_task task = data.node_targets();
+  const Eigen::Index width = model.output_dim();
+  task.check(n, width, where);
   const std::vector<node_t> training = graph.training_nodes(data.split);
   const auto train_count = static_cast<node_t>(training.size());
   double valid_count = graph.counts_in_evaluation()
@@ -254,13 +276,19 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   bulk_sampler sampler(graph.num_nodes(), mb.sampler);  // checks the sampler options
 
   detail::check_train_options(options, where);
-  detail::epoch_recorder recorder(options, where, true, on_epoch);
+  detail::epoch_recorder recorder(options, where, true, on_epoch, score_name(task.kind));
   using clock = std::chrono::steady_clock;
   const auto seconds_since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
-  const node_data<T> evaluated = graph.counts_in_evaluation()
-      ? data : node_data<T>{.features = data.features};
+  // A rank that does not count in evaluation (a replica) measures no node, with the same
+  // task and width, so its metric sums have the others' length.
+  const node_data<T> evaluated =
+      graph.counts_in_evaluation()
+          ? data
+          : node_data<T>{.features = data.features, .task = data.task,
+                         .targets = {data.targets.data(), 0, data.targets.cols()},
+                         .target_scale = {}};
 
   const auto rank = static_cast<std::size_t>(graph.rank());
   const auto ranks = static_cast<std::size_t>(graph.size());
@@ -294,19 +322,21 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         t = clock::now();
         if (b == fetched.end) fetched = detail::gather_group(graph, data, samples, b, mb.gather_rows);
         matrix<T> x = fetched.features_of(samples[b].ids);
-        const std::vector<std::int32_t> labels = fetched.labels_of(samples[b].seeds());
+        const detail::seed_targets targets = fetched.targets_of(samples[b].seeds());
+        const auto local_seeds = static_cast<node_t>(samples[b].seeds().size());
         sampled_minibatch blocks(std::move(samples[b]));
         stats.gather_seconds += seconds_since(t);
         const auto step = static_cast<std::uint64_t>(epoch) * static_cast<std::uint64_t>(batches) +
                           static_cast<std::uint64_t>(first + b);
         const layer_context ctx{.training = true, .seed = options.seed, .epoch = step};
         double loss = 0;
-        if (!labels.empty()) {
-          const matrix<T>& logits = model.forward(blocks, ctx, std::move(x));
-          matrix<T> dlogits;
-          loss = softmax_cross_entropy(logits, labels, node_selection{},
-                                       static_cast<double>(seeds[b].size()), dlogits);
-          model.backward(blocks, ctx, dlogits);
+        if (local_seeds > 0) {
+          const matrix<T>& outputs = model.forward(blocks, ctx, std::move(x));
+          matrix<T> doutputs;
+          loss = targets.task(task.kind).loss(
+              outputs, node_selection{},
+              task.normaliser(static_cast<double>(seeds[b].size()), width), doutputs);
+          model.backward(blocks, ctx, doutputs);
         } else {
           std::fill(grads.begin(), grads.end(), T(0));
         }
@@ -325,7 +355,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                                .epoch = static_cast<std::uint64_t>(epoch)};
       matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
       if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
-      detail::evaluate(graph, logits, evaluated, evaluated.node_targets(), valid_count, stats);
+      detail::evaluate(graph, logits, evaluated, evaluated.node_targets(),
+                       task.normaliser(valid_count, width), stats);
     }
     recorder.finish(stats, message("  (sampling ", stats.sampling_seconds, " s, gather ",
                                    stats.gather_seconds, " s)"));

@@ -8,8 +8,10 @@
 
 namespace sar {
 
-/// mlp: linear layers only, the graph unused (the baseline a GNN has to beat).
-enum class model_kind { gcn, sage, gat, mlp };
+/// mlp: linear layers only, the graph unused (the baseline a GNN has to beat). mpnn: encode,
+/// process, decode (MeshGraphNets): a linear encoder, `layers` edge-conditioned message-passing
+/// steps reading the edge features (sar/nn/edge_conv.hpp), a linear decoder.
+enum class model_kind { gcn, sage, gat, mlp, mpnn };
 enum class sage_aggregation { mean, gcn, pool };
 
 /// The settings of a model built at run time (make_model, make_optimiser in models.hpp).
@@ -43,8 +45,24 @@ struct model_config {
   /// decay_first_layer_only.
   double weight_decay = 5e-4;
   bool decay_first_layer_only = true;  ///< the GCN paper's choice
+  /// mpnn, and gcn with edge_weight: the width of the edge features it reads (the data's; set
+  /// by whoever builds it).
+  Eigen::Index edge_dim = 0;
+  /// gcn: the edge-feature column that weighs each edge (-1: unweighted; sar/nn/gcn.hpp).
+  Eigen::Index edge_weight = -1;
+  /// mpnn: the steps carry an edge state (one edge_processor; full-graph training only), or
+  /// each step reads the edge features again (edge_conv layers; also on sampled blocks).
+  bool edge_state = true;
+  /// mpnn: a node averages its messages (false: sums them, as MeshGraphNets does; the sum's
+  /// scale grows with the degree, step after step).
+  bool mean_messages = true;
   /// Epochs to train.
   int epochs = 200;
+
+  /// Whether the model reads the graph's edge features (mpnn; gcn with edge_weight).
+  bool reads_edge_features() const {
+    return kind == model_kind::mpnn || (kind == model_kind::gcn && edge_weight >= 0);
+  }
   /// Early-stopping patience in evaluations (0: none; see train_options::patience).
   int patience = 0;
 };
@@ -60,6 +78,14 @@ inline model_config paper_defaults(model_kind kind) {
       break;
     case model_kind::sage:
       c.hidden = 64;
+      c.decay_first_layer_only = false;
+      break;
+    case model_kind::mpnn:  // MeshGraphNets' recipe, narrower and with fewer steps
+      c.hidden = 64;
+      c.layers = 4;
+      c.dropout = 0;
+      c.learning_rate = 1e-3;
+      c.weight_decay = 0;
       c.decay_first_layer_only = false;
       break;
     case model_kind::gat:
@@ -123,6 +149,16 @@ inline model_memory estimate_model_memory(const model_config& c, double features
     const double activations = (gat ? 8 : 2) * nodes * out_width;
     return model_memory{parameters, activations};
   };
+  if (c.kind == model_kind::mpnn) {  // F -> H, `layers` steps (edge_step), H -> classes
+    const double edge = static_cast<double>(c.edge_dim), steps = c.layers;
+    const double step_in = c.edge_state ? hidden : edge;  // the width a step's edges read
+    const double parameters = features * hidden + hidden + (c.edge_state ? edge * hidden + hidden : 0) +
+                              steps * (6 * hidden * hidden + step_in * hidden + 4 * hidden) +
+                              hidden * classes + classes;
+    // Per step: its output and gradient, and the 5 rows of H it keeps (edge_conv.hpp).
+    const double activations = nodes * (2 * features + 2 * classes + steps * 7 * hidden);
+    return {4 * parameters * value_bytes, activations * value_bytes};
+  }
   model_memory sum;
   const auto add = [&](const model_memory& m, double times) {
     sum.parameters += times * m.parameters;

@@ -95,6 +95,7 @@ inline const char* kind_name(model_kind k) {
     case model_kind::sage: return "sage";
     case model_kind::gat: return "gat";
     case model_kind::mlp: return "mlp";
+    case model_kind::mpnn: return "mpnn";
   }
   return "?";
 }
@@ -116,7 +117,8 @@ inline nlohmann::json config_json(const model_config& c) {
           {"attention_dropout", c.attention_dropout}, {"batch_norm", c.batch_norm},
           {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
           {"decay_first_layer_only", c.decay_first_layer_only}, {"epochs", c.epochs},
-          {"patience", c.patience}};
+          {"patience", c.patience}, {"edge_dim", c.edge_dim}, {"edge_state", c.edge_state},
+          {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight}};
 }
 
 /// Throws sar::io_error naming `file` for an unknown name or a value out of its domain.
@@ -125,7 +127,8 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   model_config c;
   const auto kind = j.at("kind").get<std::string>();
   bool known = false;
-  for (model_kind k : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp})
+  for (model_kind k :
+       {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp, model_kind::mpnn})
     if (kind == kind_name(k)) c.kind = k, known = true;
   SAR_CHECK(known, io_error, where, ": ", file, ": unknown model kind '", kind, "'");
   const auto aggregation = j.at("aggregation").get<std::string>();
@@ -147,11 +150,18 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.decay_first_layer_only = j.at("decay_first_layer_only").get<bool>();
   c.epochs = j.at("epochs").get<int>();
   c.patience = j.at("patience").get<int>();
+  c.edge_dim = j.value("edge_dim", Eigen::Index{0});  // absent in files without edge models
+  c.edge_state = j.value("edge_state", true);
+  c.mean_messages = j.value("mean_messages", true);
+  c.edge_weight = j.value("edge_weight", Eigen::Index{-1});
   constexpr Eigen::Index limit = Eigen::Index{1} << 31;
   SAR_CHECK(c.layers >= 1 && c.layers < (1 << 20) && c.hidden >= 1 && c.hidden < limit &&
-                c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit,
+                c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit &&
+                c.edge_dim >= 0 && c.edge_dim < limit && c.edge_weight >= -1 &&
+                c.edge_weight < c.edge_dim,
             io_error, where, ": ", file, ": layers ", c.layers, ", hidden ", c.hidden, ", heads ",
-            c.heads, ", output heads ", c.output_heads);
+            c.heads, ", output heads ", c.output_heads, ", edge_dim ", c.edge_dim,
+            ", edge_weight ", c.edge_weight);
   return c;
 }
 
@@ -374,10 +384,23 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
 }
 
 /// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict):
-/// GraphSAGE reads the graph as it is (its own row is its self term), the others add one
-/// self-loop per node (A + I).
+/// GraphSAGE and mpnn read the graph as it is (a node's own row is their self term; an
+/// added self-loop would have no edge features), the others add one self-loop per node (A + I).
 inline self_loop_policy model_self_loops(const model_config& c) {
-  return c.kind == model_kind::sage ? self_loop_policy::keep : self_loop_policy::add;
+  return c.kind == model_kind::sage || c.kind == model_kind::mpnn ? self_loop_policy::keep
+                                                                  : self_loop_policy::add;
+}
+
+/// Puts a graph (in-edges; first_column: the global id of row 0, a part's first_global())
+/// and its edge table (one row per entry, or empty) in the form a model of `c` is trained and
+/// used on: model_self_loops' policy, an added loop of an edge-weighted GCN weighing 1 (as
+/// PyG's add_remaining_self_loops), and no edge table unless the model reads one.
+/// Throws sar::invalid_argument if the table has rows but not one per entry.
+inline void prepare_model_graph(const model_config& c, csr& graph, matrixf& edge_features,
+                                node_t first_column = 0) {
+  if (!c.reads_edge_features()) edge_features = matrixf();
+  apply_self_loops(graph, edge_features, model_self_loops(c), first_column,
+                   c.kind == model_kind::gcn ? 1.0f : 0.0f);
 }
 
 /// The outputs of `model` on `graph` for `features` (graph.num_sources() x input_dim) in

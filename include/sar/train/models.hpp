@@ -1,5 +1,7 @@
 // The models sar-train and the benchmarks build at run time: 2+ layer GCN, GraphSAGE and GAT
-// with the papers' settings as defaults, and an MLP with GCN's settings as their baseline (see ../shared/data/README.md for the sources).
+// with the papers' settings as defaults, an MLP with GCN's settings as their baseline (see
+// ../shared/data/README.md for the sources), and an encode-process-decode message-passing
+// network over edge features (mpnn).
 #pragma once
 
 #include <string>
@@ -12,6 +14,7 @@
 #include "sar/nn/any_layer.hpp"
 #include "sar/nn/batch_norm.hpp"
 #include "sar/nn/dropout.hpp"
+#include "sar/nn/edge_conv.hpp"
 #include "sar/nn/gat.hpp"
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/linear.hpp"
@@ -21,7 +24,8 @@
 namespace sar {
 
 /// Builds the model for input width `features` and `classes` outputs (initialised from
-/// `seed`). Throws sar::invalid_argument for fewer than one layer or non-positive widths, or,
+/// `seed`). Throws sar::invalid_argument for fewer than one layer, non-positive widths or an
+/// edge weight column outside edge_dim (or on a model other than gcn), or,
 /// before allocating anything, for parameters (with their gradients and Adam's moments:
 /// estimate_model_memory) that need more memory than is available, naming layers, hidden,
 /// heads, features and classes.
@@ -34,6 +38,9 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
             invalid_argument, where, ": layers ", c.layers, ", hidden ", c.hidden, ", heads ",
             c.heads, ", output heads ", c.output_heads, ", features ", features, ", classes ",
             classes);
+  SAR_CHECK(c.edge_weight < 0 || (c.kind == model_kind::gcn && c.edge_weight < c.edge_dim),
+            invalid_argument, where, ": edges weighted by edge feature ", c.edge_weight, " of ",
+            c.edge_dim, " (a gcn's option)");
   check_memory<invalid_argument>(
       where, message("the parameters, gradients and Adam moments of ", c.layers,
                      " layers (hidden ", c.hidden, c.kind == model_kind::gat ? message(
@@ -42,6 +49,22 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
       estimate_model_memory(c, static_cast<double>(features), static_cast<double>(classes), 0,
                             sizeof(T)).parameters);
   std::vector<any_layer<T, Schedule>> layers;
+  if (c.kind == model_kind::mpnn) {
+    SAR_CHECK(!c.batch_norm, invalid_argument, where, ": mpnn has no batch norm");
+    if (c.first_dropout() > 0) layers.emplace_back(dropout<T>(features, c.first_dropout()));
+    layers.emplace_back(linear<T>(features, c.hidden, {.name = "encoder"}));
+    layers.emplace_back(relu<T>(c.hidden));
+    const auto aggregation = c.mean_messages ? message_aggregation::mean : message_aggregation::sum;
+    if (c.edge_state)
+      layers.emplace_back(edge_processor<T>(c.hidden, c.edge_dim, c.hidden, c.layers, aggregation));
+    else
+      for (int k = 0; k < c.layers; ++k)
+        layers.emplace_back(edge_conv<T>(c.hidden, c.edge_dim, c.hidden, aggregation));
+    layers.emplace_back(linear<T>(c.hidden, classes, {.name = "decoder"}));
+    dynamic_sequential<T, Schedule> model(std::move(layers));
+    model.initialise(seed);
+    return model;
+  }
   Eigen::Index width = features;
   // Between graph layers relu and dropout are one layer, relu_dropout: one in-place pass each
   // way over one buffer, which its backward and the next layer read (elu, dropout are two).
@@ -56,7 +79,8 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     const bool bias = last || !c.batch_norm;
     switch (c.kind) {
       case model_kind::gcn:
-        layers.emplace_back(gcn_layer<T>(width, out, bias, k == 0 && c.aggregate_features_first));
+        layers.emplace_back(gcn_layer<T>(width, out, bias, k == 0 && c.aggregate_features_first,
+                                         c.edge_weight));
         break;
       case model_kind::sage:
         if (c.aggregation == sage_aggregation::mean)
@@ -70,6 +94,7 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
               sage_layer<T, pool_aggregator>(width, out, {.bias = bias, .pool_dim = c.hidden}));
         break;
       case model_kind::mlp:
+      case model_kind::mpnn:  // built above
         layers.emplace_back(linear<T>(width, out, {.bias = bias}));
         break;
       case model_kind::gat: {

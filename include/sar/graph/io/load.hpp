@@ -6,7 +6,8 @@
 //   FILE.mtx[.gz]             a Matrix Market coordinate file (graph only)
 //   FILE (anything else)      a whitespace-separated edge list, SNAP style (graph only)
 //   planted[:key=value,...]   the built-in planted-partition graph; keys: nodes, classes,
-//                             degree, homophily, features, noise, train, valid, seed
+//                             degree, homophily, features, noise, train, valid, seed,
+//                             edge_features (per-edge columns), edge_noise
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
 // Graph-only inputs are symmetrised; they have no features, labels, targets or split. Integer values
@@ -171,6 +172,8 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
     o.feature_noise = p.get<double>("noise", o.feature_noise);
     o.train_fraction = p.get<double>("train", o.train_fraction);
     o.valid_fraction = p.get<double>("valid", o.valid_fraction);
+    o.edge_feature_dim = p.get<std::int32_t>("edge_features", o.edge_feature_dim);
+    o.edge_noise = p.get<double>("edge_noise", o.edge_noise);
     o.seed = p.get<std::uint64_t>("seed", o.seed);
     p.check_all_used();
     return make_planted_partition(o);

@@ -19,6 +19,8 @@
 //                                 one row per node (multilabel: each 0 or 1); only then
 //   split.npy     uint8 (n,)      sar::node_split (0 none, 1 train, 2 valid, 3 test); present
 //                                 only if the dataset has a split
+//   edge_features.npy float32 (E, D) one row per entry of indices.npy (meta.json
+//                                 "edge_feature_dim" D); only if the dataset has edge features
 // Every .npy file sar writes: "\x93NUMPY", version 1.0, a uint16 little-endian header length,
 // then the header, a Python dict {'descr': '<f4', 'fortran_order': False, 'shape': (n, F), }
 // padded with spaces and a final "\n" so that the data starts at a multiple of 64 bytes, then
@@ -473,6 +475,9 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   if (with_targets)
     write("targets.npy", npy_dtype::float32, {n, data.targets.cols()}, data.targets.data());
   if (!data.split.empty()) write("split.npy", npy_dtype::uint8, {n}, data.split.data());
+  const std::int64_t edge_dim = data.edge_feature_dim();
+  if (edge_dim > 0)
+    write("edge_features.npy", npy_dtype::float32, {edges, edge_dim}, data.edge_features.data());
 
   nlohmann::ordered_json meta{
       {"format", dataset_format}, {"version", dataset_version},
@@ -480,6 +485,7 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
       {"num_edges", edges},       {"feature_dim", dim},
       {"num_classes", data.num_classes}, {"task", task_name(data.task)}};
   if (with_targets) meta["num_outputs"] = data.targets.cols();
+  if (edge_dim > 0) meta["edge_feature_dim"] = edge_dim;
   out.write_metadata(meta);
 }
 }  // namespace detail::npy
@@ -571,7 +577,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 
   npy_dataset_share out;
   graph_dataset& data = out.rows;
-  std::int64_t n = 0, edges = 0, dim = 0, outputs = 0;
+  std::int64_t n = 0, edges = 0, dim = 0, outputs = 0, edge_dim = 0;
   {
     std::ifstream in(meta_file);
     SAR_CHECK(in.good(), io_error, where, ": cannot open ", meta_file.string());
@@ -605,6 +611,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
               options.sizes.num_nodes);
     edges = count("num_edges");
     dim = count("feature_dim");
+    if (meta.contains("edge_feature_dim")) edge_dim = count("edge_feature_dim");
     const std::int64_t classes = count("num_classes");
     SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
               meta_file.string(), ": num_classes ", classes, " is too large");
@@ -694,7 +701,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
                      " edges, feature_dim = ", dim, " (", meta_file.string(), ")"),
       8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
           static_cast<double>(rows) *
-              (4.0 * static_cast<double>((with_features ? dim : 0) + outputs) + 5.0));
+              (4.0 * static_cast<double>((with_features ? dim : 0) + outputs) + 5.0) +
+          4.0 * static_cast<double>(share_edges) * static_cast<double>(edge_dim));
   for (auto& offset : offsets) offset -= first_edge;
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
@@ -713,6 +721,18 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   const node_t unsorted = np::first_unsorted_row(data.graph);
   SAR_CHECK(unsorted < 0, io_error, graph_files, ": the sources of row ", first + unsorted,
             " are not sorted");
+  if (edge_dim > 0) {
+    const fs::path file = dir / "edge_features.npy";
+    header = np::expect_array(file, npy_dtype::float32, {edges, edge_dim},
+                              message("num_edges = ", edges, ", edge_feature_dim = ", edge_dim));
+    data.edge_features.resize(share_edges, edge_dim);
+    read(file, header, static_cast<std::uint64_t>(first_edge * edge_dim),
+         static_cast<std::uint64_t>(share_edges * edge_dim), data.edge_features.data(),
+         static_cast<std::uint64_t>(share_edges * edge_dim));
+  } else {
+    SAR_CHECK(!fs::exists(dir / "edge_features.npy", ec), io_error, where, ": ", dir.string(),
+              " holds edge_features.npy, but meta.json declares no edge_feature_dim");
+  }
 
   read_features();
 

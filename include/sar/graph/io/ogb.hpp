@@ -200,14 +200,15 @@ inline void keep_rows(io::line_reader& reader, node_t first, node_t last) {
 /// has exactly n: "<file> line <l>: file ends after <lines> <what>, but <count_file> says n
 /// nodes", or "more <what> than the n nodes" at line n + 1.
 inline void check_line_count(const std::filesystem::path& file, std::int64_t lines, node_t n,
-                             const char* what, const std::filesystem::path& count_file) {
+                             const char* what, const std::filesystem::path& count_file,
+                             const char* unit = "nodes") {
   if (lines > n)
     throw io_error(message(function, ": ", file.string(), " line ", n + 1, ": more ", what,
-                           " than the ", n, " nodes in ", count_file.string()));
+                           " than the ", n, " ", unit, " in ", count_file.string()));
   if (lines < n)
     throw io_error(message(function, ": ", file.string(), " line ", lines, ": file ends after ",
-                           lines, " ", what, ", but ", count_file.string(), " says ", n,
-                           " nodes"));
+                           lines, " ", what, ", but ", count_file.string(), " says ", n, " ",
+                           unit));
 }
 
 /// A label: an integer >= -1, an integral float such as "3.0", or "nan" (= -1, unlabelled).
@@ -234,15 +235,15 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
   return static_cast<std::int32_t>(value);
 }
 
-/// Reads the rows [first, last) of the per-node file `file` of n lines of equally many
-/// comma-separated numbers (the width of line 1) into out (resized by `allocate`(what, bytes,
-/// f)); row i is line i + 1. `what` names a row in errors ("feature": "more feature rows than
-/// the n nodes in <count_file>"). Throws sar::io_error naming the file and line of a
-/// malformed row, a row of another width, or a line count other than n.
+/// Reads the rows [first, last) of the per-node (unit "edges": per-edge) file `file` of n
+/// lines of equally many comma-separated numbers (the width of line 1) into out (resized by
+/// `allocate`(what, bytes, f)); row i is line i + 1. `what` names a row in errors ("feature":
+/// "more feature rows than the n nodes in <count_file>"). Throws sar::io_error naming the file
+/// and line of a malformed row, a row of another width, or a line count other than n.
 template <class Allocate>
 void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t last,
                const std::filesystem::path& count_file, const std::string& what, matrixf& out,
-               Allocate&& allocate) {
+               Allocate&& allocate, const char* unit = "nodes") {
   const node_t rows = last - first;
   io::line_reader reader(file, std::string(function));
   std::string_view first_line_text;
@@ -265,8 +266,8 @@ void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t
             const std::int64_t row = number - 1;
             if (row >= n)
               io::throw_parse_error(function, file, number,
-                                    message("more ", what, " rows than the ", n, " nodes in ",
-                                            count_file.string()),
+                                    message("more ", what, " rows than the ", n, " ", unit,
+                                            " in ", count_file.string()),
                                     io::trim(line));
             if (row >= first && row < last)
               parse_feature_row(line, number, file, out.data() + (row - first) * width, width);
@@ -275,7 +276,7 @@ void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t
         },
         [](int&, std::string_view, std::int64_t) {});
   }
-  check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file);
+  check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file, unit);
 }
 
 /// Throws sar::io_error naming the file, line and column of the first of `targets` (rows of
@@ -569,6 +570,10 @@ inline build_options ogb_build_options(const ogb_options& options) {
 ///                              columns, one per label, read into targets
 ///   raw/node-target.csv.gz     regress (required; other tasks ignore it): n rows of equally
 ///                              many finite numbers, one per output, read into targets
+///   raw/edge-feat.csv.gz       one row of equally many numbers per line of edge.csv.gz
+///                              (optional): edge_features, each stored entry taking its input
+///                              edge's row (a reverse added by add_inverse_edges the same row;
+///                              build_csr's origins)
 ///   split/<name>/{train,valid,test}.csv.gz   node ids, one per line (all three required if
 ///                              the split directory exists; no split/ directory: split empty)
 /// Each file may also be stored uncompressed as *.csv (gzip is detected by magic bytes).
@@ -591,16 +596,31 @@ inline build_options ogb_build_options(const ogb_options& options) {
 /// split directory, several split directories while split_name is empty (it lists them),
 /// unreadable or truncated (gzip) files.
 inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
+  using detail::ogb::function;
   ogb_raw_share read = read_ogb_raw_share(dir, options, {});
   whole_input_totals totals;
   finish_ogb_raw(read, options, totals);
   graph_dataset& data = read.rows;
   const build_options build = ogb_build_options(options);
-  allocate_checked(detail::ogb::function,
+  const auto edge_file = detail::ogb::find_csv(dir / "raw", "edge-feat");
+  matrixf per_edge;  // one row per line of edge.csv
+  if (edge_file) {
+    const auto edges = static_cast<node_t>(read.edges.size());
+    detail::ogb::read_rows(
+        *edge_file, edges, 0, edges, read.edge_file, "edge feature", per_edge,
+        [&](const std::string& what, double bytes, auto&& f) {
+          allocate_checked(function, message(what, " of the ", edges, " edges in ",
+                                             read.edge_file.string()), bytes, f);
+        },
+        "edges");
+  }
+  std::vector<edge_t> origins;
+  allocate_checked(function,
                    message("the graph of the ", read.num_nodes, " nodes in ",
                            read.node_count_file.string()),
                    build_csr_bytes(read.edges, build),
-                   [&] { data.graph = build_csr(read.edges, build); });
+                   [&] { data.graph = build_csr(read.edges, build, edge_file ? &origins : nullptr); });
+  if (edge_file) data.edge_features = take_edge_rows(per_edge, origins, function.data());
   return std::move(data);
 }
 

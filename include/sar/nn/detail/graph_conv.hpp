@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
@@ -76,15 +77,40 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
   dense_product<false, T>(a, b, out, bias, finish);
 }
 
+/// The weight of every entry of block.edges (transposed: of block.transposed) for a layer
+/// weighting edges by column `column` of the edge table, times source_scale[the entry's halo
+/// row] unless source_scale is null. Throws sar::invalid_argument naming `where` if the block
+/// has no edge table or the table no such column.
+template <class T>
+std::vector<T> edge_weights(const char* where, const graph_block& block, Eigen::Index column,
+                            bool transposed, const T* source_scale = nullptr) {
+  SAR_CHECK(block.edge_features != nullptr && column < block.edge_features->cols(),
+            invalid_argument, where, ": edges weighted by edge feature ", column, ", but the "
+            "graph has ", block.edge_features != nullptr ? block.edge_features->cols() : 0,
+            " features per edge (a schedule built with its graph's edge features, full batch)");
+  const matrixf& table = *block.edge_features;
+  const csr& a = transposed ? *block.transposed : *block.edges;
+  std::vector<T> w(static_cast<std::size_t>(a.num_edges()));
+  for (node_t r = 0; r < a.num_rows; ++r)
+    for (edge_t t = a.offsets[r]; t < a.offsets[r + 1]; ++t) {
+      const edge_t e = transposed ? block.transposed_edges[t] : t;
+      const node_t halo_row = transposed ? r : a.columns[t];
+      w[t] = static_cast<T>(table(block.edge_row(e), column)) *
+             (source_scale != nullptr ? source_scale[halo_row] : T(1));
+    }
+  return w;
+}
+
 /// out := diag(dst) (the sum over the gathered blocks of A_block diag(s_b) halo), out resized
 /// to graph.num_destinations() x x.cols(); s_b = GCN's scale of the block's halo rows (its
 /// source_scales, else 1 / sqrt(source degree)) when SourceNormalised, else 1. A whole block
 /// (graph_block::whole) writes out in one pass (spmm_assign); otherwise out is zeroed, every
-/// block added and the rows scaled after.
+/// block added and the rows scaled after. With edge_weight >= 0 every edge is also weighted by
+/// that column of the edge table (edge_weights; throws as it does).
 /// Collective (one gather, under `key`).
 template <bool SourceNormalised, class T, class Schedule>
 void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, matrix<T>& out,
-               const column_vector<T>& dst) {
+               const column_vector<T>& dst, Eigen::Index edge_weight = -1) {
   huge_page_resize(out, graph.num_destinations(), x.cols());
   const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
   bool zeroed = false, finished = false;
@@ -93,6 +119,13 @@ void aggregate(Schedule& graph, const exchange_key& key, const_rows_ref<T> x, ma
     if constexpr (SourceNormalised)
       src = scales_or_inverse_sqrt<T>(block.source_scales, block.source_degrees);
     const std::span<const T> src_span(src.data(), static_cast<std::size_t>(src.size()));
+    if (edge_weight >= 0) {
+      if (!std::exchange(zeroed, true)) set_zero<T>(out);
+      const std::vector<T> w = edge_weights<T>("sar::gcn_layer", block, edge_weight, false,
+                                               SourceNormalised ? src.data() : nullptr);
+      spmm_add_weighted<T>(block, w, halo, out);
+      return;
+    }
     if (block.whole) {
       if constexpr (SourceNormalised) spmm_assign_scaled<T>(block, src_span, halo, out, dst_span);
       else spmm_assign<T>(block, halo, out, dst_span);
