@@ -50,7 +50,8 @@ void check_trainable(const std::string& what, sar::task_kind task, std::int64_t 
                                      : "");
 }
 
-/// `config` with the edge-feature width a model that reads them (mpnn, gcn --edge-weight)
+/// `config` with the edge-feature width a model that reads them (mpnn, gcn --edge-weight,
+/// gat --edge-attention)
 /// reads: the data's (`edge_features`: this rank's rows; the widest over the ranks, as a rank
 /// without edges may hold none). A model that reads no edge features leaves them: they are
 /// released. Throws sar::invalid_argument for an edge weight column the data lack.
@@ -66,6 +67,8 @@ sar::model_config with_edge_width(sar::model_config config, sar::matrixf& edge_f
   config.edge_dim = width;
   SAR_CHECK(config.edge_weight < width, sar::invalid_argument, "sar-train: --edge-weight ",
             config.edge_weight, ", but the dataset has ", width, " features per edge");
+  SAR_CHECK(!config.edge_attention || width > 0, sar::invalid_argument,
+            "sar-train: --edge-attention, but the dataset has no edge features");
   return config;
 }
 
@@ -225,6 +228,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   bool no_edge_state = false;
   std::string messages = "mean";
   Eigen::Index edge_weight = -1;
+  bool edge_attention = false;
   app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
@@ -265,6 +269,8 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_option("--edge-weight", edge_weight, "gcn: weigh each edge by this column of the "
                  "dataset's edge features (an added self-loop weighs 1); full batch")
       ->check(sar_programs::non_negative);
+  app.add_flag("--edge-attention", edge_attention, "gat: the attention logits read the "
+               "dataset's edge features (PyG's edge_dim; an added self-loop's are 0); full batch");
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
   app.add_option("--layers", layers, "graph layers (default 2)")->check(sar_programs::positive);
@@ -395,7 +401,13 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     SAR_CHECK(edge_weight < 0 || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --edge-weight trains full batch for now (sampled blocks carry no edge "
               "features yet)");
+    SAR_CHECK(!edge_attention || p.model == "gat", sar::invalid_argument,
+              "sar-train: --edge-attention is an option of --model gat");
+    SAR_CHECK(!edge_attention || p.minibatch == 0, sar::invalid_argument,
+              "sar-train: --edge-attention trains full batch for now (sampled blocks carry no "
+              "edge features yet)");
     config.edge_weight = edge_weight;
+    config.edge_attention = edge_attention;
     config.edge_state = !no_edge_state;
     config.mean_messages = messages == "mean";
     config.aggregation = p.aggregator == "mean"  ? sar::sage_aggregation::mean

@@ -297,10 +297,10 @@ void check_tasks(mpi_communicator& comm, graph_dataset regression, const std::ve
     }
 }
 
-/// The mpnn (edge features read by every message; with and without an edge state) and a GCN
-/// weighing its edges by edge feature 0 (self-loops added, weighing 1), float and double, on
-/// a regression task that needs the edge features match the single-process run on every
-/// schedule.
+/// The mpnn (edge features read by every message; with and without an edge state), a GCN
+/// weighing its edges by edge feature 0 (self-loops added, weighing 1) and a GAT whose
+/// attention reads the edge features, float and double, on a regression task that needs the
+/// edge features match the single-process run on every schedule.
 void check_edge_models(mpi_communicator& comm) {
   graph_dataset data = make_planted_partition({.num_nodes = 500, .num_classes = 4,
                                                .average_degree = 8, .feature_dim = 6, .seed = 9});
@@ -346,6 +346,13 @@ void check_edge_models(mpi_communicator& comm) {
   weighted.edge_weight = 0;  // 6 -> 8 aggregates first, 8 -> 1 weighs first: both products
   check_model<float>(comm, data, assignment, weighted, data.name + " gcn edge-weighted");
   check_model<double>(comm, data, assignment, weighted, data.name + " gcn edge-weighted");
+  model_config attention = paper_defaults(model_kind::gat);
+  attention.hidden = 4;
+  attention.heads = 2;
+  attention.edge_dim = data.edge_feature_dim();
+  attention.edge_attention = true;  // with the paper's dropout and attention dropout
+  check_model<float>(comm, data, assignment, attention, data.name + " gat edge-attention");
+  check_model<double>(comm, data, assignment, attention, data.name + " gat edge-attention");
 }
 
 /// A model trained on this rank's part, saved by rank 0 and loaded by every rank, predicts

@@ -83,8 +83,6 @@ struct graph_block {
   node_t source_id(node_t halo_row) const {
     return source_ids.empty() ? first_source + halo_row : source_ids[halo_row];
   }
-  /// Whether the graph has edge features (a table of one row per edge).
-  bool has_edge_features() const { return edge_features != nullptr; }
   /// The edge-table row of entry e of `edges`.
   edge_t edge_row(edge_t e) const { return edge_rows.empty() ? e : edge_rows[e]; }
 };

@@ -10,11 +10,16 @@
 //   of i (over ALL blocks); with attention dropout the coefficient used is
 //   beta_ij(h) = alpha_ij(h) * d_ij(h), d in {0, 1/(1-rate)}, while the softmax normaliser
 //   still runs over all in-edges. out_i(h) = sum_j beta_ij(h) z_j(h).
+// With edge features (PyG's GATConv edge_dim) the logit gains an edge term,
+//   e_ij(h) = LeakyReLU(el_j(h) + er_i(h) + ee_ij(h)),  ee_ij(h) = <f_ij, V(:, h)>,
+// f_ij the edge's row of the block's edge table and V (edge_dim x H) a parameter; it is
+// recomputed from f_ij wherever a logit is (gat_edge_term).
 // The forward kernel parallelises over destination rows, the backward one over source rows
 // (for the halo's gradient, through block.transposed); d er is per node, from sums the
 // forward keeps. No atomics anywhere, so results do not depend on the thread count.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -160,6 +165,37 @@ inline void check_gat_block_rows(const char* where, const graph_block& block, Ei
 }
 }  // namespace detail
 
+/// The edge term of the attention logits: ee_ij(h) = <f_ij, V(:, h)> for the edge-table row
+/// f_ij of an edge (graph_block::edge_features). Inactive (no term) when default-constructed.
+template <class T>
+struct gat_edge_term {
+  const T* weights = nullptr;  ///< V, edge_dim x H, row-major
+  Eigen::Index dim = 0;        ///< edge_dim
+
+  /// Whether the logits have an edge term.
+  bool active() const { return weights != nullptr; }
+  /// Throws sar::invalid_argument naming `where` if active and block's edge table is missing
+  /// or not `dim` wide.
+  void check(const char* where, const graph_block& block) const {
+    if (!active()) return;
+    SAR_CHECK(block.edge_features != nullptr && block.edge_features->cols() == dim,
+              invalid_argument, where, ": attention reads ", dim, " features per edge, but the "
+              "graph has ", block.edge_features != nullptr ? block.edge_features->cols() : 0,
+              " (a schedule built with its graph's edge features, full batch)");
+  }
+  /// out[h] := ee(h) of entry `entry` of block.edges, every head h < H (0 when inactive).
+  void terms(const graph_block& block, edge_t entry, Eigen::Index H, T* out) const {
+    for (Eigen::Index h = 0; h < H; ++h) out[h] = T(0);
+    if (!active()) return;
+    const float* f = block.edge_features->row(block.edge_row(entry)).data();
+    for (Eigen::Index d = 0; d < dim; ++d) {
+      const T fd = static_cast<T>(f[d]);
+      const T* v = weights + d * H;
+      for (Eigen::Index h = 0; h < H; ++h) out[h] += fd * v[h];
+    }
+  }
+};
+
 /// The online-softmax state of n destination rows, indexed by local row. Besides the running
 /// max m, sum and acc of the softmax it keeps the same sums weighted by the LeakyReLU slope
 /// l_ij(h) = LeakyReLU'(el_j(h) + er_i(h)), from which the backward gets d er_i without a
@@ -205,10 +241,11 @@ struct gat_softmax_state {
 /// to block.edges->num_rows for an uncompressed block; compressed rows inside [0, n)).
 /// Parallel over destination rows, no atomics. Rows without edges in this block are left
 /// untouched. Throws sar::invalid_argument on a shape mismatch. Not collective.
+/// With an active edge term the logits include it (the block must carry its edge table).
 template <class T>
 void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_rows_ref<T> er,
                        gat_dims dims, T slope, const gat_attention_dropout<T>& dropout,
-                       gat_softmax_state<T>& state) {
+                       gat_softmax_state<T>& state, const gat_edge_term<T>& edge_term = {}) {
   const csr& edges = *block.edges;
   const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
   SAR_CHECK(halo.rows() == edges.num_cols && halo.cols() == dims.halo_width(), invalid_argument,
@@ -216,6 +253,7 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
             edges.num_cols, " x ", dims.halo_width());
   const Eigen::Index n = er.rows();
   detail::check_gat_block_rows("sar::gat_forward_block", block, n);
+  edge_term.check("sar::gat_forward_block", block);
   auto &max = state.max, &sum = state.sum, &slope_sum = state.slope_sum;
   auto &acc = state.acc, &slope_acc = state.slope_acc;
   SAR_CHECK(er.cols() == H && max.rows() == n && max.cols() == H && sum.rows() == n &&
@@ -227,6 +265,7 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
   tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
     detail::edge_values<T> p;  // logits, then exp(e - m'), of one row's edges: degree x H
     std::vector<T> block_max(H), scale(H);
+    std::vector<T> pre;  // el_j + er_i + ee_ij of one row's edges (degree x H), for the slopes
     const detail::edge_row_prefetcher<T> prefetch(halo, edges.columns.data(),
                                                   edges.offsets[range.end()]);
     for (node_t k = range.begin(); k != range.end(); ++k) {
@@ -238,11 +277,16 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
       // 1. Logits of this block's in-edges and their maximum per head; the halo rows of the
       // edges ahead are prefetched (for this step and step 3).
       std::fill(block_max.begin(), block_max.end(), -std::numeric_limits<T>::infinity());
+      pre.resize(degree * static_cast<std::size_t>(H));
       for (std::size_t e = 0; e < degree; ++e) {
-        prefetch(edges.offsets[k] + static_cast<edge_t>(e));
+        const edge_t entry = edges.offsets[k] + static_cast<edge_t>(e);
+        prefetch(entry);
         const T* el = halo.row(sources[e]).data() + HF;
+        T* pre_e = pre.data() + e * H;
+        edge_term.terms(block, entry, H, pre_e);
         for (Eigen::Index h = 0; h < H; ++h) {
-          const T logit = detail::leaky_relu(el[h] + er(i, h), slope);
+          pre_e[h] += el[h] + er(i, h);
+          const T logit = detail::leaky_relu(pre_e[h], slope);
           logits[e * H + h] = logit;
           block_max[h] = std::max(block_max[h], logit);
         }
@@ -274,7 +318,7 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
         const T* z = halo.row(j).data();
         for (Eigen::Index h = 0; h < H; ++h) {
           const T p_e = p[e * H + h];
-          const T p_slope = p_e * detail::leaky_relu_derivative(z[HF + h] + er(i, h), slope);
+          const T p_slope = p_e * detail::leaky_relu_derivative(pre[e * H + h], slope);
           sum(i, h) += p_e;
           slope_sum(i, h) += p_slope;
           if (scale[h] != T(0))
@@ -327,9 +371,10 @@ struct gat_backward_rows {
 };
 
 namespace detail {
-/// Edge (i, j), head h, with alpha = alpha_ij(h) and scale = d_ij(h): returns beta_ij(h) and
-/// de_ij(h) LeakyReLU'(el_j(h) + er_i(h)), where de = beta <dout_i, z_j> - alpha <dout_i, out_i>
-/// (see gat_backward_block). z_j is the halo row of j.
+/// Edge (i, j), head h, with alpha = alpha_ij(h), scale = d_ij(h) and the edge term ee =
+/// ee_ij(h): returns beta_ij(h) and de_ij(h) LeakyReLU'(el_j(h) + er_i(h) + ee), where de =
+/// beta <dout_i, z_j> - alpha <dout_i, out_i> (see gat_backward_block). z_j is the halo row of
+/// j.
 template <class T>
 struct gat_edge_grad {
   T beta;
@@ -338,7 +383,7 @@ struct gat_edge_grad {
 template <class T>
 inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node_t i,
                                           Eigen::Index h, Eigen::Index F, const T* z_j,
-                                          T alpha, T scale, T slope) {
+                                          T alpha, T scale, T slope, T ee) {
   const T* terms = rows.node_terms.row(i).data();
   const Eigen::Index H = rows.node_terms.cols() / 3;
   const T beta = alpha * scale;
@@ -347,7 +392,7 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
     de += beta * (const_array_map<T>(rows.dout.row(i).data() + h * F, F) *
                   const_array_map<T>(z_j + h * F, F))
                      .sum();
-  return {beta, de * leaky_relu_derivative(z_j[H * F + h] + terms[h], slope)};
+  return {beta, de * leaky_relu_derivative(z_j[H * F + h] + terms[h] + ee, slope)};
 }
 }  // namespace detail
 
@@ -358,7 +403,9 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
 ///   de_ij   = alpha_ij (d_ij <dout_i, z_j> - <dout_i, out_i>)
 ///   d el_j += de_ij LeakyReLU'(el_j + er_i)
 /// (d er_i, the same sum over j instead, comes from gat_backward_er.) ADDS dz_j and d el_j
-/// into dhalo (same layout as halo). Requires block.transposed (the transpose of
+/// into dhalo (same layout as halo). With an active edge term the logits include it, and
+/// dedge (one row of H per row of the block's edge table, row-major) gets each edge's
+/// de_ij LeakyReLU'(.) at its table row (ASSIGNED: every edge of a block has its own row). Requires block.transposed (the transpose of
 /// block.edges, entries = local rows), halo and dhalo of block.edges->num_cols rows and
 /// dims.halo_width() columns, node_terms and dout indexed by LOCAL row (n rows, the block's
 /// rows inside [0, n)). Parallel over source rows through block.transposed; no atomics.
@@ -366,7 +413,8 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
 template <class T>
 void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_ref<T> dhalo,
                         const gat_backward_rows<T>& rows, gat_dims dims, T slope,
-                        const gat_attention_dropout<T>& dropout) {
+                        const gat_attention_dropout<T>& dropout,
+                        const gat_edge_term<T>& edge_term = {}, T* dedge = nullptr) {
   const csr& edges = *block.edges;
   const Eigen::Index H = dims.heads, F = dims.features, HF = dims.width();
   SAR_CHECK(block.transposed != nullptr && block.transposed->num_rows == edges.num_cols,
@@ -378,6 +426,10 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
             dims.halo_width());
   const Eigen::Index n = rows.node_terms.rows();
   detail::check_gat_block_rows("sar::gat_backward_block", block, n);
+  edge_term.check("sar::gat_backward_block", block);
+  SAR_CHECK(!edge_term.active() || block.edge_features->rows() == 0 || dedge != nullptr,
+            invalid_argument, "sar::gat_backward_block: an edge term without its gradient "
+            "buffer");
   SAR_CHECK(rows.node_terms.cols() == 3 * H && rows.dout.cols() == HF && rows.dout.rows() == n &&
                 block.transposed->num_cols == n,
             invalid_argument, "sar::gat_backward_block: node_terms, dout or the transposed "
@@ -388,7 +440,7 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
   // prefetched (node_terms and dout are read at random rows).
   tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
     detail::edge_values<T> alpha;
-    std::vector<T> scale(H);
+    std::vector<T> scale(H), ee;  // ee: the edge terms of one source's edges (count x H)
     const edge_t end = by_source.offsets[range.end()];
     const detail::edge_row_prefetcher<T> prefetch_terms(rows.node_terms,
                                                         by_source.columns.data(), end);
@@ -399,13 +451,18 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
       const T* z = halo.row(j).data();
       // alpha_ij(h) = exp(LeakyReLU(el_j(h) + er_i(h)) - log-normaliser_i(h)) of every i.
       T* logits = alpha.resize(destinations.size() * static_cast<std::size_t>(H));
+      ee.resize(destinations.size() * static_cast<std::size_t>(H));
       for (std::size_t e = 0; e < destinations.size(); ++e) {
         const edge_t edge = by_source.offsets[j] + static_cast<edge_t>(e);
         prefetch_terms(edge);
         prefetch_dout(edge);
         const T* terms = rows.node_terms.row(destinations[e]).data();  // [er | log-norm. | ..]
+        T* ee_e = ee.data() + e * H;
+        if (edge_term.active()) edge_term.terms(block, block.transposed_edges[edge], H, ee_e);
+        else std::fill(ee_e, ee_e + H, T(0));
         for (Eigen::Index h = 0; h < H; ++h)
-          logits[e * H + h] = detail::leaky_relu(z[HF + h] + terms[h], slope) - terms[H + h];
+          logits[e * H + h] =
+              detail::leaky_relu(z[HF + h] + terms[h] + ee_e[h], slope) - terms[H + h];
       }
       alpha.exp_in_place();
       T* dz = dhalo.row(j).data();
@@ -413,13 +470,18 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
       for (std::size_t e = 0; e < destinations.size(); ++e) {
         const node_t i = destinations[e];
         dropout.scales(block.destination_id(i), source, H, scale.data());
+        T* dedge_e = edge_term.active()
+            ? dedge + block.edge_row(block.transposed_edges[by_source.offsets[j] +
+                                                           static_cast<edge_t>(e)]) * H
+            : nullptr;
         for (Eigen::Index h = 0; h < H; ++h) {
           const auto g = detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h],
-                                                   slope);
+                                                   slope, ee[e * H + h]);
           if (g.beta != T(0))
             detail::array_map<T>(dz + h * F, F) +=
                 g.beta * detail::const_array_map<T>(rows.dout.row(i).data() + h * F, F);
           dz[HF + h] += g.dlogit;
+          if (dedge_e != nullptr) dedge_e[h] = g.dlogit;
         }
       }
     }

@@ -3,7 +3,9 @@
 // schedule and under the distributed SAR schedules, and never stores a per-edge matrix.
 //
 //   z_i = x_i W (H heads of F features), el_j(h) = <a_l(h), z_j(h)>, er_i(h) = <a_r(h), z_i(h)>
-//   alpha_ij(h) = softmax_j LeakyReLU(el_j(h) + er_i(h)) over the in-neighbours j of i
+//   alpha_ij(h) = softmax_j LeakyReLU(el_j(h) + er_i(h) [+ ee_ij(h)]) over the in-neighbours
+//   j of i, with edge_dim > 0: ee_ij(h) = <f_ij, V(:, h)> for the edge's feature row f_ij
+//   (PyG's GATConv(edge_dim): its lin_edge and att_edge multiply into one V, edge_dim x H)
 //   out_i(h) = sum_j alpha_ij(h) d_ij(h) z_j(h)      (d: attention dropout, 1 when off)
 //   y_i = concat_h out_i(h) (+ b)   or   y_i = mean_h out_i(h) (+ b)
 // A node without in-edges (isolated, and no self-loop) gets out_i = 0, i.e. y_i = b. Add
@@ -11,6 +13,7 @@
 //
 // Communication: forward gathers [z | el] once per block (H F + H columns); backward gathers
 // it again (rematerialisation) and scatters its gradient to the owners (gather_scatter).
+// With edge features backward also fills one row of H per edge (dLoss/d ee) for dV.
 // Kept between forward and backward, all O(local nodes): [z | el] (n x (HF + H)), er, the
 // softmax log-normaliser m + log s and slope_sum (n x H each), slope_acc (n x HF: with
 // slope_sum it gives d er without a second pass over the edges, see gat_softmax_state) and,
@@ -49,6 +52,9 @@ struct gat_options {
   double attention_dropout = 0.0;  ///< rate on the normalised coefficients, training only
   /// Learn a bias b (1 x output_dim, zeros).
   bool bias = true;
+  /// Edge features the attention logits read (0: none); the schedule's graph must then carry
+  /// an edge table this wide (forward and backward throw sar::invalid_argument otherwise).
+  Eigen::Index edge_dim = 0;
 };
 
 namespace detail {
@@ -63,13 +69,16 @@ inline void check_gat_options(const char* where, Eigen::Index input_dim, Eigen::
             ": attention_dropout = ", o.attention_dropout, " outside [0, 1)");
   SAR_CHECK(o.negative_slope >= 0, invalid_argument, where, ": negative_slope = ",
             o.negative_slope);
+  SAR_CHECK(o.edge_dim >= 0 && o.edge_dim <= (Eigen::Index{1} << 24), invalid_argument, where,
+            ": edge_dim = ", o.edge_dim);
 }
 
 /// Declares the GAT parameters in their fixed order: weight (F_in x HF, Glorot),
-/// attention_left and attention_right (H x F, Glorot), bias (1 x output_dim, zeros) if any.
+/// attention_left and attention_right (H x F, Glorot), attention_edge (edge_dim x H, Glorot)
+/// if edge_dim > 0, bias (1 x output_dim, zeros) if any.
 template <class T>
 struct gat_parameter_ids {
-  std::size_t weight = 0, attention_left = 0, attention_right = 0, bias = 0;
+  std::size_t weight = 0, attention_left = 0, attention_right = 0, attention_edge = 0, bias = 0;
   void declare(parameter_store<T>& store, Eigen::Index input_dim, Eigen::Index head_dim,
                Eigen::Index output_dim, const gat_options& o) {
     weight = store.declare({"gat.weight", input_dim, o.heads * head_dim, init_kind::glorot_uniform});
@@ -77,6 +86,9 @@ struct gat_parameter_ids {
         store.declare({"gat.attention_left", o.heads, head_dim, init_kind::glorot_uniform});
     attention_right =
         store.declare({"gat.attention_right", o.heads, head_dim, init_kind::glorot_uniform});
+    if (o.edge_dim > 0)
+      attention_edge =
+          store.declare({"gat.attention_edge", o.edge_dim, o.heads, init_kind::glorot_uniform});
     if (o.bias) bias = store.declare({"gat.bias", 1, output_dim, init_kind::zeros});
   }
 };
@@ -109,7 +121,8 @@ class gat_layer {
   /// The options it was built with.
   const gat_options& options() const { return options_; }
 
-  /// Registers weight, attention_left, attention_right and (optionally) bias. Once per store.
+  /// Registers weight, attention_left, attention_right, (with edge_dim) attention_edge and
+  /// (optionally) bias. Once per store.
   void declare(parameter_store<T>& store) {
     ids_.declare(store, input_dim_, dims_.features, output_dim(), options_);
     store_ = &store;
@@ -150,7 +163,7 @@ class gat_layer {
     state.acc.swap(out_);
     state.reset(n, dims_);
     graph.gather(ctx.exchange(), z_el_, [&](const graph_block& block, const auto& halo) {
-      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, state);
+      gat_forward_block<T>(block, halo, er_, dims_, slope(), dropout, state, edge_term());
     });
     gat_softmax_finish<T>(dims_, state);
     log_normaliser_ = std::move(state.max);
@@ -234,11 +247,24 @@ class gat_layer {
     set_zero<T>(dz_el);
     const gat_backward_rows<T> rows{node_terms, dout};
     const auto dropout = make_dropout(ctx);
+    const matrixf* edge_table = nullptr;  // the blocks' (with edge_dim > 0)
+    matrix<T> dedge;                      // dLoss/d ee, one row of H per edge-table row
     graph.gather_scatter(ctx.exchange(), z_el_, dz_el,
                          [&](const graph_block& block, const auto& halo, auto& dhalo) {
+                           const auto term = edge_term();
+                           term.check(where, block);
+                           if (term.active() && edge_table == nullptr) {
+                             edge_table = block.edge_features;
+                             dedge = matrix<T>::Zero(edge_table->rows(), H);
+                           }
                            gat_backward_block<T>(block, halo, dhalo, rows, dims_, slope(),
-                                                 dropout);
+                                                 dropout, term, dedge.data());
                          });
+    if (options_.edge_dim > 0) {  // dV = F^T dLoss/d ee over the rank's edges
+      auto dv = store_->grad(ids_.attention_edge);
+      if (edge_table == nullptr) dv.setZero();
+      else transposed_product<T>(edge_table->cast<T>(), dedge, rows_ref<T>(dv));
+    }
     matrix<T> der;
     gat_backward_er<T>(dims_, rows, slope_sum_, slope_acc_, der);
 
@@ -297,6 +323,11 @@ class gat_layer {
               graph.num_sources(), " x ", input_dim_);
   }
   T slope() const { return static_cast<T>(options_.negative_slope); }
+  /// The logits' edge term (inactive without edge features).
+  gat_edge_term<T> edge_term() const {
+    if (options_.edge_dim == 0) return {};
+    return {store_->value(ids_.attention_edge).data(), options_.edge_dim};
+  }
   gat_attention_dropout<T> make_dropout(const layer_context& ctx) const {
     if (!ctx.training || options_.attention_dropout == 0) return {};
     return {options_.attention_dropout, ctx.seed, ctx.epoch, ctx.layer};

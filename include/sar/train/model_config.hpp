@@ -45,11 +45,13 @@ struct model_config {
   /// decay_first_layer_only.
   double weight_decay = 5e-4;
   bool decay_first_layer_only = true;  ///< the GCN paper's choice
-  /// mpnn, and gcn with edge_weight: the width of the edge features it reads (the data's; set
-  /// by whoever builds it).
+  /// mpnn, gcn with edge_weight, gat with edge_attention: the width of the edge features it
+  /// reads (the data's; set by whoever builds it).
   Eigen::Index edge_dim = 0;
   /// gcn: the edge-feature column that weighs each edge (-1: unweighted; sar/nn/gcn.hpp).
   Eigen::Index edge_weight = -1;
+  /// gat: the attention logits read the edge features (gat_options::edge_dim = edge_dim).
+  bool edge_attention = false;
   /// mpnn: the steps carry an edge state (one edge_processor; full-graph training only), or
   /// each step reads the edge features again (edge_conv layers; also on sampled blocks).
   bool edge_state = true;
@@ -59,9 +61,11 @@ struct model_config {
   /// Epochs to train.
   int epochs = 200;
 
-  /// Whether the model reads the graph's edge features (mpnn; gcn with edge_weight).
+  /// Whether the model reads the graph's edge features (mpnn; gcn with edge_weight; gat with
+  /// edge_attention).
   bool reads_edge_features() const {
-    return kind == model_kind::mpnn || (kind == model_kind::gcn && edge_weight >= 0);
+    return kind == model_kind::mpnn || (kind == model_kind::gcn && edge_weight >= 0) ||
+           (kind == model_kind::gat && edge_attention);
   }
   /// Early-stopping patience in evaluations (0: none; see train_options::patience).
   int patience = 0;
@@ -139,6 +143,7 @@ inline model_memory estimate_model_memory(const model_config& c, double features
     if (c.kind == model_kind::sage && c.aggregation == sage_aggregation::pool)
       weights = width * hidden + hidden + width * per_head + hidden * per_head;
     if (gat) weights = width * out_width + 2 * out_width;
+    if (gat && c.edge_attention) weights += static_cast<double>(c.edge_dim) * layer_heads;
     out = gat && !last ? out_width : per_head;
     // The bias is as wide as the output (after the last GAT layer's mean); a hidden layer
     // followed by batch norm has none, and batch norm two of that width.

@@ -118,7 +118,8 @@ inline nlohmann::json config_json(const model_config& c) {
           {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
           {"decay_first_layer_only", c.decay_first_layer_only}, {"epochs", c.epochs},
           {"patience", c.patience}, {"edge_dim", c.edge_dim}, {"edge_state", c.edge_state},
-          {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight}};
+          {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight},
+          {"edge_attention", c.edge_attention}};
 }
 
 /// Throws sar::io_error naming `file` for an unknown name or a value out of its domain.
@@ -154,6 +155,7 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.edge_state = j.value("edge_state", true);
   c.mean_messages = j.value("mean_messages", true);
   c.edge_weight = j.value("edge_weight", Eigen::Index{-1});
+  c.edge_attention = j.value("edge_attention", false);
   constexpr Eigen::Index limit = Eigen::Index{1} << 31;
   SAR_CHECK(c.layers >= 1 && c.layers < (1 << 20) && c.hidden >= 1 && c.hidden < limit &&
                 c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit &&
@@ -394,7 +396,8 @@ inline self_loop_policy model_self_loops(const model_config& c) {
 /// Puts a graph (in-edges; first_column: the global id of row 0, a part's first_global())
 /// and its edge table (one row per entry, or empty) in the form a model of `c` is trained and
 /// used on: model_self_loops' policy, an added loop of an edge-weighted GCN weighing 1 (as
-/// PyG's add_remaining_self_loops), and no edge table unless the model reads one.
+/// PyG's add_remaining_self_loops; for GAT its row is 0: no edge term), and no edge table
+/// unless the model reads one.
 /// Throws sar::invalid_argument if the table has rows but not one per entry.
 inline void prepare_model_graph(const model_config& c, csr& graph, matrixf& edge_features,
                                 node_t first_column = 0) {

@@ -41,6 +41,9 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
   SAR_CHECK(c.edge_weight < 0 || (c.kind == model_kind::gcn && c.edge_weight < c.edge_dim),
             invalid_argument, where, ": edges weighted by edge feature ", c.edge_weight, " of ",
             c.edge_dim, " (a gcn's option)");
+  SAR_CHECK(!c.edge_attention || (c.kind == model_kind::gat && c.edge_dim >= 1),
+            invalid_argument, where, ": attention over ", c.edge_dim, " edge features (a gat's "
+            "option, edge_dim >= 1)");
   check_memory<invalid_argument>(
       where, message("the parameters, gradients and Adam moments of ", c.layers,
                      " layers (hidden ", c.hidden, c.kind == model_kind::gat ? message(
@@ -103,6 +106,7 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
         o.merge = last ? gat_merge::mean : gat_merge::concat;
         o.attention_dropout = c.attention_dropout;
         o.bias = bias;
+        o.edge_dim = c.edge_attention ? c.edge_dim : 0;
         layers.emplace_back(gat_layer<T>(width, out, o));
         if (!last) out *= c.heads;
         break;

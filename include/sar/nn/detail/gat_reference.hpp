@@ -63,6 +63,7 @@ class gat_reference {
         }
 
     const auto dropout = make_dropout(ctx);
+    const matrix<T> ee = edge_terms(graph);  // E x H (zeros without edge features)
     raw_.assign(m * H, T(0));
     alpha_.assign(m * H, T(0));
     scale_.assign(m * H, T(1));
@@ -70,7 +71,7 @@ class gat_reference {
     for (node_t i = 0; i < n; ++i) {
       for (edge_t k = g.offsets[i]; k < g.offsets[i + 1]; ++k) {
         const node_t j = g.columns[k];
-        for (Eigen::Index h = 0; h < H; ++h) raw_[k * H + h] = el_(j, h) + er_(i, h);
+        for (Eigen::Index h = 0; h < H; ++h) raw_[k * H + h] = el_(j, h) + er_(i, h) + ee(k, h);
         dropout.scales(graph.node_id(i), graph.node_id(j), H, &scale_[k * H]);
       }
       for (Eigen::Index h = 0; h < H; ++h) {
@@ -117,6 +118,7 @@ class gat_reference {
     matrix<T> dz = matrix<T>::Zero(n, H * F), del = matrix<T>::Zero(n, H),
               der = matrix<T>::Zero(n, H);
     std::vector<T> dalpha;
+    matrix<T> draws = matrix<T>::Zero(g.num_edges(), H);  // dLoss / d raw, per edge
     for (node_t i = 0; i < n; ++i) {
       const edge_t first = g.offsets[i], last = g.offsets[i + 1];
       for (Eigen::Index h = 0; h < H; ++h) {
@@ -138,6 +140,7 @@ class gat_reference {
           const T draw = de * leaky_relu_derivative(raw_[k * H + h], slope);
           del(g.columns[k], h) += draw;
           der(i, h) += draw;
+          draws(k, h) = draw;
         }
       }
     }
@@ -152,6 +155,8 @@ class gat_reference {
           da_r(h, f) += der(i, h) * z_(i, h * F + f);
           dz(i, h * F + f) += del(i, h) * a_l(h, f) + der(i, h) * a_r(h, f);
         }
+    if (options_.edge_dim > 0)
+      store_->grad(ids_.attention_edge) = graph.edge_features().cast<T>().transpose() * draws;
     store_->grad(ids_.weight) = x.transpose() * dz;
     if (dx.size() != 0) dx += dz * W.transpose();
     if (options_.bias) store_->grad(ids_.bias) = dy.colwise().sum();
@@ -164,6 +169,15 @@ class gat_reference {
   }
 
  private:
+  /// ee(k, h) = <f_k, V(:, h)> for every edge k (zeros without edge features).
+  matrix<T> edge_terms(const local_schedule& graph) const {
+    const edge_t m = graph.graph().num_edges();
+    if (options_.edge_dim == 0) return matrix<T>::Zero(m, options_.heads);
+    SAR_CHECK(graph.edge_features().rows() == m && graph.edge_features().cols() ==
+                  options_.edge_dim, invalid_argument,
+              "sar::detail::gat_reference: edge features do not match edge_dim");
+    return graph.edge_features().cast<T>() * store_->value(ids_.attention_edge);
+  }
   gat_attention_dropout<T> make_dropout(const layer_context& ctx) const {
     if (!ctx.training || options_.attention_dropout == 0) return {};
     return {options_.attention_dropout, ctx.seed, ctx.epoch, ctx.layer};
