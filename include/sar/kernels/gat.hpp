@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <tbb/blocked_range.h>
@@ -392,7 +393,8 @@ inline gat_edge_grad<T> gat_edge_backward(const gat_backward_rows<T>& rows, node
     de += beta * (const_array_map<T>(rows.dout.row(i).data() + h * F, F) *
                   const_array_map<T>(z_j + h * F, F))
                      .sum();
-  return {beta, de * leaky_relu_derivative(z_j[H * F + h] + terms[h] + ee, slope)};
+  const T pre = z_j[H * F + h] + terms[h];
+  return {beta, de * leaky_relu_derivative(ee == T(0) ? pre : pre + ee, slope)};
 }
 }  // namespace detail
 
@@ -438,54 +440,67 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
 
   // Per source (halo) row j: dz_j and d el_j. The rows of the destinations ahead are
   // prefetched (node_terms and dout are read at random rows).
-  tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
-    detail::edge_values<T> alpha;
-    std::vector<T> scale(H), ee;  // ee: the edge terms of one source's edges (count x H)
-    const edge_t end = by_source.offsets[range.end()];
-    const detail::edge_row_prefetcher<T> prefetch_terms(rows.node_terms,
-                                                        by_source.columns.data(), end);
-    const detail::edge_row_prefetcher<T> prefetch_dout(rows.dout, by_source.columns.data(), end);
-    for (node_t j = range.begin(); j != range.end(); ++j) {
-      const auto destinations = by_source.row(j);
-      if (destinations.empty()) continue;
-      const T* z = halo.row(j).data();
-      // alpha_ij(h) = exp(LeakyReLU(el_j(h) + er_i(h)) - log-normaliser_i(h)) of every i.
-      T* logits = alpha.resize(destinations.size() * static_cast<std::size_t>(H));
-      ee.resize(destinations.size() * static_cast<std::size_t>(H));
-      for (std::size_t e = 0; e < destinations.size(); ++e) {
-        const edge_t edge = by_source.offsets[j] + static_cast<edge_t>(e);
-        prefetch_terms(edge);
-        prefetch_dout(edge);
-        const T* terms = rows.node_terms.row(destinations[e]).data();  // [er | log-norm. | ..]
-        T* ee_e = ee.data() + e * H;
-        if (edge_term.active()) edge_term.terms(block, block.transposed_edges[edge], H, ee_e);
-        else std::fill(ee_e, ee_e + H, T(0));
-        for (Eigen::Index h = 0; h < H; ++h)
-          logits[e * H + h] =
-              detail::leaky_relu(z[HF + h] + terms[h] + ee_e[h], slope) - terms[H + h];
-      }
-      alpha.exp_in_place();
-      T* dz = dhalo.row(j).data();
-      const node_t source = block.source_id(j);
-      for (std::size_t e = 0; e < destinations.size(); ++e) {
-        const node_t i = destinations[e];
-        dropout.scales(block.destination_id(i), source, H, scale.data());
-        T* dedge_e = edge_term.active()
-            ? dedge + block.edge_row(block.transposed_edges[by_source.offsets[j] +
-                                                           static_cast<edge_t>(e)]) * H
-            : nullptr;
-        for (Eigen::Index h = 0; h < H; ++h) {
-          const auto g = detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h],
-                                                   slope, ee[e * H + h]);
-          if (g.beta != T(0))
-            detail::array_map<T>(dz + h * F, F) +=
-                g.beta * detail::const_array_map<T>(rows.dout.row(i).data() + h * F, F);
-          dz[HF + h] += g.dlogit;
-          if (dedge_e != nullptr) dedge_e[h] = g.dlogit;
+  // Compiled twice: without an edge term the loops are those of plain GAT.
+  const auto per_source = [&]<bool EdgeTerm>(std::bool_constant<EdgeTerm>) {
+    tbb::parallel_for(tbb::blocked_range<node_t>(0, by_source.num_rows), [&](const auto& range) {
+      detail::edge_values<T> alpha;
+      std::vector<T> scale(H), ee;  // ee: the edge terms of one source's edges (count x H)
+      const edge_t end = by_source.offsets[range.end()];
+      const detail::edge_row_prefetcher<T> prefetch_terms(rows.node_terms,
+                                                          by_source.columns.data(), end);
+      const detail::edge_row_prefetcher<T> prefetch_dout(rows.dout, by_source.columns.data(),
+                                                         end);
+      for (node_t j = range.begin(); j != range.end(); ++j) {
+        const auto destinations = by_source.row(j);
+        if (destinations.empty()) continue;
+        const T* z = halo.row(j).data();
+        const edge_t first = by_source.offsets[j];
+        // alpha_ij(h) = exp(LeakyReLU(el_j(h) + er_i(h) [+ ee_ij(h)]) - log-normaliser_i(h)).
+        T* logits = alpha.resize(destinations.size() * static_cast<std::size_t>(H));
+        if constexpr (EdgeTerm) ee.resize(destinations.size() * static_cast<std::size_t>(H));
+        for (std::size_t e = 0; e < destinations.size(); ++e) {
+          const edge_t edge = first + static_cast<edge_t>(e);
+          prefetch_terms(edge);
+          prefetch_dout(edge);
+          const T* terms = rows.node_terms.row(destinations[e]).data();  // [er | log-norm. | ..]
+          [[maybe_unused]] T* ee_e = nullptr;
+          if constexpr (EdgeTerm) {
+            ee_e = ee.data() + e * H;
+            edge_term.terms(block, block.transposed_edges[edge], H, ee_e);
+          }
+          for (Eigen::Index h = 0; h < H; ++h) {
+            T pre = z[HF + h] + terms[h];
+            if constexpr (EdgeTerm) pre += ee_e[h];
+            logits[e * H + h] = detail::leaky_relu(pre, slope) - terms[H + h];
+          }
+        }
+        alpha.exp_in_place();
+        T* dz = dhalo.row(j).data();
+        const node_t source = block.source_id(j);
+        for (std::size_t e = 0; e < destinations.size(); ++e) {
+          const node_t i = destinations[e];
+          dropout.scales(block.destination_id(i), source, H, scale.data());
+          T* dedge_e = nullptr;
+          if constexpr (EdgeTerm)
+            dedge_e = dedge + block.edge_row(
+                                  block.transposed_edges[first + static_cast<edge_t>(e)]) * H;
+          for (Eigen::Index h = 0; h < H; ++h) {
+            T ee_h = T(0);
+            if constexpr (EdgeTerm) ee_h = ee[e * H + h];
+            const auto g = detail::gat_edge_backward(rows, i, h, F, z, alpha[e * H + h], scale[h],
+                                                     slope, ee_h);
+            if (g.beta != T(0))
+              detail::array_map<T>(dz + h * F, F) +=
+                  g.beta * detail::const_array_map<T>(rows.dout.row(i).data() + h * F, F);
+            dz[HF + h] += g.dlogit;
+            if constexpr (EdgeTerm) dedge_e[h] = g.dlogit;
+          }
         }
       }
-    }
-  });
+    });
+  };
+  if (edge_term.active()) per_source(std::true_type{});
+  else per_source(std::false_type{});
 }
 
 /// d er_i(h) := sum_j de_ij(h) LeakyReLU'(el_j(h) + er_i(h)) over ALL in-edges of i, which
