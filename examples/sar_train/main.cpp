@@ -265,12 +265,13 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "summed (sum)")
       ->check(CLI::IsMember({"mean", "sum"}))->capture_default_str();
   app.add_flag("--no-edge-state", no_edge_state, "mpnn: every step reads the edge features "
-               "again instead of carrying an edge state from step to step");
+               "again instead of carrying an edge state from step to step (what --minibatch "
+               "needs for more than one step)");
   app.add_option("--edge-weight", edge_weight, "gcn: weigh each edge by this column of the "
-                 "dataset's edge features (an added self-loop weighs 1); full batch")
+                 "dataset's edge features (an added self-loop weighs 1)")
       ->check(sar_programs::non_negative);
   app.add_flag("--edge-attention", edge_attention, "gat: the attention logits read the "
-               "dataset's edge features (PyG's edge_dim; an added self-loop's are 0); full batch");
+               "dataset's edge features (PyG's edge_dim; an added self-loop's are 0)");
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
   app.add_option("--layers", layers, "graph layers (default 2)")->check(sar_programs::positive);
@@ -393,19 +394,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                                                      : sar::model_kind::gat);
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
-    SAR_CHECK(p.model != "mpnn" || p.minibatch == 0, sar::invalid_argument,
-              "sar-train: --model mpnn trains full batch for now (sampled blocks carry no edge "
-              "features yet)");
     SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,
               "sar-train: --edge-weight is an option of --model gcn");
-    SAR_CHECK(edge_weight < 0 || p.minibatch == 0, sar::invalid_argument,
-              "sar-train: --edge-weight trains full batch for now (sampled blocks carry no edge "
-              "features yet)");
     SAR_CHECK(!edge_attention || p.model == "gat", sar::invalid_argument,
               "sar-train: --edge-attention is an option of --model gat");
-    SAR_CHECK(!edge_attention || p.minibatch == 0, sar::invalid_argument,
-              "sar-train: --edge-attention trains full batch for now (sampled blocks carry no "
-              "edge features yet)");
     config.edge_weight = edge_weight;
     config.edge_attention = edge_attention;
     config.edge_state = !no_edge_state;
@@ -419,6 +411,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     if (dropout) config.dropout = *dropout;
     if (attention_dropout) config.attention_dropout = *attention_dropout;
     if (input_dropout) config.input_dropout = *input_dropout;
+    // A sampled block's edges differ from layer to layer, so no edge state carries over.
+    SAR_CHECK(p.model != "mpnn" || p.minibatch == 0 || no_edge_state || config.layers == 1,
+              sar::invalid_argument, "sar-train: --model mpnn with --minibatch needs "
+              "--no-edge-state (each step reads the edge features of its own sampled block) "
+              "or --layers 1");
     if (p.low_bit()) {
       // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
       // once, exactly; only hidden layers' halos are quantised and stale.

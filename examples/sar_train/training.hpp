@@ -429,7 +429,7 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   sar::matrixf edge_features = std::move(dataset.edge_features);  // empty unless read
   local_data data = local_data::from(dataset, dataset.name, nodes);
   if (p.minibatch > 0) {
-    sar::sampling_graph sampled(graph);
+    sar::sampling_graph sampled(graph, edge_features);
     return train<T>(p, config, sampled, data, comm);
   }
   sar::local_schedule schedule(std::move(graph), std::move(edge_features));

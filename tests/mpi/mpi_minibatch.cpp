@@ -8,7 +8,9 @@
 // - training: per-epoch training losses and validation accuracies of minibatch GraphSAGE and
 //   LADIES GCN (dropout on) equal the one-process run's within 1e-5 (double and float), and
 //   the final parameters agree; so do minibatch GraphSAGE runs on a regression and a
-//   multi-label task (double), also when replicas measure nothing in evaluation;
+//   multi-label task (double), also when replicas measure nothing in evaluation, and models
+//   that read edge features (mpnn, GAT with edge attention, GCN weighted by an edge column:
+//   each sampled edge's row fetched from the rank that owns its destination);
 // - bad input: a replication that does not divide N is a clear error on every rank.
 // Any failure prints the rank and ends every rank with MPI_Abort.
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "sar/partition/metis.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/train/minibatch.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 
 using namespace sar;
@@ -125,6 +128,25 @@ run_result train(Graph& graph, const model_config& config, const Data& data,
   return out;
 }
 
+/// The per-epoch losses and validation scores of `got` are the reference's within
+/// `tolerance`, its parameters within 100 times that.
+void expect_same_run(mpi_communicator& comm, const run_result& got, const run_result& reference,
+                     double tolerance, const std::string& what) {
+  EXPECT(got.losses.size() == reference.losses.size(), what);
+  for (std::size_t e = 0; e < got.losses.size(); ++e) {
+    EXPECT(close(got.losses[e], reference.losses[e], tolerance), what, ": epoch ", e, " loss ",
+           got.losses[e], " vs one process ", reference.losses[e]);
+    EXPECT(close(got.valid_score[e], reference.valid_score[e], tolerance), what, ": epoch ", e,
+           " validation score ", got.valid_score[e], " vs ", reference.valid_score[e]);
+  }
+  for (std::size_t i = 0; i < got.parameters.size(); ++i)
+    EXPECT(close(got.parameters[i], reference.parameters[i], 100 * tolerance), what,
+           ": parameter ", i, " ", got.parameters[i], " vs ", reference.parameters[i]);
+  if (comm.rank() == 0)
+    std::printf("ok  training %s (loss %.6f -> %.6f)\n", what.c_str(), got.losses.front(),
+                got.losses.back());
+}
+
 template <class T>
 void check_training(mpi_communicator& comm, const graph_dataset& data,
                     const std::vector<int>& assignment, int replication, sampler_kind kind,
@@ -161,20 +183,30 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
     EXPECT(groups == 1 ? rows[0] == 0 : rows[0] < rows[1], what, ": the bulk sent ", rows[0],
            " bytes of feature rows, its minibatches apart ", rows[1]);
   }
-  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-9;
-  EXPECT(got.losses.size() == reference.losses.size(), what);
-  for (std::size_t e = 0; e < got.losses.size(); ++e) {
-    EXPECT(close(got.losses[e], reference.losses[e], tolerance), what, ": epoch ", e, " loss ",
-           got.losses[e], " vs one process ", reference.losses[e]);
-    EXPECT(close(got.valid_score[e], reference.valid_score[e], tolerance), what, ": epoch ", e,
-           " validation score ", got.valid_score[e], " vs ", reference.valid_score[e]);
-  }
-  for (std::size_t i = 0; i < got.parameters.size(); ++i)
-    EXPECT(close(got.parameters[i], reference.parameters[i], 100 * tolerance), what,
-           ": parameter ", i, " ", got.parameters[i], " vs ", reference.parameters[i]);
-  if (comm.rank() == 0)
-    std::printf("ok  training %s (loss %.6f -> %.6f)\n", what.c_str(), got.losses.front(),
-                got.losses.back());
+  expect_same_run(comm, got, reference, std::is_same_v<T, float> ? 1e-5 : 1e-9, what);
+}
+
+/// Minibatch training of a model that reads edge features (the edge rows of every sampled
+/// block fetched from the ranks that own the edges' destinations): the one-process run.
+void check_edge_model(mpi_communicator& comm, const graph_dataset& data,
+                      const std::vector<int>& assignment, int replication, model_config config,
+                      const std::string& what) {
+  config.hidden = 8;
+  config.layers = 2;
+  config.epochs = 3;
+  config.edge_dim = data.edge_features.cols();
+  minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
+  mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {5, 5}, .seed = 2};
+  csr whole = data.graph;
+  matrixf whole_edges = data.edge_features;
+  prepare_model_graph(config, whole, whole_edges);
+  sampling_graph one_process(whole, whole_edges);
+  const run_result reference = train<double>(one_process, config, data, mb);
+  graph_part part = mpi_test::cut_part(data, assignment, comm.size() / replication,
+                                       comm.rank() / replication);
+  prepare_model_graph(config, part.in_edges, part.edge_features, part.first_global());
+  graph_type graph(comm, part, replication, false);
+  expect_same_run(comm, train<double>(graph, config, part, mb), reference, 1e-9, what);
 }
 
 /// `data` with a regression task (targets: the class id and feature 0) or a multi-label task
@@ -203,6 +235,10 @@ int main(int argc, char** argv) {
     o.num_nodes = 700;
     o.seed = 6;
     const graph_dataset data = make_planted_partition(o);
+    o.edge_feature_dim = 3;
+    o.edge_noise = 0.3;
+    graph_dataset with_edges = make_planted_partition(o);
+    with_edges.edge_features.col(1) = with_edges.edge_features.col(1).cwiseAbs();  // a weight
     for (int c : {1, 2}) {
       if (P % c != 0) continue;
       const std::vector<int> assignment = partition_metis(data, P / c, {.seed = 1});
@@ -223,6 +259,14 @@ int main(int argc, char** argv) {
         check_training<double>(comm, with_task(data, task), assignment, c,
                                sampler_kind::node_wise,
                                message("sage ", task_name(task), " double", at));
+      model_config mpnn = paper_defaults(model_kind::mpnn), gat = paper_defaults(model_kind::gat),
+                   gcn = paper_defaults(model_kind::gcn);
+      mpnn.edge_state = false;
+      gat.edge_attention = true;
+      gcn.edge_weight = 1;
+      check_edge_model(comm, with_edges, assignment, c, mpnn, "mpnn over edge features" + at);
+      check_edge_model(comm, with_edges, assignment, c, gat, "gat with edge attention" + at);
+      check_edge_model(comm, with_edges, assignment, c, gcn, "gcn weighted by an edge column" + at);
     }
     // A replication that does not divide the ranks: the same clear error on every rank.
     graph_part part = mpi_test::cut_part(data, std::vector<int>(700, 0), 1, 0);

@@ -9,6 +9,7 @@
 // num_destinations() rows, and row i < num_destinations() of x is destination i's own row.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "sar/core/types.hpp"
@@ -60,11 +61,16 @@ struct graph_block {
   /// has none. Edges of this block find their row through edge_rows. Edge data of layers
   /// (an edge state) uses the same rows.
   const matrixf* edge_features = nullptr;
+  /// The relation of each edge-table row (a heterogeneous graph's edge types,
+  /// sar/graph/schema.hpp), empty when the graph has none. Edges of this block find theirs
+  /// through edge_rows, as they find their features.
+  std::span<const std::int32_t> edge_types{};
   /// The edge-table row of each entry of `edges` (empty: entry e is row e). Set whenever
-  /// edge_features is.
+  /// edge_features or edge_types is.
   std::span<const edge_t> edge_rows{};
-  /// The `edges` entry of each entry of `transposed` (empty when edge_features is null), so
-  /// a backward walking `transposed` finds each edge's row: edge_row(transposed_edges[t]).
+  /// The `edges` entry of each entry of `transposed` (empty when the graph has neither edge
+  /// features nor edge types), so a backward walking `transposed` finds each edge's row:
+  /// edge_row(transposed_edges[t]).
   std::span<const edge_t> transposed_edges{};
 
   /// Rows of the halo this block reads (its sources).
@@ -85,6 +91,8 @@ struct graph_block {
   }
   /// The edge-table row of entry e of `edges`.
   edge_t edge_row(edge_t e) const { return edge_rows.empty() ? e : edge_rows[e]; }
+  /// The relation of entry e of `edges` (requires edge_types).
+  std::int32_t edge_type(edge_t e) const { return edge_types[static_cast<std::size_t>(edge_row(e))]; }
 };
 
 }  // namespace sar

@@ -24,7 +24,8 @@
 // Edge data lives with the rank that owns the edge's destination (graph_part::edge_features):
 // one table row per in-edge, found from a block's edge through graph_block::edge_row, so edge
 // data never crosses the network. The schedule provides the table through edge_features()
-// (local_schedule, distributed_schedule); a sampled block has none yet.
+// (local_schedule, distributed_schedule; a sampled block's local_schedule holds the rows of its
+// own edges, docs/sampling.md).
 //
 // Kept between forward and backward, per node: x_i W_d, x_j W_s + b_1 (all source rows), M_i,
 // the node MLP's pre-activation and (without an edge output) s_i: 5 rows of H per node.

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <numeric>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -67,10 +69,14 @@ struct sampling_traffic {
 template <communicator Comm>
 class distributed_sampling_graph {
  public:
-  /// Collective. Takes part.in_edges (left empty): the graph the sampler walks, with the
-  /// model's self-loops. layer_wise: keep what LADIES' importances need. Throws
-  /// sar::invalid_argument naming the rank (check_replication; part.part not this rank's
-  /// group; original ids not a permutation of the nodes).
+  /// Collective. Takes part.in_edges and part.edge_features (left empty): the graph the
+  /// sampler walks, with the model's self-loops, and its edge table (one row per in-edge;
+  /// 0 columns on every rank: none). An edge's id is its group's first edge id (the groups'
+  /// edges numbered one after the other) plus its entry in the group's rows sorted by dataset
+  /// id. layer_wise: keep what LADIES' importances need. Throws sar::invalid_argument naming
+  /// the rank (check_replication; part.part not this rank's group; original ids not a
+  /// permutation of the nodes; edge tables of different widths, or rows with a repeated
+  /// edge when there is an edge table).
   distributed_sampling_graph(Comm& comm, graph_part& part, int replication, bool layer_wise)
       : comm_(&comm), replication_(replication), book_(part.book) {
     constexpr const char* where = "sar::distributed_sampling_graph";
@@ -106,6 +112,7 @@ class distributed_sampling_graph {
       const auto columns = dataset_of.lookup(comm, std::span<const node_t>(rows_.columns));
       std::copy(columns.begin(), columns.end(), rows_.columns.begin());
     }
+    take_edge_table(comm, part.edge_features);
     for (node_t r = 0; r < rows_.num_rows; ++r)
       std::sort(rows_.columns.begin() + rows_.offsets[r], rows_.columns.begin() + rows_.offsets[r + 1]);
 
@@ -130,31 +137,37 @@ class distributed_sampling_graph {
   /// Number of nodes of the whole graph.
   node_t num_nodes() const { return book_.num_nodes(); }
 
-  /// The rows of A of `ids` (dataset ids), columns as dataset ids. Collective.
-  sparse_matrix rows(std::span<const node_t> ids) {
+  /// The rows of A of `ids` (dataset ids), columns as dataset ids, with edge ids if the
+  /// graph has an edge table. Collective.
+  adjacency_rows rows(std::span<const node_t> ids) {
+    const bool edge_ids = edge_features_.cols() > 0;
+    const std::size_t head = edge_ids ? 2 : 1;  // an answer: count, [first edge id,] columns
     const route r = send(ids);
     const auto got = answer<std::int64_t>(r, traffic_.adjacency_bytes,
                                           [&](std::vector<std::int64_t>& reply, node_t row) {
       const auto cols = rows_.row(row);
       reply.push_back(static_cast<std::int64_t>(cols.size()));
+      if (edge_ids) reply.push_back(edge_begin_[static_cast<std::size_t>(group_)] + rows_.offsets[row]);
       reply.insert(reply.end(), cols.begin(), cols.end());
     });
     std::vector<std::vector<std::size_t>> start(got.size());  // per peer: where answer k starts
     for (std::size_t q = 0; q < got.size(); ++q)
-      for (std::size_t at = 0; at < got[q].size(); at += 1 + static_cast<std::size_t>(got[q][at]))
+      for (std::size_t at = 0; at < got[q].size(); at += head + static_cast<std::size_t>(got[q][at]))
         start[q].push_back(at);
-    sparse_matrix out;
-    out.pattern.num_rows = static_cast<node_t>(ids.size());
-    out.pattern.num_cols = num_nodes();
-    out.pattern.offsets.assign(1, 0);
+    adjacency_rows out;
+    sparse_matrix& a = out.a;
+    a.pattern.num_rows = static_cast<node_t>(ids.size());
+    a.pattern.num_cols = num_nodes();
+    a.pattern.offsets.assign(1, 0);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto& chunk = got[r.peer[i]];
       const std::size_t at = start[r.peer[i]][r.slot[i]];
-      out.pattern.columns.insert(out.pattern.columns.end(), chunk.begin() + at + 1,
-                                 chunk.begin() + at + 1 + chunk[at]);
-      out.pattern.offsets.push_back(static_cast<edge_t>(out.pattern.columns.size()));
+      a.pattern.columns.insert(a.pattern.columns.end(), chunk.begin() + at + head,
+                               chunk.begin() + at + head + chunk[at]);
+      a.pattern.offsets.push_back(static_cast<edge_t>(a.pattern.columns.size()));
+      if (edge_ids) out.first_edge.push_back(chunk[at + 1]);
     }
-    out.values.assign(out.pattern.columns.size(), 1.0);
+    a.values.assign(a.pattern.columns.size(), 1.0);
     return out;
   }
 
@@ -263,16 +276,14 @@ class distributed_sampling_graph {
   /// `cols` columns). Collective.
   template <class T>
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) {
-    const auto cols = static_cast<std::size_t>(local.cols());
-    const route r = send(ids);
-    const auto got = answer<T>(r, traffic_.row_bytes, [&](std::vector<T>& reply, node_t row) {
-      for (std::size_t c = 0; c < cols; ++c) reply.push_back(local(row, c));
-    });
-    matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      for (std::size_t c = 0; c < cols; ++c)
-        out(static_cast<Eigen::Index>(i), c) = got[r.peer[i]][r.slot[i] * cols + c];
-    return out;
+    return fetch_rows<T>(local, send(ids));
+  }
+  /// The edge table of local_rows() (a row per entry, in order; 0 x 0 on every rank: none).
+  const matrixf& edge_features() const { return edge_features_; }
+  /// The edge table's rows of edge ids `ids` (as rows() gave them), in that order. Collective.
+  /// Throws sar::invalid_argument naming the rank for an id outside the graph's edges.
+  matrixf gather_edges(std::span<const edge_t> ids) {
+    return fetch_rows<float>(edge_features_, send_edges(ids));
   }
   /// Entries `ids` of a vector over the local nodes. Collective.
   template <class V>
@@ -303,9 +314,9 @@ class distributed_sampling_graph {
   /// What this rank has sent to other ranks so far, by kind (sampling_traffic).
   const sampling_traffic& sent() const { return traffic_; }
 
-  /// Bytes of the rows, ids, degrees and id map this rank keeps.
+  /// Bytes of the rows, edge table, ids, degrees and id map this rank keeps.
   std::size_t memory_bytes() const {
-    return rows_.memory_bytes() +
+    return rows_.memory_bytes() + static_cast<std::size_t>(edge_features_.size()) * sizeof(float) +
            (ids_.capacity() + 2 * row_of_.capacity() + out_degree_.capacity() +
             column_out_degree_.capacity()) * sizeof(node_t) + global_of_.memory_bytes();
   }
@@ -318,26 +329,52 @@ class distributed_sampling_graph {
     std::vector<int> peer;
     std::vector<std::size_t> slot;
   };
-  /// Each distinct id is asked for once, however often `ids` repeats it; a rank's own rows
-  /// are answered at home (its all-to-all slot to itself is a copy, not a transfer).
+  /// Requests for the rows of nodes `ids` (dataset ids), found through the id map. Collective.
   route send(std::span<const node_t> ids) {
-    const node_t n = num_nodes();
-    for (node_t v : ids)
-      SAR_CHECK(v >= 0 && v < n, invalid_argument, "sar::distributed_sampling_graph: rank ",
-                comm_->rank(), " asked for node ", v, " outside [0, ", n, ")");
-    std::vector<node_t> distinct(ids.begin(), ids.end());
+    return send_to_owners(ids, num_nodes(), "node", [&](std::span<const node_t> distinct) {
+      const std::vector<std::int64_t> global = global_of_.lookup(*comm_, distinct);
+      std::vector<std::pair<int, std::int64_t>> at;  // (group, local row)
+      at.reserve(global.size());
+      for (const std::int64_t g : global) at.emplace_back(book_.owner(g), g - book_.begin(book_.owner(g)));
+      return at;
+    });
+  }
+  /// Requests for the edge-table rows of edge ids `ids`. Collective.
+  route send_edges(std::span<const edge_t> ids) {
+    return send_to_owners(ids, edge_begin_.back(), "edge", [&](std::span<const edge_t> distinct) {
+      std::vector<std::pair<int, std::int64_t>> at;  // (group, local entry)
+      at.reserve(distinct.size());
+      for (const edge_t e : distinct) {
+        const auto group = static_cast<int>(
+            std::upper_bound(edge_begin_.begin(), edge_begin_.end(), e) - edge_begin_.begin() - 1);
+        at.emplace_back(group, e - edge_begin_[static_cast<std::size_t>(group)]);
+      }
+      return at;
+    });
+  }
+  /// Each distinct id of `ids` (each in [0, count), else sar::invalid_argument naming the
+  /// rank and the `kind` of id) is asked for once, however often `ids` repeats it, of the
+  /// replica of its group that has this rank's replica index; locate(distinct ids) gives each
+  /// its (group, local index). A rank's own rows are answered at home (its all-to-all slot to
+  /// itself is a copy, not a transfer). Collective.
+  template <class Locate>
+  route send_to_owners(std::span<const std::int64_t> ids, std::int64_t count, const char* kind,
+                       Locate&& locate) {
+    for (const std::int64_t v : ids)
+      SAR_CHECK(v >= 0 && v < count, invalid_argument, "sar::distributed_sampling_graph: rank ",
+                comm_->rank(), " asked for ", kind, " ", v, " outside [0, ", count, ")");
+    std::vector<std::int64_t> distinct(ids.begin(), ids.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    const std::vector<std::int64_t> global = global_of_.lookup(*comm_, distinct);
+    const std::vector<std::pair<int, std::int64_t>> at = locate(std::span<const std::int64_t>(distinct));
     std::vector<std::vector<std::int64_t>> per_peer(static_cast<std::size_t>(comm_->size()));
     std::vector<int> peer(distinct.size());
     std::vector<std::size_t> slot(distinct.size());
     for (std::size_t k = 0; k < distinct.size(); ++k) {
-      const int group = book_.owner(global[k]);
-      const int q = group * replication_ + replica_;
+      const int q = at[k].first * replication_ + replica_;
       peer[k] = q;
       slot[k] = per_peer[q].size();
-      per_peer[q].push_back(global[k] - book_.begin(group));
+      per_peer[q].push_back(at[k].second);
     }
     for (std::size_t q = 0; q < per_peer.size(); ++q)
       if (static_cast<int>(q) != comm_->rank()) {
@@ -347,7 +384,7 @@ class distributed_sampling_graph {
     route r;
     r.peer.reserve(ids.size());
     r.slot.reserve(ids.size());
-    for (const node_t v : ids) {
+    for (const std::int64_t v : ids) {
       const auto k = static_cast<std::size_t>(
           std::lower_bound(distinct.begin(), distinct.end(), v) - distinct.begin());
       r.peer.push_back(peer[k]);
@@ -368,6 +405,61 @@ class distributed_sampling_graph {
     }
     return all_to_all_vectors(*comm_, replies);
   }
+  /// Rows of `local` (the same columns on every rank) answered for the requests of route r.
+  /// Collective.
+  template <class T>
+  matrix<T> fetch_rows(const_rows_ref<T> local, const route& r) {
+    const auto cols = static_cast<std::size_t>(local.cols());
+    const auto got = answer<T>(r, traffic_.row_bytes, [&](std::vector<T>& reply, node_t row) {
+      for (std::size_t c = 0; c < cols; ++c) reply.push_back(local(row, c));
+    });
+    matrix<T> out(static_cast<Eigen::Index>(r.peer.size()), local.cols());
+    for (std::size_t i = 0; i < r.peer.size(); ++i)
+      for (std::size_t c = 0; c < cols; ++c)
+        out(static_cast<Eigen::Index>(i), c) = got[r.peer[i]][r.slot[i] * cols + c];
+    return out;
+  }
+  /// Keeps `table` (one row per entry of rows_, before its rows are sorted) in the order the
+  /// rows will have once sorted by dataset id, and numbers the groups' edges. Throws as the
+  /// constructor says. Collective.
+  void take_edge_table(Comm& comm, matrixf& table) {
+    constexpr const char* where = "sar::distributed_sampling_graph";
+    const auto [narrowest, widest] = min_max_over_ranks(comm, static_cast<std::int64_t>(table.cols()));
+    SAR_CHECK(narrowest == widest, invalid_argument, where, ": rank ", comm.rank(), " has ",
+              table.cols(), " edge features per edge, other ranks from ", narrowest, " to ",
+              widest);
+    const auto counts = all_gather(std::vector<std::int64_t>{rows_.num_edges()});
+    edge_begin_.assign(1, 0);
+    for (int g = 0; g < book_.num_parts(); ++g)  // each group's replica 0 counts its edges
+      edge_begin_.push_back(edge_begin_.back() + counts[static_cast<std::size_t>(g * replication_)][0]);
+    if (widest == 0) return;
+    std::exception_ptr failure;  // a bad table on one rank ends every rank
+    try {
+      SAR_CHECK(table.rows() == rows_.num_edges(), invalid_argument, where, ": rank ",
+                comm.rank(), " has ", table.rows(), " edge feature rows for ",
+                rows_.num_edges(), " edges");
+      // The order of each row's entries once sorted by column (dataset id).
+      std::vector<edge_t> order(static_cast<std::size_t>(rows_.num_edges()));
+      for (node_t r = 0; r < rows_.num_rows; ++r) {
+        const auto first = order.begin() + rows_.offsets[r];
+        const auto last = order.begin() + rows_.offsets[r + 1];
+        std::iota(first, last, rows_.offsets[r]);
+        std::sort(first, last, [&](edge_t a, edge_t b) { return rows_.columns[a] < rows_.columns[b]; });
+        const auto repeated = std::adjacent_find(first, last, [&](edge_t a, edge_t b) {
+          return rows_.columns[a] == rows_.columns[b];
+        });
+        SAR_CHECK(repeated == last, invalid_argument, where, ": rank ", comm.rank(), ": node ",
+                  ids_[static_cast<std::size_t>(r)], " has two in-edges from node ",
+                  repeated == last ? 0 : rows_.columns[*repeated],
+                  " (with edge features, each edge must be listed once)");
+      }
+      edge_features_ = gather_rows<float>(table, order);
+      table = matrixf();
+    } catch (const error&) {
+      failure = std::current_exception();
+    }
+    detail::agree_on_failure(comm, failure, where);
+  }
   /// Every rank's `mine`, in rank order. Collective.
   template <class V>
   std::vector<std::vector<V>> all_gather(const std::vector<V>& mine) {
@@ -378,6 +470,8 @@ class distributed_sampling_graph {
   partition_book book_;
   std::vector<node_t> ids_;           // local row -> dataset id
   csr rows_;                          // local rows; columns: dataset ids
+  matrixf edge_features_;             // a row per entry of rows_ (0 x 0: none)
+  std::vector<edge_t> edge_begin_;    // the first edge id of each group, then the edge count
   std::vector<std::pair<node_t, node_t>> row_of_;  // (dataset id, local row), sorted
   id_directory global_of_;            // dataset id -> relabelled id, in blocks over the ranks
   std::vector<node_t> out_degree_;    // of the local rows

@@ -10,7 +10,10 @@
 //   node-wise (GraphSAGE): Q has one row per (minibatch, vertex of level l + 1), a 1 in the
 //     vertex's column; P = Q A is the stacked rows of A; each row draws min(fanout, degree)
 //     distinct in-neighbours uniformly (darts, sar/sampling/darts.hpp; fanout -1: all).
-//     The block keeps the picked edges; layers normalise by the block's degrees (DGL's rule).
+//     The block keeps the picked edges. Layers normalise a destination by its in-degree in
+//     the block (DGL's rule); GCN a source by its out-degree in the whole graph, which the
+//     minibatch loop supplies (sampled_block::source_degrees): a source's degree within the
+//     block would depend on how a minibatch's seeds are split over ranks.
 //   layer-wise (LADIES): Q has one row per minibatch, ones at its level l + 1; P = Q (Â o Â),
 //     Â = D_in^-1/2 A D_out^-1/2, gives each candidate source j its importance p_j (the
 //     squared column norm of Â restricted to the minibatch's rows); each row draws s distinct
@@ -40,6 +43,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <span>
@@ -199,6 +203,18 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
   return {ids.begin(), ids.begin() + rows};
 }
 
+/// Throws sar::invalid_argument naming `where`, the row and the column unless every row of
+/// `graph` lists its columns in strictly increasing order.
+inline void check_strictly_increasing_rows(const char* where, const csr& graph) {
+  for (node_t i = 0; i < graph.num_rows; ++i) {
+    const auto row = graph.row(i);
+    const auto bad = std::adjacent_find(row.begin(), row.end(), std::greater_equal<node_t>());
+    SAR_CHECK(bad == row.end(), invalid_argument, where, ": row ", i, " lists column ",
+              bad == row.end() ? 0 : *bad, " before ", bad == row.end() ? 0 : *(bad + 1),
+              " (sorted rows without repeated edges expected)");
+  }
+}
+
 }  // namespace detail
 
 /// The rows `ids` of m, in that order.
@@ -221,23 +237,42 @@ struct ladies_importance {
   std::vector<node_t> out_degree;
 };
 
+/// Rows of A as a sampling graph answers them: row r of `a` lists the in-neighbours of the
+/// r-th id asked for (dataset ids, sorted; values 1). Where the graph has an edge table,
+/// entry j of row r is edge first_edge[r] + j (an edge id: the row of the graph's edge table
+/// holding that edge's features; the row's columns are then strictly increasing); first_edge
+/// is empty otherwise.
+struct adjacency_rows {
+  sparse_matrix a;                ///< the rows of A
+  std::vector<edge_t> first_edge; ///< the edge id of each row's first entry (empty: no table)
+
+  /// The edge id of the entry of row r in column v (an entry of the row).
+  edge_t edge_id(node_t r, node_t v) const {
+    const auto columns = a.row_columns(r);
+    return first_edge[static_cast<std::size_t>(r)] +
+           (std::lower_bound(columns.begin(), columns.end(), v) - columns.begin());
+  }
+};
+
 /// What a bulk sampler reads of a graph:
 ///   num_nodes()                            the graph's nodes (dataset ids [0, num_nodes()))
-///   rows(span<const node_t> ids)           -> sparse_matrix: row r = the in-neighbours of
-///                                          ids[r] (dataset ids, sorted; values 1)
+///   rows(span<const node_t> ids)           -> adjacency_rows: row r = the in-neighbours of
+///                                          ids[r], with edge ids where the graph has an
+///                                          edge table
 ///   importance(const sparse_matrix& levels) -> ladies_importance, for levels' rows (one per
 ///                                          minibatch: ones at its level's ids, sorted)
 /// rows and importance are collective on a distributed graph (every rank calls them alike).
 template <class G>
 concept sampling_graph_of = requires(G& g, std::span<const node_t> ids, const sparse_matrix& q) {
   { g.num_nodes() } -> std::same_as<node_t>;
-  { g.rows(ids) } -> std::same_as<sparse_matrix>;
+  { g.rows(ids) } -> std::same_as<adjacency_rows>;
   { g.importance(q) } -> std::same_as<ladies_importance>;
 };
 
 /// The whole graph in one process as a sampling graph. graph: in-edges (row = destination),
-/// square; it must outlive this object. LADIES' Â o Â (values 1 / (in_i out_j)) is built on
-/// the first importance() call.
+/// square; it and the edge table, if given, must outlive this object. An edge's id is its
+/// entry in the graph (its row of the edge table). LADIES' Â o Â (values 1 / (in_i out_j)) is
+/// built on the first importance() call.
 class sampling_graph {
  public:
   /// Throws sar::invalid_argument for a non-square graph.
@@ -245,12 +280,35 @@ class sampling_graph {
     SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, "sar::sampling_graph: the "
               "graph is ", graph.num_rows, " x ", graph.num_cols, " (square expected)");
   }
+  /// With an edge table: one feature row per entry of the graph (0 columns: none). Throws
+  /// sar::invalid_argument as above, if the table's rows are not the graph's entries, or if a
+  /// row's columns are not strictly increasing (what the loaders build), as edge ids of
+  /// sampled edges are found by their position in the row.
+  sampling_graph(const csr& graph, const matrixf& edge_features) : sampling_graph(graph) {
+    if (edge_features.cols() == 0) return;
+    SAR_CHECK(edge_features.rows() == graph.num_edges(), invalid_argument,
+              "sar::sampling_graph: ", edge_features.rows(), " edge feature rows for ",
+              graph.num_edges(), " edges");
+    detail::check_strictly_increasing_rows("sar::sampling_graph", graph);
+    edge_features_ = &edge_features;
+  }
   /// Number of nodes.
   node_t num_nodes() const { return graph_->num_rows; }
 
-  /// Row r = the in-neighbours of ids[r] (sorted; values 1).
-  sparse_matrix rows(std::span<const node_t> ids) const {
-    return spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_));
+  /// Row r = the in-neighbours of ids[r] (sorted; values 1), with edge ids where the graph
+  /// has an edge table.
+  adjacency_rows rows(std::span<const node_t> ids) const {
+    adjacency_rows out{spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_)), {}};
+    if (edge_features_ != nullptr)  // rows strictly increasing: spgemm copied them whole
+      for (const node_t v : ids) out.first_edge.push_back(graph_->offsets[v]);
+    return out;
+  }
+
+  /// The edge table (0 x 0: none): one row per entry of the graph.
+  const matrixf& edge_features() const { return edge_features_ ? *edge_features_ : no_edges_; }
+  /// The edge table's rows `ids` (edge ids), in that order.
+  matrixf gather_edges(std::span<const edge_t> ids) const {
+    return gather_rows<float>(edge_features(), ids);
   }
 
   /// LADIES' importances for levels' rows (builds Â o Â on the first call).
@@ -330,6 +388,8 @@ class sampling_graph {
   }
 
   const csr* graph_;
+  const matrixf* edge_features_ = nullptr;
+  inline static const matrixf no_edges_{};
   std::vector<node_t> out_degree_;
   std::vector<double> squared_;  // Â o Â, one value per edge
 };
@@ -431,11 +491,11 @@ class bulk_sampler {
 
  private:
   /// Node-wise layer l: each row of rows_of_a draws its fanout; the picks join the level.
-  void sample_node_wise(const sparse_matrix& rows_of_a, const std::vector<node_t>& row_start,
+  void sample_node_wise(const adjacency_rows& rows_of_a, const std::vector<node_t>& row_start,
                         const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
                         std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch) {
     const std::vector<node_t> want(stacked.size(), options_.fanouts[l]);
-    const sparse_matrix picked = sample_rows(rows_of_a, want, options_.seed, [&](node_t r) {
+    const sparse_matrix picked = sample_rows(rows_of_a.a, want, options_.seed, [&](node_t r) {
       const auto b = static_cast<std::size_t>(
           std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
       return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
@@ -458,6 +518,13 @@ class bulk_sampler {
       for (node_t r = 0; r <= rows; ++r) block.offsets[r] = picked.pattern.offsets[first + r] - e0;
       block.columns.resize(static_cast<std::size_t>(e1 - e0));
       for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark.find(picked.pattern.columns[e]);
+      if (!rows_of_a.first_edge.empty()) {
+        std::vector<edge_t>& edge_ids = s.blocks[l].edge_ids;
+        edge_ids.resize(static_cast<std::size_t>(e1 - e0));
+        for (node_t r = 0; r < rows; ++r)
+          for (edge_t e = picked.pattern.offsets[first + r]; e < picked.pattern.offsets[first + r + 1]; ++e)
+            edge_ids[e - e0] = rows_of_a.edge_id(first + r, picked.pattern.columns[e]);
+      }
       mark.reset(s.ids);
       s.level_sizes[l] = block.num_cols;
       s.blocks[l].ids = detail::prefix(s.ids, block.num_cols);
@@ -489,7 +556,9 @@ class bulk_sampler {
       return dart_key{epoch, first_minibatch + static_cast<std::uint64_t>(b), ~std::uint64_t{0},
                       l};
     });
-    const sparse_matrix rows_of_a = graph.rows(stacked);
+    const adjacency_rows fetched = graph.rows(stacked);
+    const sparse_matrix& rows_of_a = fetched.a;
+    const bool edge_ids = !fetched.first_edge.empty();
     const auto s_count = static_cast<double>(options_.fanouts[l]);
     detail::row_marker& marker = marker_;
     tbb::parallel_for(std::size_t{0}, k, [&](std::size_t b) {
@@ -535,10 +604,14 @@ class bulk_sampler {
       block.destination_scales.assign(static_cast<std::size_t>(rows), 0.0);
       for (node_t r = 0; r < rows; ++r) {
         double sum = 0;
-        for (node_t v : rows_of_a.row_columns(row_start[b] + r)) {
+        const auto candidates_of_row = rows_of_a.row_columns(row_start[b] + r);
+        for (std::size_t j = 0; j < candidates_of_row.size(); ++j) {
+          const node_t v = candidates_of_row[j];
           const auto p = pick_of(v);
           if (p < 0) continue;
           edges.columns.push_back(mark.find(v));
+          if (edge_ids)
+            block.edge_ids.push_back(fetched.first_edge[row_start[b] + r] + static_cast<edge_t>(j));
           sum += pick_scale[p];
         }
         edges.offsets.push_back(static_cast<edge_t>(edges.columns.size()));
@@ -565,17 +638,22 @@ class bulk_sampler {
 
 /// The block of layer-wise inference for rows [begin, end) of `rows` (in-edges, columns =
 /// dataset ids; row r is node row_ids[r], or r when row_ids is empty): every in-edge, sources
-/// = the destinations then their other in-neighbours (increasing id). local_row(id) gives the
-/// row of `rows` holding node id, or -1. The caller sets the block's source_degrees (the
-/// whole graph's out-degrees of its ids, so GCN normalises as a full-batch run does).
-/// Throws sar::invalid_argument for a range outside `rows`.
+/// = the destinations then their other in-neighbours (increasing id), with the rows of
+/// `edge_features` (one per entry of `rows`; 0 columns: none) as the block's edge features.
+/// local_row(id) gives the row of `rows` holding node id, or -1. The caller sets the block's
+/// source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
+/// full-batch run does). Throws sar::invalid_argument for a range outside `rows` or an edge
+/// table of another row count.
 template <class LocalRow>
-minibatch_sample neighbourhood_block(const csr& rows, std::span<const node_t> row_ids,
-                                     node_t begin, node_t end, LocalRow&& local_row) {
+minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_features,
+                                     std::span<const node_t> row_ids, node_t begin, node_t end,
+                                     LocalRow&& local_row) {
   SAR_CHECK(0 <= begin && begin <= end && end <= rows.num_rows &&
-                (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)),
+                (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)) &&
+                (edge_features.cols() == 0 || edge_features.rows() == rows.num_edges()),
             invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
-            rows.num_rows, " (", row_ids.size(), " row ids)");
+            rows.num_rows, " (", row_ids.size(), " row ids, ", edge_features.rows(),
+            " edge feature rows)");
   const auto destination = [&](node_t u) {  // its block row, or -1
     const node_t r = local_row(u);
     return r >= begin && r < end ? r - begin : node_t{-1};
@@ -604,6 +682,9 @@ minibatch_sample neighbourhood_block(const csr& rows, std::span<const node_t> ro
     }
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));
   }
+  if (edge_features.cols() > 0)  // the block's entries are rows [begin, end)'s, in order
+    block.edge_features = edge_features.middleRows(rows.offsets[begin],
+                                                   rows.offsets[end] - rows.offsets[begin]);
   block.ids = ids;
   minibatch_sample s;
   s.level_sizes = {static_cast<node_t>(ids.size()), end - begin};

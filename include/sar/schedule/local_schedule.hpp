@@ -2,6 +2,7 @@
 // halo is the input itself. What each distributed schedule reduces to at P = 1.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <utility>
@@ -24,7 +25,8 @@ struct sampled_block {
   csr edges;                  ///< destinations x sources in-edges (num_rows <= num_cols)
   std::vector<node_t> ids;    ///< dataset id of each source row (keys random numbers)
   /// The source degree GCN normalises by (1 / sqrt): empty = the out-degree in the block;
-  /// layer-wise inference gives the whole graph's, as a full-batch run sees it.
+  /// the minibatch loop and layer-wise inference give the whole graph's, as a full-batch run
+  /// sees it (sar/train/minibatch.hpp).
   std::vector<node_t> source_degrees;
   /// \var source_scales
   /// GCN's scales instead of 1 / sqrt(degree), one per source and one per destination
@@ -32,6 +34,15 @@ struct sampled_block {
   /// \var destination_scales
   /// One per destination (see source_scales); empty = from the degrees.
   std::vector<double> source_scales, destination_scales;
+  /// The sampling graph's edge of each entry of `edges` (sampling_graph_of: an edge id whose
+  /// row of the graph's edge table holds the edge's features); empty when the graph has no
+  /// edge table.
+  std::vector<edge_t> edge_ids;
+  /// One feature row per entry of `edges` (the edge table's rows of edge_ids, filled by
+  /// whoever fetched them: the minibatch loop), 0 x 0 for none.
+  matrixf edge_features;
+  /// The relation of each entry of `edges` (a heterogeneous graph's), empty for none.
+  std::vector<std::int32_t> edge_types;
 };
 
 /// The single-process schedule (see the top of this file): a sar::aggregation_schedule of
@@ -51,15 +62,27 @@ class local_schedule {
   /// (graph_block::edge_features). Throws sar::invalid_argument if its rows are not the
   /// graph's entries (a table without columns means none).
   local_schedule(csr graph, matrixf edge_features, node_t first_id = 0)
-      : graph_(std::move(graph)), edge_features_(std::move(edge_features)) {
+      : local_schedule(std::move(graph), std::move(edge_features), {}, first_id) {}
+
+  /// The same with the relation of each entry too (a heterogeneous graph's edge types,
+  /// sar::graph_dataset::edge_types; empty: none), exposed as graph_block::edge_types. Throws
+  /// sar::invalid_argument if edge_types is neither empty nor one per entry.
+  local_schedule(csr graph, matrixf edge_features, std::vector<std::int32_t> edge_types,
+                 node_t first_id = 0)
+      : graph_(std::move(graph)), edge_features_(std::move(edge_features)),
+        edge_types_(std::move(edge_types)) {
     graph_.validate("sar::local_schedule");
     SAR_CHECK(graph_.num_rows <= graph_.num_cols, invalid_argument,
               "sar::local_schedule: graph is ", graph_.num_rows, " x ", graph_.num_cols,
               " (destinations must be the first sources: rows <= columns)");
-    const bool edge_data = edge_features_.cols() > 0;
-    SAR_CHECK(!edge_data || edge_features_.rows() == graph_.num_edges(), invalid_argument,
+    const bool edge_features_given = edge_features_.cols() > 0;
+    SAR_CHECK(!edge_features_given || edge_features_.rows() == graph_.num_edges(), invalid_argument,
               "sar::local_schedule: ", edge_features_.rows(), " edge feature rows for ",
               graph_.num_edges(), " edges");
+    SAR_CHECK(edge_types_.empty() || static_cast<edge_t>(edge_types_.size()) == graph_.num_edges(),
+              invalid_argument, "sar::local_schedule: ", edge_types_.size(), " edge types for ",
+              graph_.num_edges(), " edges");
+    const bool edge_data = edge_features_given || !edge_types_.empty();
     transposed_ = transpose(graph_, edge_data ? &transposed_edges_ : nullptr);
     in_degrees_ = sar::in_degrees(graph_);
     out_degrees_ = sar::out_degrees(graph_);
@@ -72,14 +95,16 @@ class local_schedule {
     block_.first_destination = block_.first_source = first_id;
     block_.whole = true;
     block_.source_degrees = out_degrees_;
-    if (edge_data) {
-      block_.edge_features = &edge_features_;
-      block_.transposed_edges = transposed_edges_;
-    }
+    if (edge_features_given) block_.edge_features = &edge_features_;
+    block_.edge_types = edge_types_;
+    if (edge_data) block_.transposed_edges = transposed_edges_;
   }
 
-  /// A sampled block (see sampled_block). Throws sar::invalid_argument if its sizes disagree.
-  explicit local_schedule(sampled_block block) : local_schedule(std::move(block.edges)) {
+  /// A sampled block (see sampled_block), with its edge features and types if it has them.
+  /// Throws sar::invalid_argument if its sizes disagree.
+  explicit local_schedule(sampled_block block)
+      : local_schedule(std::move(block.edges), std::move(block.edge_features),
+                       std::move(block.edge_types)) {
     const auto sources = static_cast<std::size_t>(graph_.num_cols);
     const auto destinations = static_cast<std::size_t>(graph_.num_rows);
     SAR_CHECK(block.ids.size() == sources &&
@@ -123,6 +148,8 @@ class local_schedule {
   const csr& graph() const { return graph_; }
   /// The edge features (row e: entry e of graph()), or 0 x 0 when it has none.
   const matrixf& edge_features() const { return edge_features_; }
+  /// The relation of each entry of graph(), or empty when it has none.
+  std::span<const std::int32_t> edge_types() const { return edge_types_; }
 
   /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
   /// statistics over all nodes (batch normalisation); on one process it does nothing.
@@ -156,6 +183,7 @@ class local_schedule {
  private:
   csr graph_;
   matrixf edge_features_;
+  std::vector<std::int32_t> edge_types_;
   csr transposed_;
   std::vector<edge_t> transposed_edges_;  // with edge features: transposed entry -> graph entry
   std::vector<node_t> in_degrees_;
