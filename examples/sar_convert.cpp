@@ -3,12 +3,16 @@
 //
 //   sar-convert --dataset planted:nodes=200000,degree=20,features=128 --out planted-200k
 //   sar-convert --dataset ../shared/data/cora --out cora-npy --verify
+//   sar-convert --dataset ogbn_mag --add-reverse --out mag-npy   # heterogeneous: node types,
+//                                                                 # relations and their reverses
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "program_support.hpp"
+#include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/version.hpp"
 
@@ -22,32 +26,56 @@ double array_mebibytes(const sar::graph_dataset& data) {
   const double bytes =
       8.0 * static_cast<double>(data.graph.offsets.size() + data.graph.columns.size()) +
       4.0 * static_cast<double>(data.features.size() + data.labels.size() +
-                                data.targets.size()) +
+                                data.targets.size() + data.edge_features.size() +
+                                data.edge_types.size()) +
       static_cast<double>(data.split.size());
   return bytes / (1024.0 * 1024.0);
+}
+
+/// Whether two matrices are equal, shape and values.
+bool same_matrix(const sar::matrixf& a, const sar::matrixf& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
 }
 
 bool same_dataset(const sar::graph_dataset& a, const sar::graph_dataset& b) {
   return a.name == b.name && a.graph == b.graph && a.labels == b.labels &&
          a.num_classes == b.num_classes && a.split == b.split &&
-         a.features.rows() == b.features.rows() && a.features.cols() == b.features.cols() &&
-         (a.features.array() == b.features.array()).all() && a.task == b.task &&
-         a.targets.rows() == b.targets.rows() && a.targets.cols() == b.targets.cols() &&
-         (a.targets.array() == b.targets.array()).all();
+         same_matrix(a.features, b.features) && a.task == b.task &&
+         same_matrix(a.targets, b.targets) && same_matrix(a.edge_features, b.edge_features) &&
+         a.schema == b.schema && a.edge_types == b.edge_types;
+}
+
+/// Prints a heterogeneous dataset's node types (count, feature columns) and relations (edges).
+void print_schema(const sar::graph_dataset& data) {
+  const sar::graph_schema& schema = data.schema;
+  std::printf("node types:");
+  for (const sar::node_type& t : schema.node_types)
+    std::printf(" %s (%lld nodes, %lld features)", t.name.c_str(),
+                static_cast<long long>(t.count), static_cast<long long>(t.feature_dim));
+  std::vector<long long> edges(schema.relations.size(), 0);
+  for (const std::int32_t r : data.edge_types) ++edges[static_cast<std::size_t>(r)];
+  std::printf("\nrelations:");
+  for (std::int32_t r = 0; r < schema.num_relations(); ++r)
+    std::printf(" %s (%lld edges)", schema.canonical_name(r).c_str(),
+                edges[static_cast<std::size_t>(r)]);
+  std::printf("\n");
 }
 
 int run(int argc, char** argv) {
   CLI::App app{"Convert a graph dataset to a sar .npy dataset directory (meta.json, indptr.npy, "
-               "indices.npy, features.npy, labels.npy or targets.npy, split.npy), readable by "
-               "numpy.load",
+               "indices.npy, features.npy, labels.npy or targets.npy, split.npy, and for a "
+               "heterogeneous graph edge_types.npy with the node types and relations in "
+               "meta.json), readable by numpy.load",
                "sar-convert"};
   std::string dataset;
   std::string out;
   bool verify = false;
+  bool add_reverse = false;
   sar::dataset_sizes sizes;
   app.add_option("--dataset", dataset,
-                 "OGB raw directory, sar .npy dataset directory, edge-list file, .mtx file, or a "
-                 "generator such as planted:nodes=200000,degree=20,features=128 or rmat:scale=16")
+                 "OGB raw directory (homogeneous, or heterogeneous as ogbn-mag), sar .npy dataset "
+                 "directory, edge-list file, .mtx file, or a generator such as "
+                 "planted:nodes=200000,degree=20,features=128 or rmat:scale=16")
       ->required()
       ->check(sar_programs::not_empty);
   sar_programs::add_dataset_size_options(app, sizes);
@@ -57,12 +85,24 @@ int run(int argc, char** argv) {
                  "one is complete, any other non-empty directory is refused)")
       ->required()
       ->check(sar_programs::not_empty);
+  app.add_flag("--add-reverse", add_reverse,
+               "heterogeneous datasets only: add the reverse of every relation (DGL's "
+               "AddReverse): (s, r, d) gets (d, rev_r, s) with every edge reversed and the same "
+               "edge features");
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   app.set_version_flag("--version", "sar-convert (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   sar::check_replaceable(out, sar::npy_dataset_kind, "--out");  // before loading
-  const sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
+  sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
+  if (add_reverse) {
+    SAR_CHECK(data.schema.heterogeneous(), sar::invalid_argument, "--add-reverse: ",
+              dataset, " is a homogeneous graph (no node types and relations to reverse)");
+    sar::add_reverse_relations(data);
+    std::printf("added the reverse relations: %lld edges\n",
+                static_cast<long long>(data.graph.num_edges()));
+  }
+  if (data.schema.heterogeneous()) print_schema(data);
 
   auto start = clock_type::now();
   sar_programs::current_phase() = "writing " + out;

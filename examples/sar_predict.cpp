@@ -24,6 +24,7 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
+#include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
@@ -94,6 +95,29 @@ void prepare_graph(const sar::model_description& d, sar::csr& graph, sar::matrix
             sar::invalid_argument, "sar-predict: the model reads ", d.config.edge_dim,
             " features per edge, but ", source, " has ", edge_features.cols());
   sar::prepare_model_graph(d.config, graph, edge_features, first_column);
+}
+
+/// Puts the data's types in the form the model of `saved` reads them: an rgcn takes the
+/// data's schema (its node counts may differ from the training graph's; its types, feature
+/// widths and relations must be the ones the model was trained on), the other models see a
+/// heterogeneous graph with its types erased. Throws sar::invalid_argument naming `source`
+/// for an rgcn and a homogeneous graph or another schema.
+void prepare_types(sar::saved_model& saved, sar::csr& graph, sar::graph_schema& schema,
+                   std::vector<std::int32_t>& edge_types, sar::matrixf& edge_features,
+                   const std::string& source) {
+  sar::model_config& c = saved.description.config;
+  if (c.kind != sar::model_kind::rgcn) {
+    sar::erase_types(graph, schema, edge_types, edge_features);
+    return;
+  }
+  sar::graph_schema counted = c.schema;  // the model's types with the data's counts
+  for (std::size_t t = 0; t < counted.node_types.size() && t < schema.node_types.size(); ++t)
+    counted.node_types[t].count = schema.node_types[t].count;
+  SAR_CHECK(counted == schema, sar::invalid_argument, "sar-predict: the model was trained on ",
+            c.schema.num_node_types(), " node types and ", c.schema.num_relations(),
+            " relations (", sar::schema_to_json(c.schema).dump(), "), but ", source, " has ",
+            schema.heterogeneous() ? sar::schema_to_json(schema).dump() : "one node type");
+  c.schema = schema;
 }
 
 /// Throws sar::invalid_argument if the dataset `source` has labels or targets (`outputs` of
@@ -189,7 +213,7 @@ int run(const settings& s, sar::mpi_communicator& comm) {
       });
     sar::detail::agree_on_failure(comm, failure, "sar-predict");
   }
-  const sar::saved_model saved = sar::read_model(s.model);
+  sar::saved_model saved = sar::read_model(s.model);
   const sar::model_description& d = saved.description;
   if (s.partitions.empty()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),
@@ -199,8 +223,11 @@ int run(const settings& s, sar::mpi_communicator& comm) {
     check_outputs(data.task, data.num_outputs(), d, "--dataset " + s.dataset);
     if (d.row_normalise_features) sar_programs::row_normalise(data.features);
     const sar::node_t n = data.num_nodes();
+    prepare_types(saved, data.graph, data.schema, data.edge_types, data.edge_features,
+                  "--dataset " + s.dataset);
     prepare_graph(d, data.graph, data.edge_features, 0, "--dataset " + s.dataset);
-    sar::local_schedule graph(std::move(data.graph), std::move(data.edge_features));
+    sar::local_schedule graph(std::move(data.graph), std::move(data.edge_features),
+                              std::move(data.edge_types));
     const sar::matrixf rows = predict(saved, graph, data.features);
     std::vector<sar::node_t> ids(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<sar::node_t>(i);
@@ -216,11 +243,14 @@ int run(const settings& s, sar::mpi_communicator& comm) {
   check_features(part.features, d, "--partitions " + s.partitions);
   check_outputs(part.task, part.num_outputs(), d, "--partitions " + s.partitions);
   if (d.row_normalise_features) sar_programs::row_normalise(part.features);
+  prepare_types(saved, part.in_edges, part.schema, part.edge_types, part.edge_features,
+                "--partitions " + s.partitions);
   prepare_graph(d, part.in_edges, part.edge_features, part.first_global(),
                 "--partitions " + s.partitions);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
-  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge features) now
+  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge table) now
   part.edge_features = {};
+  part.edge_types = {};
   const sar::matrixf rows = predict(saved, graph, part.features);
   write_predictions(comm, s, saved, rows, part.original_ids, meta.num_nodes);
   return 0;

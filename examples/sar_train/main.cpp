@@ -23,6 +23,7 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/output_file.hpp"
+#include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -50,6 +51,15 @@ void check_trainable(const std::string& what, sar::task_kind task, std::int64_t 
                                      : "");
 }
 
+/// `config` for the data of this rank (a dataset or a part: its graph, edge features, schema
+/// and edge types): rgcn takes the data's schema (and refuses a homogeneous graph); the
+/// other models see a heterogeneous graph with its types erased (sar::erase_types, logged on
+/// rank 0); then with_edge_width. Throws sar::invalid_argument as with_edge_width does.
+/// Collective.
+sar::model_config with_graph(sar::model_config config, sar::csr& graph,
+                             sar::graph_schema& schema, std::vector<std::int32_t>& edge_types,
+                             sar::matrixf& edge_features, sar::mpi_communicator& comm);
+
 /// `config` with the edge-feature width a model that reads them (mpnn, gcn --edge-weight,
 /// gat --edge-attention)
 /// reads: the data's (`edge_features`: this rank's rows; the widest over the ranks, as a rank
@@ -70,6 +80,25 @@ sar::model_config with_edge_width(sar::model_config config, sar::matrixf& edge_f
   SAR_CHECK(!config.edge_attention || width > 0, sar::invalid_argument,
             "sar-train: --edge-attention, but the dataset has no edge features");
   return config;
+}
+
+sar::model_config with_graph(sar::model_config config, sar::csr& graph,
+                             sar::graph_schema& schema, std::vector<std::int32_t>& edge_types,
+                             sar::matrixf& edge_features, sar::mpi_communicator& comm) {
+  if (config.kind == sar::model_kind::rgcn) {
+    SAR_CHECK(schema.heterogeneous(), sar::invalid_argument, "sar-train: --model rgcn needs a "
+              "heterogeneous dataset (node types and relations: an OGB heterogeneous directory, "
+              "a .npy dataset with a schema, or planted-hetero); this one has one node type");
+    config.schema = schema;
+  } else if (schema.heterogeneous()) {
+    if (comm.rank() == 0)
+      sar::log_info(sar::message("--model ", sar::model_name(config.kind),
+                                 " sees the ", schema.num_node_types(), " node types and ",
+                                 schema.num_relations(), " relations as one graph (types "
+                                 "erased; --model rgcn keeps them)"));
+    sar::erase_types(graph, schema, edge_types, edge_features);
+  }
+  return with_edge_width(config, edge_features, comm);
 }
 
 template <class T>
@@ -98,8 +127,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                sar_programs::outputs_summary(data.task, data.num_outputs()), ", ",
                                data.count(sar::node_split::train), " training nodes"));
     sar_programs::current_phase() = "building the model and training";
-    return sar_train::train_single<T>(with, with_edge_width(config, data.edge_features, comm),
-                                      data, comm);
+    return sar_train::train_single<T>(
+        with, with_graph(config, data.graph, data.schema, data.edge_types, data.edge_features, comm),
+        data, comm);
   }
 
   const bool sampled = p.minibatch > 0;
@@ -154,7 +184,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
   }
-  const sar::model_config model = with_edge_width(config, part.edge_features, comm);
+  const sar::model_config model =
+      with_graph(config, part.in_edges, part.schema, part.edge_types, part.edge_features, comm);
   sar::prepare_model_graph(model, part.in_edges, part.edge_features, part.first_global());
   sar_programs::check_finite_features(part.features,
                                       sar::message("sar-train: ", source, ", part ", part.part));
@@ -229,10 +260,12 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   std::string messages = "mean";
   Eigen::Index edge_weight = -1;
   bool edge_attention = false;
+  Eigen::Index rgcn_bases = 0, rgcn_blocks = 0;
   app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
-                 "planted[:nodes=N,classes=C,degree=D,features=F,...] or rmat[:scale=S,...]")
+                 "planted[:nodes=N,classes=C,degree=D,features=F,...], rmat[:scale=S,...] or "
+                 "planted-hetero[:nodes=N,authors=A,...] (a heterogeneous graph)")
       ->capture_default_str();
   app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)")
       ->check(sar_programs::non_negative);
@@ -259,8 +292,16 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.option_defaults()->group("Model");
   app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline) | mpnn "
-                 "(encode, message-passing steps over the edge features, decode)")
-      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp", "mpnn"}))->capture_default_str();
+                 "(encode, message-passing steps over the edge features, decode) | rgcn (a "
+                 "heterogeneous graph's relations, each with its weights; the other models "
+                 "see a heterogeneous graph with its types erased)")
+      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp", "mpnn", "rgcn"}))->capture_default_str();
+  app.add_option("--rgcn-bases", rgcn_bases, "rgcn: share each layer's relation weights "
+                 "through this many bases (the R-GCN paper's basis decomposition; 0: none)")
+      ->check(sar_programs::non_negative);
+  app.add_option("--rgcn-blocks", rgcn_blocks, "rgcn: block-diagonal relation weights of this "
+                 "many blocks (dividing --hidden and the classes; 0: none)")
+      ->check(sar_programs::non_negative);
   app.add_option("--messages", messages, "mpnn: a node's messages are averaged (mean) or "
                  "summed (sum)")
       ->check(CLI::IsMember({"mean", "sum"}))->capture_default_str();
@@ -391,7 +432,14 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                                  : p.model == "sage" ? sar::model_kind::sage
                                  : p.model == "mlp"  ? sar::model_kind::mlp
                                  : p.model == "mpnn" ? sar::model_kind::mpnn
+                                 : p.model == "rgcn" ? sar::model_kind::rgcn
                                                      : sar::model_kind::gat);
+    SAR_CHECK((rgcn_bases == 0 && rgcn_blocks == 0) || p.model == "rgcn", sar::invalid_argument,
+              "sar-train: --rgcn-bases and --rgcn-blocks are options of --model rgcn");
+    SAR_CHECK(rgcn_bases == 0 || rgcn_blocks == 0, sar::invalid_argument,
+              "sar-train: --rgcn-bases and --rgcn-blocks exclude each other");
+    config.rgcn_bases = rgcn_bases;
+    config.rgcn_blocks = rgcn_blocks;
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
     SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,

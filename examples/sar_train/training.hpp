@@ -155,6 +155,11 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
     if (data.task == sar::task_kind::regress) s["raw_targets"] = p.raw_targets;
   }
   if (c.kind == sar::model_kind::sage) s["aggregator"] = p.aggregator;
+  if (c.kind == sar::model_kind::rgcn) {
+    s["schema"] = sar::schema_to_json(c.schema);
+    s["rgcn_bases"] = c.rgcn_bases;
+    s["rgcn_blocks"] = c.rgcn_blocks;
+  }
   if (c.kind == sar::model_kind::gat) {
     s["heads"] = c.heads;
     s["output_heads"] = c.output_heads;
@@ -427,12 +432,13 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   sar::csr graph = std::move(dataset.graph);
   dataset.graph = {};
   sar::matrixf edge_features = std::move(dataset.edge_features);  // empty unless read
+  std::vector<std::int32_t> edge_types = std::move(dataset.edge_types);  // rgcn's relations
   local_data data = local_data::from(dataset, dataset.name, nodes);
   if (p.minibatch > 0) {
-    sar::sampling_graph sampled(graph, edge_features);
+    sar::sampling_graph sampled(graph, edge_features, edge_types);
     return train<T>(p, config, sampled, data, comm);
   }
-  sar::local_schedule schedule(std::move(graph), std::move(edge_features));
+  sar::local_schedule schedule(std::move(graph), std::move(edge_features), std::move(edge_types));
   return train<T>(p, config, schedule, data, comm);
 }
 
@@ -457,8 +463,9 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
                   : sar::named_exchange(p.schedule, p.prefetch);
   exchange.transport.progress_interval_us = p.progress_us;
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));
-  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge features) now
+  part.in_edges = {};  // the schedule holds its shard (and its copy of the edge table) now
   part.edge_features = {};
+  part.edge_types = {};
   local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
 }

@@ -9,8 +9,9 @@
 //   LADIES GCN (dropout on) equal the one-process run's within 1e-5 (double and float), and
 //   the final parameters agree; so do minibatch GraphSAGE runs on a regression and a
 //   multi-label task (double), also when replicas measure nothing in evaluation, and models
-//   that read edge features (mpnn, GAT with edge attention, GCN weighted by an edge column:
-//   each sampled edge's row fetched from the rank that owns its destination);
+//   that read edge features or relations (mpnn, GAT with edge attention, GCN weighted by an
+//   edge column, R-GCN on a heterogeneous graph: each sampled edge's row and relation fetched
+//   from the rank that owns its destination);
 // - bad input: a replication that does not divide N is a clear error on every rank.
 // Any failure prints the rank and ends every rank with MPI_Abort.
 #include <cmath>
@@ -186,8 +187,9 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
   expect_same_run(comm, got, reference, std::is_same_v<T, float> ? 1e-5 : 1e-9, what);
 }
 
-/// Minibatch training of a model that reads edge features (the edge rows of every sampled
-/// block fetched from the ranks that own the edges' destinations): the one-process run.
+/// Minibatch training of a model that reads edge features or relations (the edge rows of
+/// every sampled block fetched from the ranks that own the edges' destinations): the
+/// one-process run.
 void check_edge_model(mpi_communicator& comm, const graph_dataset& data,
                       const std::vector<int>& assignment, int replication, model_config config,
                       const std::string& what) {
@@ -200,7 +202,7 @@ void check_edge_model(mpi_communicator& comm, const graph_dataset& data,
   csr whole = data.graph;
   matrixf whole_edges = data.edge_features;
   prepare_model_graph(config, whole, whole_edges);
-  sampling_graph one_process(whole, whole_edges);
+  sampling_graph one_process(whole, whole_edges, data.edge_types);
   const run_result reference = train<double>(one_process, config, data, mb);
   graph_part part = mpi_test::cut_part(data, assignment, comm.size() / replication,
                                        comm.rank() / replication);
@@ -239,6 +241,13 @@ int main(int argc, char** argv) {
     o.edge_noise = 0.3;
     graph_dataset with_edges = make_planted_partition(o);
     with_edges.edge_features.col(1) = with_edges.edge_features.col(1).cwiseAbs();  // a weight
+    const graph_dataset typed = make_planted_heterogeneous(
+        {.num_papers = 500, .num_authors = 200, .feature_dim = 6, .author_feature_dim = 3,
+         .degree = 3, .authors_per_paper = 2, .seed = 5});
+    std::vector<std::vector<int>> typed_assignment;  // for c = 1, 2
+    for (int c : {1, 2})
+      typed_assignment.push_back(P % c == 0 ? partition_metis(typed, P / c, {.seed = 1})
+                                            : std::vector<int>());
     for (int c : {1, 2}) {
       if (P % c != 0) continue;
       const std::vector<int> assignment = partition_metis(data, P / c, {.seed = 1});
@@ -267,6 +276,9 @@ int main(int argc, char** argv) {
       check_edge_model(comm, with_edges, assignment, c, mpnn, "mpnn over edge features" + at);
       check_edge_model(comm, with_edges, assignment, c, gat, "gat with edge attention" + at);
       check_edge_model(comm, with_edges, assignment, c, gcn, "gcn weighted by an edge column" + at);
+      model_config rgcn = paper_defaults(model_kind::rgcn);
+      rgcn.schema = typed.schema;
+      check_edge_model(comm, typed, typed_assignment[c - 1], c, rgcn, "rgcn over relations" + at);
     }
     // A replication that does not divide the ranks: the same clear error on every rank.
     graph_part part = mpi_test::cut_part(data, std::vector<int>(700, 0), 1, 0);

@@ -11,6 +11,9 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,6 +22,7 @@
 
 #include "sar/core/output_file.hpp"
 #include "sar/core/safe_directory.hpp"
+#include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/gzip.hpp"
 #include "sar/graph/io/load.hpp"
@@ -867,15 +871,26 @@ void check_same_dataset(const graph_dataset& expected, const graph_dataset& actu
   CHECK(actual.labels == expected.labels);
   CHECK(actual.num_classes == expected.num_classes);
   CHECK(actual.split == expected.split);
+  REQUIRE(actual.edge_feature_dim() == expected.edge_feature_dim());
+  if (expected.edge_feature_dim() > 0) {
+    REQUIRE(actual.edge_features.rows() == expected.edge_features.rows());
+    CHECK((actual.edge_features.array() == expected.edge_features.array()).all());
+  }
+  CHECK(actual.schema == expected.schema);
+  CHECK(actual.edge_types == expected.edge_types);
 }
 
-/// A small planted dataset written to <temp>/ds, which each test case then breaks in one place.
+/// A small dataset (planted, unless given) written to <temp>/ds, which each test case then
+/// breaks in one place.
 struct npy_fixture {
   temp_dir dir{"npy"};
-  graph_dataset data = load_dataset("planted:nodes=50,classes=3,degree=4,features=4,seed=5");
+  graph_dataset data;
   fs::path root() const { return dir.path / "ds"; }
   fs::path path(const std::string& name) const { return root() / name; }
-  npy_fixture() { write_npy_dataset(root(), data); }
+  npy_fixture() : npy_fixture(load_dataset("planted:nodes=50,classes=3,degree=4,features=4,seed=5")) {}
+  explicit npy_fixture(graph_dataset written) : data(std::move(written)) {
+    write_npy_dataset(root(), data);
+  }
   std::string error() const {
     return io_error_of([&] { read_npy_dataset(root()); });
   }
@@ -1583,4 +1598,428 @@ TEST_CASE("read_ogb_raw: chameleon's regression targets") {
   const graph_dataset plain = read_ogb_raw(fs::path(root) / "chameleon");
   CHECK(plain.labels.empty());
   CHECK(plain.num_classes == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heterogeneous graphs: OGB's heterogeneous raw layout (ogbn-mag) and the .npy form with a schema
+
+namespace {
+
+/// A small heterogeneous OGB raw dataset in ogbn-mag's layout: node types author (3 nodes, 2
+/// features), institution (2, featureless), paper (4, 3 features, labelled, split); relations
+/// author___affiliated_with___institution, author___writes___paper (one edge repeated) and
+/// paper___cites___paper (a self-loop); ids local to their types. Dataset ids: authors 0-2,
+/// institutions 3-4, papers 5-8. Each test case breaks it in one place.
+struct hetero_ogb_fixture : ogb_fixture {
+  hetero_ogb_fixture() {
+    files = {
+        {"raw/num-node-dict.csv.gz", "author,institution,paper\n3,2,4\n"},
+        {"raw/triplet-type-list.csv.gz",
+         "author,affiliated_with,institution\nauthor,writes,paper\npaper,cites,paper\n"},
+        {"raw/nodetype-has-label.csv.gz", "author,institution,paper\nFalse,False,True\n"},
+        {relation_file("author___affiliated_with___institution", "edge"), "0,0\n1,1\n2,1\n"},
+        {relation_file("author___affiliated_with___institution", "num-edge-list"), "3\n"},
+        {relation_file("author___affiliated_with___institution", "edge_reltype"), "0\n0\n0\n"},
+        {relation_file("author___writes___paper", "edge"), "0,0\n0,1\n1,1\n2,3\n1,1\n"},
+        {relation_file("author___writes___paper", "num-edge-list"), "5\n"},
+        {relation_file("paper___cites___paper", "edge"), "0,1\n1,2\n3,3\n"},
+        {"raw/node-feat/author/node-feat.csv.gz", "1,2\n3,4\n5,6\n"},
+        {"raw/node-feat/paper/node-feat.csv.gz", "0.5,0,1\n1,1,1\n2,2,2\n-3,0,0.25\n"},
+        {"raw/node-feat/paper/node_year.csv.gz", "2019\n2018\n2020\n2019\n"},
+        {"raw/node-label/paper/node-label.csv.gz", "0\n1\nnan\n2\n"},
+        {"split/time/nodetype-has-split.csv.gz", "author,institution,paper\nFalse,False,True\n"},
+        {"split/time/paper/train.csv.gz", "0\n1\n"},
+        {"split/time/paper/valid.csv.gz", "2\n"},
+        {"split/time/paper/test.csv.gz", "3\n"},
+    };
+  }
+  /// The name of the file `stem`.csv.gz of the relation directory `name`.
+  static std::string relation_file(const std::string& name, const std::string& stem) {
+    return "raw/relations/" + name + "/" + stem + ".csv.gz";
+  }
+  /// Moves every file of the relation directory `from` to the directory `to`.
+  void rename_relation(const std::string& from, const std::string& to) {
+    std::map<std::string, std::string> renamed;
+    for (auto& [name, content] : files) {
+      std::string moved = name;
+      if (const auto at = moved.find("/" + from + "/"); at != std::string::npos)
+        moved.replace(at + 1, from.size(), to);
+      renamed[moved] = content;
+    }
+    files = std::move(renamed);
+  }
+};
+
+using typed_edge = std::tuple<node_t, node_t, std::int32_t>;  // source, destination, relation
+
+/// Every stored edge of `d` as (source, destination, relation), sorted.
+std::vector<typed_edge> typed_edges(const graph_dataset& d) {
+  std::vector<typed_edge> edges;
+  for (node_t i = 0; i < d.num_nodes(); ++i)
+    for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
+      edges.emplace_back(d.graph.columns[e], i, d.edge_types[static_cast<std::size_t>(e)]);
+  std::sort(edges.begin(), edges.end());
+  return edges;
+}
+
+}  // namespace
+
+TEST_CASE("read_ogb_raw hetero: a small ogbn-mag layout is read exactly (types, ids, features, "
+          "labels, split)") {
+  hetero_ogb_fixture fx;
+  fx.write();
+  const graph_dataset d = read_ogb_raw(fx.root());
+  d.validate();
+  CHECK(d.name == "toy");
+  CHECK(d.num_nodes() == 9);
+  CHECK(d.schema.node_types == std::vector<node_type>{{"author", 3, 2}, {"institution", 2, 0},
+                                                      {"paper", 4, 3}});
+  // Relations in OGB's order (sorted by source, name, destination), not the files' order.
+  CHECK(d.schema.relations == std::vector<relation>{{0, "affiliated_with", 1}, {0, "writes", 2},
+                                                    {2, "cites", 2}});
+  // Every edge in dataset ids with its relation: directed as written, the repeated
+  // (author 1, paper 1) kept once, the self-loop of paper 3 kept.
+  CHECK(typed_edges(d) == std::vector<typed_edge>{{0, 3, 0}, {0, 5, 1}, {0, 6, 1}, {1, 4, 0},
+                                                  {1, 6, 1}, {2, 4, 0}, {2, 8, 1}, {5, 6, 2},
+                                                  {6, 7, 2}, {8, 8, 2}});
+  // One feature matrix as wide as the widest type; each type in its first columns.
+  matrixf features = matrixf::Zero(9, 3);
+  features.topLeftCorner(3, 2) << 1, 2, 3, 4, 5, 6;
+  features.bottomRows(4) << 0.5f, 0, 1, 1, 1, 1, 2, 2, 2, -3, 0, 0.25f;
+  CHECK((d.features.array() == features.array()).all());
+  CHECK(d.labels == std::vector<std::int32_t>{-1, -1, -1, -1, -1, 0, 1, -1, 2});
+  CHECK(d.num_classes == 3);
+  const auto none = node_split::none;
+  CHECK(d.split == std::vector<node_split>{none, none, none, none, none, node_split::train,
+                                           node_split::train, node_split::valid,
+                                           node_split::test});
+  CHECK(d.edge_features.size() == 0);
+  check_same_dataset(d, load_dataset(fx.root().string()));
+  CHECK(declared_graph_size(fx.root().string()) == std::pair<node_t, edge_t>{9, -1});
+
+  SUBCASE("every relation's num-edge-list declares the edge lines") {
+    fx.files[fx.relation_file("paper___cites___paper", "num-edge-list")] = "3\n";
+    fx.write();
+    CHECK(declared_graph_size(fx.root().string()) == std::pair<node_t, edge_t>{9, 11});
+  }
+  SUBCASE("edge features follow their edges (a repeat keeps its first row); reverses copy them") {
+    fx.files[fx.relation_file("author___affiliated_with___institution", "edge-feat")] =
+        "10,0\n11,0\n12,0\n";
+    fx.files[fx.relation_file("author___writes___paper", "edge-feat")] =
+        "20,1\n21,1\n22,1\n23,1\n24,1\n";
+    fx.files[fx.relation_file("paper___cites___paper", "edge-feat")] = "30,2\n31,2\n32,2\n";
+    fx.write();
+    graph_dataset typed = read_ogb_raw(fx.root());
+    typed.validate();
+    REQUIRE(typed.edge_features.cols() == 2);
+    std::map<typed_edge, float> first_column;
+    for (node_t i = 0; i < typed.num_nodes(); ++i)
+      for (edge_t e = typed.graph.offsets[i]; e < typed.graph.offsets[i + 1]; ++e) {
+        first_column[{typed.graph.columns[e], i, typed.edge_types[e]}] = typed.edge_features(e, 0);
+        CHECK(typed.edge_features(e, 1) == static_cast<float>(typed.edge_types[e]));
+      }
+    CHECK(first_column == std::map<typed_edge, float>{
+                              {{0, 3, 0}, 10}, {{1, 4, 0}, 11}, {{2, 4, 0}, 12}, {{0, 5, 1}, 20},
+                              {{0, 6, 1}, 21}, {{1, 6, 1}, 22}, {{2, 8, 1}, 23}, {{5, 6, 2}, 30},
+                              {{6, 7, 2}, 31}, {{8, 8, 2}, 32}});
+    add_reverse_relations(typed);
+    typed.validate();
+    CHECK(typed.graph.num_edges() == 20);
+    CHECK(typed.schema.canonical_name(4) == "paper___rev_writes___author");
+  }
+  SUBCASE("a stated node count equal to the total, and a stated class count, are accepted") {
+    const graph_dataset stated = read_ogb_raw(fx.root(), {.sizes = {.num_nodes = 9, .num_classes = 5}});
+    CHECK(stated.num_classes == 5);
+  }
+  SUBCASE("readers of shares refuse it, naming the layout") {
+    check_contains(io_error_of([&] { read_ogb_raw_share(fx.root(), {}, {}); }),
+                   {fx.root().string(), "is a heterogeneous dataset (raw/num-node-dict)"});
+  }
+}
+
+TEST_CASE("read_ogb_raw hetero: malformed inputs name the file and line") {
+  hetero_ogb_fixture fx;
+  const std::string writes = fx.relation_file("author___writes___paper", "edge");
+  const fs::path writes_file = fx.path(writes);
+  SUBCASE("a relation naming an unknown node type") {
+    fx.rename_relation("author___writes___paper", "author___writes___book");
+    check_contains(fx.error(), {fx.path("raw/relations/author___writes___book").string(),
+                                "the relation's destination type 'book' is not a node type of",
+                                fx.path("raw/num-node-dict.csv.gz").string(),
+                                "(author, institution, paper)"});
+  }
+  SUBCASE("a relation directory not named source___relation___destination") {
+    fx.rename_relation("author___writes___paper", "author_writes_paper");
+    check_contains(fx.error(), {"author_writes_paper",
+                                "a relation directory is named <source>___<relation>___<destination>"});
+  }
+  SUBCASE("an edge id outside its type's count (source, then destination)") {
+    fx.files[writes] = "0,0\n0,1\n1,1\n3,3\n1,1\n";
+    check_contains(fx.error(), {"sar::read_ogb_raw: ", writes_file.string(), " line 4: ",
+                                "node id outside [0, 3)", "(\"3\")"});
+    fx.files[writes] = "0,0\n0,4\n";
+    check_contains(fx.error(), {writes_file.string(), " line 2: ", "node id outside [0, 4)"});
+  }
+  SUBCASE("a malformed edge line") {
+    fx.files[fx.relation_file("paper___cites___paper", "edge")] = "0,1\n1\n";
+    check_contains(fx.error(), {fx.path(fx.relation_file("paper___cites___paper", "edge")).string(),
+                                " line 2: ", "expected 2 comma-separated columns, got 1"});
+  }
+  SUBCASE("an edge count other than num-edge-list") {
+    fx.files[fx.relation_file("author___writes___paper", "num-edge-list")] = "4\n";
+    check_contains(fx.error(), {writes_file.string(), " line 5: more edges than the 4 in"});
+    fx.files[fx.relation_file("author___writes___paper", "num-edge-list")] = "6\n";
+    check_contains(fx.error(), {writes_file.string(), " line 5: file ends after 5 edges, but",
+                                "num-edge-list.csv.gz says 6"});
+  }
+  SUBCASE("a type's feature rows not matching its count") {
+    const std::string features = "raw/node-feat/paper/node-feat.csv.gz";
+    fx.files[features] = "0.5,0,1\n1,1,1\n2,2,2\n";
+    check_contains(fx.error(), {fx.path(features).string(), " line 3: file ends after 3 feature "
+                                "rows, but ", "num-node-dict.csv.gz says 4 'paper' nodes"});
+    fx.files[features] = "0.5,0,1\n1,1,1\n2,2,2\n3,3,3\n4,4,4\n";
+    check_contains(fx.error(), {fx.path(features).string(), " line 5: more feature rows than the "
+                                "4 'paper' nodes in"});
+    fx.files[features] = "0.5,0,1\n1,1\n2,2,2\n3,3,3\n";
+    check_contains(fx.error(), {fx.path(features).string(), " line 2: expected 3 comma-separated "
+                                "columns, got 2"});
+  }
+  SUBCASE("a malformed label, and one at or above a stated class count") {
+    const std::string labels = "raw/node-label/paper/node-label.csv.gz";
+    fx.files[labels] = "0\n1\nx\n2\n";
+    check_contains(fx.error(), {fx.path(labels).string(), " line 3: label is not an integer"});
+    fx.files[labels] = "0\n1\n1\n2\n";
+    check_contains(fx.error({.sizes = {.num_classes = 2}}),
+                   {fx.path(labels).string(), " line 4: label outside [-1, 2)"});
+  }
+  SUBCASE("malformed num-node-dict") {
+    const std::string dict = "raw/num-node-dict.csv.gz";
+    fx.files[dict] = "author,institution,paper\n3,2\n";
+    check_contains(fx.error(), {fx.path(dict).string(), " line 2: expected 3 comma-separated "
+                                "counts (one per node type of line 1), got 2"});
+    fx.files[dict] = "author,institution,paper\n3,-2,4\n";
+    check_contains(fx.error(), {fx.path(dict).string(), " line 2: the count of node type "
+                                "'institution' is not a non-negative integer", "(\"-2\")"});
+    fx.files[dict] = "author,paper,paper\n3,2,4\n";
+    check_contains(fx.error(), {fx.path(dict).string(), " line 1: node type named twice"});
+    fx.files[dict] = "author,institution,paper\n";
+    check_contains(fx.error(), {fx.path(dict).string(), "file ends before its second line"});
+    fx.files[dict] = "author,institution,paper\n3,2,4\n1,1,1\n";
+    check_contains(fx.error(), {fx.path(dict).string(), " line 3: expected two lines"});
+  }
+  SUBCASE("a per-type directory naming no node type") {
+    fx.files["raw/node-feat/book/node-feat.csv.gz"] = "1\n";
+    check_contains(fx.error(), {fx.path("raw/node-feat/book").string(),
+                                "'book' is not a node type of"});
+    fx.files.erase("raw/node-feat/book/node-feat.csv.gz");
+    fs::remove_all(fx.path("raw/node-feat/book"));
+    fx.files["split/time/book/train.csv.gz"] = "0\n";
+    check_contains(fx.error(), {fx.path("split/time/book").string(), "'book' is not a node type"});
+  }
+  SUBCASE("split files: a missing one, a node in two splits, an id outside the type") {
+    fx.files.erase("split/time/paper/test.csv.gz");
+    check_contains(fx.error(), {"missing file", fx.path("split/time/paper/test.csv.gz").string()});
+    fx.files["split/time/paper/test.csv.gz"] = "1\n";
+    check_contains(fx.error(), {fx.path("split/time/paper/test.csv.gz").string(),
+                                " line 1: node 1 is already in the train split"});
+    fx.files["split/time/paper/test.csv.gz"] = "4\n";
+    check_contains(fx.error(), {fx.path("split/time/paper/test.csv.gz").string(),
+                                " line 1: node id outside [0, 4)"});
+  }
+  SUBCASE("edge features in some relations only, or of differing widths") {
+    fx.files[fx.relation_file("author___writes___paper", "edge-feat")] = "1\n2\n3\n4\n5\n";
+    check_contains(fx.error(), {fx.path(fx.relation_file("author___writes___paper", "edge-feat")).string(),
+                                "gives edge features, but", "author___affiliated_with___institution",
+                                "has no edge-feat.csv.gz"});
+    fx.files[fx.relation_file("author___affiliated_with___institution", "edge-feat")] = "1,1\n2,2\n3,3\n";
+    fx.files[fx.relation_file("paper___cites___paper", "edge-feat")] = "1,1\n2,2\n3,3\n";
+    check_contains(fx.error(), {fx.path(fx.relation_file("author___writes___paper", "edge-feat")).string(),
+                                " has 1 edge features per edge, ", "2: every relation's edge "
+                                "features are equally wide"});
+  }
+  SUBCASE("the triplet list and the relation directories disagree") {
+    fx.files["raw/triplet-type-list.csv.gz"] = "author,affiliated_with,institution\nauthor,writes,paper\n";
+    check_contains(fx.error(), {fx.path("raw/relations/paper___cites___paper").string(),
+                                "is not listed in", "triplet-type-list.csv.gz"});
+    fx.files["raw/triplet-type-list.csv.gz"] =
+        "author,affiliated_with,institution\nauthor,writes,paper\npaper,cited,paper\n";
+    check_contains(fx.error(), {"triplet-type-list.csv.gz line 3: no relation directory"});
+  }
+  SUBCASE("stated sizes and tasks it cannot have; both layouts at once") {
+    check_contains(fx.error({.sizes = {.num_nodes = 10}}),
+                   {"num-node-dict.csv.gz declares 9 nodes in all, but num_nodes is 10"});
+    check_contains(fx.error({.sizes = {.task = task_kind::regress}}),
+                   {"the task regress is stated", "heterogeneous dataset"});
+    fx.files["raw/num-node-list.csv.gz"] = "9\n";
+    check_contains(fx.error(), {"holds both num-node-list", "num-node-dict"});
+  }
+  SUBCASE("a featureless type's mostly unused count is refused unless num_nodes states it") {
+    fx.files["raw/num-node-dict.csv.gz"] = "author,institution,paper\n3,100,4\n";
+    check_contains(fx.error(), {"num-node-dict.csv.gz declares 107 nodes", "the types "
+                                "institution have no node-feat or node-label file",
+                                "--num-nodes 107"});
+    fx.write();
+    CHECK(read_ogb_raw(fx.root(), {.sizes = {.num_nodes = 107}}).num_nodes() == 107);
+  }
+}
+
+namespace {
+
+/// A heterogeneous dataset built in memory: node types a (3 nodes, 2 features), b (2,
+/// featureless), c (4, 3 features, labelled, split); relations (a, r1, c), (c, r2, c),
+/// (b, r3, a) and their reverses; two edge feature columns.
+graph_dataset make_hetero_dataset() {
+  graph_dataset d;
+  d.name = "hetero";
+  d.schema.node_types = {{"a", 3, 2}, {"b", 2, 0}, {"c", 4, 3}};
+  d.schema.relations = {{0, "r1", 2}, {2, "r2", 2}, {1, "r3", 0}};
+  edge_list edges;  // a: ids 0-2, b: 3-4, c: 5-8
+  edges.num_nodes = 9;
+  std::vector<std::int32_t> types;
+  for (const auto& [source, destination, type] :
+       std::vector<typed_edge>{{0, 5, 0}, {1, 5, 0}, {2, 8, 0}, {5, 6, 1}, {6, 7, 1}, {8, 5, 1},
+                               {3, 0, 2}, {4, 1, 2}, {4, 2, 2}}) {
+    edges.push_back(source, destination);
+    types.push_back(type);
+  }
+  std::vector<edge_t> origins;
+  d.graph = build_typed_csr(edges, types, d.edge_types, &origins);
+  matrixf per_edge(9, 2);
+  for (int k = 0; k < 9; ++k) per_edge.row(k) << static_cast<float>(k), static_cast<float>(-k);
+  d.edge_features = take_edge_rows(per_edge, origins);
+  d.features = matrixf::Zero(9, 3);
+  d.features.topLeftCorner(3, 2) = testing_support::random_matrix<float>(3, 2, 1);
+  d.features.bottomRows(4) = testing_support::random_matrix<float>(4, 3, 2);
+  d.labels = {-1, -1, -1, -1, -1, 0, 1, 1, -1};
+  d.num_classes = 2;
+  const auto none = node_split::none;
+  d.split = {none, none, none, none, none, node_split::train, node_split::valid,
+             node_split::test, node_split::train};
+  add_reverse_relations(d);
+  d.validate();
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("npy dataset hetero: schema and edge types round trip; a share reads its rows' edge "
+          "types") {
+  const graph_dataset data = make_hetero_dataset();
+  REQUIRE(data.graph.num_edges() == 18);
+  npy_fixture fx(data);
+  check_same_dataset(data, read_npy_dataset(fx.root()));
+  check_same_dataset(data, load_dataset(fx.root().string()));
+  const npy_header types_header = read_npy_header(fx.path("edge_types.npy"));
+  CHECK(types_header.dtype == npy_dtype::int32);
+  CHECK(types_header.shape == std::vector<std::int64_t>{18});
+  const auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
+  CHECK(meta["version"] == 3);
+  CHECK(meta["schema"]["node_types"][2] ==
+        nlohmann::json{{"name", "c"}, {"count", 4}, {"feature_dim", 3}});
+  CHECK(meta["schema"]["relations"][3] ==
+        nlohmann::json{{"source", "c"}, {"name", "rev_r1"}, {"destination", "a"}});
+  CHECK(meta["manifest"].dump().find("edge_types.npy") != std::string::npos);
+
+  // Rows [2, 6) of a share: their entries' relations and edge features, as in the whole.
+  for (const npy_arrays arrays : {npy_arrays::all, npy_arrays::without_features}) {
+    const npy_dataset_share share = read_npy_dataset_share(
+        fx.root(), {.arrays = arrays}, [](node_t) { return std::pair<node_t, node_t>{2, 6}; });
+    const edge_t first = data.graph.offsets[2], last = data.graph.offsets[6];
+    CHECK(share.rows.schema == data.schema);
+    CHECK(share.rows.graph.columns ==
+          std::vector<node_t>(data.graph.columns.begin() + first, data.graph.columns.begin() + last));
+    CHECK(share.rows.edge_types == std::vector<std::int32_t>(data.edge_types.begin() + first,
+                                                             data.edge_types.begin() + last));
+    CHECK((share.rows.edge_features.array() ==
+           data.edge_features.middleRows(first, last - first).array()).all());
+  }
+}
+
+TEST_CASE("npy dataset hetero: a broken edge_types.npy or schema is named") {
+  npy_fixture fx(make_hetero_dataset());
+  const std::string types_file = fx.path("edge_types.npy").string();
+  const auto overwrite_type = [&](edge_t entry, std::int32_t relation) {
+    std::fstream f(fx.path("edge_types.npy"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(read_npy_header(fx.path("edge_types.npy")).data_offset +
+                                        4 * entry));
+    f.write(reinterpret_cast<const char*>(&relation), sizeof relation);
+  };
+  const auto unchecked_error = [&] {
+    return io_error_of([&] { read_npy_dataset(fx.root(), {.verify_checksums = false}); });
+  };
+  SUBCASE("a relation that does not join the entry's types") {
+    // Entry 0 is an edge into node 0 (type a): of relation r3 (b -> a), not r1 (a -> c).
+    REQUIRE(fx.data.edge_types[0] == 2);
+    overwrite_type(0, 0);
+    check_contains(fx.error(), {types_file, "edge 0", "(node 3 of type 'b' -> node 0 of type 'a')",
+                                "has relation a___r1___c"});
+  }
+  SUBCASE("a relation changed to another joining the same types: its checksum") {
+    // The edge 5 -> 6 of r2 (c -> c) made one of rev_r2 (c -> c too).
+    const auto& g = fx.data.graph;
+    edge_t entry = g.offsets[6];
+    while (g.columns[entry] != 5 || fx.data.edge_types[entry] != 1) ++entry;
+    overwrite_type(entry, 4);
+    check_contains(fx.error(), {types_file, "checksum mismatch"});
+    CHECK_NOTHROW(read_npy_dataset(fx.root(), {.verify_checksums = false}));
+  }
+  SUBCASE("a relation outside the schema") {
+    overwrite_type(0, 99);
+    check_contains(unchecked_error(), {types_file, "edge 0 has relation 99 of 6"});
+  }
+  SUBCASE("missing, or of another dtype") {
+    const std::vector<std::int64_t> wide(fx.data.edge_types.begin(), fx.data.edge_types.end());
+    write_npy(fx.path("edge_types.npy"), npy_dtype::int64, std::vector<std::int64_t>{18}, wide.data());
+    check_contains(unchecked_error(), {types_file, "holds int64 ('<i8'), expected int32"});
+    fs::remove(fx.path("edge_types.npy"));
+    check_contains(unchecked_error(), {"missing file", types_file});
+  }
+  SUBCASE("a schema naming an unknown type, or disagreeing with num_nodes") {
+    auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
+    meta["schema"]["relations"][1]["source"] = "z";
+    io::write_text_file(fx.path("meta.json"), meta.dump(2));
+    fx.reseal();
+    check_contains(fx.error(), {fx.path("meta.json").string(),
+                                "\"schema\": a relation names the node type \"z\", which is "
+                                "not listed"});
+    meta["schema"]["relations"][1]["source"] = "c";
+    meta["schema"]["node_types"][0]["count"] = 4;
+    io::write_text_file(fx.path("meta.json"), meta.dump(2));
+    fx.reseal();
+    check_contains(fx.error(), {fx.path("meta.json").string(),
+                                "the node types have 10 nodes in all, the graph 9"});
+    meta["schema"].erase("relations");
+    io::write_text_file(fx.path("meta.json"), meta.dump(2));
+    fx.reseal();
+    check_contains(fx.error(), {fx.path("meta.json").string(), "\"schema\": expected an object "
+                                "with the arrays \"node_types\" and \"relations\""});
+  }
+  SUBCASE("edge_types.npy without a schema") {
+    auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
+    meta.erase("schema");
+    io::write_text_file(fx.path("meta.json"), meta.dump(2));
+    fx.reseal();
+    check_contains(unchecked_error(), {"holds edge_types.npy, but meta.json declares no schema"});
+  }
+}
+
+TEST_CASE("npy dataset hetero: versions 2 and 1 (before schemas) still read; a later one is "
+          "refused") {
+  npy_fixture fx;
+  auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
+  CHECK(meta["version"] == 3);
+  CHECK_FALSE(meta.contains("schema"));
+  CHECK_FALSE(fs::exists(fx.path("edge_types.npy")));
+  meta["version"] = 2;
+  io::write_text_file(fx.path("meta.json"), meta.dump(2));
+  fx.reseal();
+  check_same_dataset(fx.data, read_npy_dataset(fx.root()));
+  meta.erase("manifest");
+  meta.erase(metadata_seal_key);
+  meta["version"] = 1;
+  io::write_text_file(fx.path("meta.json"), meta.dump(2));
+  check_same_dataset(fx.data, read_npy_dataset(fx.root()));
+  meta["version"] = 4;
+  io::write_text_file(fx.path("meta.json"), meta.dump(2));
+  check_contains(fx.error(), {"has version 4; this sar reads versions 1 to 3"});
 }

@@ -445,17 +445,26 @@ TEST_CASE("sampled blocks carry each sampled edge's id: the graph entry from its
       }
     }
   }
-  // Without an edge table a sampler gives no ids; a table needs one row per entry and rows
-  // without repeated edges.
+  // Without an edge table a sampler gives no ids; a table needs one row per entry.
   sampling_graph plain(data.graph);
   CHECK(bulk_sampler(data.graph.num_rows, {.fanouts = {3}, .seed = 1})
             .sample(plain, std::span(batches).subspan(0, 1), std::span(batches).subspan(0, 1), 0, 0)[0]
             .blocks[0].edge_ids.empty());
   const matrixf short_table = data.edge_features.topRows(10);
   CHECK_THROWS_AS(sampling_graph(data.graph, short_table), invalid_argument);
+  // A pair joined twice (two relations, or a multigraph's parallel edges) is two edges, each
+  // with its own id.
   csr repeated = data.graph;
-  repeated.columns[1] = repeated.columns[0];
-  CHECK_THROWS_AS(sampling_graph(repeated, data.edge_features), invalid_argument);
+  const node_t v = 5, u = repeated.columns[repeated.offsets[v]];
+  repeated.columns[repeated.offsets[v] + 1] = u;  // rows stay sorted
+  sampling_graph twice(repeated, data.edge_features);
+  const std::vector<std::vector<node_t>> only_v{{v}};
+  const auto s = bulk_sampler(repeated.num_rows, {.fanouts = {-1}, .seed = 1})
+                     .sample(twice, only_v, only_v, 0, 0)[0];
+  std::vector<edge_t> from_u;
+  for (edge_t e = 0; e < s.blocks[0].edges.num_edges(); ++e)
+    if (s.ids[s.blocks[0].edges.columns[e]] == u) from_u.push_back(s.blocks[0].edge_ids[e]);
+  CHECK(from_u == std::vector<edge_t>{repeated.offsets[v], repeated.offsets[v] + 1});
 }
 
 TEST_CASE("minibatches over edge features: with every neighbour and one minibatch of all "

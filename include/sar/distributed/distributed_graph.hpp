@@ -92,6 +92,8 @@ class distributed_graph {
   std::span<const node_t> out_degrees() const { return out_degrees_; }
   /// The rank's edge table (graph_shard::edge_features): one row per in-edge, or 0 x 0.
   const matrixf& edge_features() const { return shard_->edge_features(); }
+  /// The rank's edge types (graph_shard::edge_types): one relation per in-edge, or empty.
+  std::span<const std::int32_t> edge_types() const { return shard_->edge_types(); }
   /// The block of peer q's edges into this rank (q == rank(): the local block).
   const graph_block& block(int q) const { return blocks_[static_cast<std::size_t>(q)]; }
   /// Dataset ids of block q's halo rows, in the order they travel (q == rank(): local ids).
@@ -151,8 +153,9 @@ class distributed_graph {
         *tiles = tile_caches_.emplace_back(std::make_unique<spmm_tile_cache>()).get();
       b.destination_ids = shard.node_ids();
       b.rows = sb.rows;
-      if (shard.edge_features().cols() > 0) {
-        b.edge_features = &shard.edge_features();
+      if (shard.edge_features().cols() > 0) b.edge_features = &shard.edge_features();
+      b.edge_types = shard.edge_types();
+      if (shard.edge_features().cols() > 0 || !shard.edge_types().empty()) {
         b.edge_rows = sb.edge_rows;
         b.transposed_edges = sb.transposed_edge;
       }

@@ -127,6 +127,9 @@ class distributed_schedule {
   /// This rank's edge table: one feature row per in-edge of its nodes (blocks find their
   /// edges' rows through graph_block::edge_rows), or 0 x 0 when the graph has none.
   const matrixf& edge_features() const { return graph_->edge_features(); }
+  /// This rank's edge types: one relation per in-edge of its nodes (found as the features
+  /// are), or empty when the graph is homogeneous.
+  std::span<const std::int32_t> edge_types() const { return graph_->edge_types(); }
 
   /// Sums values element-wise over all ranks, in place. Collective. Not counted as traffic.
   /// Throws on every rank first if a stale call since the last agreement failed on one.

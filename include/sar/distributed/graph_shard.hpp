@@ -46,7 +46,8 @@ struct shard_block {
   /// transposed edge t is adjacency edge transposed_edge[t] (to carry per-edge values).
   std::vector<edge_t> transposed_edge;
   /// adjacency edge e is entry edge_rows[e] of the part's in_edges: its row of the edge table
-  /// (graph_shard::edge_features). Empty when the part has no edge features.
+  /// (graph_shard::edge_features, edge_types). Empty when the part has neither edge features
+  /// nor edge types.
   std::vector<edge_t> edge_rows;
 
   /// Number of edges from peer (with multiplicity).
@@ -120,6 +121,9 @@ class graph_shard {
   /// The part's edge features (one row per in-edge, in the part's in_edges order; blocks
   /// find their edges' rows through shard_block::edge_rows), or 0 x 0 when it has none.
   const matrixf& edge_features() const { return edge_features_; }
+  /// The part's edge types (one relation per in-edge, in the part's in_edges order, found as
+  /// the features are), or empty when the graph is homogeneous.
+  const std::vector<std::int32_t>& edge_types() const { return edge_types_; }
   /// Number of edges into this rank's nodes (all blocks).
   edge_t num_edges() const {
     edge_t total = 0;
@@ -129,7 +133,8 @@ class graph_shard {
   /// Bytes the shard holds allocated (capacities).
   std::size_t memory_bytes() const {
     std::size_t total = (in_degree_.capacity() + node_ids_.capacity()) * sizeof(node_t) +
-                        static_cast<std::size_t>(edge_features_.size()) * sizeof(float);
+                        static_cast<std::size_t>(edge_features_.size()) * sizeof(float) +
+                        edge_types_.capacity() * sizeof(std::int32_t);
     for (const auto& s : sources_) total += s.capacity() * sizeof(node_t);
     for (const auto& b : blocks_) total += b.memory_bytes();
     return total;
@@ -150,6 +155,7 @@ class graph_shard {
   std::vector<node_t> in_degree_;
   std::vector<node_t> node_ids_;
   matrixf edge_features_;
+  std::vector<std::int32_t> edge_types_;
 };
 
 inline void graph_shard::build(const graph_part& part) {
@@ -176,10 +182,15 @@ inline void graph_shard::build(const graph_part& part) {
             invalid_argument, where, ": part ", p, " has ", part.original_ids.size(),
             " original ids for ", n, " nodes");
   node_ids_ = part.original_ids;
-  const bool edge_data = part.edge_features.cols() > 0;
-  SAR_CHECK(!edge_data || part.edge_features.rows() == m, invalid_argument, where, ": part ", p,
-            " has ", part.edge_features.rows(), " edge feature rows for ", m, " in-edges");
+  SAR_CHECK(part.edge_features.cols() == 0 || part.edge_features.rows() == m, invalid_argument,
+            where, ": part ", p, " has ", part.edge_features.rows(), " edge feature rows for ", m,
+            " in-edges");
+  SAR_CHECK(part.edge_types.empty() || static_cast<edge_t>(part.edge_types.size()) == m,
+            invalid_argument, where, ": part ", p, " has ", part.edge_types.size(),
+            " edge types for ", m, " in-edges");
+  const bool edge_data = part.edge_features.cols() > 0 || !part.edge_types.empty();
   edge_features_ = part.edge_features;
+  edge_types_ = part.edge_types;
   if (node_ids_.empty())
     for (node_t i = 0; i < n; ++i) node_ids_.push_back(first_global() + i);
 

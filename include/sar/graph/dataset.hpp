@@ -16,6 +16,7 @@
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/graph/schema.hpp"
 
 namespace sar {
 
@@ -65,6 +66,12 @@ struct graph_dataset {
   /// One feature row per edge, in the order of graph's entries (row e: the edge of entry e,
   /// into the node whose row holds it), or empty (0 x 0): no edge features.
   matrixf edge_features;
+  /// A heterogeneous graph's node types and relations (empty: homogeneous; sar/graph/schema.hpp:
+  /// type t's nodes are the ids [schema.type_begin(t), schema.type_begin(t + 1))).
+  graph_schema schema;
+  /// The relation of each entry of graph (an index into schema.relations), in its order; empty
+  /// exactly when the schema is.
+  std::vector<std::int32_t> edge_types;
 
   /// Width of the edge features (0: none).
   Eigen::Index edge_feature_dim() const { return edge_features.cols(); }
@@ -82,7 +89,9 @@ struct graph_dataset {
     return total;
   }
 
-  /// Throws sar::invalid_argument if the parts disagree on the number of nodes.
+  /// Throws sar::invalid_argument if the parts disagree on the number of nodes, or a
+  /// heterogeneous dataset's schema, edge types and edges disagree (graph_schema::validate,
+  /// check_edges).
   void validate(const char* where = "sar::graph_dataset::validate") const {
     graph.validate(where);
     const node_t n = num_nodes();
@@ -95,6 +104,12 @@ struct graph_dataset {
     SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == graph.num_edges(),
               invalid_argument, where, ": ", edge_features.rows(), " edge feature rows for ",
               graph.num_edges(), " edges");
+    schema.validate(n, features.cols(), where);
+    SAR_CHECK(schema.heterogeneous() || edge_types.empty(), invalid_argument, where, ": ",
+              edge_types.size(), " edge types without a schema");
+    if (schema.heterogeneous())
+      schema.check_edges(graph.offsets, graph.columns, 0, edge_types,
+                         [](node_t c) { return c; }, where);
     for (std::size_t i = 0; i < labels.size(); ++i)
       SAR_CHECK(labels[i] >= -1 && labels[i] < num_classes, invalid_argument, where, ": label ",
                 labels[i], " of node ", i, " outside [-1, ", num_classes, ")");

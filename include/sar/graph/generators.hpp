@@ -13,6 +13,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
+#include "sar/graph/heterogeneous.hpp"
 
 namespace sar {
 
@@ -168,6 +169,127 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
       }
   });
   data.split = detail::random_split(n, o.train_fraction, o.valid_fraction, o.seed);
+  return data;
+}
+
+/// A planted heterogeneous graph whose classes only relations reveal (the test bed of
+/// relational models). Two node types: "author" (author_feature_dim features of pure noise)
+/// and "paper" (the labelled type: 2 classes; feature column 0 is +1 or -1 by class plus
+/// Gaussian noise of std feature_noise, further columns noise). Three relations into papers:
+/// "writes" (author -> paper: authors_per_paper random authors, no information), "agrees"
+/// (paper -> paper: `degree` in-edges, each from a paper of the same class with probability
+/// homophily, else a random paper) and "disagrees" (`degree` in-edges, each from a paper of
+/// the other class with probability homophily, else random). A model that keeps relations
+/// apart reads the class from the sign of its agreeing and disagreeing neighbours; a model
+/// that erases types sums both, which cancel, and is left with the node's own noisy feature.
+/// With add_reverse, every relation's reverse too (rev_writes lets authors hear their papers).
+struct planted_heterogeneous_options {
+  node_t num_papers = 20000;              ///< labelled nodes (> 0)
+  node_t num_authors = 10000;             ///< further nodes (>= 1)
+  std::int32_t feature_dim = 16;          ///< paper features (>= 1)
+  std::int32_t author_feature_dim = 8;    ///< author features (0 to feature_dim)
+  std::int32_t degree = 4;                ///< in-edges per paper of "agrees" and of "disagrees"
+  std::int32_t authors_per_paper = 3;     ///< in-edges per paper of "writes"
+  double homophily = 0.9;                 ///< probability that a paper-paper edge informs
+  double feature_noise = 1.5;             ///< std of the features' noise
+  double train_fraction = 0.3;            ///< of the papers (train + valid <= 1)
+  double valid_fraction = 0.2;            ///< of the papers; the rest are test
+  bool add_reverse = true;                ///< add rev_writes, rev_agrees, rev_disagrees
+  std::uint64_t seed = 1;                 ///< of every random number of the graph
+};
+
+/// About the bytes make_planted_heterogeneous(o) allocates at its peak (for check_memory).
+inline double planted_heterogeneous_bytes(const planted_heterogeneous_options& o) {
+  const double papers = static_cast<double>(o.num_papers), n = papers + static_cast<double>(o.num_authors);
+  const double edges = papers * (2.0 * o.degree + o.authors_per_paper) * (o.add_reverse ? 2 : 1);
+  return n * (static_cast<double>(o.feature_dim) * sizeof(float) + 16) +
+         edges * (3 * sizeof(node_t) + 2 * sizeof(std::int32_t) + sizeof(edge_t));
+}
+
+/// Throws sar::invalid_argument naming the option for sizes or probabilities out of range,
+/// or for a graph that needs more memory than is available.
+inline graph_dataset make_planted_heterogeneous(const planted_heterogeneous_options& o) {
+  constexpr const char* where = "sar::make_planted_heterogeneous";
+  SAR_CHECK(o.num_papers >= 2 && o.num_authors >= 1, invalid_argument, where, ": ", o.num_papers,
+            " papers and ", o.num_authors, " authors (at least 2 and 1)");
+  SAR_CHECK(o.feature_dim >= 1 && o.author_feature_dim >= 0 && o.author_feature_dim <= o.feature_dim,
+            invalid_argument, where, ": feature_dim = ", o.feature_dim, ", author_feature_dim = ",
+            o.author_feature_dim, " (expected 1 <= feature_dim, 0 <= author_feature_dim <= feature_dim)");
+  SAR_CHECK(o.degree >= 0 && o.authors_per_paper >= 0, invalid_argument, where, ": degree = ",
+            o.degree, ", authors_per_paper = ", o.authors_per_paper);
+  SAR_CHECK(o.homophily >= 0 && o.homophily <= 1 && o.feature_noise >= 0 &&
+                std::isfinite(o.feature_noise),
+            invalid_argument, where, ": homophily = ", o.homophily, ", feature_noise = ",
+            o.feature_noise);
+  detail::check_fractions(where, o.train_fraction, o.valid_fraction);
+  check_memory<invalid_argument>(
+      where, message("a heterogeneous graph of ", o.num_papers, " papers and ", o.num_authors,
+                     " authors"),
+      planted_heterogeneous_bytes(o));
+  const node_t authors = o.num_authors, papers = o.num_papers, n = authors + papers;
+  graph_dataset data;
+  data.name = "planted-hetero";
+  data.num_classes = 2;
+  data.schema.node_types = {{"author", authors, o.author_feature_dim},
+                            {"paper", papers, o.feature_dim}};
+  constexpr std::int32_t author = 0, paper = 1;
+  data.schema.relations = {{author, "writes", paper}, {paper, "agrees", paper},
+                           {paper, "disagrees", paper}};
+
+  const counter_rng class_rng(o.seed, rng_stream::generator_classes, 1);
+  data.labels.assign(static_cast<std::size_t>(n), -1);
+  std::vector<node_t> of_class[2];
+  for (node_t i = authors; i < n; ++i) {
+    const auto c = static_cast<std::int32_t>(class_rng.below(2, i));
+    data.labels[static_cast<std::size_t>(i)] = c;
+    of_class[c].push_back(i);
+  }
+  // Edges into each paper, drawn from counter-based numbers keyed by (paper, relation, k).
+  const counter_rng edge_rng(o.seed, rng_stream::generator_edges, 1);
+  const auto pick = [](std::uint64_t word, std::uint64_t range) {
+    return static_cast<node_t>((static_cast<unsigned __int128>(word) * range) >> 64);
+  };
+  edge_list edges;
+  edges.num_nodes = n;
+  std::vector<std::int32_t> types;
+  for (node_t i = authors; i < n; ++i) {
+    const std::int32_t c = data.labels[static_cast<std::size_t>(i)];
+    for (std::int32_t k = 0; k < o.authors_per_paper; ++k) {
+      edges.push_back(pick(edge_rng.bits(i, 0, k)[0], static_cast<std::uint64_t>(authors)), i);
+      types.push_back(0);
+    }
+    for (std::int32_t r = 1; r <= 2; ++r)
+      for (std::int32_t k = 0; k < o.degree; ++k) {
+        const auto draw = edge_rng.bits(i, r, k);
+        const auto& pool = of_class[r == 1 ? c : 1 - c];
+        const bool informs = counter_rng::to_unit(draw[0]) < o.homophily && !pool.empty();
+        edges.push_back(informs ? pool[static_cast<std::size_t>(pick(draw[1], pool.size()))]
+                                : authors + pick(draw[1], static_cast<std::uint64_t>(papers)),
+                        i);
+        types.push_back(r);
+      }
+  }
+  data.graph = build_typed_csr(edges, types, data.edge_types);
+  edges = {};
+  if (o.add_reverse) add_reverse_relations(data);
+
+  const counter_rng feature_rng(o.seed, rng_stream::generator_features, 2);
+  data.features = matrixf::Zero(n, o.feature_dim);
+  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+    for (node_t i = r.begin(); i != r.end(); ++i) {
+      const bool is_paper = i >= authors;
+      const std::int32_t width = is_paper ? o.feature_dim : o.author_feature_dim;
+      for (std::int32_t f = 0; f < width; ++f) {
+        const double signal =
+            is_paper && f == 0 ? (data.labels[static_cast<std::size_t>(i)] == 1 ? 1.0 : -1.0) : 0.0;
+        data.features(i, f) = static_cast<float>(signal + o.feature_noise * feature_rng.normal(i, f));
+      }
+    }
+  });
+  data.split.assign(static_cast<std::size_t>(n), node_split::none);
+  const std::vector<node_split> paper_split =
+      detail::random_split(papers, o.train_fraction, o.valid_fraction, o.seed);
+  std::copy(paper_split.begin(), paper_split.end(), data.split.begin() + authors);
   return data;
 }
 

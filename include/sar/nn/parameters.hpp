@@ -48,6 +48,10 @@ struct parameter_shape {
   /// batch_norm and linear take theirs from their options (defaults 1 and 0); set_group()
   /// changes it after declare().
   int group = 0;
+  /// The rows counted as fan_in by glorot_uniform and kaiming_uniform (0: rows): a stack of
+  /// weights, each fan_rows x cols, declared as one parameter (R-GCN's W_1; ...; W_R) starts
+  /// at the scale of one.
+  Eigen::Index fan_rows = 0;
 };
 
 /// The flat value and gradient buffers of every parameter of a model (see the top of this
@@ -89,7 +93,8 @@ class parameter_store {
     for (std::size_t p = 0; p < entries_.size(); ++p) {
       const auto& s = entries_[p].shape;
       auto v = value(p);
-      const double fan_in = static_cast<double>(s.rows), fan_out = static_cast<double>(s.cols);
+      const double fan_in = static_cast<double>(s.fan_rows > 0 ? s.fan_rows : s.rows);
+      const double fan_out = static_cast<double>(s.cols);
       const double bound = s.init == init_kind::glorot_uniform
                                ? std::sqrt(6.0 / std::max(1.0, fan_in + fan_out))
                                : std::sqrt(6.0 / std::max(1.0, fan_in));

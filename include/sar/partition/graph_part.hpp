@@ -9,6 +9,7 @@
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/graph/schema.hpp"
 #include "sar/partition/partition_book.hpp"
 
 namespace sar {
@@ -32,6 +33,12 @@ struct graph_part {
   /// One feature row per entry of in_edges, in its order (sar::graph_dataset::edge_features),
   /// or 0 x 0: no edge features. A part without edges has 0 x width when the dataset has them.
   matrixf edge_features;
+  /// A heterogeneous dataset's node types and relations (empty: homogeneous); a local node's
+  /// type follows from its original id (sar/graph/schema.hpp).
+  graph_schema schema;
+  /// The relation of each entry of in_edges, in its order (sar::graph_dataset::edge_types);
+  /// empty exactly when the schema is.
+  std::vector<std::int32_t> edge_types;
 
   /// Number of nodes this part owns.
   node_t num_local() const { return in_edges.num_rows; }
@@ -46,7 +53,8 @@ struct graph_part {
   /// above: the part outside the book, rows other than its range's size, offsets that do not
   /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, target,
   /// split, original-id or edge-feature rows that do not match (targets: present exactly for
-  /// regress and multilabel).
+  /// regress and multilabel), edge types that are not one relation per in-edge exactly when
+  /// the part has a schema.
   void validate(const char* where) const {
     SAR_CHECK(part >= 0 && part < book.num_parts(), invalid_argument, where, ": part ", part,
               " outside [0, ", book.num_parts(), ")");
@@ -68,6 +76,14 @@ struct graph_part {
     SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == in_edges.num_edges(),
               invalid_argument, where, ": part ", part, " has ", edge_features.rows(),
               " edge feature rows for its ", in_edges.num_edges(), " in-edges");
+    SAR_CHECK(schema.heterogeneous() ? static_cast<edge_t>(edge_types.size()) == in_edges.num_edges()
+                                     : edge_types.empty(),
+              invalid_argument, where, ": part ", part, " has ", edge_types.size(),
+              " edge types for its ", in_edges.num_edges(), " in-edges (",
+              schema.num_relations(), " relations)");
+    for (const std::int32_t r : edge_types)
+      SAR_CHECK(r >= 0 && r < schema.num_relations(), invalid_argument, where, ": part ", part,
+                ": relation ", r, " outside [0, ", schema.num_relations(), ")");
     const bool with_targets = task != task_kind::classify;
     SAR_CHECK(with_targets ? targets.rows() == n && labels.empty()
                            : targets.size() == 0,

@@ -141,6 +141,9 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
                    data.graph.columns.begin() + base + g.offsets.back());
   if (data.edge_feature_dim() > 0)
     out.edge_features = data.edge_features.middleRows(base, g.offsets.back());
+  out.schema = data.schema;
+  if (data.schema.heterogeneous())
+    out.edge_types.assign(data.edge_types.begin() + base, data.edge_types.begin() + base + g.offsets.back());
   out.features = data.features.middleRows(first, rows);
   if (!data.labels.empty())
     out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
@@ -230,6 +233,8 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     block.name = read.rows.name;
     out.in_edges = std::move(read.rows.graph);
     out.edge_features = std::move(read.rows.edge_features);
+    out.schema = std::move(read.rows.schema);
+    out.edge_types = std::move(read.rows.edge_types);
     out.features = std::move(read.rows.features);
     out.labels = std::move(read.rows.labels);
     out.split = std::move(read.rows.split);
@@ -242,6 +247,10 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     const ogb_options ogb{.sizes = options.sizes};
     node_t n = 0;
     detail::guarded(failure, [&] {
+      SAR_CHECK(!detail::ogb::find_csv(path / "raw", "num-node-dict"), io_error, where, ": ",
+                (path / "raw" / "num-node-dict").string(), ": a heterogeneous OGB raw "
+                "directory is read by one process for now; convert it to a .npy dataset "
+                "(sar-convert), which the ranks read in parallel");
       n = detail::ogb::read_count(detail::ogb::require_csv(path / "raw", "num-node-list"));
     });
     agree();
@@ -338,6 +347,7 @@ void read_block_rest(Comm& comm, dataset_block& block) {
   if (lacks[1]) {
     rows.in_edges = std::move(read.rows.graph);
     rows.edge_features = std::move(read.rows.edge_features);
+    rows.edge_types = std::move(read.rows.edge_types);
   }
 }
 

@@ -1,5 +1,5 @@
 // Redistribution after a distributed partitioning: every node, with its in-edges (and their
-// edge features), features, label or targets and split, moves from the rank that read it to the rank that owns its part, and is
+// edge features and relations), features, label or targets and split, moves from the rank that read it to the rank that owns its part, and is
 // relabelled so that part k owns one contiguous range of new ids, exactly as sar::relabel
 // numbers them on one process (parts in order; inside a part, nodes in the order of their
 // dataset ids). Sources of edges are mapped to new ids through the distributed directory
@@ -96,6 +96,12 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   SAR_CHECK(edge_dim == 0 || block.edge_features.rows() == block.in_edges.num_edges(),
             invalid_argument, where, ": rank ", rank, " holds ", block.edge_features.rows(),
             " edge feature rows for ", block.in_edges.num_edges(), " in-edges");
+  const graph_schema schema = block.schema;
+  const bool typed = schema.heterogeneous();  // edges carry their relations
+  SAR_CHECK(!typed || static_cast<edge_t>(block.edge_types.size()) == block.in_edges.num_edges(),
+            invalid_argument, where, ": rank ", rank, " holds ", block.edge_types.size(),
+            " edge types for ", block.in_edges.num_edges(), " in-edges");
+  const std::int64_t per_edge = typed ? 2 : 1;  // record values per edge: source, relation
 
   // 1. New ids: part k's range starts after parts 0..k-1; inside it, ranks in order (their
   //    dataset-id ranges are in order), and each rank's nodes of k in order.
@@ -125,7 +131,7 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   block.in_edges.columns = {};
 
   // 3. Each node's row to the owner of its part: [new id, dataset id, label, split, degree,
-  //    sources...] as int64; then its features and targets.
+  //    sources..., relations... (typed)] as int64; then its features and targets.
   const auto owner = [&](node_t i) { return part_owner(part[i], parts, size); };
   std::vector<std::vector<node_t>> rows_for(static_cast<std::size_t>(size));
   for (node_t i = 0; i < rows; ++i) rows_for[static_cast<std::size_t>(owner(i))].push_back(i);
@@ -134,7 +140,8 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       comm,
       [&](int q) {
         std::int64_t n = 0;
-        for (node_t i : rows_for[static_cast<std::size_t>(q)]) n += 5 + block.in_edges.degree(i);
+        for (node_t i : rows_for[static_cast<std::size_t>(q)])
+          n += 5 + per_edge * block.in_edges.degree(i);
         return n;
       },
       [&](int q, std::vector<std::int64_t>& out) {
@@ -145,6 +152,9 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
                                  block.in_edges.degree(i)});
           out.insert(out.end(), sources.begin() + block.in_edges.offsets[i],
                      sources.begin() + block.in_edges.offsets[i + 1]);
+          if (typed)
+            out.insert(out.end(), block.edge_types.begin() + block.in_edges.offsets[i],
+                       block.edge_types.begin() + block.in_edges.offsets[i + 1]);
         }
       },
       received_counts);
@@ -187,6 +197,7 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     p.book = new_book;
     p.num_classes = num_classes;
     p.task = task;
+    p.schema = schema;
     const node_t n = new_book.size(k);
     p.in_edges.num_rows = n;
     p.in_edges.num_cols = new_book.num_nodes();
@@ -202,7 +213,8 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     return {p, static_cast<std::size_t>(id - new_book.begin(p.part))};
   };
   std::vector<std::size_t> record_at;  // where each received row's record starts
-  for (std::size_t at = 0; at < records.size(); at += 5 + static_cast<std::size_t>(records[at + 4])) {
+  for (std::size_t at = 0; at < records.size();
+       at += 5 + static_cast<std::size_t>(per_edge * records[at + 4])) {
     record_at.push_back(at);
     auto [p, r] = local(records[at]);
     p.in_edges.offsets[r + 1] = records[at + 4];
@@ -211,6 +223,7 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     for (node_t r = 0; r < p.num_local(); ++r) p.in_edges.offsets[r + 1] += p.in_edges.offsets[r];
     p.in_edges.columns.resize(static_cast<std::size_t>(p.in_edges.offsets.back()));
     if (edge_dim > 0) p.edge_features.resize(p.in_edges.num_edges(), edge_dim);
+    if (typed) p.edge_types.resize(static_cast<std::size_t>(p.in_edges.num_edges()));
   }
   // Where each received row's edge rows start (records and edge rows come in the same order).
   std::vector<std::int64_t> edge_row_at(record_at.size() + 1, 0);
@@ -225,19 +238,22 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       if (labelled) p.labels[r] = static_cast<std::int32_t>(rec[2]);
       if (with_split) p.split[r] = static_cast<node_split>(rec[3]);
       const auto to = p.in_edges.columns.begin() + p.in_edges.offsets[r];
-      if (edge_dim == 0) {
+      if (edge_dim == 0 && !typed) {
         std::copy(rec + 5, rec + 5 + rec[4], to);
         std::sort(to, to + rec[4]);
-      } else {  // sorted with their edge rows (parallel edges keep their order)
+      } else {  // sorted with their edge rows and relations (parallel edges keep their order)
         entries.clear();
         for (std::int64_t a = 0; a < rec[4]; ++a) entries.emplace_back(rec[5 + a], a);
         std::sort(entries.begin(), entries.end());
         for (std::size_t a = 0; a < entries.size(); ++a) {
+          const std::int64_t at = p.in_edges.offsets[r] + static_cast<std::int64_t>(a);
           to[static_cast<std::ptrdiff_t>(a)] = entries[a].first;
-          std::copy_n(edge_rows.data() + (edge_row_at[k] + entries[a].second) * edge_dim,
-                      edge_dim,
-                      p.edge_features.data() +
-                          (p.in_edges.offsets[r] + static_cast<std::int64_t>(a)) * edge_dim);
+          if (typed)
+            p.edge_types[static_cast<std::size_t>(at)] =
+                static_cast<std::int32_t>(rec[5 + rec[4] + entries[a].second]);
+          if (edge_dim > 0)
+            std::copy_n(edge_rows.data() + (edge_row_at[k] + entries[a].second) * edge_dim,
+                        edge_dim, p.edge_features.data() + at * edge_dim);
         }
       }
       const auto row = float_rows.begin() + static_cast<std::ptrdiff_t>(k) * width;

@@ -34,6 +34,7 @@
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
+#include "sar/graph/schema_json.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/partition/partition_book.hpp"
 #include "sar/partition/partitioners.hpp"
@@ -50,8 +51,10 @@ inline constexpr directory_kind partition_store_kind{"sar-partition-store", "met
 /// records the task ("task", "num_outputs") and a regress or multilabel store's parts hold
 /// their targets (targets.bin). 5: meta.json records "edge_feature_dim" and the parts of a
 /// store with edge features hold them (edge_features.bin, one row per in-edge). All are read
-/// (2 and 3 as classify, 2 to 4 without edge features).
-inline constexpr int partition_store_version = 5;
+/// (2 and 3 as classify, 2 to 4 without edge features). 6: meta.json records a heterogeneous
+/// dataset's "schema" (sar/graph/schema_json.hpp) and its parts hold the relation of each
+/// in-edge (edge_types.bin); 2 to 5 read as homogeneous.
+inline constexpr int partition_store_version = 6;
 /// The oldest version read_partition_part reads.
 inline constexpr int partition_store_oldest_version = 2;
 
@@ -76,6 +79,8 @@ struct partition_metadata {
   std::int64_t num_outputs = 0;
   /// Features per edge (0: none).
   std::int64_t edge_feature_dim = 0;
+  /// A heterogeneous dataset's node types and relations (empty: homogeneous).
+  graph_schema schema;
   bool has_labels = false;        ///< false: every part's labels are empty
   bool has_split = false;         ///< false: every part's split is empty
   partition_book book;            ///< relabelled id ranges of all parts
@@ -149,6 +154,7 @@ inline constexpr const char* features_file = "features.bin";
 inline constexpr const char* labels_file = "labels.bin";
 inline constexpr const char* targets_file = "targets.bin";  // regress, multilabel only
 inline constexpr const char* edge_features_file = "edge_features.bin";  // with edge features
+inline constexpr const char* edge_types_file = "edge_types.bin";  // heterogeneous only
 inline constexpr const char* split_file = "split.bin";
 inline constexpr const char* original_ids_file = "original_ids.bin";
 
@@ -289,6 +295,7 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
               static_cast<std::size_t>(part.edge_features.size()) * sizeof(float));
       return w.close();
     });
+  if (part.schema.heterogeneous()) add_vector(edge_types_file, part.edge_types);
   if (part.task != task_kind::classify)
     out.add_file(dir + "/" + targets_file, [&](const std::filesystem::path& path) {
       writer w(path, element_type::float32, static_cast<std::uint64_t>(part.targets.rows()),
@@ -307,7 +314,7 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
 
 /// meta.json's fields for `meta` (without the manifest and the seal, which the writer adds).
 inline nlohmann::json metadata_json(const partition_metadata& meta) {
-  return {
+  nlohmann::json j = {
       {"format", partition_store_kind.format},
       {"format_version", partition_store_version},
       {"dataset", meta.dataset},
@@ -326,6 +333,8 @@ inline nlohmann::json metadata_json(const partition_metadata& meta) {
       {"method", meta.method},
       {"quality", quality_to_json(meta.quality)},
   };
+  if (meta.schema.heterogeneous()) j["schema"] = schema_to_json(meta.schema);
+  return j;
 }
 
 /// Part p of `data` under the relabelling `ids`, as read_partition_part returns it.
@@ -347,6 +356,9 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
   g.columns.resize(static_cast<std::size_t>(g.offsets.back()));
   const bool edge_data = data.edge_features.cols() > 0;
   if (edge_data) out.edge_features.resize(g.num_edges(), data.edge_features.cols());
+  const bool typed = data.schema.heterogeneous();
+  out.schema = data.schema;
+  if (typed) out.edge_types.resize(static_cast<std::size_t>(g.num_edges()));
   tbb::parallel_for(tbb::blocked_range<node_t>(0, k), [&](const auto& range) {
     std::vector<std::pair<node_t, edge_t>> entries;  // (new source id, dataset entry)
     for (node_t r = range.begin(); r != range.end(); ++r) {
@@ -359,6 +371,7 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
         const edge_t to = g.offsets[r] + static_cast<edge_t>(a);
         g.columns[to] = entries[a].first;
         if (edge_data) out.edge_features.row(to) = data.edge_features.row(entries[a].second);
+        if (typed) out.edge_types[static_cast<std::size_t>(to)] = data.edge_types[static_cast<std::size_t>(entries[a].second)];
       }
     }
   });
@@ -408,6 +421,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.task = data.task;
   meta.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
   meta.edge_feature_dim = data.edge_feature_dim();
+  meta.schema = data.schema;
   meta.has_labels = !data.labels.empty();
   meta.has_split = !data.split.empty();
   meta.method = method;
@@ -493,6 +507,7 @@ partition_metadata write_partition_store(Comm& comm, const std::vector<graph_par
   for (const graph_part& p : mine) edge_dim = std::max<std::int64_t>(edge_dim, p.edge_features.cols());
   comm.all_reduce(std::span<std::int64_t>(&edge_dim, 1), reduce_op::max);
   about.edge_feature_dim = edge_dim;
+  if (rank == 0) about.schema = mine.front().schema;  // every part has the dataset's
   about.quality = evaluate_parts(comm, mine, parts);
   about.part_edges = about.quality.part_edges;
   about.num_nodes = about.quality.num_nodes;
@@ -595,6 +610,14 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
       m.num_outputs = j.at("num_outputs").get<std::int64_t>();
     }
     if (m.format_version >= 5) m.edge_feature_dim = j.at("edge_feature_dim").get<std::int64_t>();
+    if (m.format_version >= 6 && j.contains("schema")) {
+      m.schema = schema_from_json(j.at("schema"), file.string());
+      try {
+        m.schema.validate(m.num_nodes, m.feature_dim, where);
+      } catch (const invalid_argument& e) {
+        throw io_error(message(file.string(), ": ", e.what()));
+      }
+    }
     SAR_CHECK((m.task == task_kind::classify) == (m.num_outputs == 0) && m.num_outputs >= 0 &&
                   (m.task == task_kind::classify || m.num_classes == 0),
               io_error, where, ": ", file.string(), ": a ", task_name(m.task), " store with ",
@@ -669,7 +692,8 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   check_memory<io_error>(
       where, message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
                      meta.feature_dim, " in ", (dir / "meta.json").string(), ")"),
-      (8.0 + 4.0 * static_cast<double>(meta.edge_feature_dim)) * static_cast<double>(m) +
+      (8.0 + 4.0 * static_cast<double>(meta.edge_feature_dim) +
+       (meta.schema.heterogeneous() ? 4.0 : 0.0)) * static_cast<double>(m) +
           static_cast<double>(k) *
               (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim + meta.num_outputs) + 5.0));
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
@@ -684,6 +708,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   out.book = meta.book;
   out.num_classes = meta.num_classes;
   out.task = meta.task;
+  out.schema = meta.schema;
 
   csr& g = out.in_edges;
   g.num_rows = k;
@@ -716,6 +741,17 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
       out.edge_features.resize(m, meta.edge_feature_dim);
       return out.edge_features.data();
     });
+
+  if (meta.schema.heterogeneous()) {
+    read(st::edge_types_file, m, 1, [&] {
+      out.edge_types.resize(static_cast<std::size_t>(m));
+      return out.edge_types.data();
+    });
+    for (edge_t e = 0; e < m; ++e)
+      SAR_CHECK(out.edge_types[e] >= 0 && out.edge_types[e] < meta.schema.num_relations(),
+                io_error, where, ": ", (pdir / st::edge_types_file).string(), ": relation ",
+                out.edge_types[e], " at edge ", e, " outside [0, ", meta.schema.num_relations(), ")");
+  }
 
   const std::size_t labels = meta.has_labels ? static_cast<std::size_t>(k) : 0;
   read(st::labels_file, labels, 1, [&] {

@@ -43,12 +43,14 @@ inline edge_t picks_for(node_t want, edge_t positive) {
 
 /// For every row r of `weights` (values >= 0), picks picks_for(want[r], positive entries of
 /// row r) distinct entries with positive weight, by darts keyed by key_of(r). Returns the
-/// picked entries (columns sorted, values = their weights). Requires want.size() ==
-/// weights.rows(); throws sar::invalid_argument otherwise or for a negative or non-finite
-/// weight. Parallel over rows.
+/// picked entries in their order in the row (columns as in weights, values = their weights);
+/// with `entries`, also assigns the index in weights of each picked entry (a row may repeat a
+/// column: the entries tell its copies apart). Requires want.size() == weights.rows(); throws
+/// sar::invalid_argument otherwise or for a negative or non-finite weight. Parallel over rows.
 template <class KeyOf>
 sparse_matrix sample_rows(const sparse_matrix& weights, std::span<const node_t> want,
-                          std::uint64_t seed, KeyOf&& key_of) {
+                          std::uint64_t seed, KeyOf&& key_of,
+                          std::vector<edge_t>* entries = nullptr) {
   constexpr const char* where = "sar::sample_rows";
   const node_t rows = weights.rows();
   SAR_CHECK(want.size() == static_cast<std::size_t>(rows), invalid_argument, where, ": ",
@@ -83,6 +85,7 @@ sparse_matrix sample_rows(const sparse_matrix& weights, std::span<const node_t> 
   }
   picked.pattern.columns.resize(static_cast<std::size_t>(picked.pattern.offsets.back()));
   picked.values.resize(picked.pattern.columns.size());
+  if (entries != nullptr) entries->resize(picked.pattern.columns.size());
 
   const counter_rng rng(seed, rng_stream::sampling);
   tbb::parallel_for(tbb::blocked_range<node_t>(0, rows), [&](const auto& range) {
@@ -155,6 +158,8 @@ sparse_matrix sample_rows(const sparse_matrix& weights, std::span<const node_t> 
         if (chosen[e]) {
           picked.pattern.columns[at] = cols[e];
           picked.values[at] = w[e];
+          if (entries != nullptr)
+            (*entries)[static_cast<std::size_t>(at)] = weights.pattern.offsets[r] + static_cast<edge_t>(e);
           ++at;
         }
     }

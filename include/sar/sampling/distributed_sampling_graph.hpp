@@ -69,14 +69,14 @@ struct sampling_traffic {
 template <communicator Comm>
 class distributed_sampling_graph {
  public:
-  /// Collective. Takes part.in_edges and part.edge_features (left empty): the graph the
-  /// sampler walks, with the model's self-loops, and its edge table (one row per in-edge;
-  /// 0 columns on every rank: none). An edge's id is its group's first edge id (the groups'
-  /// edges numbered one after the other) plus its entry in the group's rows sorted by dataset
-  /// id. layer_wise: keep what LADIES' importances need. Throws sar::invalid_argument naming
-  /// the rank (check_replication; part.part not this rank's group; original ids not a
-  /// permutation of the nodes; edge tables of different widths, or rows with a repeated
-  /// edge when there is an edge table).
+  /// Collective. Takes part.in_edges, part.edge_features and part.edge_types (left empty):
+  /// the graph the sampler walks, with the model's self-loops, and its edge table (one row and
+  /// one relation per in-edge; 0 columns, no schema: none). An edge's id is its group's first
+  /// edge id (the groups' edges numbered one after the other) plus its entry in the group's
+  /// rows sorted by dataset id (a pair's edges of several relations in their stored order).
+  /// layer_wise: keep what LADIES' importances need. Throws sar::invalid_argument naming the
+  /// rank (check_replication; part.part not this rank's group; original ids not a
+  /// permutation of the nodes; edge tables of different widths or kinds).
   distributed_sampling_graph(Comm& comm, graph_part& part, int replication, bool layer_wise)
       : comm_(&comm), replication_(replication), book_(part.book) {
     constexpr const char* where = "sar::distributed_sampling_graph";
@@ -112,9 +112,10 @@ class distributed_sampling_graph {
       const auto columns = dataset_of.lookup(comm, std::span<const node_t>(rows_.columns));
       std::copy(columns.begin(), columns.end(), rows_.columns.begin());
     }
-    take_edge_table(comm, part.edge_features);
-    for (node_t r = 0; r < rows_.num_rows; ++r)
-      std::sort(rows_.columns.begin() + rows_.offsets[r], rows_.columns.begin() + rows_.offsets[r + 1]);
+    take_edge_table(comm, part);
+    if (!has_edge_table())  // (else take_edge_table sorted them with their table)
+      for (node_t r = 0; r < rows_.num_rows; ++r)
+        std::sort(rows_.columns.begin() + rows_.offsets[r], rows_.columns.begin() + rows_.offsets[r + 1]);
 
     // Out-degrees: every group counts its columns once.
     std::vector<std::int64_t> sources, ones;
@@ -140,7 +141,7 @@ class distributed_sampling_graph {
   /// The rows of A of `ids` (dataset ids), columns as dataset ids, with edge ids if the
   /// graph has an edge table. Collective.
   adjacency_rows rows(std::span<const node_t> ids) {
-    const bool edge_ids = edge_features_.cols() > 0;
+    const bool edge_ids = has_edge_table();
     const std::size_t head = edge_ids ? 2 : 1;  // an answer: count, [first edge id,] columns
     const route r = send(ids);
     const auto got = answer<std::int64_t>(r, traffic_.adjacency_bytes,
@@ -278,12 +279,27 @@ class distributed_sampling_graph {
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) {
     return fetch_rows<T>(local, send(ids));
   }
-  /// The edge table of local_rows() (a row per entry, in order; 0 x 0 on every rank: none).
+  /// The edge table's features of local_rows() (a row per entry, in order; 0 x 0 on every
+  /// rank: none).
   const matrixf& edge_features() const { return edge_features_; }
+  /// The edge table's relations of local_rows() (one per entry, in order; empty: none).
+  std::span<const std::int32_t> edge_types() const { return edge_types_; }
+  /// Whether the graph has an edge table (features or relations; the same on every rank).
+  bool has_edge_table() const { return edge_features_.cols() > 0 || typed_; }
   /// The edge table's rows of edge ids `ids` (as rows() gave them), in that order. Collective.
   /// Throws sar::invalid_argument naming the rank for an id outside the graph's edges.
-  matrixf gather_edges(std::span<const edge_t> ids) {
-    return fetch_rows<float>(edge_features_, send_edges(ids));
+  edge_rows gather_edges(std::span<const edge_t> ids) {
+    const route r = send_edges(ids);
+    edge_rows out{fetch_rows<float>(edge_features_, r), {}};
+    if (typed_) {
+      const auto got = answer<std::int64_t>(r, traffic_.entry_bytes,
+                                            [&](std::vector<std::int64_t>& reply, node_t entry) {
+        reply.push_back(edge_types_[static_cast<std::size_t>(entry)]);
+      });
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        out.types.push_back(static_cast<std::int32_t>(got[r.peer[i]][r.slot[i]]));
+    }
+    return out;
   }
   /// Entries `ids` of a vector over the local nodes. Collective.
   template <class V>
@@ -317,6 +333,7 @@ class distributed_sampling_graph {
   /// Bytes of the rows, edge table, ids, degrees and id map this rank keeps.
   std::size_t memory_bytes() const {
     return rows_.memory_bytes() + static_cast<std::size_t>(edge_features_.size()) * sizeof(float) +
+           edge_types_.capacity() * sizeof(std::int32_t) +
            (ids_.capacity() + 2 * row_of_.capacity() + out_degree_.capacity() +
             column_out_degree_.capacity()) * sizeof(node_t) + global_of_.memory_bytes();
   }
@@ -419,42 +436,51 @@ class distributed_sampling_graph {
         out(static_cast<Eigen::Index>(i), c) = got[r.peer[i]][r.slot[i] * cols + c];
     return out;
   }
-  /// Keeps `table` (one row per entry of rows_, before its rows are sorted) in the order the
-  /// rows will have once sorted by dataset id, and numbers the groups' edges. Throws as the
-  /// constructor says. Collective.
-  void take_edge_table(Comm& comm, matrixf& table) {
+  /// Takes part's edge table (one row and relation per entry of rows_, whose columns are
+  /// dataset ids now) and sorts rows_ with it by dataset id (ties in their stored order),
+  /// and numbers the groups' edges. Throws as the constructor says. Collective.
+  void take_edge_table(Comm& comm, graph_part& part) {
     constexpr const char* where = "sar::distributed_sampling_graph";
+    matrixf& table = part.edge_features;
     const auto [narrowest, widest] = min_max_over_ranks(comm, static_cast<std::int64_t>(table.cols()));
     SAR_CHECK(narrowest == widest, invalid_argument, where, ": rank ", comm.rank(), " has ",
               table.cols(), " edge features per edge, other ranks from ", narrowest, " to ",
               widest);
+    typed_ = part.schema.heterogeneous();
+    const auto [untyped, typed] = min_max_over_ranks(comm, typed_ ? 1 : 0);
+    SAR_CHECK(untyped == typed, invalid_argument, where, ": rank ", comm.rank(), "'s part is ",
+              typed_ ? "heterogeneous" : "homogeneous", ", another rank's is not");
     const auto counts = all_gather(std::vector<std::int64_t>{rows_.num_edges()});
     edge_begin_.assign(1, 0);
     for (int g = 0; g < book_.num_parts(); ++g)  // each group's replica 0 counts its edges
       edge_begin_.push_back(edge_begin_.back() + counts[static_cast<std::size_t>(g * replication_)][0]);
-    if (widest == 0) return;
+    if (widest == 0 && !typed_) return;
     std::exception_ptr failure;  // a bad table on one rank ends every rank
     try {
-      SAR_CHECK(table.rows() == rows_.num_edges(), invalid_argument, where, ": rank ",
-                comm.rank(), " has ", table.rows(), " edge feature rows for ",
+      SAR_CHECK((widest == 0 || table.rows() == rows_.num_edges()) &&
+                    (!typed_ || static_cast<edge_t>(part.edge_types.size()) == rows_.num_edges()),
+                invalid_argument, where, ": rank ", comm.rank(), " has ", table.rows(),
+                " edge feature rows and ", part.edge_types.size(), " edge types for ",
                 rows_.num_edges(), " edges");
-      // The order of each row's entries once sorted by column (dataset id).
+      // The order of each row's entries once sorted by column (dataset id), ties as stored.
       std::vector<edge_t> order(static_cast<std::size_t>(rows_.num_edges()));
       for (node_t r = 0; r < rows_.num_rows; ++r) {
         const auto first = order.begin() + rows_.offsets[r];
         const auto last = order.begin() + rows_.offsets[r + 1];
         std::iota(first, last, rows_.offsets[r]);
-        std::sort(first, last, [&](edge_t a, edge_t b) { return rows_.columns[a] < rows_.columns[b]; });
-        const auto repeated = std::adjacent_find(first, last, [&](edge_t a, edge_t b) {
-          return rows_.columns[a] == rows_.columns[b];
+        std::sort(first, last, [&](edge_t a, edge_t b) {
+          return std::pair(rows_.columns[a], a) < std::pair(rows_.columns[b], b);
         });
-        SAR_CHECK(repeated == last, invalid_argument, where, ": rank ", comm.rank(), ": node ",
-                  ids_[static_cast<std::size_t>(r)], " has two in-edges from node ",
-                  repeated == last ? 0 : rows_.columns[*repeated],
-                  " (with edge features, each edge must be listed once)");
       }
-      edge_features_ = gather_rows<float>(table, order);
+      std::vector<node_t> columns(order.size());
+      for (std::size_t k = 0; k < order.size(); ++k)
+        columns[k] = rows_.columns[static_cast<std::size_t>(order[k])];
+      rows_.columns = std::move(columns);
+      if (widest > 0) edge_features_ = gather_rows<float>(table, order);
+      if (typed_)
+        for (const edge_t e : order) edge_types_.push_back(part.edge_types[static_cast<std::size_t>(e)]);
       table = matrixf();
+      part.edge_types = {};
     } catch (const error&) {
       failure = std::current_exception();
     }
@@ -471,6 +497,8 @@ class distributed_sampling_graph {
   std::vector<node_t> ids_;           // local row -> dataset id
   csr rows_;                          // local rows; columns: dataset ids
   matrixf edge_features_;             // a row per entry of rows_ (0 x 0: none)
+  std::vector<std::int32_t> edge_types_;  // a relation per entry of rows_ (empty: none)
+  bool typed_ = false;                // the graph has relations (the same on every rank)
   std::vector<edge_t> edge_begin_;    // the first edge id of each group, then the edge count
   std::vector<std::pair<node_t, node_t>> row_of_;  // (dataset id, local row), sorted
   id_directory global_of_;            // dataset id -> relabelled id, in blocks over the ranks

@@ -43,7 +43,6 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <iterator>
 #include <optional>
 #include <span>
@@ -203,18 +202,6 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
   return {ids.begin(), ids.begin() + rows};
 }
 
-/// Throws sar::invalid_argument naming `where`, the row and the column unless every row of
-/// `graph` lists its columns in strictly increasing order.
-inline void check_strictly_increasing_rows(const char* where, const csr& graph) {
-  for (node_t i = 0; i < graph.num_rows; ++i) {
-    const auto row = graph.row(i);
-    const auto bad = std::adjacent_find(row.begin(), row.end(), std::greater_equal<node_t>());
-    SAR_CHECK(bad == row.end(), invalid_argument, where, ": row ", i, " lists column ",
-              bad == row.end() ? 0 : *bad, " before ", bad == row.end() ? 0 : *(bad + 1),
-              " (sorted rows without repeated edges expected)");
-  }
-}
-
 }  // namespace detail
 
 /// The rows `ids` of m, in that order.
@@ -238,20 +225,21 @@ struct ladies_importance {
 };
 
 /// Rows of A as a sampling graph answers them: row r of `a` lists the in-neighbours of the
-/// r-th id asked for (dataset ids, sorted; values 1). Where the graph has an edge table,
-/// entry j of row r is edge first_edge[r] + j (an edge id: the row of the graph's edge table
-/// holding that edge's features; the row's columns are then strictly increasing); first_edge
-/// is empty otherwise.
+/// r-th id asked for (dataset ids, sorted; values 1). Where the graph has an edge table (edge
+/// features or relations), the rows are its stored rows, one entry per stored edge (a pair
+/// joined by two relations twice), and entry j of row r is edge first_edge[r] + j (an edge
+/// id: the row of the graph's edge table holding that edge's features and relation);
+/// first_edge is empty otherwise (and a repeated pair is one entry).
 struct adjacency_rows {
   sparse_matrix a;                ///< the rows of A
   std::vector<edge_t> first_edge; ///< the edge id of each row's first entry (empty: no table)
+};
 
-  /// The edge id of the entry of row r in column v (an entry of the row).
-  edge_t edge_id(node_t r, node_t v) const {
-    const auto columns = a.row_columns(r);
-    return first_edge[static_cast<std::size_t>(r)] +
-           (std::lower_bound(columns.begin(), columns.end(), v) - columns.begin());
-  }
+/// Rows of a graph's edge table (sampling_graph_of::gather_edges): features (0 columns: the
+/// graph has none) and relations (empty: the graph has none), one per edge asked for.
+struct edge_rows {
+  matrixf features;                   ///< one row per edge
+  std::vector<std::int32_t> types;    ///< one relation per edge
 };
 
 /// What a bulk sampler reads of a graph:
@@ -280,35 +268,57 @@ class sampling_graph {
     SAR_CHECK(graph.num_cols == graph.num_rows, invalid_argument, "sar::sampling_graph: the "
               "graph is ", graph.num_rows, " x ", graph.num_cols, " (square expected)");
   }
-  /// With an edge table: one feature row per entry of the graph (0 columns: none). Throws
-  /// sar::invalid_argument as above, if the table's rows are not the graph's entries, or if a
-  /// row's columns are not strictly increasing (what the loaders build), as edge ids of
-  /// sampled edges are found by their position in the row.
-  sampling_graph(const csr& graph, const matrixf& edge_features) : sampling_graph(graph) {
-    if (edge_features.cols() == 0) return;
-    SAR_CHECK(edge_features.rows() == graph.num_edges(), invalid_argument,
-              "sar::sampling_graph: ", edge_features.rows(), " edge feature rows for ",
+  /// With an edge table: one feature row per entry of the graph (0 columns: none) and one
+  /// relation per entry (empty: none; a heterogeneous graph's edge types). Throws
+  /// sar::invalid_argument as above, or if the table is neither empty nor one per entry.
+  sampling_graph(const csr& graph, const matrixf& edge_features,
+                 std::span<const std::int32_t> edge_types = {})
+      : sampling_graph(graph) {
+    SAR_CHECK((edge_features.cols() == 0 || edge_features.rows() == graph.num_edges()) &&
+                  (edge_types.empty() || static_cast<edge_t>(edge_types.size()) == graph.num_edges()),
+              invalid_argument, "sar::sampling_graph: ", edge_features.rows(),
+              " edge feature rows and ", edge_types.size(), " edge types for ",
               graph.num_edges(), " edges");
-    detail::check_strictly_increasing_rows("sar::sampling_graph", graph);
-    edge_features_ = &edge_features;
+    if (edge_features.cols() > 0) edge_features_ = &edge_features;
+    edge_types_ = edge_types;
   }
   /// Number of nodes.
   node_t num_nodes() const { return graph_->num_rows; }
 
   /// Row r = the in-neighbours of ids[r] (sorted; values 1), with edge ids where the graph
-  /// has an edge table.
+  /// has an edge table (then as stored: see adjacency_rows).
   adjacency_rows rows(std::span<const node_t> ids) const {
-    adjacency_rows out{spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_)), {}};
-    if (edge_features_ != nullptr)  // rows strictly increasing: spgemm copied them whole
-      for (const node_t v : ids) out.first_edge.push_back(graph_->offsets[v]);
+    if (edge_features_ == nullptr && edge_types_.empty())
+      return {spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_)), {}};
+    adjacency_rows out;
+    sparse_matrix& a = out.a;
+    a.pattern.num_rows = static_cast<node_t>(ids.size());
+    a.pattern.num_cols = num_nodes();
+    a.pattern.offsets.assign(1, 0);
+    for (const node_t v : ids) {
+      SAR_CHECK(v >= 0 && v < num_nodes(), invalid_argument, "sar::sampling_graph::rows: node ",
+                v, " outside [0, ", num_nodes(), ")");
+      const auto row = graph_->row(v);
+      a.pattern.columns.insert(a.pattern.columns.end(), row.begin(), row.end());
+      a.pattern.offsets.push_back(static_cast<edge_t>(a.pattern.columns.size()));
+      out.first_edge.push_back(graph_->offsets[v]);
+    }
+    a.values.assign(a.pattern.columns.size(), 1.0);
     return out;
   }
 
-  /// The edge table (0 x 0: none): one row per entry of the graph.
+  /// The edge table's features (0 x 0: none): one row per entry of the graph.
   const matrixf& edge_features() const { return edge_features_ ? *edge_features_ : no_edges_; }
-  /// The edge table's rows `ids` (edge ids), in that order.
-  matrixf gather_edges(std::span<const edge_t> ids) const {
-    return gather_rows<float>(edge_features(), ids);
+  /// The edge table's relations (empty: none): one per entry of the graph.
+  std::span<const std::int32_t> edge_types() const { return edge_types_; }
+  /// Whether the graph has an edge table (features or relations).
+  bool has_edge_table() const { return edge_features_ != nullptr || !edge_types_.empty(); }
+  /// The edge table's rows of edge ids `ids`, in that order.
+  edge_rows gather_edges(std::span<const edge_t> ids) const {
+    edge_rows out{gather_rows<float>(edge_features(), ids), {}};
+    if (!edge_types_.empty())
+      for (const edge_t e : ids) out.types.push_back(edge_types_[static_cast<std::size_t>(e)]);
+    return out;
   }
 
   /// LADIES' importances for levels' rows (builds Â o Â on the first call).
@@ -389,6 +399,7 @@ class sampling_graph {
 
   const csr* graph_;
   const matrixf* edge_features_ = nullptr;
+  std::span<const std::int32_t> edge_types_;
   inline static const matrixf no_edges_{};
   std::vector<node_t> out_degree_;
   std::vector<double> squared_;  // Â o Â, one value per edge
@@ -495,11 +506,13 @@ class bulk_sampler {
                         const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
                         std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch) {
     const std::vector<node_t> want(stacked.size(), options_.fanouts[l]);
+    const bool edge_ids = !rows_of_a.first_edge.empty();
+    std::vector<edge_t> entries;  // with edge ids: the entry of rows_of_a of each pick
     const sparse_matrix picked = sample_rows(rows_of_a.a, want, options_.seed, [&](node_t r) {
       const auto b = static_cast<std::size_t>(
           std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
       return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
-    });
+    }, edge_ids ? &entries : nullptr);
     detail::row_marker& marker = marker_;
     tbb::parallel_for(std::size_t{0}, out.size(), [&](std::size_t b) {
       minibatch_sample& s = out[b];
@@ -518,12 +531,15 @@ class bulk_sampler {
       for (node_t r = 0; r <= rows; ++r) block.offsets[r] = picked.pattern.offsets[first + r] - e0;
       block.columns.resize(static_cast<std::size_t>(e1 - e0));
       for (edge_t e = e0; e < e1; ++e) block.columns[e - e0] = mark.find(picked.pattern.columns[e]);
-      if (!rows_of_a.first_edge.empty()) {
-        std::vector<edge_t>& edge_ids = s.blocks[l].edge_ids;
-        edge_ids.resize(static_cast<std::size_t>(e1 - e0));
-        for (node_t r = 0; r < rows; ++r)
-          for (edge_t e = picked.pattern.offsets[first + r]; e < picked.pattern.offsets[first + r + 1]; ++e)
-            edge_ids[e - e0] = rows_of_a.edge_id(first + r, picked.pattern.columns[e]);
+      if (edge_ids) {  // each pick's edge: its row's first edge id plus its place in the row
+        std::vector<edge_t>& ids = s.blocks[l].edge_ids;
+        ids.resize(static_cast<std::size_t>(e1 - e0));
+        for (node_t r = 0; r < rows; ++r) {
+          const node_t row = first + r;
+          for (edge_t e = picked.pattern.offsets[row]; e < picked.pattern.offsets[row + 1]; ++e)
+            ids[e - e0] = rows_of_a.first_edge[static_cast<std::size_t>(row)] +
+                          (entries[static_cast<std::size_t>(e)] - rows_of_a.a.pattern.offsets[row]);
+        }
       }
       mark.reset(s.ids);
       s.level_sizes[l] = block.num_cols;
@@ -639,21 +655,24 @@ class bulk_sampler {
 /// The block of layer-wise inference for rows [begin, end) of `rows` (in-edges, columns =
 /// dataset ids; row r is node row_ids[r], or r when row_ids is empty): every in-edge, sources
 /// = the destinations then their other in-neighbours (increasing id), with the rows of
-/// `edge_features` (one per entry of `rows`; 0 columns: none) as the block's edge features.
+/// `edge_features` (one per entry of `rows`; 0 columns: none) and `edge_types` (one per entry;
+/// empty: none) as the block's edge features and relations.
 /// local_row(id) gives the row of `rows` holding node id, or -1. The caller sets the block's
 /// source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
 /// full-batch run does). Throws sar::invalid_argument for a range outside `rows` or an edge
 /// table of another row count.
 template <class LocalRow>
 minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_features,
+                                     std::span<const std::int32_t> edge_types,
                                      std::span<const node_t> row_ids, node_t begin, node_t end,
                                      LocalRow&& local_row) {
   SAR_CHECK(0 <= begin && begin <= end && end <= rows.num_rows &&
                 (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)) &&
-                (edge_features.cols() == 0 || edge_features.rows() == rows.num_edges()),
+                (edge_features.cols() == 0 || edge_features.rows() == rows.num_edges()) &&
+                (edge_types.empty() || static_cast<edge_t>(edge_types.size()) == rows.num_edges()),
             invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
             rows.num_rows, " (", row_ids.size(), " row ids, ", edge_features.rows(),
-            " edge feature rows)");
+            " edge feature rows, ", edge_types.size(), " edge types)");
   const auto destination = [&](node_t u) {  // its block row, or -1
     const node_t r = local_row(u);
     return r >= begin && r < end ? r - begin : node_t{-1};
@@ -682,9 +701,12 @@ minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_featur
     }
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));
   }
-  if (edge_features.cols() > 0)  // the block's entries are rows [begin, end)'s, in order
-    block.edge_features = edge_features.middleRows(rows.offsets[begin],
-                                                   rows.offsets[end] - rows.offsets[begin]);
+  // The block's entries are rows [begin, end)'s, in order.
+  const edge_t first_entry = rows.offsets[begin], entries = rows.offsets[end] - first_entry;
+  if (edge_features.cols() > 0) block.edge_features = edge_features.middleRows(first_entry, entries);
+  if (!edge_types.empty())
+    block.edge_types.assign(edge_types.begin() + first_entry,
+                            edge_types.begin() + first_entry + entries);
   block.ids = ids;
   minibatch_sample s;
   s.level_sizes = {static_cast<node_t>(ids.size()), end - begin};

@@ -78,8 +78,9 @@ inline std::vector<node_t> shuffled_nodes(std::span<const node_t> nodes, std::ui
 /// What the minibatch loop and layer-wise inference read of a graph: a sampling graph
 /// (sampling_graph_of) that also tells where the node data lives: sar::sampling_graph (one
 /// process) or sar::distributed_sampling_graph (a rank's part; its calls are collective).
-/// edge_features() is the edge table of local_rows() (a row per entry; 0 x 0: none, on every
-/// rank alike), gather_edges(ids) the table's rows of any edge ids the sampler gave.
+/// edge_features() and edge_types() are the edge table of local_rows() (a row and a relation
+/// per entry; 0 x 0 and empty: none), has_edge_table() whether there is one (the same on every
+/// rank), gather_edges(ids) the table's rows of any edge ids the sampler gave.
 template <class G>
 concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.rank() } -> std::same_as<int>;
@@ -90,7 +91,9 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.local_ids() } -> std::same_as<std::span<const node_t>>;
   { cg.local_row(node_t{0}) } -> std::same_as<node_t>;
   { cg.edge_features() } -> std::same_as<const matrixf&>;
-  { g.gather_edges(std::span<const edge_t>{}) } -> std::same_as<matrixf>;
+  { cg.edge_types() } -> std::same_as<std::span<const std::int32_t>>;
+  { cg.has_edge_table() } -> std::same_as<bool>;
+  { g.gather_edges(std::span<const edge_t>{}) } -> std::same_as<edge_rows>;
   g.all_reduce_max(std::int64_t{0});
 };
 
@@ -117,7 +120,8 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph,
       const node_t begin = std::min<node_t>(local, c * rows_per_block);
       const node_t stop = std::min(local, begin + rows_per_block);
       minibatch_sample block =
-          neighbourhood_block(graph.local_rows(), graph.edge_features(), graph.local_ids(), begin, stop,
+          neighbourhood_block(graph.local_rows(), graph.edge_features(), graph.edge_types(),
+                              graph.local_ids(), begin, stop,
                               [&](node_t id) { return graph.local_row(id); });
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
       const matrix<T> x = graph.gather(in, block.ids);
@@ -169,19 +173,22 @@ struct bulk_gather {
   seed_targets targets;      ///< their labels (classify) or target rows
   std::vector<node_t> out_degrees;  ///< the whole graph's out-degree of each of ids
   std::vector<edge_t> edge_ids;  ///< the edges of the group's blocks, sorted (edge tables)
-  matrixf edge_features;         ///< their rows of the edge table
+  edge_rows edges;               ///< their rows of the edge table
 
   /// Completes the blocks of `sample` (one of the group's) with what the sampler leaves to
   /// the loop: each source's out-degree in the whole graph (GCN's source normalisation: the
   /// same however a minibatch is split over ranks, and what layer-wise inference uses) and,
-  /// with an edge table, each edge's features.
+  /// with an edge table, each edge's features and relation.
   void complete(minibatch_sample& sample) const {
     for (sampled_block& block : sample.blocks) {
       block.source_degrees.clear();
       for (const node_t at : positions(ids, block.ids))
         block.source_degrees.push_back(out_degrees[static_cast<std::size_t>(at)]);
-      if (edge_features.cols() > 0)
-        block.edge_features = gather_rows<float>(edge_features, positions(edge_ids, block.edge_ids));
+      if (block.edge_ids.empty()) continue;
+      const std::vector<node_t> rows = positions(edge_ids, block.edge_ids);
+      if (edges.features.cols() > 0) block.edge_features = gather_rows<float>(edges.features, rows);
+      if (!edges.types.empty())
+        for (const node_t at : rows) block.edge_types.push_back(edges.types[static_cast<std::size_t>(at)]);
     }
   }
 
@@ -216,8 +223,8 @@ struct bulk_gather {
 /// Fetches the minibatches of `samples` from `begin` on: as many as keep the union of their
 /// input nodes within `bound` rows on every rank (at least one; bound 0: all the rest).
 /// Collective: one small all-reduce, one gather of feature rows, one of out-degrees, one of
-/// labels or targets, and with an edge table one of the edge rows of the group's blocks
-/// (each edge once).
+/// labels or targets, and with an edge table one of the edge rows (features, relations) of
+/// the group's blocks (each edge once).
 template <class T, class Graph>
 bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
                             const std::vector<minibatch_sample>& samples, node_t begin,
@@ -235,7 +242,7 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   bulk_gather<T> out;
   out.end = begin + 1;
   while (out.end < count && too_many[static_cast<std::size_t>(out.end - begin)] == 0) ++out.end;
-  const bool edge_table = graph.edge_features().cols() > 0;
+  const bool edge_table = graph.has_edge_table();
   for (node_t b = begin; b < out.end; ++b) {
     out.ids.insert(out.ids.end(), samples[b].ids.begin(), samples[b].ids.end());
     const auto seeds = samples[b].seeds();
@@ -250,7 +257,7 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   }
   out.features = graph.gather(data.features, out.ids);
   out.out_degrees = graph.out_degrees(out.ids);
-  if (edge_table) out.edge_features = graph.gather_edges(out.edge_ids);
+  if (edge_table) out.edges = graph.gather_edges(out.edge_ids);
   if (data.task == task_kind::classify)
     out.targets.labels = graph.gather(data.labels, out.seeds);
   else

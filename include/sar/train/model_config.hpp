@@ -6,13 +6,30 @@
 
 #include <Eigen/Core>
 
+#include "sar/graph/schema.hpp"
+
 namespace sar {
 
 /// mlp: linear layers only, the graph unused (the baseline a GNN has to beat). mpnn: encode,
 /// process, decode (MeshGraphNets): a linear encoder, `layers` edge-conditioned message-passing
-/// steps reading the edge features (sar/nn/edge_conv.hpp), a linear decoder.
-enum class model_kind { gcn, sage, gat, mlp, mpnn };
+/// steps reading the edge features (sar/nn/edge_conv.hpp), a linear decoder. rgcn: for a
+/// heterogeneous graph, a per-type input projection (sar/nn/type_projection.hpp) and `layers`
+/// relational graph convolutions (sar/nn/rgcn.hpp).
+enum class model_kind { gcn, sage, gat, mlp, mpnn, rgcn };
 enum class sage_aggregation { mean, gcn, pool };
+
+/// The model's name as sar-train's --model and model files spell it ("gcn", "rgcn", ...).
+inline const char* model_name(model_kind k) {
+  switch (k) {
+    case model_kind::gcn: return "gcn";
+    case model_kind::sage: return "sage";
+    case model_kind::gat: return "gat";
+    case model_kind::mlp: return "mlp";
+    case model_kind::mpnn: return "mpnn";
+    case model_kind::rgcn: return "rgcn";
+  }
+  return "?";
+}
 
 /// The settings of a model built at run time (make_model, make_optimiser in models.hpp).
 struct model_config {
@@ -58,6 +75,15 @@ struct model_config {
   /// mpnn: a node averages its messages (false: sums them, as MeshGraphNets does; the sum's
   /// scale grows with the degree, step after step).
   bool mean_messages = true;
+  /// rgcn: the node types and relations of the graph (sar/graph/schema.hpp; set by whoever
+  /// builds it from the data).
+  graph_schema schema{};
+  /// rgcn: the number of bases of each layer's relation weights (0: none; exclusive with
+  /// rgcn_blocks).
+  Eigen::Index rgcn_bases = 0;
+  /// rgcn: the number of diagonal blocks of each layer's relation weights (0: none; must
+  /// divide the layers' widths).
+  Eigen::Index rgcn_blocks = 0;
   /// Epochs to train.
   int epochs = 200;
 
@@ -83,6 +109,13 @@ inline model_config paper_defaults(model_kind kind) {
     case model_kind::sage:
       c.hidden = 64;
       c.decay_first_layer_only = false;
+      break;
+    case model_kind::rgcn:  // DGL's R-GCN example on ogbn-mag: 2 layers, hidden 64
+      c.hidden = 64;
+      c.learning_rate = 0.01;
+      c.weight_decay = 0;
+      c.decay_first_layer_only = false;
+      c.epochs = 50;
       break;
     case model_kind::mpnn:  // MeshGraphNets' recipe, narrower and with fewer steps
       c.hidden = 64;
@@ -162,6 +195,25 @@ inline model_memory estimate_model_memory(const model_config& c, double features
                               hidden * classes + classes;
     // Per step: its output and gradient, and the 5 rows of H it keeps (edge_conv.hpp).
     const double activations = nodes * (2 * features + 2 * classes + steps * 7 * hidden);
+    return {4 * parameters * value_bytes, activations * value_bytes};
+  }
+  if (c.kind == model_kind::rgcn) {  // per-type projection F_t -> H, then `layers` R-GCNs
+    const double relations = static_cast<double>(c.schema.relations.size());
+    double parameters = 0;
+    for (const node_type& t : c.schema.node_types)
+      parameters += static_cast<double>(t.feature_dim) * hidden + hidden;
+    double activations = 2 * nodes * (features + hidden);  // the projection's input and output
+    for (int k = 0; k < c.layers; ++k) {
+      const double out = k + 1 == c.layers ? classes : hidden;
+      const double relation_weights =
+          c.rgcn_bases > 0 ? static_cast<double>(c.rgcn_bases) * (hidden * out + relations)
+          : c.rgcn_blocks > 0 ? relations * hidden * out / static_cast<double>(c.rgcn_blocks)
+                              : relations * hidden * out;
+      parameters += relation_weights + hidden * out + out;
+      // Output and its gradient; the kept relation means and their gradient (R x H each).
+      const double layer = nodes * (2 * out + 2 * relations * hidden);
+      activations = layer_by_layer ? std::max(activations, layer) : activations + layer;
+    }
     return {4 * parameters * value_bytes, activations * value_bytes};
   }
   model_memory sum;

@@ -44,6 +44,7 @@
 #include "sar/core/output_file.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/graph/builders.hpp"
+#include "sar/graph/schema_json.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/train/checkpoint.hpp"
@@ -89,16 +90,6 @@ namespace detail::model_files {
 inline constexpr char magic[8] = {'S', 'A', 'R', 'M', 'O', 'D', 'E', 'L'};
 inline constexpr std::size_t prefix_bytes = 24;  // magic, version, reserved, header bytes
 
-inline const char* kind_name(model_kind k) {
-  switch (k) {
-    case model_kind::gcn: return "gcn";
-    case model_kind::sage: return "sage";
-    case model_kind::gat: return "gat";
-    case model_kind::mlp: return "mlp";
-    case model_kind::mpnn: return "mpnn";
-  }
-  return "?";
-}
 inline const char* aggregation_name(sage_aggregation a) {
   switch (a) {
     case sage_aggregation::mean: return "mean";
@@ -109,7 +100,7 @@ inline const char* aggregation_name(sage_aggregation a) {
 }
 
 inline nlohmann::json config_json(const model_config& c) {
-  return {{"kind", kind_name(c.kind)}, {"aggregation", aggregation_name(c.aggregation)},
+  nlohmann::json j = {{"kind", model_name(c.kind)}, {"aggregation", aggregation_name(c.aggregation)},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
           {"output_heads", c.output_heads}, {"dropout", c.dropout},
           {"input_dropout", c.input_dropout},
@@ -120,6 +111,12 @@ inline nlohmann::json config_json(const model_config& c) {
           {"patience", c.patience}, {"edge_dim", c.edge_dim}, {"edge_state", c.edge_state},
           {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight},
           {"edge_attention", c.edge_attention}};
+  if (c.kind == model_kind::rgcn) {
+    j["schema"] = schema_to_json(c.schema);
+    j["rgcn_bases"] = c.rgcn_bases;
+    j["rgcn_blocks"] = c.rgcn_blocks;
+  }
+  return j;
 }
 
 /// Throws sar::io_error naming `file` for an unknown name or a value out of its domain.
@@ -128,9 +125,9 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   model_config c;
   const auto kind = j.at("kind").get<std::string>();
   bool known = false;
-  for (model_kind k :
-       {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp, model_kind::mpnn})
-    if (kind == kind_name(k)) c.kind = k, known = true;
+  for (model_kind k : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp,
+                       model_kind::mpnn, model_kind::rgcn})
+    if (kind == model_name(k)) c.kind = k, known = true;
   SAR_CHECK(known, io_error, where, ": ", file, ": unknown model kind '", kind, "'");
   const auto aggregation = j.at("aggregation").get<std::string>();
   known = false;
@@ -156,6 +153,17 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.mean_messages = j.value("mean_messages", true);
   c.edge_weight = j.value("edge_weight", Eigen::Index{-1});
   c.edge_attention = j.value("edge_attention", false);
+  if (c.kind == model_kind::rgcn) {
+    c.schema = schema_from_json(j.at("schema"), file);
+    c.rgcn_bases = j.at("rgcn_bases").get<Eigen::Index>();
+    c.rgcn_blocks = j.at("rgcn_blocks").get<Eigen::Index>();
+    try {
+      c.schema.validate(c.schema.type_begin(c.schema.num_node_types()),
+                        Eigen::Index{1} << 31, where);
+    } catch (const invalid_argument& e) {
+      throw io_error(message(file, ": ", e.what()));
+    }
+  }
   constexpr Eigen::Index limit = Eigen::Index{1} << 31;
   SAR_CHECK(c.layers >= 1 && c.layers < (1 << 20) && c.hidden >= 1 && c.hidden < limit &&
                 c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit &&
@@ -375,7 +383,7 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
                             .parameters / 4;  // values, gradients, Adam's two moments
   SAR_CHECK(values == static_cast<double>(saved.values.size()), invalid_argument, where,
             ": the file holds ", saved.values.size(), " parameter values, its architecture (",
-            detail::model_files::kind_name(d.config.kind), ", ", d.config.layers,
+            model_name(d.config.kind), ", ", d.config.layers,
             " layers, hidden ", d.config.hidden, ", ", d.input_dim, " inputs, ", d.output_dim,
             " outputs) has ", values);
   auto model = make_model<T, Schedule>(d.config, d.input_dim, d.output_dim, /*seed=*/0);
@@ -386,11 +394,13 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
 }
 
 /// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict):
-/// GraphSAGE and mpnn read the graph as it is (a node's own row is their self term; an
-/// added self-loop would have no edge features), the others add one self-loop per node (A + I).
+/// GraphSAGE, mpnn and rgcn read the graph as it is (a node's own row is their self term; an
+/// added self-loop would have no edge features or relation), the others add one self-loop per
+/// node (A + I).
 inline self_loop_policy model_self_loops(const model_config& c) {
-  return c.kind == model_kind::sage || c.kind == model_kind::mpnn ? self_loop_policy::keep
-                                                                  : self_loop_policy::add;
+  return c.kind == model_kind::sage || c.kind == model_kind::mpnn || c.kind == model_kind::rgcn
+             ? self_loop_policy::keep
+             : self_loop_policy::add;
 }
 
 /// Puts a graph (in-edges; first_column: the global id of row 0, a part's first_global())

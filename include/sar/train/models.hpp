@@ -18,7 +18,9 @@
 #include "sar/nn/gat.hpp"
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/linear.hpp"
+#include "sar/nn/rgcn.hpp"
 #include "sar/nn/sage.hpp"
+#include "sar/nn/type_projection.hpp"
 #include "sar/optim/adam.hpp"
 
 namespace sar {
@@ -68,6 +70,30 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     model.initialise(seed);
     return model;
   }
+  if (c.kind == model_kind::rgcn) {
+    SAR_CHECK(c.schema.heterogeneous() && !c.batch_norm && (c.rgcn_bases == 0 || c.rgcn_blocks == 0),
+              invalid_argument, where, ": rgcn needs a heterogeneous graph's schema (",
+              c.schema.num_node_types(), " node types), no batch norm, and bases or blocks, not "
+              "both (", c.rgcn_bases, ", ", c.rgcn_blocks, ")");
+    layers.emplace_back(type_projection<T>(c.schema, features, c.hidden));
+    const rgcn_options o{.regulariser = c.rgcn_bases > 0    ? rgcn_regulariser::basis
+                                        : c.rgcn_blocks > 0 ? rgcn_regulariser::blocks
+                                                            : rgcn_regulariser::none,
+                         .count = c.rgcn_bases > 0 ? c.rgcn_bases : c.rgcn_blocks};
+    for (int k = 0; k < c.layers; ++k) {
+      const bool last = k + 1 == c.layers;
+      const double drop = k == 0 ? c.first_dropout() : c.dropout;
+      if (drop > 0 && k == 0) layers.emplace_back(dropout<T>(c.hidden, drop));
+      layers.emplace_back(
+          rgcn_layer<T>(c.hidden, last ? classes : c.hidden, c.schema.num_relations(), o));
+      if (last) break;
+      if (c.dropout > 0) layers.emplace_back(relu_dropout<T>(c.hidden, c.dropout));
+      else layers.emplace_back(relu<T>(c.hidden));
+    }
+    dynamic_sequential<T, Schedule> model(std::move(layers));
+    model.initialise(seed);
+    return model;
+  }
   Eigen::Index width = features;
   // Between graph layers relu and dropout are one layer, relu_dropout: one in-place pass each
   // way over one buffer, which its backward and the next layer read (elu, dropout are two).
@@ -98,6 +124,7 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
         break;
       case model_kind::mlp:
       case model_kind::mpnn:  // built above
+      case model_kind::rgcn:
         layers.emplace_back(linear<T>(width, out, {.bias = bias}));
         break;
       case model_kind::gat: {

@@ -2,7 +2,10 @@
 //   DIR with meta.json        a sar .npy dataset directory (format "sar-npy-dataset", see
 //                             io/npy.hpp and docs/npy-dataset.md); meta.json of any other
 //                             format is refused
-//   DIR                       an Open Graph Benchmark raw node-property directory
+//   DIR                       an Open Graph Benchmark raw node-property directory:
+//                             homogeneous (raw/num-node-list), or heterogeneous
+//                             (raw/num-node-dict, ogbn-mag's layout: node types and
+//                             relations, io/ogb_hetero.hpp, docs/heterogeneous-data.md)
 //   FILE.mtx[.gz]             a Matrix Market coordinate file (graph only)
 //   FILE (anything else)      a whitespace-separated edge list, SNAP style (graph only)
 //   planted[:key=value,...]   the built-in planted-partition graph; keys: nodes, classes,
@@ -10,6 +13,11 @@
 //                             edge_features (per-edge columns), edge_noise
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
+//   planted-hetero[:k=v,...]  the planted heterogeneous graph (make_planted_heterogeneous:
+//                             authors and papers, classes only relations reveal); keys:
+//                             nodes (papers), authors, features, author_features, degree,
+//                             authors_per_paper, homophily, noise, train, valid, reverse
+//                             (1: add reverse relations, the default; 0: none), seed
 // Graph-only inputs are symmetrised; they have no features, labels, targets or split. Integer values
 // of a generator may be written as integral floats (nodes=1e6). Inputs read from files may
 // not have a mostly empty node-id or class range unless its size is stated (dataset_sizes);
@@ -32,6 +40,7 @@
 #include "sar/graph/io/matrix_market.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/graph/io/ogb.hpp"
+#include "sar/graph/io/ogb_hetero.hpp"
 
 namespace sar {
 
@@ -112,9 +121,11 @@ inline graph_dataset graph_only(csr graph, std::string name) {
 
 /// The node and edge counts the input `spec` declares without being read: a .npy dataset's
 /// meta.json (num_edges: entries of its CSR), an OGB raw directory's num-node-list and
-/// num-edge-list (edge lines, doubled: symmetrised); -1 for what is not declared (edge lists,
-/// Matrix Market, generators, OGB without num-edge-list) or not readable (the loader will
-/// name the problem). For refusing work that cannot fit before loading anything.
+/// num-edge-list (edge lines, doubled: symmetrised), a heterogeneous OGB directory's
+/// num-node-dict and its relations' num-edge-list (edge lines, directed); -1 for what is not
+/// declared (edge lists, Matrix Market, generators, OGB without num-edge-list) or not
+/// readable (the loader will name the problem). For refusing work that cannot fit before
+/// loading anything.
 inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
   namespace fs = std::filesystem;
   const fs::path path(spec);
@@ -131,6 +142,7 @@ inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
       };
       return {count("num_nodes"), count("num_edges")};
     }
+    if (is_ogb_heterogeneous(path)) return detail::ogb::declared_size(path);
     const fs::path raw = path / "raw";
     const node_t n = detail::ogb::read_count(detail::ogb::require_csv(raw, "num-node-list"));
     const auto edge_count = detail::ogb::find_csv(raw, "num-edge-list");
@@ -152,10 +164,10 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (kind == "planted" || kind == "rmat") {
+  if (kind == "planted" || kind == "rmat" || kind == "planted-hetero") {
     SAR_CHECK(sizes.num_nodes < 0 && sizes.num_classes < 0, invalid_argument,
               "sar::load_dataset: '", spec, "' is a generator: give its size in the spec (",
-              kind == "planted" ? "nodes=N, classes=C" : "scale=S, classes=C",
+              kind == "rmat" ? "scale=S, classes=C" : "nodes=N, classes=C",
               ") instead of stating num_nodes or num_classes");
     SAR_CHECK(sizes.task.value_or(task_kind::classify) == task_kind::classify, invalid_argument,
               "sar::load_dataset: '", spec, "' makes a classification dataset, but the task ",
@@ -177,6 +189,27 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
     o.seed = p.get<std::uint64_t>("seed", o.seed);
     p.check_all_used();
     return make_planted_partition(o);
+  }
+  if (kind == "planted-hetero") {
+    detail::spec_parameters p(spec, rest);
+    planted_heterogeneous_options o;
+    o.num_papers = p.get<node_t>("nodes", o.num_papers);
+    o.num_authors = p.get<node_t>("authors", o.num_authors);
+    o.feature_dim = p.get<std::int32_t>("features", o.feature_dim);
+    o.author_feature_dim = p.get<std::int32_t>("author_features", o.author_feature_dim);
+    o.degree = p.get<std::int32_t>("degree", o.degree);
+    o.authors_per_paper = p.get<std::int32_t>("authors_per_paper", o.authors_per_paper);
+    o.homophily = p.get<double>("homophily", o.homophily);
+    o.feature_noise = p.get<double>("noise", o.feature_noise);
+    o.train_fraction = p.get<double>("train", o.train_fraction);
+    o.valid_fraction = p.get<double>("valid", o.valid_fraction);
+    const auto reverse = p.get<int>("reverse", 1);
+    SAR_CHECK(reverse == 0 || reverse == 1, invalid_argument, "sar::load_dataset: '", spec,
+              "': reverse=", reverse, " (0 or 1)");
+    o.add_reverse = reverse == 1;
+    o.seed = p.get<std::uint64_t>("seed", o.seed);
+    p.check_all_used();
+    return make_planted_heterogeneous(o);
   }
   if (kind == "rmat") {
     detail::spec_parameters p(spec, rest);

@@ -2,14 +2,18 @@
 // set that both sar and Python (numpy.load, then torch.from_numpy) read fast.
 //
 // Dataset directory, format "sar-npy-dataset" (docs/npy-dataset.md):
-//   meta.json     {"format": "sar-npy-dataset", "version": 2, "name": s, "num_nodes": n,
+//   meta.json     {"format": "sar-npy-dataset", "version": 3, "name": s, "num_nodes": n,
 //                  "num_edges": E, "feature_dim": F, "num_classes": C, "task": t,
-//                  "num_outputs": K, "manifest": {...}, "metadata_crc32": c}; "task" is
-//                  "classify" (also when absent), "regress" or "multilabel" ("num_outputs"
-//                  only for the last two); version 2 (what sar writes) lists every array with
-//                  its size and the CRC-32 of its data and is sealed (sar/core/
-//                  safe_directory.hpp); version 1 (what a numpy user writes by hand) has
-//                  neither, or an optional "checksums" {file: CRC-32 of its data}
+//                  "num_outputs": K, "schema": {...}, "manifest": {...}, "metadata_crc32": c};
+//                  "task" is "classify" (also when absent), "regress" or "multilabel"
+//                  ("num_outputs" only for the last two); "schema" only for a heterogeneous
+//                  graph: {"node_types": [{"name", "count", "feature_dim"}, ...],
+//                  "relations": [{"source", "name", "destination"}, ...]} (source and
+//                  destination: node type names; sar/graph/schema.hpp); versions 3 (what sar
+//                  writes) and 2 (the same without "schema") list every array with its size and
+//                  the CRC-32 of its data and are sealed (sar/core/safe_directory.hpp); version
+//                  1 (what a numpy user writes by hand) has neither, or an optional
+//                  "checksums" {file: CRC-32 of its data}
 //   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
 //   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
 //   features.npy  float32 (n, F)  C order; always present (F may be 0)
@@ -21,6 +25,8 @@
 //                                 only if the dataset has a split
 //   edge_features.npy float32 (E, D) one row per entry of indices.npy (meta.json
 //                                 "edge_feature_dim" D); only if the dataset has edge features
+//   edge_types.npy int32 (E,)     the relation (index into schema.relations) of each entry of
+//                                 indices.npy; exactly when meta.json has a "schema"
 // Every .npy file sar writes: "\x93NUMPY", version 1.0, a uint16 little-endian header length,
 // then the header, a Python dict {'descr': '<f4', 'fortran_order': False, 'shape': (n, F), }
 // padded with spaces and a final "\n" so that the data starts at a multiple of 64 bytes, then
@@ -55,6 +61,7 @@
 #include "sar/core/safe_directory.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
+#include "sar/graph/schema_json.hpp"
 #include "sar/graph/dataset.hpp"
 
 namespace sar {
@@ -428,7 +435,7 @@ inline std::uint32_t write_npy(const std::filesystem::path& file, npy_dtype dtyp
 namespace detail::npy {
 
 inline constexpr const char* dataset_format = "sar-npy-dataset";
-inline constexpr int dataset_version = 2;  // 1 is read too (no manifest, no seal)
+inline constexpr int dataset_version = 3;  // 2 (no schema) and 1 (no manifest, no seal) are read too
 
 /// The first row of `graph` whose columns are not sorted, or -1 if every row is sorted.
 inline node_t first_unsorted_row(const csr& graph) {
@@ -478,6 +485,8 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   const std::int64_t edge_dim = data.edge_feature_dim();
   if (edge_dim > 0)
     write("edge_features.npy", npy_dtype::float32, {edges, edge_dim}, data.edge_features.data());
+  const bool typed = data.schema.heterogeneous();
+  if (typed) write("edge_types.npy", npy_dtype::int32, {edges}, data.edge_types.data());
 
   nlohmann::ordered_json meta{
       {"format", dataset_format}, {"version", dataset_version},
@@ -486,6 +495,7 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
       {"num_classes", data.num_classes}, {"task", task_name(data.task)}};
   if (with_targets) meta["num_outputs"] = data.targets.cols();
   if (edge_dim > 0) meta["edge_feature_dim"] = edge_dim;
+  if (typed) meta["schema"] = sar::schema_to_json(data.schema);
   out.write_metadata(meta);
 }
 }  // namespace detail::npy
@@ -533,10 +543,11 @@ struct npy_read_options {
 
 /// What read_npy_dataset_share read: rows [first, last) of a .npy dataset directory.
 struct npy_dataset_share {
-  /// name; task; num_classes (stated, else meta.json's); graph: the rows' in-edges (num_rows
-  /// = last - first, num_cols = num_nodes, columns dataset ids); features, labels (empty
-  /// without labels.npy), targets (regress, multilabel) and split (empty without split.npy)
-  /// of the rows.
+  /// name; task; num_classes (stated, else meta.json's); schema (meta.json's); graph: the
+  /// rows' in-edges (num_rows = last - first, num_cols = num_nodes, columns dataset ids) with
+  /// their edge_features and edge_types (empty without edge_features.npy, edge_types.npy);
+  /// features, labels (empty without labels.npy), targets (regress, multilabel) and split
+  /// (empty without split.npy) of the rows.
   graph_dataset rows;
   node_t num_nodes = 0;          ///< n of meta.json
   node_t first = 0;              ///< the first row read
@@ -600,8 +611,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
     SAR_CHECK(format == np::dataset_format, io_error, where, ": ", meta_file.string(),
               " has format '", format, "', expected '", np::dataset_format, "'");
     const std::int64_t version = count("version");
-    SAR_CHECK(version == 1 || version == np::dataset_version, io_error, where, ": ",
-              meta_file.string(), " has version ", version, "; this sar reads versions 1 and ",
+    SAR_CHECK(version >= 1 && version <= np::dataset_version, io_error, where, ": ",
+              meta_file.string(), " has version ", version, "; this sar reads versions 1 to ",
               np::dataset_version);
     if (version >= 2) check_metadata_seal(meta, meta_file.string(), where);
     data.name = text("name");
@@ -628,7 +639,15 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
                                                                         : "", ")");
       outputs = count("num_outputs");
     }
-    // Written by sar (version 2: "manifest"; older: "checksums"); numpy users may leave
+    if (meta.contains("schema")) {
+      data.schema = schema_from_json(meta["schema"], message(where, ": ", meta_file.string()));
+      try {
+        data.schema.validate(n, dim, message(where, ": ", meta_file.string()).c_str());
+      } catch (const invalid_argument& e) {
+        throw io_error(e.what());
+      }
+    }
+    // Written by sar (versions 2 and 3: "manifest"; older: "checksums"); numpy users may leave
     // them out.
     SAR_CHECK(!meta.contains("checksums") || meta["checksums"].is_object(), io_error, where,
               ": ", meta_file.string(), ": \"checksums\" is not an object");
@@ -702,7 +721,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
       8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
           static_cast<double>(rows) *
               (4.0 * static_cast<double>((with_features ? dim : 0) + outputs) + 5.0) +
-          4.0 * static_cast<double>(share_edges) * static_cast<double>(edge_dim));
+          4.0 * static_cast<double>(share_edges) *
+              static_cast<double>(edge_dim + (data.schema.heterogeneous() ? 1 : 0)));
   for (auto& offset : offsets) offset -= first_edge;
   header =
       np::expect_array(indices_file, npy_dtype::int64, {edges}, message("num_edges = ", edges));
@@ -732,6 +752,28 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   } else {
     SAR_CHECK(!fs::exists(dir / "edge_features.npy", ec), io_error, where, ": ", dir.string(),
               " holds edge_features.npy, but meta.json declares no edge_feature_dim");
+  }
+  if (data.schema.heterogeneous()) {
+    const fs::path file = dir / "edge_types.npy";
+    header = np::expect_array(file, npy_dtype::int32, {edges},
+                              message("num_edges = ", edges, " and a schema"));
+    data.edge_types.resize(static_cast<std::size_t>(share_edges));
+    read(file, header, static_cast<std::uint64_t>(first_edge),
+         static_cast<std::uint64_t>(share_edges), data.edge_types.data(),
+         static_cast<std::uint64_t>(share_edges));
+    try {
+      data.schema.check_edges(data.graph.offsets, data.graph.columns, first, data.edge_types,
+                              [](node_t column) { return column; },
+                              message(where, ": ", file.string(),
+                                      first_edge == 0 ? "" : message(" (rows [", first, ", ", last,
+                                                                     "): edge 0 is entry ",
+                                                                     first_edge, ")")).c_str());
+    } catch (const invalid_argument& e) {
+      throw io_error(e.what());
+    }
+  } else {
+    SAR_CHECK(!fs::exists(dir / "edge_types.npy", ec), io_error, where, ": ", dir.string(),
+              " holds edge_types.npy, but meta.json declares no schema");
   }
 
   read_features();
@@ -806,7 +848,8 @@ void finish_npy_dataset(const npy_dataset_share& read, const std::filesystem::pa
 /// Ensures: name, graph (num_rows = num_cols = num_nodes), features (n x F), task
 /// (meta.json's; classify without one), labels (empty without labels.npy), num_classes
 /// (options.sizes.num_classes if stated, else meta.json's), targets (regress, multilabel:
-/// targets.npy) and split (empty without split.npy) as written, and data.validate() passes.
+/// targets.npy), split (empty without split.npy), edge_features, schema and edge_types (empty
+/// without "schema") as written, and data.validate() passes.
 /// Throws sar::io_error naming the file and the problem for: a missing directory, meta.json,
 /// indptr.npy, indices.npy or features.npy; malformed meta.json, another format or version, a
 /// missing or negative count; any .npy problem (see read_npy_header); a dtype or shape that
@@ -816,7 +859,10 @@ void finish_npy_dataset(const npy_dataset_share& read, const std::filesystem::pa
 /// stated num_nodes other than meta.json's, or a stated num_classes without labels.npy; a
 /// stated task other than meta.json's; a regress or multilabel dataset with classes, labels.npy
 /// or a target that is not finite (multilabel: not 0 or 1); split
-/// codes above 3; a version 2 meta.json whose seal does not match its content (edited); an
+/// codes above 3; a "schema" that is malformed or fails graph_schema::validate (naming
+/// meta.json), edge_types.npy without a schema, or an entry's relation that does not join
+/// its source's type to its row's (naming edge_types.npy); a version 2 or 3 meta.json whose
+/// seal does not match its content (edited); an
 /// array whose data's CRC-32 differs from what meta.json lists (sar writes them; a dataset
 /// written by numpy may leave them out; options.verify_checksums false skips them).
 inline graph_dataset read_npy_dataset(const std::filesystem::path& dir,

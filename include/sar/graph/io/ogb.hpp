@@ -1,4 +1,5 @@
-// Reading an Open Graph Benchmark node-property dataset from its raw CSV layout.
+// Reading an Open Graph Benchmark node-property dataset from its raw CSV layout (a
+// heterogeneous one, ogbn-mag's layout: ogb_hetero.hpp, read by read_ogb_raw too).
 #pragma once
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -20,7 +22,11 @@
 
 namespace sar {
 
-/// How read_ogb_raw builds the graph and which split it reads.
+/// How read_ogb_raw builds the graph and which split it reads. A heterogeneous directory
+/// (ogb_hetero.hpp) takes split_name and sizes only: its relations are directed and built as
+/// written (build_typed_csr), so add_inverse_edges does not apply to it (add_reverse_relations
+/// adds reverse relations on request), and deduplicate false or self_loops other than keep
+/// are refused for it.
 struct ogb_options {
   /// Add the reverse of every edge (OGB's add_inverse_edge): true for undirected datasets
   /// (ogbn-products, the Planetoid files in ../shared/data), false for ogbn-arxiv.
@@ -57,9 +63,12 @@ inline std::filesystem::path require_csv(const std::filesystem::path& dir, const
   return *found;
 }
 
-/// Parses one line of `count` comma-separated node ids, each in [0, num_nodes), into ids[].
+/// Parses one line of bounds.size() comma-separated node ids, column c's in [0, bounds[c]),
+/// into ids[]. Throws sar::io_error naming the file, line and token of a malformed id, one out
+/// of range or another column count.
 inline void parse_ids(std::string_view line, std::int64_t number, const std::filesystem::path& file,
-                      node_t num_nodes, node_t* ids, int count) {
+                      std::span<const node_t> bounds, node_t* ids) {
+  const int count = static_cast<int>(bounds.size());
   int column = 0;
   const char* p = line.data();
   const char* const end = p + line.size();
@@ -73,9 +82,11 @@ inline void parse_ids(std::string_view line, std::int64_t number, const std::fil
       if (!io::parse_integer(field, id))
         io::throw_parse_error(function, file, number, "not an integer node id", field);
       if (id < 0) io::throw_parse_error(function, file, number, "negative node id", field);
-      if (id >= num_nodes)
+      if (id >= bounds[static_cast<std::size_t>(column)])
         io::throw_parse_error(function, file, number,
-                              message("node id outside [0, ", num_nodes, ")"), field);
+                              message("node id outside [0, ",
+                                      bounds[static_cast<std::size_t>(column)], ")"),
+                              field);
     }
     ++column;
     if (q == end) break;
@@ -116,18 +127,20 @@ inline void parse_feature_row(std::string_view line, std::int64_t number,
 }
 
 /// Throws sar::io_error unless `file` (node-feat or node-label: one line per node) can hold
-/// the n lines that `count_file` declares: each line takes at least 2 bytes, and gzip
-/// expands at most 1032-fold (deflate's limit). Checked before anything of size n is
-/// allocated, so a declared count of 1e9 beside small files fails at once.
+/// the n lines that `count_file` declares (of `unit`: "nodes", "'paper' nodes"): each line
+/// takes at least 2 bytes, and gzip expands at most 1032-fold (deflate's limit). Checked
+/// before anything of size n is allocated, so a declared count of 1e9 beside small files
+/// fails at once.
 inline void check_line_capacity(const std::filesystem::path& file, std::int64_t n,
-                                const std::filesystem::path& count_file) {
+                                const std::filesystem::path& count_file,
+                                const std::string& unit = "nodes") {
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(file, ec);
   if (ec) return;  // reading it will report the problem
   const bool gzip = io::input_file(file, std::string(function)).compressed();
   const std::uint64_t most = (bytes * (gzip ? 1032 : 1) + 1) / 2;
   SAR_CHECK(static_cast<std::uint64_t>(n) <= most, io_error, function, ": ",
-            count_file.string(), " declares ", n, " nodes, but ", file.string(), " (", bytes,
+            count_file.string(), " declares ", n, " ", unit, ", but ", file.string(), " (", bytes,
             " bytes", gzip ? ", gzip" : "", ") can hold at most ", most,
             " lines of one node each");
 }
@@ -155,10 +168,11 @@ inline std::int64_t read_count(const std::filesystem::path& file) {
   return *count;
 }
 
-/// Reads one split file into split[id - first] for the ids in [first, first + split.size())
-/// (the others are checked and passed over), refusing a node already in a split.
+/// Reads one split file of ids in [0, n) into split[id - first] for the ids in
+/// [first, first + split.size()) (the others are checked and passed over), refusing a node
+/// already in a split.
 inline void read_split(const std::filesystem::path& file, node_split which, node_t n, node_t first,
-                       std::vector<node_split>& split) {
+                       std::span<node_split> split) {
   static constexpr const char* names[] = {"none", "train", "valid", "test"};
   const node_t last = first + static_cast<node_t>(split.size());
   io::line_reader reader(file, std::string(function));
@@ -168,7 +182,7 @@ inline void read_split(const std::filesystem::path& file, node_split which, node
         std::vector<node_t> ids;
         io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
           node_t id = 0;
-          parse_ids(line, number, file, n, &id, 1);
+          parse_ids(line, number, file, std::span(&n, 1), &id);
           ids.push_back(id);
         });
         return ids;
@@ -293,7 +307,195 @@ inline void check_targets(const std::filesystem::path& file, task_kind task, nod
                         message(targets(row, column)));
 }
 
+/// The name of the dataset in `dir`: the directory's own name (a trailing slash ignored).
+inline std::string dataset_name(const std::filesystem::path& dir) {
+  std::filesystem::path named = std::filesystem::absolute(dir).lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();
+  return named.filename().string();
+}
+
+/// Appends the edges of `file` ("src,dst" per line: the source in [0, bounds[0]), the
+/// destination in [0, bounds[1])) that `share` keeps to src and dst, in file order. A whole
+/// share refuses, at its line, an edge beyond the `expected` ones that `count_file` declares
+/// (expected < 0: no declared count). Returns the file's line count. Throws sar::io_error
+/// naming the file, line and token of a malformed line or an id out of range.
+inline std::int64_t read_edge_file(const std::filesystem::path& file,
+                                   std::span<const node_t, 2> bounds,
+                                   const io::chunk_share& share, std::int64_t expected,
+                                   const std::filesystem::path& count_file,
+                                   std::vector<node_t>& src, std::vector<node_t>& dst) {
+  struct chunk_edges {
+    std::vector<node_t> src, dst;
+  };
+  const auto before = static_cast<std::int64_t>(src.size());
+  io::line_reader reader(file, std::string(function));
+  share.apply(reader);
+  io::parse_chunks<chunk_edges>(
+      reader,
+      [&](std::string_view text, std::int64_t first_line) {
+        chunk_edges chunk;
+        io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+          node_t ids[2];
+          parse_ids(line, number, file, bounds, ids);
+          chunk.src.push_back(ids[0]);
+          chunk.dst.push_back(ids[1]);
+        });
+        return chunk;
+      },
+      [&](chunk_edges& chunk, std::string_view, std::int64_t first_line) {
+        const std::int64_t read = static_cast<std::int64_t>(src.size()) - before;
+        if (share.whole() && expected >= 0 &&
+            read + static_cast<std::int64_t>(chunk.src.size()) > expected) {
+          const std::int64_t k = expected - read;  // index of the first extra edge
+          io::throw_parse_error(function, file, first_line + k,
+                                message("more edges than the ", expected, " in ",
+                                        count_file.string()),
+                                std::to_string(chunk.src[k]) + "," + std::to_string(chunk.dst[k]));
+        }
+        src.insert(src.end(), chunk.src.begin(), chunk.src.end());
+        dst.insert(dst.end(), chunk.dst.begin(), chunk.dst.end());
+      });
+  return reader.line_number();
+}
+
+/// Throws sar::io_error "<file> line <lines>: file ends after <edges> edges, but <count_file>
+/// says <expected>" unless the edges read from `file` are the `expected` ones (< 0: nothing
+/// declared).
+inline void check_edge_count(const std::filesystem::path& file, std::int64_t lines,
+                             std::int64_t edges, std::int64_t expected,
+                             const std::filesystem::path& count_file) {
+  if (expected >= 0 && edges != expected)
+    throw io_error(message(function, ": ", file.string(), " line ", lines, ": file ends after ",
+                           edges, " edges, but ", count_file.string(), " says ", expected));
+}
+
+/// The largest label read and the first line holding it (label -1: none).
+struct label_maximum {
+  std::int32_t label = -1;
+  std::int64_t line = 0;
+};
+
+/// Reads rows [first, first + labels.size()) of the label file `file` (line i + 1: the label
+/// of row i, see parse_label) into labels; `count_file` declares its n lines (of `unit`). A
+/// label must be below `stated_classes` if that is >= 0. Returns the largest label read.
+/// Throws sar::io_error naming the file and line of a malformed label, one at or above the
+/// stated classes, or a line count other than n.
+inline label_maximum read_labels(const std::filesystem::path& file, node_t n, node_t first,
+                                 std::span<std::int32_t> labels, std::int32_t stated_classes,
+                                 const std::filesystem::path& count_file,
+                                 const std::string& unit = "nodes") {
+  const node_t last = first + static_cast<node_t>(labels.size());
+  label_maximum largest;
+  io::line_reader reader(file, std::string(function));
+  keep_rows(reader, first, last);
+  io::parse_chunks<label_maximum>(
+      reader,
+      [&](std::string_view text, std::int64_t first_line) {
+        label_maximum chunk;
+        io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
+          const std::int64_t row = number - 1;
+          if (row >= n)
+            io::throw_parse_error(function, file, number,
+                                  message("more labels than the ", n, " ", unit, " in ",
+                                          count_file.string()),
+                                  io::trim(line));
+          if (row < first || row >= last) return;
+          const std::int32_t label = parse_label(line, number, file);
+          if (stated_classes >= 0 && label >= stated_classes)
+            io::throw_parse_error(function, file, number,
+                                  message("label outside [-1, ", stated_classes,
+                                          ") (num_classes = ", stated_classes, ")"),
+                                  io::trim(line));
+          labels[static_cast<std::size_t>(row - first)] = label;
+          if (label > chunk.label) chunk = {label, number};
+        });
+        return chunk;
+      },
+      [&](label_maximum& chunk, std::string_view, std::int64_t) {
+        if (chunk.label > largest.label) largest = chunk;
+      });
+  check_line_count(file, reader.line_number(), n, "labels", count_file, unit.c_str());
+  return largest;
+}
+
+/// Sets data.num_classes to the largest label + 1 (`largest`, of all readers, found in
+/// `file`), refusing a mostly empty class range among data.labels as `totals` totals them
+/// (detail::check_mostly_used; sar::io_error naming the file and the label's line).
+template <class Totals>
+void count_classes(graph_dataset& data, const label_maximum& largest,
+                   const std::filesystem::path& file, Totals& totals) {
+  data.num_classes = largest.label + 1;
+  detail::check_mostly_used<std::int32_t>(
+      totals, data.num_classes, {data.labels},
+      message(function, ": ", file.string(), ": the largest label, ", largest.label, " (line ",
+              largest.line, "), makes ", data.num_classes, " classes"),
+      "have a node", "num_classes", "--num-classes");
+}
+
+/// The split directory of `dir` to read: split/<split_name>, or with an empty name the only
+/// subdirectory of split/ (an empty path: no split/ directory or nothing in it). Throws
+/// sar::io_error for a named split that is missing, or several to choose between (listing
+/// them).
+inline std::filesystem::path split_directory(const std::filesystem::path& dir,
+                                             const std::string& split_name) {
+  namespace fs = std::filesystem;
+  const fs::path split_root = dir / "split";
+  if (!split_name.empty()) {
+    const fs::path named = split_root / split_name;
+    if (!fs::is_directory(named))
+      throw io_error(message(function, ": missing split directory ", named.string()));
+    return named;
+  }
+  if (!fs::is_directory(split_root)) return {};
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(split_root))
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  if (names.size() > 1) {
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+    throw io_error(message(function, ": ", split_root.string(), " holds several splits (", list,
+                           "); choose one with ogb_options::split_name"));
+  }
+  return names.empty() ? fs::path() : split_root / names.front();
+}
+
+/// Reads the split directory `split_dir` ({train,valid,test}.csv[.gz] of ids in [0, n), all
+/// three required) into split[id - first] for the ids in [first, first + split.size()).
+inline void read_splits(const std::filesystem::path& split_dir, node_t n, node_t first,
+                        std::span<node_split> split) {
+  read_split(require_csv(split_dir, "train"), node_split::train, n, first, split);
+  read_split(require_csv(split_dir, "valid"), node_split::valid, n, first, split);
+  read_split(require_csv(split_dir, "test"), node_split::test, n, first, split);
+}
+
+/// The per-edge file `file` (one row of equally many numbers per line of `edge_file`, which
+/// has `edges` lines) as a matrix of one row per edge. Throws sar::io_error as read_rows does.
+inline matrixf read_edge_rows(const std::filesystem::path& file, std::int64_t edges,
+                              const std::filesystem::path& edge_file) {
+  matrixf rows;
+  read_rows(
+      file, edges, 0, edges, edge_file, "edge feature", rows,
+      [&](const std::string& what, double bytes, auto&& allocate) {
+        allocate_checked(function, message(what, " of the ", edges, " edges in ",
+                                           edge_file.string()), bytes, allocate);
+      },
+      "edges");
+  return rows;
+}
+
+/// read_ogb_raw of a heterogeneous directory (raw/num-node-dict), defined in
+/// sar/graph/io/ogb_hetero.hpp, which the end of this file includes.
+inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
+                                        const ogb_options& options);
+
 }  // namespace detail::ogb
+
+/// Whether `dir` is an OGB heterogeneous raw directory: it has raw/num-node-dict.csv[.gz]
+/// (ogbn-mag's layout; read_ogb_raw reads both layouts).
+inline bool is_ogb_heterogeneous(const std::filesystem::path& dir) {
+  return detail::ogb::find_csv(dir / "raw", "num-node-dict").has_value();
+}
 
 /// What one reader of an OGB raw directory takes: rows [first, last) of the per-node files
 /// (last -1: to the end) and the chunks `edges` keeps of raw/edge.csv.gz.
@@ -336,11 +538,11 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   const fs::path raw = dir / "raw";
   ogb_raw_share out;
   graph_dataset& data = out.rows;
-  {
-    fs::path named = fs::absolute(dir).lexically_normal();
-    if (!named.has_filename()) named = named.parent_path();
-    data.name = named.filename().string();
-  }
+  data.name = dataset_name(dir);
+  SAR_CHECK(!is_ogb_heterogeneous(dir), io_error, function, ": ", dir.string(),
+            " is a heterogeneous dataset (raw/num-node-dict), which read_ogb_raw and "
+            "load_dataset read whole in one process; convert it to a .npy dataset (sar-convert) "
+            "for readers of shares");
 
   // Counts.
   const fs::path node_count_file = require_csv(raw, "num-node-list");
@@ -356,11 +558,8 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   const node_t rows = last - first;
   out.first = first;
   out.last = last;
-  std::optional<std::int64_t> expected_edges;
-  const auto edge_count_file = find_csv(raw, "num-edge-list");
-  if (edge_count_file) {
-    expected_edges = read_count(*edge_count_file);
-    out.expected_edges = *expected_edges;
+  if (const auto edge_count_file = find_csv(raw, "num-edge-list")) {
+    out.expected_edges = read_count(*edge_count_file);
     out.edge_count_file = *edge_count_file;
   }
   for (const char* per_node : {"node-feat", "node-label", "node-target"})
@@ -378,41 +577,10 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   // Edges: one per line, so edge k is on line k + 1.
   edge_list& edges = out.edges;
   edges.num_nodes = n;
-  {
-    const fs::path file = require_csv(raw, "edge");
-    out.edge_file = file;
-    struct chunk_edges {
-      std::vector<node_t> src, dst;
-    };
-    io::line_reader reader(file, std::string(function));
-    share.edges.apply(reader);
-    io::parse_chunks<chunk_edges>(
-        reader,
-        [&](std::string_view text, std::int64_t first_line) {
-          chunk_edges chunk;
-          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
-            node_t ids[2];
-            parse_ids(line, number, file, n, ids, 2);
-            chunk.src.push_back(ids[0]);
-            chunk.dst.push_back(ids[1]);
-          });
-          return chunk;
-        },
-        [&](chunk_edges& chunk, std::string_view, std::int64_t first_line) {
-          const auto before = static_cast<std::int64_t>(edges.size());
-          if (share.edges.whole() && expected_edges &&
-              before + static_cast<std::int64_t>(chunk.src.size()) > *expected_edges) {
-            const std::int64_t k = *expected_edges - before;  // index of the first extra edge
-            io::throw_parse_error(function, file, first_line + k,
-                                  message("more edges than the ", *expected_edges, " in ",
-                                          edge_count_file->string()),
-                                  std::to_string(chunk.src[k]) + "," + std::to_string(chunk.dst[k]));
-          }
-          edges.src.insert(edges.src.end(), chunk.src.begin(), chunk.src.end());
-          edges.dst.insert(edges.dst.end(), chunk.dst.begin(), chunk.dst.end());
-        });
-    out.edge_lines = reader.line_number();
-  }
+  out.edge_file = require_csv(raw, "edge");
+  const node_t bounds[2] = {n, n};
+  out.edge_lines = read_edge_file(out.edge_file, bounds, share.edges, out.expected_edges,
+                                  out.edge_count_file, edges.src, edges.dst);
 
   // Features: row i is line i + 1.
   if (const auto file = find_csv(raw, "node-feat"))
@@ -442,45 +610,10 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   } else if (const auto file = find_csv(raw, "node-label")) {
     out.label_file = *file;
     allocate("the labels", 4.0 * static_cast<double>(rows), [&] { data.labels.assign(rows, -1); });
-    io::line_reader reader(*file, std::string(function));
-    keep_rows(reader, first, last);
-    struct chunk_labels {
-      std::int32_t max_label = -1;
-      std::int64_t max_line = 0;  // where max_label first appears
-    };
-    io::parse_chunks<chunk_labels>(
-        reader,
-        [&](std::string_view text, std::int64_t first_line) {
-          chunk_labels chunk;
-          io::for_each_line(text, first_line, [&](std::string_view line, std::int64_t number) {
-            const std::int64_t row = number - 1;
-            if (row >= n)
-              io::throw_parse_error(function, *file, number,
-                                    message("more labels than the ", n, " nodes in ",
-                                            node_count_file.string()),
-                                    io::trim(line));
-            if (row < first || row >= last) return;
-            const std::int32_t label = parse_label(line, number, *file);
-            if (stated.num_classes >= 0 && label >= stated.num_classes)
-              io::throw_parse_error(function, *file, number,
-                                    message("label outside [-1, ", stated.num_classes,
-                                            ") (num_classes = ", stated.num_classes, ")"),
-                                    io::trim(line));
-            data.labels[static_cast<std::size_t>(row - first)] = label;
-            if (label > chunk.max_label) {
-              chunk.max_label = label;
-              chunk.max_line = number;
-            }
-          });
-          return chunk;
-        },
-        [&](chunk_labels& chunk, std::string_view, std::int64_t) {
-          if (chunk.max_label > out.max_label) {
-            out.max_label = chunk.max_label;
-            out.max_label_line = chunk.max_line;
-          }
-        });
-    check_line_count(*file, reader.line_number(), n, "labels", node_count_file);
+    const label_maximum largest =
+        read_labels(*file, n, first, data.labels, stated.num_classes, node_count_file);
+    out.max_label = largest.label;
+    out.max_label_line = largest.line;
   } else {
     SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
               stated.num_classes, " is stated, but ", dir.string(),
@@ -488,31 +621,10 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   }
 
   // Split.
-  const fs::path split_root = dir / "split";
-  fs::path split_dir;
-  if (!options.split_name.empty()) {
-    split_dir = split_root / options.split_name;
-    if (!fs::is_directory(split_dir))
-      throw io_error(message(function, ": missing split directory ", split_dir.string()));
-  } else if (fs::is_directory(split_root)) {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(split_root))
-      if (entry.is_directory()) names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    if (names.size() > 1) {
-      std::string list;
-      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-      throw io_error(message(function, ": ", split_root.string(), " holds several splits (", list,
-                             "); choose one with ogb_options::split_name"));
-    }
-    if (names.size() == 1) split_dir = split_root / names.front();
-  }
-  if (!split_dir.empty()) {
+  if (const fs::path split_dir = split_directory(dir, options.split_name); !split_dir.empty()) {
     allocate("the split", static_cast<double>(rows),
              [&] { data.split.assign(rows, node_split::none); });
-    read_split(require_csv(split_dir, "train"), node_split::train, n, first, data.split);
-    read_split(require_csv(split_dir, "valid"), node_split::valid, n, first, data.split);
-    read_split(require_csv(split_dir, "test"), node_split::test, n, first, data.split);
+    read_splits(split_dir, n, first, data.split);
   }
   return out;
 }
@@ -526,20 +638,14 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
 template <class Totals>
 void finish_ogb_raw(ogb_raw_share& read, const ogb_options& options, Totals& totals) {
   using detail::ogb::function;
-  const std::int64_t edges = totals.sum(static_cast<std::int64_t>(read.edges.size()));
-  if (read.expected_edges >= 0 && edges != read.expected_edges)
-    throw io_error(message(function, ": ", read.edge_file.string(), " line ", read.edge_lines,
-                           ": file ends after ", edges, " edges, but ",
-                           read.edge_count_file.string(), " says ", read.expected_edges));
+  detail::ogb::check_edge_count(read.edge_file, read.edge_lines,
+                                totals.sum(static_cast<std::int64_t>(read.edges.size())),
+                                read.expected_edges, read.edge_count_file);
   graph_dataset& data = read.rows;
   if (!read.label_file.empty() && data.num_classes < 0) {
     const auto [max_label, line] = totals.max_with_line(read.max_label, read.max_label_line);
-    data.num_classes = static_cast<std::int32_t>(max_label + 1);
-    detail::check_mostly_used<std::int32_t>(
-        totals, data.num_classes, {data.labels},
-        message(function, ": ", read.label_file.string(), ": the largest label, ", max_label,
-                " (line ", line, "), makes ", data.num_classes, " classes"),
-        "have a node", "num_classes", "--num-classes");
+    detail::ogb::count_classes(data, {static_cast<std::int32_t>(max_label), line},
+                               read.label_file, totals);
   }
   data.num_classes = std::max(data.num_classes, 0);
   // Without per-node files, nothing but num-node-list vouches for the node count.
@@ -595,8 +701,13 @@ inline build_options ogb_build_options(const ogb_options& options) {
 /// count (num_nodes not stated); sar::io_error naming the path for a missing required file or
 /// split directory, several split directories while split_name is empty (it lists them),
 /// unreadable or truncated (gzip) files.
+/// A directory with raw/num-node-dict.csv.gz (ogbn-mag's layout, is_ogb_heterogeneous) is
+/// read as a heterogeneous graph instead: layout, result and errors in
+/// sar/graph/io/ogb_hetero.hpp (detail::ogb::read_heterogeneous) and
+/// docs/heterogeneous-data.md.
 inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_options& options = {}) {
   using detail::ogb::function;
+  if (is_ogb_heterogeneous(dir)) return detail::ogb::read_heterogeneous(dir, options);
   ogb_raw_share read = read_ogb_raw_share(dir, options, {});
   whole_input_totals totals;
   finish_ogb_raw(read, options, totals);
@@ -604,16 +715,9 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
   const build_options build = ogb_build_options(options);
   const auto edge_file = detail::ogb::find_csv(dir / "raw", "edge-feat");
   matrixf per_edge;  // one row per line of edge.csv
-  if (edge_file) {
-    const auto edges = static_cast<node_t>(read.edges.size());
-    detail::ogb::read_rows(
-        *edge_file, edges, 0, edges, read.edge_file, "edge feature", per_edge,
-        [&](const std::string& what, double bytes, auto&& f) {
-          allocate_checked(function, message(what, " of the ", edges, " edges in ",
-                                             read.edge_file.string()), bytes, f);
-        },
-        "edges");
-  }
+  if (edge_file)
+    per_edge = detail::ogb::read_edge_rows(*edge_file, static_cast<std::int64_t>(read.edges.size()),
+                                           read.edge_file);
   std::vector<edge_t> origins;
   allocate_checked(function,
                    message("the graph of the ", read.num_nodes, " nodes in ",
@@ -625,3 +729,6 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
 }
 
 }  // namespace sar
+
+// The heterogeneous layout (detail::ogb::read_heterogeneous, declared above).
+#include "sar/graph/io/ogb_hetero.hpp"

@@ -1,0 +1,332 @@
+// Heterogeneous graphs: the schema's checks, the typed CSR, reverse relations and erased
+// types, the planted heterogeneous graph, R-GCN against its formula and the gradient checker
+// (free weights, bases, blocks; with and without the self-connection; whole graphs and
+// bipartite blocks), the per-type input projection, and an R-GCN that learns what a
+// relation-blind GCN cannot.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sar/graph/generators.hpp"
+#include "sar/graph/heterogeneous.hpp"
+#include "sar/nn/rgcn.hpp"
+#include "sar/nn/type_projection.hpp"
+#include "sar/partition/partitioners.hpp"
+#include "sar/partition/store.hpp"
+#include "sar/schedule/local_schedule.hpp"
+#include "sar/testing/gradient_checker.hpp"
+#include "sar/train/full_batch.hpp"
+#include "sar/train/minibatch.hpp"
+#include "sar/train/models.hpp"
+#include "test_support.hpp"
+
+using namespace sar;
+
+namespace {
+
+/// Three types (2 "a", 3 "b", 2 "c" nodes: ids 0-1, 2-4, 5-6), three relations.
+graph_dataset small_typed() {
+  graph_dataset d;
+  d.name = "small";
+  d.schema.node_types = {{"a", 2, 2}, {"b", 3, 3}, {"c", 2, 0}};
+  d.schema.relations = {{0, "ab", 1}, {1, "bb", 1}, {2, "cb", 1}};
+  edge_list e;
+  e.num_nodes = 7;
+  std::vector<std::int32_t> types;
+  const auto add = [&](node_t s, node_t t, std::int32_t r) {
+    e.push_back(s, t);
+    types.push_back(r);
+  };
+  add(0, 2, 0), add(1, 2, 0), add(0, 3, 0), add(1, 4, 0), add(0, 4, 0);
+  add(3, 2, 1), add(4, 2, 1), add(2, 3, 1), add(2, 3, 1);  // a repeated edge: kept once
+  add(5, 2, 2), add(6, 3, 2), add(5, 4, 2);
+  d.graph = build_typed_csr(e, types, d.edge_types);
+  d.features = matrixf::Random(7, 3);
+  d.features.bottomRows(2).setZero();
+  d.features.topRows(2).col(2).setZero();
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("the schema names bad types and relations; typed edges must join their relation's types") {
+  graph_dataset d = small_typed();
+  d.validate("test");
+  CHECK(d.schema.type_of(0) == 0);
+  CHECK(d.schema.type_of(4) == 1);
+  CHECK(d.schema.type_of(6) == 2);
+  CHECK(d.schema.find_relation("bb") == 1);
+  CHECK(d.schema.find_relation("a___ab___b") == 0);
+  CHECK(d.schema.find_relation("nope") == -1);
+  CHECK(d.graph.num_edges() == 11);  // the repeated 2 -> 3 of "bb" once
+  const auto bad = [](graph_dataset x, const char* text) {
+    CHECK_THROWS_WITH_AS(x.validate("test"), doctest::Contains(text), invalid_argument);
+  };
+  graph_dataset x = d;
+  x.schema.relations[0].source_type = 5;  // an unknown type
+  bad(x, "joins node types 5 and 1");
+  x = d;
+  x.schema.node_types[1].count = 4;  // counts that do not sum to the nodes
+  bad(x, "8 nodes in all, the graph 7");
+  x = d;
+  x.edge_types[0] = 2;  // an "a" source under relation "cb"
+  bad(x, "has relation c___cb___b");
+  x = d;
+  x.edge_types.pop_back();
+  bad(x, "10 edge types for 11 edges");
+  x = d;
+  x.schema.node_types[0].feature_dim = 4;  // wider than the feature rows
+  bad(x, "has 2 nodes with 4 features");
+  x = d;
+  x.schema = {};
+  bad(x, "edge types without a schema");
+}
+
+TEST_CASE("reverse relations hold every edge reversed; erased types join each pair once") {
+  graph_dataset d = small_typed();
+  d.edge_features = matrixf::Random(d.graph.num_edges(), 2);
+  const graph_dataset before = d;
+  add_reverse_relations(d);
+  d.validate("test");
+  REQUIRE(d.schema.num_relations() == 6);
+  CHECK(d.schema.relations[3] == relation{1, "rev_ab", 0});
+  CHECK(d.graph.num_edges() == 2 * before.graph.num_edges());
+  // (source, destination, relation) -> edge features, before and after.
+  std::map<std::tuple<node_t, node_t, std::int32_t>, Eigen::RowVectorXf> want, got;
+  for (node_t i = 0; i < before.graph.num_rows; ++i)
+    for (edge_t e = before.graph.offsets[i]; e < before.graph.offsets[i + 1]; ++e) {
+      const node_t j = before.graph.columns[e];
+      const std::int32_t r = before.edge_types[e];
+      want[{j, i, r}] = before.edge_features.row(e);
+      want[{i, j, r + 3}] = before.edge_features.row(e);
+    }
+  for (node_t i = 0; i < d.graph.num_rows; ++i)
+    for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
+      got[{d.graph.columns[e], i, d.edge_types[e]}] = d.edge_features.row(e);
+  CHECK(got == want);
+  CHECK_THROWS_AS(add_reverse_relations(d), invalid_argument);  // rev_ab exists already
+  graph_dataset erased = d;
+  erase_types(erased);
+  erased.validate("test");
+  CHECK(!erased.schema.heterogeneous());
+  CHECK(erased.edge_types.empty());
+  for (node_t i = 0; i < erased.graph.num_rows; ++i) {
+    const auto row = erased.graph.row(i);
+    CHECK(std::set<node_t>(row.begin(), row.end()).size() == row.size());
+  }
+  CHECK(erased.graph.num_edges() < d.graph.num_edges());  // 2 <-> 3 was in "bb" and rev_bb
+}
+
+TEST_CASE("the planted heterogeneous graph: labels and splits on papers, relations as documented") {
+  const graph_dataset d = make_planted_heterogeneous(
+      {.num_papers = 2000, .num_authors = 700, .degree = 3, .authors_per_paper = 2,
+       .homophily = 1.0, .add_reverse = false});
+  d.validate("test");
+  const node_t authors = 700;
+  CHECK(d.schema.node_types[0] == node_type{"author", 700, 8});
+  CHECK(d.num_classes == 2);
+  for (node_t i = 0; i < d.num_nodes(); ++i) {
+    CHECK((i < authors) == (d.labels[i] < 0));
+    CHECK((i < authors) == (d.split[i] == node_split::none));
+  }
+  // With homophily 1 every "agrees" edge joins a class, every "disagrees" edge crosses.
+  for (node_t i = authors; i < d.num_nodes(); ++i)
+    for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e) {
+      const std::int32_t r = d.edge_types[e];
+      const node_t j = d.graph.columns[e];
+      if (r == 0) CHECK(j < authors);
+      if (r == 1) CHECK(d.labels[j] == d.labels[i]);
+      if (r == 2) CHECK(d.labels[j] != d.labels[i]);
+    }
+  CHECK_THROWS_AS(make_planted_heterogeneous({.num_papers = 1}), invalid_argument);
+  CHECK_THROWS_AS(make_planted_heterogeneous({.author_feature_dim = 99}), invalid_argument);
+}
+
+TEST_CASE("rgcn_layer equals x_i W_0 + sum_r mean over N_r(i) of x_j W_r + b") {
+  const graph_dataset d = small_typed();
+  const node_t n = d.num_nodes();
+  const Eigen::Index F = 3, O = 2;
+  const std::int32_t R = d.schema.num_relations();
+  local_schedule graph(csr{d.graph}, matrixf(), std::vector<std::int32_t>(d.edge_types));
+  rgcn_layer<double> layer(F, O, R);
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  store.initialise(4);
+  const matrixd x = testing_support::random_matrix(n, F, 7);
+  matrixd y;
+  layer.forward(graph, {.training = true}, x, y);
+  const auto w = store.value(0), w0 = store.value(1), b = store.value(2);
+  for (node_t i = 0; i < n; ++i) {
+    Eigen::RowVectorXd want = x.row(i) * w0 + b;
+    for (std::int32_t r = 0; r < R; ++r) {
+      Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(F);
+      int count = 0;
+      for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
+        if (d.edge_types[e] == r) sum += x.row(d.graph.columns[e]), ++count;
+      if (count > 0) want += sum / count * w.middleRows(r * F, F);
+    }
+    CHECK((y.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
+  }
+  // A schedule without edge types is refused by name.
+  local_schedule untyped(csr{d.graph});
+  CHECK_THROWS_WITH_AS(layer.forward(untyped, {}, x, y), doctest::Contains("no edge types"),
+                       invalid_argument);
+}
+
+TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
+  graph_dataset d = make_planted_heterogeneous(
+      {.num_papers = 60, .num_authors = 25, .feature_dim = 4, .author_feature_dim = 2,
+       .degree = 2, .authors_per_paper = 2});
+  const std::int32_t R = d.schema.num_relations();
+  local_schedule whole(csr{d.graph}, matrixf(), std::vector<std::int32_t>(d.edge_types));
+  // A bipartite block: 30 papers (ids 25-54) as destinations of their in-edges from all 85
+  // nodes, numbered so that the destinations are the first sources (id v is row
+  // (v - 25) mod 85).
+  const node_t first = 25;
+  csr part;
+  part.num_rows = 30;
+  part.num_cols = d.num_nodes();
+  part.offsets.assign(1, 0);
+  std::vector<std::int32_t> part_types;
+  for (node_t i = first; i < first + 30; ++i) {
+    for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e) {
+      part.columns.push_back((d.graph.columns[e] - first + d.num_nodes()) % d.num_nodes());
+      part_types.push_back(d.edge_types[e]);
+    }
+    part.offsets.push_back(static_cast<edge_t>(part.columns.size()));
+  }
+  for (node_t r = 0; r < part.num_rows; ++r) {  // keep rows sorted
+    std::vector<std::pair<node_t, std::int32_t>> row;
+    for (edge_t e = part.offsets[r]; e < part.offsets[r + 1]; ++e) row.emplace_back(part.columns[e], part_types[e]);
+    std::sort(row.begin(), row.end());
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      part.columns[part.offsets[r] + k] = row[k].first;
+      part_types[part.offsets[r] + k] = row[k].second;
+    }
+  }
+  local_schedule block(std::move(part), matrixf(), std::move(part_types), first);
+  const layer_context ctx{.training = true, .seed = 1};
+  std::uint64_t seed = 0;
+  const auto check = [&](auto layer, local_schedule& g) {
+    parameter_store<double> store;
+    layer.declare(store);
+    store.allocate();
+    store.initialise(++seed);
+    const matrixd x = testing_support::random_matrix(g.num_sources(), layer.input_dim(), seed);
+    const auto r = check_gradients(layer, store, g, ctx, x);
+    CHECK_MESSAGE(r.passed, r.summary());
+  };
+  for (local_schedule* g : {&whole, &block}) {
+    check(rgcn_layer<double>(4, 3, R), *g);
+    check(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}), *g);
+    check(rgcn_layer<double>(4, 3, R, {.regulariser = rgcn_regulariser::basis, .count = 2}), *g);
+    check(rgcn_layer<double>(4, 6, R, {.regulariser = rgcn_regulariser::blocks, .count = 2}), *g);
+  }
+  check(type_projection<double>(d.schema, 4, 5), whole);
+  graph_schema featureless = d.schema;
+  featureless.node_types[0].feature_dim = 0;  // authors: one learnt vector
+  check(type_projection<double>(featureless, 4, 5), whole);
+  CHECK_THROWS_AS(rgcn_layer<double>(4, 3, R, {.regulariser = rgcn_regulariser::blocks, .count = 3}),
+                  invalid_argument);
+  CHECK_THROWS_AS(type_projection<double>(d.schema, 3, 5), invalid_argument);  // papers have 4
+}
+
+TEST_CASE("R-GCN learns the planted heterogeneous graph; a GCN with the types erased cannot") {
+  const graph_dataset data = make_planted_heterogeneous({.num_papers = 3000, .num_authors = 1000});
+  const node_data<float> nodes{data.features, data.labels, data.split};
+  const train_options t{.epochs = 60, .seed = 2, .log_progress = false};
+
+  model_config rgcn = paper_defaults(model_kind::rgcn);
+  rgcn.schema = data.schema;
+  rgcn.hidden = 16;
+  auto relational = make_model<float, local_schedule>(rgcn, data.features.cols(), 2, 3);
+  auto relational_optimiser = make_optimiser(rgcn, relational);
+  local_schedule typed(csr{data.graph}, matrixf(), std::vector<std::int32_t>(data.edge_types));
+  const double typed_accuracy =
+      train_full_batch(relational, typed, relational_optimiser, nodes, t).test_score;
+
+  graph_dataset erased = data;
+  erase_types(erased);
+  model_config gcn = paper_defaults(model_kind::gcn);
+  gcn.hidden = 16;
+  auto blind = make_model<float, local_schedule>(gcn, data.features.cols(), 2, 3);
+  auto blind_optimiser = make_optimiser(gcn, blind);
+  local_schedule untyped(with_self_loops(erased.graph, self_loop_policy::add));
+  const double erased_accuracy = train_full_batch(blind, untyped, blind_optimiser, nodes, t).test_score;
+  CAPTURE(typed_accuracy);
+  CAPTURE(erased_accuracy);
+  MESSAGE("R-GCN ", typed_accuracy, ", GCN with types erased ", erased_accuracy);
+  CHECK(typed_accuracy > 0.9);
+  CHECK(typed_accuracy > erased_accuracy + 0.1);
+}
+
+TEST_CASE("R-GCN on minibatches: with every neighbour and one minibatch of all training nodes, "
+          "it trains as full batch does; layer-wise inference equals the full-batch forward") {
+  const graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 500, .num_authors = 150, .feature_dim = 6, .author_feature_dim = 3,
+       .degree = 3, .authors_per_paper = 2});
+  model_config c = paper_defaults(model_kind::rgcn);
+  c.schema = data.schema;
+  c.hidden = 8;
+  c.dropout = 0;  // minibatch masks are keyed by the step
+  c.rgcn_bases = 2;
+  const node_data<double> nodes{data.features.cast<double>(), data.labels, data.split};
+  const train_options t{.epochs = 3, .seed = 3, .log_progress = false};
+
+  auto full_model = make_model<double, local_schedule>(c, data.features.cols(), 2, 2);
+  auto full_optimiser = make_optimiser(c, full_model);
+  local_schedule whole(csr{data.graph}, matrixf(), std::vector<std::int32_t>(data.edge_types));
+  const auto full = train_full_batch(full_model, whole, full_optimiser, nodes, t);
+
+  auto model = make_model<double, local_schedule>(c, data.features.cols(), 2, 2);
+  auto optimiser = make_optimiser(c, model);
+  sampling_graph sampled(data.graph, matrixf(), data.edge_types);
+  const minibatch_options mb{.batch_size = data.count(node_split::train),
+                             .sampler = {.fanouts = {-1, -1}, .seed = 3}, .inference_rows = 71};
+  const auto minibatch = train_minibatch(model, sampled, optimiser, nodes, t, mb);
+  REQUIRE(minibatch.history.size() == full.history.size());
+  for (std::size_t e = 0; e < full.history.size(); ++e) {
+    CHECK(minibatch.history[e].train_loss == doctest::Approx(full.history[e].train_loss).epsilon(1e-9));
+    CHECK(minibatch.history[e].valid_score == doctest::Approx(full.history[e].valid_score).epsilon(1e-9));
+  }
+  const layer_context ctx{.training = false};
+  const matrixd y_full = full_model.forward(whole, ctx, nodes.features);
+  const matrixd y_layered = infer_layer_wise(full_model, sampled, nodes.features, ctx, 97);
+  CHECK((y_full - y_layered).cwiseAbs().maxCoeff() <= 1e-12 * (1 + y_full.cwiseAbs().maxCoeff()));
+}
+
+TEST_CASE("a partition store keeps the schema and each in-edge's relation (format 6)") {
+  const graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 300, .num_authors = 100, .feature_dim = 4, .author_feature_dim = 2});
+  const std::vector<int> parts = partition_random(data.num_nodes(), 3, 1);
+  const testing_support::temp_dir dir("hetero-store");
+  const partition_metadata meta = write_partition_store(data, parts, 3, dir.path / "store");
+  CHECK(read_partition_metadata(dir.path / "store").schema == data.schema);
+  std::map<std::tuple<node_t, node_t, std::int32_t>, int> want, got;  // (source, destination,
+                                                                       // relation) in dataset ids
+  for (node_t i = 0; i < data.num_nodes(); ++i)
+    for (edge_t e = data.graph.offsets[i]; e < data.graph.offsets[i + 1]; ++e)
+      ++want[{data.graph.columns[e], i, data.edge_types[e]}];
+  std::vector<node_t> dataset_id(static_cast<std::size_t>(data.num_nodes()));
+  std::vector<graph_part> read;
+  for (int p = 0; p < 3; ++p) {
+    read.push_back(read_partition_part(dir.path / "store", p));
+    const graph_part& part = read.back();
+    CHECK(part.schema == data.schema);
+    for (node_t r = 0; r < part.num_local(); ++r)
+      dataset_id[static_cast<std::size_t>(part.first_global() + r)] = part.original_ids[r];
+  }
+  for (const graph_part& part : read)
+    for (node_t r = 0; r < part.num_local(); ++r)
+      for (edge_t e = part.in_edges.offsets[r]; e < part.in_edges.offsets[r + 1]; ++e)
+        ++got[{dataset_id[static_cast<std::size_t>(part.in_edges.columns[e])], part.original_ids[r],
+               part.edge_types[e]}];
+  CHECK(got == want);
+  CHECK(meta.num_edges == data.graph.num_edges());
+}
