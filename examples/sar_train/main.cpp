@@ -61,19 +61,15 @@ sar::model_config with_graph(sar::model_config config, sar::csr& graph,
                              sar::matrixf& edge_features, sar::mpi_communicator& comm);
 
 /// `config` with the edge-feature width a model that reads them (mpnn, gcn --edge-weight,
-/// gat --edge-attention)
-/// reads: the data's (`edge_features`: this rank's rows; the widest over the ranks, as a rank
-/// without edges may hold none). A model that reads no edge features leaves them: they are
-/// released. Throws sar::invalid_argument for an edge weight column the data lack.
-/// Collective.
-sar::model_config with_edge_width(sar::model_config config, sar::matrixf& edge_features,
+/// gat --edge-attention) reads: the data's (`edge_features`: this rank's rows; the widest over
+/// the ranks, as a rank without edges may hold none). A model that reads none leaves config
+/// as it is (sar::prepare_model_graph releases the table). Throws sar::invalid_argument for
+/// an edge weight column the data lack. Collective.
+sar::model_config with_edge_width(sar::model_config config, const sar::matrixf& edge_features,
                                   sar::mpi_communicator& comm) {
   std::int64_t width = edge_features.cols();
   comm.all_reduce(std::span<std::int64_t>(&width, 1), sar::reduce_op::max);
-  if (!config.reads_edge_features()) {
-    edge_features = sar::matrixf();
-    return config;
-  }
+  if (!config.reads_edge_features()) return config;
   config.edge_dim = width;
   SAR_CHECK(config.edge_weight < width, sar::invalid_argument, "sar-train: --edge-weight ",
             config.edge_weight, ", but the dataset has ", width, " features per edge");

@@ -284,24 +284,21 @@ inline void graph_shard::fill_block(shard_block& block, std::span<const node_t> 
   const bool edge_data = !entries.empty();
   block.edge_rows.resize(edge_data ? m : 0);
   tbb::parallel_for(tbb::blocked_range<node_t>(0, a.num_rows), [&](const auto& r) {
-    std::vector<std::pair<node_t, edge_t>> row;  // (column, entry) of one row, with edge data
+    std::vector<std::pair<node_t, edge_t>> pairs;  // sort scratch, with edge data
     for (node_t k = r.begin(); k != r.end(); ++k) {
-      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e)
+      const edge_t begin = a.offsets[k], degree = a.offsets[k + 1] - begin;
+      for (edge_t e = begin; e < begin + degree; ++e)
         a.columns[e] = local ? src[e] - first_global
                              : std::lower_bound(sources.begin(), sources.end(), src[e]) -
                                    sources.begin();
+      const auto columns = std::span(a.columns).subspan(begin, degree);
       if (!edge_data) {
-        std::sort(a.columns.begin() + a.offsets[k], a.columns.begin() + a.offsets[k + 1]);
+        std::sort(columns.begin(), columns.end());
         continue;
       }
-      row.clear();
-      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e)
-        row.emplace_back(a.columns[e], entries[e]);
-      std::sort(row.begin(), row.end());
-      for (std::size_t at = 0; at < row.size(); ++at) {
-        a.columns[a.offsets[k] + static_cast<edge_t>(at)] = row[at].first;
-        block.edge_rows[a.offsets[k] + static_cast<edge_t>(at)] = row[at].second;
-      }
+      const auto edge_rows = std::span(block.edge_rows).subspan(begin, degree);
+      std::copy_n(entries.begin() + begin, degree, edge_rows.begin());
+      detail::sort_row_with_payload(columns, edge_rows, pairs);
     }
   });
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <numeric>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,18 @@ inline void exclusive_scan(const std::vector<edge_t>& counts, std::vector<edge_t
         return sum;
       },
       [](edge_t a, edge_t b) { return a + b; });
+}
+
+/// Sorts one CSR row's column keys and permutes payload[a] along with keys[a]: the pairs
+/// (keys[a], payload[a]) end in increasing order, so equal keys (parallel edges) keep the
+/// order of an increasing payload. `pairs` is scratch, reused across rows. Requires
+/// keys.size() == payload.size().
+inline void sort_row_with_payload(std::span<node_t> keys, std::span<edge_t> payload,
+                                  std::vector<std::pair<node_t, edge_t>>& pairs) {
+  pairs.clear();
+  for (std::size_t a = 0; a < keys.size(); ++a) pairs.emplace_back(keys[a], payload[a]);
+  std::sort(pairs.begin(), pairs.end());
+  for (std::size_t a = 0; a < keys.size(); ++a) std::tie(keys[a], payload[a]) = pairs[a];
 }
 }  // namespace detail
 

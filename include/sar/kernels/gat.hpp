@@ -184,10 +184,10 @@ struct gat_edge_term {
               "graph has ", block.edge_features != nullptr ? block.edge_features->cols() : 0,
               " (a schedule built with its graph's edge features, full batch)");
   }
-  /// out[h] := ee(h) of entry `entry` of block.edges, every head h < H (0 when inactive).
+  /// out[h] := ee(h) of entry `entry` of block.edges, every head h < H. Requires active() and
+  /// check(block) passed.
   void terms(const graph_block& block, edge_t entry, Eigen::Index H, T* out) const {
     for (Eigen::Index h = 0; h < H; ++h) out[h] = T(0);
-    if (!active()) return;
     const float* f = block.edge_features->row(block.edge_row(entry)).data();
     for (Eigen::Index d = 0; d < dim; ++d) {
       const T fd = static_cast<T>(f[d]);
@@ -284,7 +284,9 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
         prefetch(entry);
         const T* el = halo.row(sources[e]).data() + HF;
         T* pre_e = pre.data() + e * H;
-        edge_term.terms(block, entry, H, pre_e);
+        // Without an edge term pre_e starts at +0 (so it is never -0, as before).
+        if (edge_term.active()) edge_term.terms(block, entry, H, pre_e);
+        else std::fill(pre_e, pre_e + H, T(0));
         for (Eigen::Index h = 0; h < H; ++h) {
           pre_e[h] += el[h] + er(i, h);
           const T logit = detail::leaky_relu(pre_e[h], slope);

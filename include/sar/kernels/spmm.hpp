@@ -131,6 +131,12 @@ inline void check_source_scales(const char* where, std::size_t scales, Eigen::In
             " scales for ", halo_rows, " halo rows");
 }
 
+/// One weight per edge of a (a weighted product). Throws sar::invalid_argument otherwise.
+inline void check_edge_weights(const char* where, std::size_t weights, const csr& a) {
+  SAR_CHECK(static_cast<edge_t>(weights) == a.num_edges(), invalid_argument, where, ": ",
+            weights, " weights for ", a.num_edges(), " edges");
+}
+
 /// An assigning product writes every row of out: the block must list every local row.
 inline void check_spmm_assign(const char* where, const graph_block& block, std::size_t scales,
                               Eigen::Index out_rows) {
@@ -443,8 +449,7 @@ void spmm_add_weighted(const graph_block& block, std::span<const T> weights,
   const csr& a = *block.edges;
   detail::check_spmm_shapes("sar::spmm_add_weighted", a, halo.rows(), halo.cols(), out.rows(),
                             out.cols(), block.rows);
-  SAR_CHECK(static_cast<edge_t>(weights.size()) == a.num_edges(), invalid_argument,
-            "sar::spmm_add_weighted: ", weights.size(), " weights for ", a.num_edges(), " edges");
+  detail::check_edge_weights("sar::spmm_add_weighted", weights.size(), a);
   detail::spmm_rows_add<detail::row_scale::by_edge, T>(
       a, block.rows.empty() ? nullptr : block.rows.data(), weights.data(), halo, out);
 }
@@ -459,9 +464,7 @@ void spmm_add_transposed_weighted(const graph_block& block, std::span<const T> w
   const csr& t = *block.transposed;
   detail::check_spmm_shapes("sar::spmm_add_transposed_weighted", t, dout.rows(), dout.cols(),
                             dhalo.rows(), dhalo.cols());
-  SAR_CHECK(static_cast<edge_t>(weights.size()) == t.num_edges(), invalid_argument,
-            "sar::spmm_add_transposed_weighted: ", weights.size(), " weights for ",
-            t.num_edges(), " edges");
+  detail::check_edge_weights("sar::spmm_add_transposed_weighted", weights.size(), t);
   detail::spmm_rows_add<detail::row_scale::by_edge, T>(t, nullptr, weights.data(), dout, dhalo);
 }
 
@@ -522,9 +525,7 @@ void spmm_add(const csr& a, std::span<const T> weights, std::type_identity_t<con
               std::type_identity_t<rows_ref<T>> out) {
   detail::check_spmm_shapes("sar::spmm_add (weighted)", a, x.rows(), x.cols(), out.rows(),
                             out.cols());
-  SAR_CHECK(static_cast<edge_t>(weights.size()) == a.num_edges(), invalid_argument,
-            "sar::spmm_add (weighted): ", weights.size(), " weights for ", a.num_edges(),
-            " edges");
+  detail::check_edge_weights("sar::spmm_add (weighted)", weights.size(), a);
   detail::spmm_rows_add<detail::row_scale::by_edge, T>(a, nullptr, weights.data(), x, out);
 }
 

@@ -20,6 +20,7 @@
 #include "sar/comm/directory.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
+#include "sar/graph/builders.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/partition/partition_book.hpp"
 
@@ -230,30 +231,30 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   for (std::size_t k = 0; k < record_at.size(); ++k)
     edge_row_at[k + 1] = edge_row_at[k] + records[record_at[k] + 4];
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, record_at.size()), [&](const auto& range) {
-    std::vector<std::pair<std::int64_t, std::int64_t>> entries;  // (new source, received edge)
+    std::vector<std::pair<node_t, edge_t>> pairs;  // sort scratch, with edge data
+    std::vector<edge_t> received;                  // a row's edges, by their received order
     for (std::size_t k = range.begin(); k != range.end(); ++k) {
       const std::int64_t* rec = records.data() + record_at[k];
       auto [p, r] = local(rec[0]);
       p.original_ids[r] = rec[1];
       if (labelled) p.labels[r] = static_cast<std::int32_t>(rec[2]);
       if (with_split) p.split[r] = static_cast<node_split>(rec[3]);
-      const auto to = p.in_edges.columns.begin() + p.in_edges.offsets[r];
+      const auto columns = std::span(p.in_edges.columns).subspan(p.in_edges.offsets[r], rec[4]);
+      std::copy_n(rec + 5, rec[4], columns.begin());
       if (edge_dim == 0 && !typed) {
-        std::copy(rec + 5, rec + 5 + rec[4], to);
-        std::sort(to, to + rec[4]);
+        std::sort(columns.begin(), columns.end());
       } else {  // sorted with their edge rows and relations (parallel edges keep their order)
-        entries.clear();
-        for (std::int64_t a = 0; a < rec[4]; ++a) entries.emplace_back(rec[5 + a], a);
-        std::sort(entries.begin(), entries.end());
-        for (std::size_t a = 0; a < entries.size(); ++a) {
+        received.resize(columns.size());
+        std::iota(received.begin(), received.end(), edge_t{0});
+        detail::sort_row_with_payload(columns, std::span(received), pairs);
+        for (std::size_t a = 0; a < received.size(); ++a) {
           const std::int64_t at = p.in_edges.offsets[r] + static_cast<std::int64_t>(a);
-          to[static_cast<std::ptrdiff_t>(a)] = entries[a].first;
           if (typed)
             p.edge_types[static_cast<std::size_t>(at)] =
-                static_cast<std::int32_t>(rec[5 + rec[4] + entries[a].second]);
+                static_cast<std::int32_t>(rec[5 + rec[4] + received[a]]);
           if (edge_dim > 0)
-            std::copy_n(edge_rows.data() + (edge_row_at[k] + entries[a].second) * edge_dim,
-                        edge_dim, p.edge_features.data() + at * edge_dim);
+            std::copy_n(edge_rows.data() + (edge_row_at[k] + received[a]) * edge_dim, edge_dim,
+                        p.edge_features.data() + at * edge_dim);
         }
       }
       const auto row = float_rows.begin() + static_cast<std::ptrdiff_t>(k) * width;

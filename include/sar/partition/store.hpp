@@ -33,6 +33,7 @@
 #include "sar/core/safe_directory.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
+#include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
 #include "sar/graph/schema_json.hpp"
 #include "sar/partition/graph_part.hpp"
@@ -278,31 +279,21 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
     out.add_file(dir + "/" + file,
                  [&](const std::filesystem::path& path) { return write_vector(path, values, p); });
   };
+  const auto add_matrix = [&](const char* file, const matrixf& values) {
+    out.add_file(dir + "/" + file, [&](const std::filesystem::path& path) {
+      writer w(path, element_type::float32, static_cast<std::uint64_t>(values.rows()),
+               static_cast<std::uint64_t>(values.cols()), p);
+      w.write(values.data(), static_cast<std::size_t>(values.size()) * sizeof(float));
+      return w.close();
+    });
+  };
   add_vector(offsets_file, part.in_edges.offsets);
   add_vector(columns_file, part.in_edges.columns);
-  out.add_file(dir + "/" + features_file, [&](const std::filesystem::path& path) {
-    writer w(path, element_type::float32, static_cast<std::uint64_t>(part.features.rows()),
-             static_cast<std::uint64_t>(part.features.cols()), p);
-    w.write(part.features.data(), static_cast<std::size_t>(part.features.size()) * sizeof(float));
-    return w.close();
-  });
+  add_matrix(features_file, part.features);
   add_vector(labels_file, part.labels);
-  if (part.edge_features.cols() > 0)
-    out.add_file(dir + "/" + edge_features_file, [&](const std::filesystem::path& path) {
-      writer w(path, element_type::float32, static_cast<std::uint64_t>(part.edge_features.rows()),
-               static_cast<std::uint64_t>(part.edge_features.cols()), p);
-      w.write(part.edge_features.data(),
-              static_cast<std::size_t>(part.edge_features.size()) * sizeof(float));
-      return w.close();
-    });
+  if (part.edge_features.cols() > 0) add_matrix(edge_features_file, part.edge_features);
   if (part.schema.heterogeneous()) add_vector(edge_types_file, part.edge_types);
-  if (part.task != task_kind::classify)
-    out.add_file(dir + "/" + targets_file, [&](const std::filesystem::path& path) {
-      writer w(path, element_type::float32, static_cast<std::uint64_t>(part.targets.rows()),
-               static_cast<std::uint64_t>(part.targets.cols()), p);
-      w.write(part.targets.data(), static_cast<std::size_t>(part.targets.size()) * sizeof(float));
-      return w.close();
-    });
+  if (part.task != task_kind::classify) add_matrix(targets_file, part.targets);
   std::vector<std::uint8_t> split(part.split.size());
   std::transform(part.split.begin(), part.split.end(), split.begin(),
                  [](node_split s) { return static_cast<std::uint8_t>(s); });
@@ -360,18 +351,23 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
   out.schema = data.schema;
   if (typed) out.edge_types.resize(static_cast<std::size_t>(g.num_edges()));
   tbb::parallel_for(tbb::blocked_range<node_t>(0, k), [&](const auto& range) {
-    std::vector<std::pair<node_t, edge_t>> entries;  // (new source id, dataset entry)
+    std::vector<std::pair<node_t, edge_t>> pairs;  // sort scratch
+    std::vector<edge_t> entries;                   // the dataset entry of each of a row's edges
     for (node_t r = range.begin(); r != range.end(); ++r) {
       const node_t old = out.original_ids[r];
-      entries.clear();
-      for (edge_t e = data.graph.offsets[old]; e < data.graph.offsets[old + 1]; ++e)
-        entries.emplace_back(ids.new_of_old[data.graph.columns[e]], e);
-      std::sort(entries.begin(), entries.end());  // by new id; parallel edges keep their order
+      const auto columns = std::span(g.columns).subspan(g.offsets[r], data.graph.degree(old));
+      entries.resize(columns.size());
+      std::iota(entries.begin(), entries.end(), data.graph.offsets[old]);
+      for (std::size_t a = 0; a < columns.size(); ++a)
+        columns[a] = ids.new_of_old[data.graph.columns[entries[a]]];
+      // By new id; parallel edges keep their order.
+      detail::sort_row_with_payload(columns, std::span(entries), pairs);
       for (std::size_t a = 0; a < entries.size(); ++a) {
         const edge_t to = g.offsets[r] + static_cast<edge_t>(a);
-        g.columns[to] = entries[a].first;
-        if (edge_data) out.edge_features.row(to) = data.edge_features.row(entries[a].second);
-        if (typed) out.edge_types[static_cast<std::size_t>(to)] = data.edge_types[static_cast<std::size_t>(entries[a].second)];
+        if (edge_data) out.edge_features.row(to) = data.edge_features.row(entries[a]);
+        if (typed)
+          out.edge_types[static_cast<std::size_t>(to)] =
+              data.edge_types[static_cast<std::size_t>(entries[a])];
       }
     }
   });
