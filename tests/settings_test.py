@@ -30,8 +30,8 @@ import sys
 import tempfile
 import time
 
-train, partition, convert, sample, predict = (os.path.abspath(p) for p in sys.argv[1:6])
-mpirun = sys.argv[6] if len(sys.argv) > 6 else shutil.which("mpirun")
+train, partition, convert, sample, predict, plan = (os.path.abspath(p) for p in sys.argv[1:7])
+mpirun = sys.argv[7] if len(sys.argv) > 7 else shutil.which("mpirun")
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -179,7 +179,7 @@ def expect(what, command, cwd, code, contains, extra_env=None, within=None, max_
 with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     tiny = "planted:nodes=300"
     # 0. --help and --version exit 0; a parse error exits 1 naming the program.
-    for binary in (train, partition, convert, sample, predict):
+    for binary in (train, partition, convert, sample, predict, plan):
         name = program_name(binary)
         for flag in ("--help", "--version"):
             expect(f"{name} {flag}", [binary, flag], tmp, 0, [])
@@ -198,6 +198,8 @@ with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     counts["sar-partition"] = walk_options(partition, {"--dataset": tiny, "--parts": "2",
                                                        "--out": "out"}, tmp)
     counts["sar-convert"] = walk_options(convert, {"--dataset": tiny, "--out": "out"}, tmp)
+    counts["sar-plan"] = walk_options(plan, {"--nodes": "1000", "--edges": "5000",
+                                             "--features": "16", "--classes": "4"}, tmp)
     counts["sar-sample"] = walk_options(sample, {"--dataset": tiny, "--minibatch": "8",
                                                  "--out": "out"}, tmp)
     model = os.path.join(tmp, "tiny.sarmodel")

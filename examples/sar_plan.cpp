@@ -1,0 +1,281 @@
+// sar-plan: what a full-batch training run will need before it runs (sar/train/capacity.hpp,
+// docs/sizing.md): per rank peak memory term by term, halo traffic per epoch and, calibrated,
+// the epoch time, for one rank count or a list.
+//
+//   sar-plan --nodes 111e6 --edges 3.2e9 --features 128 --classes 172 --model sage --hidden 256
+//            --layers 3 --batch-norm --ranks 32,64,128
+//   sar-plan --partitions STORE --model gat --json
+//   sar-plan --calibrate --calibration rates.json     (measures this machine's rates)
+//   sar-plan --dataset DIR.npy --model gcn --calibration rates.json --link-gbit 10
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "program_support.hpp"
+#include "sar/core/memory.hpp"
+#include "sar/core/output_file.hpp"
+#include "sar/graph/builders.hpp"
+#include "sar/graph/generators.hpp"
+#include "sar/graph/io/load.hpp"
+#include "sar/kernels/dense.hpp"
+#include "sar/kernels/spmm.hpp"
+#include "sar/partition/store.hpp"
+#include "sar/schedule/local_schedule.hpp"
+#include "sar/train/capacity.hpp"
+#include "sar/version.hpp"
+
+namespace {
+
+struct settings {
+  std::string partitions, dataset, calibration_file, model = "gcn", aggregator = "mean";
+  double nodes = 0, edges = 0, features = 0, classes = 0, edge_cut = -1;
+  std::vector<int> ranks;
+  int layers = 0, heads = 0;
+  double hidden = 0;
+  bool batch_norm = false, calibrate = false, json = false;
+  std::string schedule = "sequential", precision = "float";
+  int halo_bits = 32, gradient_bits = 32, prefetch = 1;
+  double link_gbit = 0, latency_us = 0;
+};
+
+/// The graph's sizes and, for a store, its cut: from --partitions, --dataset or the numbers.
+struct source {
+  sar::graph_size graph;
+  int store_parts = 0;       // a store's part count (0: none)
+  double store_cut = -1;     // its measured edge cut fraction
+  double largest_part_nodes = 0, largest_part_edges = 0;
+};
+
+source read_source(const settings& s) {
+  source out;
+  if (!s.partitions.empty()) {
+    const sar::partition_metadata meta = sar::read_partition_metadata(s.partitions);
+    out.graph = {static_cast<double>(meta.num_nodes), static_cast<double>(meta.num_edges),
+                 static_cast<double>(meta.feature_dim),
+                 static_cast<double>(meta.task == sar::task_kind::classify ? meta.num_classes
+                                                                           : meta.num_outputs),
+                 static_cast<double>(meta.edge_feature_dim)};
+    out.store_parts = meta.num_parts;
+    out.store_cut = meta.quality.edge_cut_fraction;
+    for (const sar::node_t k : meta.quality.part_nodes)
+      out.largest_part_nodes = std::max(out.largest_part_nodes, static_cast<double>(k));
+    for (const sar::edge_t k : meta.quality.part_edges)
+      out.largest_part_edges = std::max(out.largest_part_edges, static_cast<double>(k));
+  } else if (!s.dataset.empty()) {
+    const auto [n, m] = sar::declared_graph_size(s.dataset);
+    SAR_CHECK(n > 0 && m >= 0, sar::invalid_argument, "sar-plan: ", s.dataset, " does not "
+              "declare its node and edge counts (a .npy dataset or an OGB directory with "
+              "num-edge-list does); give --nodes and --edges");
+    out.graph.nodes = static_cast<double>(n);
+    out.graph.edges = static_cast<double>(m);
+    std::ifstream meta(std::filesystem::path(s.dataset) / "meta.json");
+    if (meta.good()) {
+      const auto j = nlohmann::json::parse(meta, nullptr, false);
+      if (j.is_object()) {
+        out.graph.features = j.value("feature_dim", 0.0);
+        out.graph.outputs = j.value("num_classes", 0.0) + j.value("num_outputs", 0.0);
+        out.graph.edge_features = j.value("edge_feature_dim", 0.0);
+      }
+    }
+  }
+  if (s.nodes > 0) out.graph.nodes = s.nodes;
+  if (s.edges > 0) out.graph.edges = s.edges;
+  if (s.features > 0) out.graph.features = s.features;
+  if (s.classes > 0) out.graph.outputs = s.classes;
+  SAR_CHECK(out.graph.nodes > 0 && out.graph.edges >= 0 && out.graph.features > 0 &&
+                out.graph.outputs > 0,
+            sar::invalid_argument, "sar-plan: the graph needs nodes, edges, features and "
+            "classes: give --partitions, --dataset, or --nodes --edges --features --classes "
+            "(have ", out.graph.nodes, ", ", out.graph.edges, ", ", out.graph.features, ", ",
+            out.graph.outputs, ")");
+  return out;
+}
+
+/// The machine's rates: GCN's aggregation and a dense product on a planted graph, timed.
+sar::calibration measure_rates() {
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  const sar::graph_dataset g = sar::make_planted_partition(
+      {.num_nodes = 100000, .average_degree = 20, .feature_dim = 64, .seed = 3});
+  sar::local_schedule schedule(sar::with_self_loops(g.graph, sar::self_loop_policy::add));
+  const sar::matrixf x = g.features;
+  sar::matrixf y(x.rows(), x.cols());
+  sar::calibration c;
+  double best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t = clock::now();
+    sar::set_zero<float>(y);
+    schedule.gather({}, x, [&](const sar::graph_block& block, const auto& halo) {
+      sar::spmm_add<float>(block, halo, y);
+    });
+    best = std::min(best, seconds(t));
+  }
+  c.spmm_seconds_per_value =
+      best / (static_cast<double>(schedule.graph().num_edges()) * static_cast<double>(x.cols()));
+  const sar::matrixf w = sar::matrixf::Random(64, 64);
+  best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t = clock::now();
+    sar::dense_product<false, float>(x, w, y);
+    best = std::min(best, seconds(t));
+  }
+  c.gemm_seconds_per_flop = best / (2.0 * static_cast<double>(x.rows()) * 64 * 64);
+  return c;
+}
+
+nlohmann::json rates_json(const sar::calibration& c) {
+  return {{"format", "sar-plan-calibration"}, {"spmm_seconds_per_value", c.spmm_seconds_per_value},
+          {"gemm_seconds_per_flop", c.gemm_seconds_per_flop}, {"process_bytes", c.process_bytes}};
+}
+
+sar::calibration read_rates(const std::string& file) {
+  std::ifstream in(file);
+  SAR_CHECK(in.good(), sar::io_error, "sar-plan: cannot read the calibration ", file);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  SAR_CHECK(j.is_object() && j.value("format", "") == "sar-plan-calibration" &&
+                j.contains("spmm_seconds_per_value") && j["spmm_seconds_per_value"].is_number() &&
+                j.contains("gemm_seconds_per_flop") && j["gemm_seconds_per_flop"].is_number(),
+            sar::io_error, "sar-plan: ", file, " is not a sar-plan calibration (write one with "
+            "--calibrate --calibration FILE)");
+  sar::calibration c;
+  c.spmm_seconds_per_value = j["spmm_seconds_per_value"].get<double>();
+  c.gemm_seconds_per_flop = j["gemm_seconds_per_flop"].get<double>();
+  c.process_bytes = j.value("process_bytes", c.process_bytes);
+  SAR_CHECK(c.spmm_seconds_per_value > 0 && c.gemm_seconds_per_flop > 0 && c.process_bytes > 0,
+            sar::io_error, "sar-plan: ", file, ": rates must be positive");
+  return c;
+}
+
+int run(int argc, char** argv) {
+  settings s;
+  CLI::App app{"sar-plan: the per-rank memory, halo traffic and epoch time of a full-batch "
+               "training run, before it runs (docs/sizing.md)", "sar-plan"};
+  app.add_option("--partitions", s.partitions, "a partition store: its sizes and measured cut");
+  app.add_option("--dataset", s.dataset, "a .npy dataset or OGB directory that declares its sizes");
+  app.add_option("--nodes", s.nodes, "nodes of the graph")->check(sar_programs::positive);
+  app.add_option("--edges", s.edges, "stored (directed) edges of the graph")
+      ->check(sar_programs::non_negative);
+  app.add_option("--features", s.features, "features per node")->check(sar_programs::positive);
+  app.add_option("--classes", s.classes, "classes (or regression outputs)")
+      ->check(sar_programs::positive);
+  app.add_option("--model", s.model, "gcn | sage | gat")
+      ->check(CLI::IsMember({"gcn", "sage", "gat"}))->capture_default_str();
+  app.add_option("--layers", s.layers, "graph layers (default 2)")->check(sar_programs::positive);
+  app.add_option("--hidden", s.hidden, "hidden width, per head for GAT (default: the model's)")
+      ->check(sar_programs::positive);
+  app.add_option("--heads", s.heads, "GAT heads (default 8)")->check(sar_programs::positive);
+  app.add_flag("--batch-norm", s.batch_norm, "batch normalisation after every hidden layer");
+  app.add_option("--ranks", s.ranks, "ranks P, or a list: 1,2,4,8")->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--edge-cut", s.edge_cut, "fraction of edges between parts (default: the "
+                 "store's, else 1 - 1/P as a random cut)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--schedule", s.schedule, "sequential | keep_halo | one_shot")
+      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
+  app.add_option("--halo-bits", s.halo_bits, "bits per value of forward halos")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}))->capture_default_str();
+  app.add_option("--gradient-bits", s.gradient_bits, "bits per value of backward halos")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}))->capture_default_str();
+  app.add_option("--precision", s.precision, "float | double")
+      ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
+  app.add_option("--link-gbit", s.link_gbit, "link bandwidth between ranks in Gbit/s (0: shared "
+                 "memory, no link term)")->check(sar_programs::non_negative);
+  app.add_option("--latency-us", s.latency_us, "link latency per message, microseconds")
+      ->check(sar_programs::non_negative);
+  app.add_flag("--calibrate", s.calibrate, "measure this machine's rates (a few seconds); with "
+               "--calibration FILE write them there");
+  app.add_option("--calibration", s.calibration_file, "the rates --calibrate wrote: with them "
+                 "the plan gives epoch times");
+  app.add_flag("--json", s.json, "print one JSON object instead of the table");
+  app.set_version_flag("--version", "sar-plan (sar " SAR_VERSION_STRING ")");
+  if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
+
+  sar::calibration rates;
+  bool calibrated = false;
+  if (s.calibrate) {
+    rates = measure_rates();
+    calibrated = true;
+    if (!s.calibration_file.empty())
+      sar::write_output_file(s.calibration_file, rates_json(rates).dump(2) + "\n", "sar-plan");
+    if (s.partitions.empty() && s.dataset.empty() && s.nodes <= 0) {
+      std::printf("%s\n", rates_json(rates).dump(2).c_str());
+      return 0;
+    }
+  } else if (!s.calibration_file.empty()) {
+    rates = read_rates(s.calibration_file);
+    calibrated = true;
+  }
+  rates.link_bytes_per_second = s.link_gbit * 1e9 / 8;
+  rates.link_latency_seconds = s.latency_us * 1e-6;
+
+  const source src = read_source(s);
+  sar::run_settings run;
+  run.model = sar::paper_defaults(s.model == "sage" ? sar::model_kind::sage
+                                  : s.model == "gat" ? sar::model_kind::gat
+                                                     : sar::model_kind::gcn);
+  if (s.layers > 0) run.model.layers = s.layers;
+  if (s.hidden > 0) run.model.hidden = static_cast<Eigen::Index>(s.hidden);
+  if (s.heads > 0) run.model.heads = s.heads;
+  run.model.batch_norm = s.batch_norm;
+  run.schedule = s.schedule;
+  run.halo_bits = s.halo_bits;
+  run.gradient_bits = s.gradient_bits;
+  run.value_bytes = s.precision == "double" ? 8 : 4;
+  // The stored edges plus the self-loops GCN and GAT add.
+  sar::graph_size graph = src.graph;
+  if (run.model.kind != sar::model_kind::sage) graph.edges += graph.nodes;
+  std::vector<int> ranks = s.ranks;
+  if (ranks.empty()) ranks.push_back(src.store_parts > 0 ? src.store_parts : 1);
+
+  nlohmann::json plans = nlohmann::json::array();
+  for (const int P : ranks) {
+    const double cut = s.edge_cut >= 0 ? s.edge_cut
+                       : src.store_parts == P && src.store_cut >= 0 ? src.store_cut
+                                                                    : 1.0 - 1.0 / P;
+    sar::partition_size part = sar::estimate_partition(graph, P, cut);
+    if (src.store_parts == P) {  // the store's largest part
+      part.nodes = src.largest_part_nodes;
+      part.edges = src.largest_part_edges +
+                   (run.model.kind != sar::model_kind::sage ? part.nodes : 0);
+    }
+    const sar::run_plan plan = sar::plan_run(graph, part, run, rates, calibrated);
+    nlohmann::json terms = nlohmann::json::object();
+    for (const auto& t : plan.memory) terms[t.name] = t.bytes;
+    plans.push_back({{"ranks", P}, {"edge_cut_fraction", cut},
+                     {"peak_memory_bytes_per_rank", plan.peak_memory_bytes},
+                     {"memory_terms", terms},
+                     {"halo_bytes_per_epoch", plan.halo_bytes_per_epoch},
+                     {"epoch_seconds", std::isnan(plan.epoch_seconds)
+                                           ? nlohmann::json(nullptr)
+                                           : nlohmann::json(plan.epoch_seconds)}});
+    if (!s.json) {
+      std::printf("P = %d (edge cut %.3f): peak %s per rank, halo %s per epoch, epoch %s\n", P,
+                  cut, sar::format_bytes(plan.peak_memory_bytes).c_str(),
+                  sar::format_bytes(plan.halo_bytes_per_epoch).c_str(),
+                  std::isnan(plan.epoch_seconds)
+                      ? "not calibrated"
+                      : sar::message(plan.epoch_seconds, " s").c_str());
+      for (const auto& t : plan.memory)
+        std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
+                    t.source.c_str());
+    }
+  }
+  if (s.json) {
+    nlohmann::json out = plans.size() == 1 ? plans[0] : nlohmann::json{{"plans", plans}};
+    std::printf("%s\n", out.dump(2).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return sar_programs::run_reporting_errors("sar-plan", run, argc, argv); }

@@ -1,0 +1,245 @@
+// The capacity model: what a full-batch training run will need on each rank before it runs
+// (issue 36; docs/sizing.md). Given the graph's sizes, how it is cut over P ranks, the model
+// and the exchange, plan_run gives the largest rank's peak memory term by term, the halo
+// traffic of an epoch, and, with the machine's measured rates (a calibration) and a link, the
+// epoch time. Each memory term is the size of an allocation the code makes (named in the
+// term), so the model follows the code; the activation terms, which depend on what the model's
+// buffer pool keeps at the peak, use per-layer multiples measured on this code
+// (bench/RESULTS.md §26) and are labelled as such.
+// Light: no layer headers; sar-plan (examples/sar_plan.cpp) is its program.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sar/core/error.hpp"
+#include "sar/train/model_config.hpp"
+
+namespace sar {
+
+/// The sizes of a graph as a plan needs them (doubles: a plan may be for a graph far larger
+/// than any array this machine could hold).
+struct graph_size {
+  double nodes = 0;          ///< N
+  double edges = 0;          ///< stored in-edges, with the self-loops the model adds
+  double features = 0;       ///< F, per node
+  double outputs = 0;        ///< classes or targets per node
+  double edge_features = 0;  ///< per edge (0: none)
+};
+
+/// How a graph is cut over P ranks, for the largest rank (the one whose memory limits a run).
+struct partition_size {
+  int ranks = 1;              ///< P
+  double nodes = 0;           ///< its nodes
+  double edges = 0;           ///< its in-edges (all, local and remote sources)
+  double halo_rows = 0;       ///< distinct remote sources of its in-edges (rows it receives)
+  double largest_block = 0;   ///< the most halo rows one peer sends it
+  double send_rows = 0;       ///< rows it sends per gather, to all peers
+  double all_halo_rows = 0;   ///< the halo rows of all ranks together (traffic)
+};
+
+/// The largest rank of a graph cut into P parts whose edges cross parts with probability
+/// `cut_fraction` (1 - 1/P for a random cut; a partitioner's measured edge cut otherwise),
+/// balanced in nodes and edges; a remote source is counted once per rank as N (1 - e^(-k))
+/// with k the cut edges per node of the graph's other ranks (the halo of random endpoints).
+/// Requires ranks >= 1, 0 <= cut_fraction <= 1; throws sar::invalid_argument otherwise.
+inline partition_size estimate_partition(const graph_size& g, int ranks, double cut_fraction) {
+  SAR_CHECK(ranks >= 1 && cut_fraction >= 0 && cut_fraction <= 1 && g.nodes > 0, invalid_argument,
+            "sar::estimate_partition: ", ranks, " ranks, cut fraction ", cut_fraction, ", ",
+            g.nodes, " nodes");
+  partition_size p;
+  p.ranks = ranks;
+  const double P = ranks;
+  p.nodes = std::ceil(g.nodes / P);
+  p.edges = g.edges / P;
+  if (ranks == 1) return p;
+  const double remote = g.nodes - p.nodes;           // candidate halo rows
+  const double cut = cut_fraction * p.edges;         // in-edges from other ranks
+  p.halo_rows = remote * (1 - std::exp(-cut / remote));
+  p.largest_block = p.halo_rows / (P - 1);
+  p.send_rows = p.halo_rows;  // balanced: a rank sends about what it receives
+  p.all_halo_rows = p.halo_rows * P;
+  return p;
+}
+
+/// The machine's rates, measured by sar-plan --calibrate, and the link between ranks.
+struct calibration {
+  double spmm_seconds_per_value = 0;  ///< one edge x one column of an aggregation
+  double gemm_seconds_per_flop = 0;   ///< a dense product's multiply-add, counted as 2
+  double process_bytes = 18.3 * (1 << 20);  ///< a rank's memory before any data (sar-train)
+  double link_bytes_per_second = 0;   ///< 0: ranks share memory (no link term)
+  double link_latency_seconds = 0;    ///< per message
+};
+
+/// What a run is: the model (widths, layers, heads, batch norm), the schedule and codecs.
+struct run_settings {
+  model_config model{};
+  std::string schedule = "sequential";  ///< sequential | keep_halo | one_shot
+  int halo_bits = 32;       ///< per value on the wire, forward (32: exact)
+  int gradient_bits = 32;   ///< per value on the wire, backward
+  int prefetch = 1;         ///< blocks fetched ahead by the sequential ring
+  double value_bytes = 4;   ///< float 4, double 8
+};
+
+/// One term of a plan's memory: its bytes and where in the code the allocation is.
+struct memory_term {
+  std::string name;    ///< e.g. "features"
+  double bytes = 0;    ///< on the largest rank
+  std::string source;  ///< the allocation (file or structure) it models
+};
+
+/// A plan for the largest rank.
+struct run_plan {
+  std::vector<memory_term> memory;  ///< every term, summing to peak_memory_bytes
+  double peak_memory_bytes = 0;     ///< the largest rank's peak resident memory
+  double halo_bytes_per_epoch = 0;  ///< sent by all ranks together, training (fwd + bwd)
+  double epoch_seconds = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no calibration
+};
+
+namespace detail::capacity {
+
+/// One graph layer's widths as make_model builds it: input, output, what crosses the network
+/// in forward (min of the two for GCN and GraphSAGE mean, the projected heads for GAT) and the
+/// activation multiple (outputs of its width it keeps at the peak, with the model's buffers).
+struct layer_shape {
+  double input = 0, output = 0, exchanged = 0, kept = 0;
+  bool regathers = false;  ///< backward fetches the halo again (GAT)
+};
+
+/// The graph layers of `c` for `features` inputs and `outputs` outputs.
+inline std::vector<layer_shape> graph_layers(const model_config& c, double features, double outputs) {
+  std::vector<layer_shape> out;
+  double width = features;
+  const double hidden = static_cast<double>(c.hidden), heads = static_cast<double>(c.heads);
+  for (int k = 0; k < c.layers; ++k) {
+    const bool last = k + 1 == c.layers;
+    layer_shape l;
+    l.input = width;
+    switch (c.kind) {
+      case model_kind::gat:
+        l.output = last ? outputs : hidden * heads;
+        l.exchanged = (last ? static_cast<double>(c.output_heads) * outputs : hidden * heads) +
+                      (last ? static_cast<double>(c.output_heads) : heads);  // [z | el]
+        // Projected features, the two online-softmax accumulators and their gradients
+        // (measured: 7.25 outputs at the peak, bench/RESULTS.md §26).
+        l.kept = 7.25;
+        l.regathers = true;
+        break;
+      case model_kind::sage:
+        l.output = last ? outputs : hidden;
+        l.exchanged = std::min(l.input, l.output);
+        l.kept = 3.5;  // output, self and neighbour aggregates, a gradient (measured 3.5)
+        break;
+      default:  // gcn (and the relational models, planned as GCN of their widths)
+        l.output = last ? outputs : hidden;
+        l.exchanged = std::min(l.input, l.output);
+        // Output, the aggregate kept for dW when aggregating first, a gradient, less what
+        // the buffer pool shares (measured 2.5).
+        l.kept = 2.5;
+        break;
+    }
+    // Batch norm after a hidden layer keeps its normalised input and its output (measured 2).
+    if (c.batch_norm && !last) l.kept += 2;
+    width = l.output;
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace detail::capacity
+
+/// The plan of a full-batch run of `s` on graph `g` cut as `p` (see the top of this file).
+/// Requires a model of at least one layer and positive sizes; throws sar::invalid_argument
+/// naming the bad value otherwise. Never allocates the graph: any size gives a plan at once.
+inline run_plan plan_run(const graph_size& g, const partition_size& p, const run_settings& s,
+                         const calibration& rates = {}, bool calibrated = false) {
+  constexpr const char* where = "sar::plan_run";
+  SAR_CHECK(g.nodes > 0 && g.edges >= 0 && g.features >= 0 && g.outputs >= 1 && p.ranks >= 1 &&
+                p.nodes > 0 && s.model.layers >= 1 && s.value_bytes > 0,
+            invalid_argument, where, ": ", g.nodes, " nodes, ", g.edges, " edges, ", g.outputs,
+            " outputs, ", p.ranks, " ranks, ", s.model.layers, " layers");
+  SAR_CHECK(s.schedule == "sequential" || s.schedule == "keep_halo" || s.schedule == "one_shot",
+            invalid_argument, where, ": unknown schedule '", s.schedule, "'");
+  const double n = p.nodes, m = p.edges, h = p.halo_rows, vb = s.value_bytes;
+  const bool distributed = p.ranks > 1;
+  const auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs);
+  run_plan plan;
+  const auto add = [&](std::string name, double bytes, std::string source) {
+    plan.memory.push_back({std::move(name), bytes, std::move(source)});
+    plan.peak_memory_bytes += bytes;
+  };
+  add("process", rates.process_bytes, "the binary, libraries, MPI and thread stacks (measured)");
+  add("features", n * g.features * 4 + (vb > 4 ? n * g.features * vb : 0),
+      "the part's float features (sar-train casts a copy for double)");
+  add("labels, split, ids", n * (4 + 1 + 8 + 8 * (distributed ? 2 : 0)),
+      "graph_part labels, split, original ids (distributed: the shard's node ids too)");
+  if (g.edge_features > 0)
+    add("edge features", m * g.edge_features * 4 * (distributed ? 2 : 1),
+        "the edge table (the shard keeps a copy of the part's)");
+  if (distributed) {
+    // graph_shard: per block the compressed rows, the CSR and its transpose with the map
+    // between them; distributed_graph: out-degrees, the plan's send rows and the ids of sent
+    // and received rows. The part's CSR (8 bytes per edge) is freed once the shard is built.
+    add("graph (shard)", 24 * m + 40 * n + 24 * h + 16 * p.send_rows,
+        "graph_shard blocks, halo_plan, distributed_graph (sar/distributed/)");
+  } else {
+    // local_schedule: the CSR, in- and out-degrees (a symmetric graph is its own transpose).
+    add("graph", 8 * m + 24 * n, "local_schedule: csr, in_degrees, out_degrees");
+  }
+  double parameters = 0, activations = 0, widest_exchange = 0, halo_values = 0;
+  bool regathers = false;
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    const auto& l = layers[k];
+    const double weights = s.model.kind == model_kind::sage ? 2 * l.input * l.output
+                           : s.model.kind == model_kind::gat
+                               ? l.input * l.output * (k + 1 == layers.size() ? s.model.output_heads : 1) + 2 * l.output
+                               : l.input * l.output;
+    parameters += weights + l.output;
+    activations += l.kept * n * l.output * vb;
+    widest_exchange = std::max(widest_exchange, l.exchanged);
+    regathers = regathers || l.regathers;
+    halo_values += l.exchanged * (l.regathers ? 3 : 2);  // forward, backward, refetch
+  }
+  // The input's dropout copy, and its gradient's width if the first layer needs one.
+  activations += n * g.features * vb;
+  add("activations", activations, "the model's outputs, kept aggregates and gradients "
+      "(per-layer multiples measured: bench/RESULTS.md §26)");
+  add("parameters", 4 * parameters * vb, "values, gradients, Adam's two moments (parameter_store)");
+  if (distributed) {
+    double halo_buffers = 0;
+    // The ring has prefetch + 1 rounds in flight (at most P - 1), each a block received and
+    // one sent; a layer that fetches its halo again in backward (GAT) has its halo and the
+    // halo's gradient in flight at once.
+    const double rounds = std::min<double>(s.prefetch + 1, p.ranks - 1);
+    if (s.schedule == "sequential")
+      halo_buffers = rounds * (p.largest_block + p.send_rows / (p.ranks - 1)) * widest_exchange *
+                     vb * (regathers ? 2 : 1);
+    else if (s.schedule == "one_shot")
+      halo_buffers = (h + p.send_rows) * widest_exchange * vb;
+    else  // keep_halo: every forward halo kept until its backward
+      for (const auto& l : layers) halo_buffers += h * l.exchanged * vb;
+    add("halo buffers", halo_buffers, "ring_transport's blocks in flight (or kept halos)");
+    add("MPI", 10.0 * (1 << 20) * (p.ranks - 1),
+        "Open MPI's buffers per peer (measured: about 10 MiB each, bench/RESULTS.md §26)");
+    const double bits = (s.halo_bits + s.gradient_bits) / 2.0;
+    plan.halo_bytes_per_epoch = p.all_halo_rows * halo_values * vb * std::min(1.0, bits / 32.0);
+  }
+  if (calibrated) {
+    double seconds = 0;
+    for (const auto& l : layers) {
+      const double passes = l.regathers ? 3 : 2;
+      seconds += passes * m * l.exchanged * rates.spmm_seconds_per_value;
+      seconds += 3 * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;  // fwd, dW, dx
+    }
+    if (distributed && rates.link_bytes_per_second > 0)
+      seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
+                 static_cast<double>(layers.size()) * 3 * (p.ranks - 1) * rates.link_latency_seconds;
+    plan.epoch_seconds = seconds;
+  }
+  return plan;
+}
+
+}  // namespace sar

@@ -1,0 +1,64 @@
+"""sar-plan through its interface (usage: plan_test.py SAR_PLAN SAR_PARTITION).
+
+1. --json prints peak_memory_bytes_per_rank, halo_bytes_per_epoch and epoch_seconds (null
+   without a calibration), and the memory terms sum to the peak.
+2. With a list of ranks, the per-rank peak falls as P grows and the halo traffic appears once
+   P > 1; one rank has no halo.
+3. A partition store gives the sizes (its meta.json) and its measured cut.
+4. --calibrate --calibration FILE writes positive rates; a plan with them has an epoch time,
+   and a faster link gives a shorter one.
+5. Clear errors: no sizes, a calibration file that is not one.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+plan, partition = sys.argv[1:3]
+
+
+def run(*args, expect=0):
+    result = subprocess.run([plan, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == expect, (args, result.returncode, result.stderr[-2000:])
+    return result
+
+
+graph = ("--nodes", "200000", "--edges", "4000000", "--features", "128", "--classes", "8")
+one = json.loads(run(*graph, "--model", "gcn", "--json").stdout)
+for key in ("peak_memory_bytes_per_rank", "halo_bytes_per_epoch", "epoch_seconds"):
+    assert key in one, one
+assert one["epoch_seconds"] is None and one["halo_bytes_per_epoch"] == 0, one
+assert abs(sum(one["memory_terms"].values()) - one["peak_memory_bytes_per_rank"]) < 1, one
+
+plans = json.loads(run(*graph, "--model", "sage", "--ranks", "1,2,4,8", "--json").stdout)["plans"]
+peaks = [p["peak_memory_bytes_per_rank"] for p in plans]
+assert all(a > b for a, b in zip(peaks, peaks[1:])), peaks
+assert plans[0]["halo_bytes_per_epoch"] == 0 and plans[1]["halo_bytes_per_epoch"] > 0, plans
+
+with tempfile.TemporaryDirectory(prefix="sar-plan-") as tmp:
+    store = os.path.join(tmp, "store")
+    subprocess.run([partition, "--dataset", "planted:nodes=2000,features=8", "--parts", "2",
+                    "--out", store], check=True, capture_output=True)
+    meta = json.load(open(os.path.join(store, "meta.json")))
+    from_store = json.loads(run("--partitions", store, "--json").stdout)
+    assert from_store["ranks"] == 2, from_store
+    assert abs(from_store["edge_cut_fraction"] - meta["quality"]["edge_cut_fraction"]) < 1e-12
+
+    rates = os.path.join(tmp, "rates.json")
+    run("--calibrate", "--calibration", rates)
+    written = json.load(open(rates))
+    assert written["spmm_seconds_per_value"] > 0 and written["gemm_seconds_per_flop"] > 0
+    slow = json.loads(run(*graph, "--ranks", "4", "--calibration", rates, "--link-gbit", "0.1",
+                          "--json").stdout)
+    fast = json.loads(run(*graph, "--ranks", "4", "--calibration", rates, "--link-gbit", "10",
+                          "--json").stdout)
+    assert 0 < fast["epoch_seconds"] < slow["epoch_seconds"], (fast, slow)
+
+    r = run("--model", "gcn", expect=1)
+    assert "the graph needs nodes, edges, features and classes" in r.stderr, r.stderr
+    bad = os.path.join(tmp, "bad.json")
+    open(bad, "w").write("{}")
+    r = run(*graph, "--calibration", bad, expect=1)
+    assert "is not a sar-plan calibration" in r.stderr, r.stderr
+print("plan: ok")
