@@ -27,6 +27,7 @@ struct node_type {
   std::string name;        ///< e.g. "paper"
   node_t count = 0;        ///< nodes of this type (>= 0)
   std::int64_t feature_dim = 0;  ///< leading feature columns this type fills (0: featureless)
+  /// Member-wise equality.
   friend bool operator==(const node_type&, const node_type&) = default;
 };
 
@@ -36,6 +37,7 @@ struct relation {
   std::int32_t source_type = 0;       ///< the type of the edges' sources
   std::string name;                   ///< unique with its two types
   std::int32_t destination_type = 0;  ///< the type of the edges' destinations
+  /// Member-wise equality.
   friend bool operator==(const relation&, const relation&) = default;
 };
 
@@ -44,6 +46,7 @@ struct graph_schema {
   std::vector<node_type> node_types;  ///< in id order; empty: a homogeneous graph
   std::vector<relation> relations;    ///< edge_types index this list
 
+  /// Member-wise equality.
   friend bool operator==(const graph_schema&, const graph_schema&) = default;
 
   /// Whether the graph has types (an empty schema: homogeneous).
