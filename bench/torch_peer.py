@@ -113,8 +113,11 @@ def load_dataset(directory):
     if meta.get("format") != "sar-npy-dataset":
         raise PeerError(f"{meta_path}: format is {meta.get('format')!r}, "
                         f"expected 'sar-npy-dataset'")
-    if meta.get("version") != 1:
-        raise PeerError(f"{meta_path}: version {meta.get('version')!r}, only 1 is supported")
+    if meta.get("version") not in (1, 2, 3):
+        raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 3")
+    if "schema" in meta:
+        raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
+                        f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
     for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
         if not isinstance(meta.get(key), int) or meta[key] < 0:
             raise PeerError(f"{meta_path}: '{key}' is {meta.get(key)!r}, expected an integer >= 0")
@@ -365,6 +368,28 @@ def parse_args(argv):
     return args
 
 
+def train_epochs(net, optimiser, graph, x, train_nodes, train_labels, epochs):
+    """Trains `net` for `epochs` full-batch epochs (forward, cross-entropy over the training
+    nodes, backward, optimiser step; no evaluation), one line per epoch. Returns each epoch's
+    seconds and training loss. Raises PeerError on a loss that is not finite."""
+    net.train()
+    seconds, losses = [], []
+    for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
+        optimiser.zero_grad(set_to_none=True)
+        logits = net(graph, x)
+        loss = F.cross_entropy(logits.index_select(0, train_nodes), train_labels)
+        loss.backward()
+        optimiser.step()
+        seconds.append(time.perf_counter() - start)
+        losses.append(loss.item())
+        del logits, loss
+        if not math.isfinite(losses[-1]):
+            raise PeerError(f"epoch {epoch}: training loss is {losses[-1]}")
+        print(f"epoch {epoch:4d}  loss {losses[-1]:.4f}  time {seconds[-1]:.4f}s", flush=True)
+    return seconds, losses
+
+
 def train(args):
     settings = dict(DEFAULTS[args.model])
     if args.hidden is not None:
@@ -396,21 +421,8 @@ def train(args):
     net = Net(args.model, x.shape[1], meta["num_classes"], settings["hidden"], settings["heads"],
               settings["dropout"], settings["attention_dropout"])
     optimiser = make_optimiser(net, settings)
-    net.train()
-    seconds, losses = [], []
-    for epoch in range(1, args.epochs + 1):
-        start = time.perf_counter()
-        optimiser.zero_grad(set_to_none=True)
-        logits = net(graph, x)
-        loss = F.cross_entropy(logits.index_select(0, train_nodes), train_labels)
-        loss.backward()
-        optimiser.step()
-        seconds.append(time.perf_counter() - start)
-        losses.append(loss.item())
-        del logits, loss
-        if not math.isfinite(losses[-1]):
-            raise PeerError(f"epoch {epoch}: training loss is {losses[-1]}")
-        print(f"epoch {epoch:4d}  loss {losses[-1]:.4f}  time {seconds[-1]:.4f}s", flush=True)
+    seconds, losses = train_epochs(net, optimiser, graph, x, train_nodes, train_labels,
+                                   args.epochs)
 
     timed = seconds[args.warmup:] or seconds
     metrics = {

@@ -57,6 +57,18 @@ graph_dataset small_typed() {
   return d;
 }
 
+/// The gradient checker on `layer` (parameters and input from `seed`) over `graph`.
+template <class Layer, class Graph>
+void check_layer(Layer layer, Graph& graph, const layer_context& ctx, std::uint64_t seed) {
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  store.initialise(seed);
+  const matrixd x = testing_support::random_matrix(graph.num_sources(), layer.input_dim(), seed);
+  const auto result = check_gradients(layer, store, graph, ctx, x);
+  CHECK_MESSAGE(result.passed, result.summary());
+}
+
 }  // namespace
 
 TEST_CASE("the schema names bad types and relations; typed edges must join their relation's types") {
@@ -178,6 +190,28 @@ TEST_CASE("rgcn_layer equals x_i W_0 + sum_r mean over N_r(i) of x_j W_r + b") {
     }
     CHECK((y.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
   }
+  // Weighting first (R F_out < F_in): the same formula.
+  rgcn_layer<double> narrow(8, 2, R);
+  REQUIRE(narrow.weight_first());
+  parameter_store<double> narrow_store;
+  narrow.declare(narrow_store);
+  narrow_store.allocate();
+  narrow_store.initialise(6);
+  const matrixd wide = testing_support::random_matrix(n, 8, 8);
+  matrixd y_narrow;
+  narrow.forward(graph, {.training = true}, wide, y_narrow);
+  const auto nw = narrow_store.value(0), nw0 = narrow_store.value(1), nb = narrow_store.value(2);
+  for (node_t i = 0; i < n; ++i) {
+    Eigen::RowVectorXd want = wide.row(i) * nw0 + nb;
+    for (std::int32_t r = 0; r < R; ++r) {
+      Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(8);
+      int count = 0;
+      for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
+        if (d.edge_types[e] == r) sum += wide.row(d.graph.columns[e]), ++count;
+      if (count > 0) want += sum / count * nw.middleRows(r * 8, 8);
+    }
+    CHECK((y_narrow.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
+  }
   // A schedule without edge types is refused by name.
   local_schedule untyped(csr{d.graph});
   CHECK_THROWS_WITH_AS(layer.forward(untyped, {}, x, y), doctest::Contains("no edge types"),
@@ -218,20 +252,16 @@ TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
   local_schedule block(std::move(part), matrixf(), std::move(part_types), first);
   const layer_context ctx{.training = true, .seed = 1};
   std::uint64_t seed = 0;
-  const auto check = [&](auto layer, local_schedule& g) {
-    parameter_store<double> store;
-    layer.declare(store);
-    store.allocate();
-    store.initialise(++seed);
-    const matrixd x = testing_support::random_matrix(g.num_sources(), layer.input_dim(), seed);
-    const auto r = check_gradients(layer, store, g, ctx, x);
-    CHECK_MESSAGE(r.passed, r.summary());
-  };
+  const auto check = [&](auto layer, local_schedule& g) { check_layer(layer, g, ctx, ++seed); };
   for (local_schedule* g : {&whole, &block}) {
     check(rgcn_layer<double>(4, 3, R), *g);
     check(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}), *g);
     check(rgcn_layer<double>(4, 3, R, {.regulariser = rgcn_regulariser::basis, .count = 2}), *g);
     check(rgcn_layer<double>(4, 6, R, {.regulariser = rgcn_regulariser::blocks, .count = 2}), *g);
+    // Weighting first (R F_out < F_in), with and without the self-connection and a basis.
+    check(rgcn_layer<double>(20, 2, R), *g);
+    check(rgcn_layer<double>(20, 2, R, {.self_loop = false, .bias = false}), *g);
+    check(rgcn_layer<double>(20, 2, R, {.regulariser = rgcn_regulariser::basis, .count = 2}), *g);
   }
   check(type_projection<double>(d.schema, 4, 5), whole);
   graph_schema featureless = d.schema;
@@ -377,15 +407,7 @@ TEST_CASE("relation_wise sums one homogeneous layer per relation, each on its re
   CHECK((y - want).cwiseAbs().maxCoeff() < 1e-12);
 
   std::uint64_t seed = 10;
-  const auto check = [&](auto layer) {
-    parameter_store<double> s;
-    layer.declare(s);
-    s.allocate();
-    s.initialise(++seed);
-    const matrixd in = testing_support::random_matrix(graph.num_sources(), layer.input_dim(), seed);
-    const auto result = check_gradients(layer, s, graph, ctx, in);
-    CHECK_MESSAGE(result.passed, result.summary());
-  };
+  const auto check = [&](auto layer) { check_layer(layer, graph, ctx, ++seed); };
   check(relation_wise<gcn_layer<double>>(gcn_layer<double>(4, 3), R));
   check(relation_wise<gcn_layer<double>>(gcn_layer<double>(3, 5), R));
   check(relation_wise<sage>(sage(4, 3), R));

@@ -12,15 +12,19 @@
 // gather of x (F_in columns cross the network, once for every relation: one halo plan with
 // typed edges) sums each neighbour into its relation's slice of a row of R x F_in,
 // z_i = [mean of x_j over N_1(i) | ... | mean over N_R(i)], then y = z W + x_dst W_0 + b with
-// W = [W_1; ...; W_R] in one product. Weighting first would send R x F_out columns per halo
-// row, wider for all but the narrowest outputs. Backward scatters dz = dy W^T to the
-// neighbours (no source features needed: no rematerialisation), each edge's slice of its
-// relation, through the block's transpose (no atomics: the same result on any thread count).
+// W = [W_1; ...; W_R] in one product. When R x F_out < F_in (a narrow last layer) it weighs
+// first instead: [x W_1 | ... | x W_R] crosses the network, R F_out columns, and is averaged
+// per relation. Each relation's part of a block runs through the tiled SpMM kernels
+// (detail::relation_blocks). Backward scatters dz = dy W^T / c to the neighbours (no source
+// features needed: no rematerialisation), through each part's transpose (no atomics: the same
+// result on any thread count).
 //
-// Kept between forward and backward: z (destinations x R F_in) and the counts c. Backward
-// needs dz (as large as z) in a buffer per thread that every R-GCN layer of the thread reuses.
+// Kept between forward and backward: z (destinations x R F_in; nothing destination-sized when
+// weighting first) and the counts c. Backward computes dz = dy W^T / c in z's room once dW is
+// taken, so a forward's z serves one backward.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +37,7 @@
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
+#include "sar/kernels/spmm.hpp"
 #include "sar/nn/detail/graph_conv.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
@@ -65,6 +70,74 @@ inline void check_edge_types(const char* where, const graph_block& block) {
             invalid_argument, where, ": the graph has no edge types (relations): R-GCN needs a "
             "heterogeneous graph (sar/graph/schema.hpp) and a schedule built with its edge types");
 }
+
+/// A block's edges split by relation: block(r) is a graph_block over the same destination and
+/// halo rows (compressed as the parent's) holding relation r's edges alone, with their
+/// transpose, so each relation runs through the tiled SpMM kernels. Built in
+/// O(edges + relations x (rows + halo rows)). Throws sar::invalid_argument naming `where`
+/// for an edge whose relation is outside [0, relations).
+class relation_blocks {
+ public:
+  relation_blocks(const graph_block& parent, std::int32_t relations, const char* where)
+      : edges_(static_cast<std::size_t>(relations)), transposed_(edges_.size()),
+        blocks_(edges_.size(), parent) {
+    const csr& a = *parent.edges;
+    const csr& t = *parent.transposed;
+    for (std::size_t r = 0; r < edges_.size(); ++r) {
+      edges_[r] = {a.num_rows, a.num_cols, std::vector<edge_t>(static_cast<std::size_t>(a.num_rows) + 1, 0), {}};
+      transposed_[r] = {t.num_rows, t.num_cols, std::vector<edge_t>(static_cast<std::size_t>(t.num_rows) + 1, 0), {}};
+    }
+    const auto relation_of = [&](edge_t e) {
+      const std::int32_t r = parent.edge_type(e);
+      SAR_CHECK(r >= 0 && r < relations, invalid_argument, where, ": edge ", e, " has relation ",
+                r, " of ", relations);
+      return static_cast<std::size_t>(r);
+    };
+    for (node_t k = 0; k < a.num_rows; ++k)
+      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e) ++edges_[relation_of(e)].offsets[k + 1];
+    for (node_t h = 0; h < t.num_rows; ++h)
+      for (edge_t s = t.offsets[h]; s < t.offsets[h + 1]; ++s)
+        ++transposed_[relation_of(parent.transposed_edges[static_cast<std::size_t>(s)])].offsets[h + 1];
+    for (std::size_t r = 0; r < edges_.size(); ++r) {
+      for (csr* c : {&edges_[r], &transposed_[r]}) {
+        for (std::size_t i = 1; i < c->offsets.size(); ++i) c->offsets[i] += c->offsets[i - 1];
+        c->columns.resize(static_cast<std::size_t>(c->offsets.back()));
+      }
+    }
+    std::vector<edge_t> cursor(edges_.size(), 0);
+    for (node_t k = 0; k < a.num_rows; ++k)  // rows in order: each relation's rows fill in order
+      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e) {
+        const std::size_t r = relation_of(e);
+        edges_[r].columns[static_cast<std::size_t>(cursor[r]++)] = a.columns[e];
+      }
+    std::fill(cursor.begin(), cursor.end(), 0);
+    for (node_t h = 0; h < t.num_rows; ++h)
+      for (edge_t s = t.offsets[h]; s < t.offsets[h + 1]; ++s) {
+        const std::size_t r = relation_of(parent.transposed_edges[static_cast<std::size_t>(s)]);
+        transposed_[r].columns[static_cast<std::size_t>(cursor[r]++)] = t.columns[s];
+      }
+    for (std::size_t r = 0; r < edges_.size(); ++r) {
+      graph_block& b = blocks_[r];
+      b.edges = &edges_[r];
+      b.transposed = &transposed_[r];
+      b.edge_tiles = b.transposed_tiles = nullptr;  // the parent's tilings are of its edges
+      b.whole = false;
+      b.edge_features = nullptr;
+      b.edge_types = {};
+      b.edge_rows = {};
+      b.transposed_edges = {};
+    }
+  }
+  relation_blocks(const relation_blocks&) = delete;
+  relation_blocks& operator=(const relation_blocks&) = delete;
+
+  /// Relation r's part of the block.
+  const graph_block& block(std::int32_t r) const { return blocks_[static_cast<std::size_t>(r)]; }
+
+ private:
+  std::vector<csr> edges_, transposed_;
+  std::vector<graph_block> blocks_;
+};
 
 }  // namespace detail
 
@@ -127,6 +200,11 @@ class rgcn_layer {
     if (o_.bias) bias_ = store.declare({"rgcn.bias", 1, out_, init_kind::zeros, 1});
   }
 
+  /// True when the relation weights are applied before aggregating (R F_out < F_in: what
+  /// crosses the network and what forward keeps are then R F_out wide, and nothing
+  /// destination-sized is kept).
+  bool weight_first() const { return relations_ * out_ < in_; }
+
   /// y := the layer's output (top of this file). Requires x: graph.num_sources() x F_in and a
   /// graph whose blocks carry edge types below num_relations(). Throws sar::invalid_argument
   /// otherwise. Collective (one gather).
@@ -136,16 +214,26 @@ class rgcn_layer {
     detail::check_declared(where, store_);
     detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), in_);
     const Eigen::Index n = graph.num_destinations();
-    detail::resize_zero(z_, n, relations_ * in_);
-    counts_.assign(static_cast<std::size_t>(n * relations_), 0);
-    graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
-      detail::check_edge_types(where, block);
-      sum_by_relation(block, halo);
-    });
-    scale_by_counts(z_);
     weights();
-    huge_page_resize(y, n, out_);
+    counts_.assign(static_cast<std::size_t>(n * relations_), 0);
     const T* bias = o_.bias ? store_->value(bias_).data() : nullptr;
+    huge_page_resize(y, n, out_);
+    if (weight_first()) {
+      // [x W_1 | ... | x W_R] for every source, gathered, each slice summed over its relation.
+      matrix<T> projected, sums;
+      detail::product<T>(x, w_side_, projected);
+      detail::resize_zero(sums, n, relations_ * out_);
+      aggregate_by_relation(graph, ctx.exchange(), projected, sums, out_, where);
+      scale_by_counts(sums, out_);
+      if (o_.self_loop) dense_product<false, T>(x.topRows(n), store_->value(loop_), y, bias);
+      else set_rows(y, bias);
+      for (std::int32_t r = 0; r < relations_; ++r) y += sums.middleCols(r * out_, out_);
+      z_.resize(0, 0);
+      return;
+    }
+    detail::resize_zero(z_, n, relations_ * in_);
+    aggregate_by_relation(graph, ctx.exchange(), x, z_, in_, where);
+    scale_by_counts(z_, in_);
     if (o_.self_loop)
       dense_product_sum<T>(z_, w_, x.topRows(n), store_->value(loop_), y, bias);
     else
@@ -153,90 +241,128 @@ class rgcn_layer {
   }
 
   /// Given the x of the matching forward and dy: assigns the parameter gradients and ADDS
-  /// dLoss/dx into dx unless dx is empty (then skips the scatter and its exchange; every rank
-  /// must pass an empty dx or none). Throws sar::invalid_argument on a shape mismatch or a
-  /// backward without forward. Collective (at most one scatter).
+  /// dLoss/dx into dx unless dx is empty (then, aggregating first, skips the scatter and its
+  /// exchange; every rank must pass an empty dx or none). Throws sar::invalid_argument on a
+  /// shape mismatch or a backward without forward. Collective (at most one scatter).
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::rgcn_layer::backward";
-    const Eigen::Index n = graph.num_destinations();
-    const bool want_dx =
-        detail::check_backward(where, store_, graph, in_, out_, x, dy, dx, o_.self_loop);
-    SAR_CHECK(z_.rows() == n && z_.cols() == relations_ * in_, invalid_argument, where,
-              ": no matching forward (kept aggregate ", z_.rows(), " x ", z_.cols(), ")");
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    const bool want_dx = detail::check_backward(where, store_, graph, in_, out_, x, dy, dx,
+                                                o_.self_loop || weight_first());
+    SAR_CHECK(counts_.size() == static_cast<std::size_t>(n * relations_) &&
+                  (weight_first() || (z_.rows() == n && z_.cols() == relations_ * in_)),
+              invalid_argument, where, ": no matching forward");
     if (o_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_)));
     if (o_.self_loop) detail::assign_transposed_product<T>(x.topRows(n), dy, store_->grad(loop_));
+    const auto add_loop_gradient = [&] {
+      if (!want_dx || !o_.self_loop) return;
+      auto top = dx.topRows(n);
+      dense_product_transposed_add<T>(dy, store_->value(loop_), top);
+    };
+    if (weight_first()) {
+      // dLoss/d(x W_r) of every source: the scatter of dy / c_r over relation r's edges.
+      matrix<T> spread(n, relations_ * out_), dprojected = matrix<T>::Zero(m, relations_ * out_);
+      for (std::int32_t r = 0; r < relations_; ++r) spread.middleCols(r * out_, out_) = dy;
+      scale_by_counts(spread, out_);
+      scatter_by_relation(graph, ctx.exchange(), spread, dprojected, out_, where);
+      matrix<T> dw_side(in_, relations_ * out_);
+      transposed_product<T>(x, dprojected, dw_side);
+      matrix<T> dw(relations_ * in_, out_);
+      for (std::int32_t r = 0; r < relations_; ++r)
+        dw.middleRows(r * in_, in_) = dw_side.middleCols(r * out_, out_);
+      weight_gradients(dw);
+      if (!want_dx) return;
+      add_loop_gradient();
+      dense_product_transposed_add<T>(dprojected, w_side_, dx);
+      return;
+    }
     matrix<T> dw(relations_ * in_, out_);
     transposed_product<T>(z_, dy, dw);
     weight_gradients(dw);
-    if (!want_dx) return;
-    if (o_.self_loop) {
-      auto top = dx.topRows(n);
-      dense_product_transposed_add<T>(dy, store_->value(loop_), top);
+    if (want_dx) {
+      add_loop_gradient();
+      // dLoss/dz = dy W^T / c in z's room (z is read no more), each relation's slice to its
+      // edges' sources.
+      detail::product_transposed<T>(dy, w_, z_);
+      scale_by_counts(z_, in_);
+      scatter_by_relation(graph, ctx.exchange(), z_, dx, in_, where);
     }
-    // dz = dy W^T, in one buffer per thread that every R-GCN layer reuses: a fresh one per
-    // call would have the kernel zero its pages each time (a fifth of an epoch, measured).
-    thread_local matrix<T> dz;
-    detail::product_transposed<T>(dy, w_, dz);
-    scale_by_counts(dz);
-    graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
-      detail::check_edge_types(where, block);
-      scatter_by_relation(block, dz, dhalo);
-    });
+    z_ = matrix<T>();  // a backward uses its forward's z once
   }
 
  private:
-  /// z_ rows += the block's neighbours in their relation's slice; counts_ += the edges.
-  template <class Halo>
-  void sum_by_relation(const graph_block& block, const Halo& halo) {
-    const csr& a = *block.edges;
-    const T* source = halo.data();
-    const Eigen::Index source_stride = halo.outerStride(), width = z_.cols();
-    tbb::parallel_for(tbb::blocked_range<node_t>(0, a.num_rows), [&](const auto& range) {
-      for (node_t k = range.begin(); k != range.end(); ++k) {
-        const node_t i = block.local_row(k);
-        for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e) {
-          const std::int32_t r = block.edge_type(e);
-          SAR_CHECK(r >= 0 && r < relations_, invalid_argument, "sar::rgcn_layer::forward: edge ",
-                    e, " has relation ", r, " of ", relations_);
-          add_row(z_.data() + i * width + r * in_, source + a.columns[e] * source_stride);
-          ++counts_[static_cast<std::size_t>(i * relations_ + r)];
-        }
+  /// out (destinations x R width) += each relation's slice of the gathered rows of `x`
+  /// (sources x R width when x carries a slice per relation, else sources x width, the same
+  /// rows for every relation) summed over that relation's in-edges; counts_ += the edges.
+  /// Through the tiled SpMM of each relation's part of a block. Collective (one gather).
+  template <class Schedule, class X>
+  void aggregate_by_relation(Schedule& graph, const exchange_key& key, const X& x, matrix<T>& out,
+                             Eigen::Index width, const char* where) {
+    const bool sliced = x.cols() == relations_ * width;
+    graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
+      detail::check_edge_types(where, block);
+      const detail::relation_blocks parts(block, relations_, where);
+      for (std::int32_t r = 0; r < relations_; ++r) {
+        const graph_block& part = parts.block(r);
+        if (part.edges->num_edges() == 0) continue;
+        const Eigen::Index from = sliced ? r * width : 0;
+        spmm_add<T>(part, halo.middleCols(from, width), out.middleCols(r * width, width));
+        const csr& a = *part.edges;
+        for (node_t k = 0; k < a.num_rows; ++k)
+          counts_[static_cast<std::size_t>(part.local_row(k) * relations_ + r)] += a.degree(k);
       }
     });
   }
-  /// to[0, in_) += from[0, in_) (a loop the compiler vectorises).
-  void add_row(T* __restrict to, const T* __restrict from) const {
-    for (Eigen::Index f = 0; f < in_; ++f) to[f] += from[f];
+  /// dx (sources x R width, or sources x width summing every relation) += each relation's
+  /// slice of `d` (destinations x R width) carried back over that relation's in-edges, through
+  /// the transposes (no atomics). Collective (one scatter).
+  template <class Schedule>
+  void scatter_by_relation(Schedule& graph, const exchange_key& key, const matrix<T>& d,
+                           matrix<T>& dx, Eigen::Index width, const char* where) {
+    const bool sliced = dx.cols() == relations_ * width && relations_ > 1;
+    graph.scatter(key, dx, [&](const graph_block& block, auto&& dhalo) {
+      detail::check_edge_types(where, block);
+      const detail::relation_blocks parts(block, relations_, where);
+      for (std::int32_t r = 0; r < relations_; ++r) {
+        const graph_block& part = parts.block(r);
+        if (part.edges->num_edges() == 0) continue;
+        spmm_add_transposed<T>(part, d.middleCols(r * width, width),
+                               dhalo.middleCols(sliced ? r * width : 0, width));
+      }
+    });
   }
-  /// Each relation's slice of each row of m divided by its count (at least 1).
-  void scale_by_counts(matrix<T>& m) const {
+  /// Each relation's slice (width columns) of each row of m divided by its count (at least 1).
+  void scale_by_counts(matrix<T>& m, Eigen::Index width) const {
     tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, m.rows()), [&](const auto& range) {
       for (Eigen::Index i = range.begin(); i != range.end(); ++i)
         for (std::int32_t r = 0; r < relations_; ++r) {
           const node_t c = counts_[static_cast<std::size_t>(i * relations_ + r)];
-          if (c > 1) m.row(i).segment(r * in_, in_) /= static_cast<T>(c);
+          if (c > 1) m.row(i).segment(r * width, width) /= static_cast<T>(c);
         }
     });
   }
-  /// dhalo rows += dz's slice of each edge's relation at its destination (through the
-  /// block's transpose: one thread per halo row).
-  template <class DHalo>
-  void scatter_by_relation(const graph_block& block, const matrix<T>& dz, DHalo& dhalo) const {
-    const csr& t = *block.transposed;
-    T* target = dhalo.data();
-    const Eigen::Index target_stride = dhalo.outerStride(), width = dz.cols();
-    tbb::parallel_for(tbb::blocked_range<node_t>(0, t.num_rows), [&](const auto& range) {
-      for (node_t h = range.begin(); h != range.end(); ++h)
-        for (edge_t s = t.offsets[h]; s < t.offsets[h + 1]; ++s) {
-          const std::int32_t r = block.edge_type(block.transposed_edges[static_cast<std::size_t>(s)]);
-          add_row(target + h * target_stride, dz.data() + t.columns[s] * width + r * in_);
-        }
-    });
+  /// Every row of y := bias (zeros without one).
+  void set_rows(matrix<T>& y, const T* bias) const {
+    if (bias == nullptr) {
+      set_zero<T>(y);
+      return;
+    }
+    const Eigen::Map<const row_vector<T>> b(bias, out_);
+    for (Eigen::Index i = 0; i < y.rows(); ++i) y.row(i) = b;
+  }
+  /// w_ := [W_1; ...; W_R] from the parameters, and (weighting first) w_side_ := [W_1 | ... |
+  /// W_R].
+  void weights() {
+    stacked_weights();
+    if (!weight_first()) return;
+    w_side_.resize(in_, relations_ * out_);
+    for (std::int32_t r = 0; r < relations_; ++r)
+      w_side_.middleCols(r * out_, out_) = w_.middleRows(r * in_, in_);
   }
   /// w_ := [W_1; ...; W_R] from the parameters.
-  void weights() {
+  void stacked_weights() {
     const auto p = store_->value(weight_);
     const Eigen::Index R = relations_, B = o_.count;
     switch (o_.regulariser) {
@@ -297,6 +423,7 @@ class rgcn_layer {
   parameter_store<T>* store_ = nullptr;
   std::size_t weight_ = 0, coefficients_ = 0, loop_ = 0, bias_ = 0;
   matrix<T> w_;                  // [W_1; ...; W_R] of the last forward
+  matrix<T> w_side_;             // [W_1 | ... | W_R] (weighting first)
   matrix<T> z_;                  // the relations' means, kept for backward
   std::vector<node_t> counts_;   // c_{i,r}, destinations x R
 };
