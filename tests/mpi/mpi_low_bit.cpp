@@ -12,12 +12,14 @@
 //  - traffic: at hidden width 128, 1-bit halos send at most 1/20 of the halo bytes (features
 //    plus gradients) that fp32 sends, per epoch, with the first layer exact in both.
 // Any failure prints the rank and ends every rank with MPI_Abort (exit code non-zero).
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tbb/global_control.h>
@@ -86,6 +88,13 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, i
   schedule stale(comm, part, std::move(o));
   schedule sync(comm, part);
   const node_t n = stale.num_local();
+  // Until the progress thread has polled once, a pause of up to 20 ms after each stale call:
+  // a transfer left in flight between calls is its reason to poll, and on a loaded machine it
+  // may otherwise not be scheduled in the microseconds a call of this small graph lasts.
+  const auto let_progress_run = [&] {
+    for (int ms = 0; ms < 20 && progress_us > 0 && stale.progress_polls() == 0; ++ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   for (std::uint64_t t = 0; t < 8; ++t) {
     const std::uint64_t used = t % S == 0 ? t : t - 1;
     const matrixd x = rows_of_epoch(stale, W, t);
@@ -94,8 +103,10 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, i
     stale.gather(gcn, x, [&](const graph_block& b, const auto& halo) {
       expect_rows(stale, b, halo, used, t, "stale gather");
     });
+    let_progress_run();
     matrixd dx = matrixd::Zero(n, W), dx_sync = matrixd::Zero(n, W);
     stale.scatter(gcn, dx, [&](const graph_block& b, auto& dhalo) { add_gradients(stale, b, dhalo, t); });
+    let_progress_run();
     sync.scatter(gcn, dx_sync, [&](const graph_block& b, auto& dhalo) { add_gradients(sync, b, dhalo, used); });
     EXPECT((dx - dx_sync).cwiseAbs().maxCoeff() <= 1e-12, "epoch ", t,
            ": the stale scatter did not add the gradients of epoch ", used);
