@@ -76,7 +76,7 @@ struct calibration {
 
 /// What a run is: the model (widths, layers, heads, batch norm), the schedule and codecs.
 struct run_settings {
-  model_config model{};
+  model_config model{};  ///< widths, layers, heads, batch norm, kind
   std::string schedule = "sequential";  ///< sequential | keep_halo | one_shot
   int halo_bits = 32;       ///< per value on the wire, forward (32: exact)
   int gradient_bits = 32;   ///< per value on the wire, backward
@@ -108,6 +108,15 @@ struct layer_shape {
   double input = 0, output = 0, exchanged = 0, kept = 0;
   bool regathers = false;  ///< backward fetches the halo again (GAT)
 };
+
+/// The aggregations (and so the halo exchanges) of layer l in an epoch: forward, backward (the
+/// input gradient), and for GAT the refetch of its halo in backward. The first layer wants no
+/// input gradient: when it aggregates its input (no weight before the aggregation) its
+/// backward needs no aggregation at all (GCN and GraphSAGE keep the aggregate for dW).
+inline double exchanges(const layer_shape& l, bool first) {
+  if (l.regathers) return 3;
+  return first && l.exchanged >= l.input ? 1 : 2;
+}
 
 /// The graph layers of `c` for `features` inputs and `outputs` outputs.
 inline std::vector<layer_shape> graph_layers(const model_config& c, double features, double outputs) {
@@ -189,7 +198,8 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     // local_schedule: the CSR, in- and out-degrees (a symmetric graph is its own transpose).
     add("graph", 8 * m + 24 * n, "local_schedule: csr, in_degrees, out_degrees");
   }
-  double parameters = 0, activations = 0, widest_exchange = 0, halo_values = 0;
+  double parameters = 0, activations = 0, widest_exchange = 0;
+  double forward_values = 0, backward_values = 0;  // per halo row and epoch
   bool regathers = false;
   for (std::size_t k = 0; k < layers.size(); ++k) {
     const auto& l = layers[k];
@@ -201,7 +211,9 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     activations += l.kept * n * l.output * vb;
     widest_exchange = std::max(widest_exchange, l.exchanged);
     regathers = regathers || l.regathers;
-    halo_values += l.exchanged * (l.regathers ? 3 : 2);  // forward, backward, refetch
+    const double aggregations = detail::capacity::exchanges(l, k == 0);
+    forward_values += l.exchanged * (l.regathers ? 2 : 1);  // a refetch is a forward halo
+    backward_values += l.exchanged * (aggregations - (l.regathers ? 2 : 1));
   }
   // The input's dropout copy, and its gradient's width if the first layer needs one.
   activations += n * g.features * vb;
@@ -224,15 +236,19 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     add("halo buffers", halo_buffers, "ring_transport's blocks in flight (or kept halos)");
     add("MPI", 10.0 * (1 << 20) * (p.ranks - 1),
         "Open MPI's buffers per peer (measured: about 10 MiB each, bench/RESULTS.md §26)");
-    const double bits = (s.halo_bits + s.gradient_bits) / 2.0;
-    plan.halo_bytes_per_epoch = p.all_halo_rows * halo_values * vb * std::min(1.0, bits / 32.0);
+    // 32 bits: exact values; fewer: the codec's bits per value.
+    const auto bytes = [&](int bits) { return bits >= 32 ? vb : bits / 8.0; };
+    plan.halo_bytes_per_epoch = p.all_halo_rows * (forward_values * bytes(s.halo_bits) +
+                                                   backward_values * bytes(s.gradient_bits));
   }
   if (calibrated) {
     double seconds = 0;
-    for (const auto& l : layers) {
-      const double passes = l.regathers ? 3 : 2;
-      seconds += passes * m * l.exchanged * rates.spmm_seconds_per_value;
-      seconds += 3 * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;  // fwd, dW, dx
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      const auto& l = layers[k];
+      const double aggregations = detail::capacity::exchanges(l, k == 0);
+      seconds += aggregations * m * l.exchanged * rates.spmm_seconds_per_value;
+      // Dense products: forward, dW and (but in the first layer) dx.
+      seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
     }
     if (distributed && rates.link_bytes_per_second > 0)
       seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
