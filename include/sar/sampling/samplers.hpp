@@ -204,10 +204,12 @@ inline std::vector<node_t> prefix(const std::vector<node_t>& ids, node_t rows) {
 
 }  // namespace detail
 
-/// The rows `ids` of m, in that order.
+/// The rows `ids` of m, in that order (m of no columns, e.g. an edge table of relations
+/// alone: ids.size() x 0, m not read).
 template <class T>
 matrix<T> gather_rows(const_rows_ref<T> m, std::span<const node_t> ids) {
   matrix<T> out(static_cast<Eigen::Index>(ids.size()), m.cols());
+  if (m.cols() == 0) return out;
   for_row_chunks(out.rows(), static_cast<double>(m.cols()), [&](Eigen::Index b, Eigen::Index e) {
     for (Eigen::Index r = b; r < e; ++r) out.row(r) = m.row(ids[static_cast<std::size_t>(r)]);
   });
