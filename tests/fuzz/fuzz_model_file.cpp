@@ -1,10 +1,12 @@
 // libFuzzer target: the model file reader and loader. An input whose first byte is odd is the
 // rest of the input with its last 4 bytes replaced by the CRC-32 of what precedes them, so the
 // header and size checks behind the checksum are reached too; an even first byte leaves it as
-// it is. A file read_model accepts is loaded (load_model) and predicts on a 3-node graph.
+// it is. A file read_model accepts is loaded (load_model) and predicts on a 3-node graph (with
+// edge types when the model has a schema).
 // SAR_FUZZ_WRITE_SEEDS=DIR writes a valid model file of each kind as seeds.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/model_file.hpp"
@@ -12,12 +14,20 @@
 
 namespace {
 
+/// The types of the 3-node ring predict() runs on: 1 author (2 features), 2 papers (4), and
+/// two relations; the ring's edges take relations 0, 1, 0.
+sar::graph_schema ring_schema() {
+  return {.node_types = {{"author", 1, 2}, {"paper", 2, 4}},
+          .relations = {{0, "writes", 1}, {1, "cites", 1}}};
+}
+
 /// A small trained-looking model of `kind` as a model file's content.
 std::string model_of(sar::model_kind kind, bool batch_norm) {
   sar::model_config c = sar::paper_defaults(kind);
   c.hidden = 3;
   c.heads = 2;
   c.batch_norm = batch_norm;
+  if (kind == sar::model_kind::rgcn) c.schema = ring_schema();
   auto model = sar::make_model<float, sar::local_schedule>(c, 4, 2, 7);
   return sar::model_file_content(
       model, {.config = c, .input_dim = 4, .output_dim = 2, .task = sar::task_kind::regress,
@@ -31,8 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (const char* dir = std::getenv("SAR_FUZZ_WRITE_SEEDS")) {
       std::filesystem::create_directories(dir);
       int k = 0;
-      for (auto kind : {sar::model_kind::gcn, sar::model_kind::sage, sar::model_kind::gat})
+      for (auto kind : {sar::model_kind::gcn, sar::model_kind::sage, sar::model_kind::gat,
+                        sar::model_kind::rgcn})
         for (bool bn : {false, true}) {
+          if (bn && kind == sar::model_kind::rgcn) continue;  // R-GCN has no batch norm
           std::ofstream out(std::filesystem::path(dir) / ("seed-" + std::to_string(k++)),
                             std::ios::binary);
           out.put(static_cast<char>(2 * k));  // even: as written
@@ -54,7 +66,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const sar::saved_model saved = sar::read_model(file);
     auto model = sar::load_model<float, sar::local_schedule>(saved);
     sar::csr ring{.num_rows = 3, .num_cols = 3, .offsets = {0, 1, 2, 3}, .columns = {2, 0, 1}};
-    sar::local_schedule graph(std::move(ring));
+    sar::local_schedule graph =
+        saved.description.config.schema.heterogeneous()
+            ? sar::local_schedule(std::move(ring), sar::matrixf(), std::vector<std::int32_t>{0, 1, 0})
+            : sar::local_schedule(std::move(ring));
     const sar::matrixf x = sar::matrixf::Ones(3, saved.description.input_dim);
     sar::matrixf y = sar::predict(model, graph, x);
     sar::to_original_units(y, saved.description.targets);

@@ -1,6 +1,7 @@
-// libFuzzer target: the partition-store readers. A valid 2-part store of a small planted graph
-// is written once; each input replaces one of its files (chosen by the first byte) with the
-// remaining bytes while both readers run.
+// libFuzzer target: the partition-store readers. A valid 2-part store of a small planted
+// heterogeneous graph (so the schema and the edges' relations are read too) is written once;
+// each input replaces one of its files (chosen by the first byte) with the remaining bytes
+// while both readers run.
 #include "sar/graph/generators.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
@@ -10,13 +11,12 @@ namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fs::path store = [] {
-    sar::planted_partition_options o;
-    o.num_nodes = 40;
-    o.feature_dim = 3;
-    o.num_classes = 2;
+    const sar::graph_dataset data = sar::make_planted_heterogeneous(
+        {.num_papers = 30, .num_authors = 10, .feature_dim = 3, .author_feature_dim = 2,
+         .degree = 2, .authors_per_paper = 1});
     const auto path = sar_fuzz::scratch() / "store";
-    sar::write_partition_store(sar::make_planted_partition(o), sar::partition_contiguous(40, 2),
-                               2, path, "fuzz");
+    sar::write_partition_store(data, sar::partition_contiguous(data.num_nodes(), 2), 2, path,
+                               "fuzz");
     return path;
   }();
   static sar_fuzz::mutable_directory files(store);
