@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <tbb/global_control.h>
 
 #include "program_support.hpp"
 #include "sar/core/memory.hpp"
@@ -99,8 +100,10 @@ source read_source(const settings& s) {
   return out;
 }
 
-/// The machine's rates: GCN's aggregation and a dense product on a planted graph, timed.
+/// The machine's rates on one core (a rank of 1 thread, as the plan assumes): GCN's
+/// aggregation and a dense product on a planted graph, timed.
 sar::calibration measure_rates() {
+  const tbb::global_control one_core(tbb::global_control::max_allowed_parallelism, 1);
   using clock = std::chrono::steady_clock;
   const auto seconds = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
