@@ -266,7 +266,8 @@ int run(int argc, char** argv) {
                   sar::format_bytes(plan.halo_bytes_per_epoch).c_str(),
                   std::isnan(plan.epoch_seconds)
                       ? "not calibrated"
-                      : sar::message(plan.epoch_seconds, " s").c_str());
+                      : sar::message("at least ", plan.epoch_seconds,
+                                     " s (kernels only: docs/sizing.md)").c_str());
       for (const auto& t : plan.memory)
         std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
                     t.source.c_str());

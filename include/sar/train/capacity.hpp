@@ -96,7 +96,9 @@ struct run_plan {
   std::vector<memory_term> memory;  ///< every term, summing to peak_memory_bytes
   double peak_memory_bytes = 0;     ///< the largest rank's peak resident memory
   double halo_bytes_per_epoch = 0;  ///< sent by all ranks together, training (fwd + bwd)
-  double epoch_seconds = std::numeric_limits<double>::quiet_NaN();  ///< NaN: no calibration
+  /// The aggregations and dense products at the calibrated rates: a lower bound of the epoch
+  /// (0.1-0.45 of measured ones, bench/RESULTS.md §26). NaN: no calibration.
+  double epoch_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 namespace detail::capacity {
