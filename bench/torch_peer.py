@@ -95,11 +95,13 @@ def blas_library():
 # The dataset directory
 
 
-def load_dataset(directory):
-    """Reads and checks a sar-npy-dataset directory. Returns a dict of numpy arrays and meta."""
+def read_meta(directory, example):
+    """The checked meta.json of the sar .npy dataset directory `directory` (versions 1 to 3;
+    `example`: a sar-convert --dataset spec named when the directory is missing), and its path.
+    Raises PeerError naming the file and the first bad field."""
     if not os.path.isdir(directory):
         raise PeerError(f"{directory}: not a directory (write one with sar-convert --dataset "
-                        f"planted:nodes=...,degree=...,features=... --out DIR)")
+                        f"{example} --out DIR)")
     meta_path = os.path.join(directory, "meta.json")
     try:
         with open(meta_path) as f:
@@ -115,12 +117,18 @@ def load_dataset(directory):
                         f"expected 'sar-npy-dataset'")
     if meta.get("version") not in (1, 2, 3):
         raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 3")
-    if "schema" in meta:
-        raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
-                        f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
     for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
         if not isinstance(meta.get(key), int) or meta[key] < 0:
             raise PeerError(f"{meta_path}: '{key}' is {meta.get(key)!r}, expected an integer >= 0")
+    return meta, meta_path
+
+
+def load_dataset(directory):
+    """Reads and checks a sar-npy-dataset directory. Returns a dict of numpy arrays and meta."""
+    meta, meta_path = read_meta(directory, "planted:nodes=...,degree=...,features=...")
+    if "schema" in meta:
+        raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
+                        f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
     n, num_edges = meta["num_nodes"], meta["num_edges"]
 
     def array(name, kind, shape):

@@ -57,8 +57,8 @@ import time
 # OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch_peer sets the OpenMP/OpenBLAS thread variables from --threads before it loads torch.
-from torch_peer import (PeerError, blas_library, glorot, run, torch, train_epochs, write_metrics,
-                        zeros)
+from torch_peer import (PeerError, blas_library, glorot, read_meta, run, torch, train_epochs,
+                        write_metrics, zeros)
 import numpy as np
 import torch.nn as nn
 import torch.nn.functional as F
@@ -74,26 +74,9 @@ AGGREGATIONS = ("sparse", "index_add", "fused")
 def load_dataset(directory):
     """Reads and checks a heterogeneous sar .npy dataset directory (versions 1 to 3).
     Returns a dict of numpy arrays, the schema and meta."""
-    if not os.path.isdir(directory):
-        raise PeerError(f"{directory}: not a directory (write one with sar-convert --dataset "
-                        f"planted-hetero:nodes=N,authors=A --out DIR)")
-    meta_path = os.path.join(directory, "meta.json")
-    try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-    except FileNotFoundError:
-        raise PeerError(f"{meta_path}: missing (not a sar .npy dataset directory)") from None
-    except (OSError, ValueError) as e:
-        raise PeerError(f"{meta_path}: cannot read: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != "sar-npy-dataset":
-        raise PeerError(f"{meta_path}: not a sar-npy-dataset meta.json")
-    if meta.get("version") not in (1, 2, 3):
-        raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 3")
+    meta, meta_path = read_meta(directory, "planted-hetero:nodes=N,authors=A")
     if meta.get("task", "classify") != "classify":
         raise PeerError(f"{meta_path}: task {meta.get('task')!r}; R-GCN here classifies")
-    for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
-        if not isinstance(meta.get(key), int) or meta[key] < 0:
-            raise PeerError(f"{meta_path}: '{key}' is {meta.get(key)!r}, expected an integer >= 0")
     schema = meta.get("schema")
     if not isinstance(schema, dict) or not schema.get("node_types") or not schema.get("relations"):
         raise PeerError(f"{meta_path}: no \"schema\" (a homogeneous dataset: R-GCN needs node "
