@@ -31,6 +31,9 @@
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/capacity.hpp"
+#include "sar/train/full_batch.hpp"
+#include "sar/train/model_file.hpp"
+#include "sar/train/models.hpp"
 #include "sar/version.hpp"
 
 namespace {
@@ -136,12 +139,67 @@ sar::calibration measure_rates() {
   return c;
 }
 
-nlohmann::json rates_json(const sar::calibration& c) {
-  return {{"format", "sar-plan-calibration"}, {"spmm_seconds_per_value", c.spmm_seconds_per_value},
-          {"gemm_seconds_per_flop", c.gemm_seconds_per_flop}, {"process_bytes", c.process_bytes}};
+/// What an end-to-end calibration is of: the model and the widths it was timed with.
+nlohmann::json model_signature(const sar::model_config& c, const sar::graph_size& g,
+                               const std::string& precision) {
+  return {{"model", sar::model_name(c.kind)}, {"layers", c.layers}, {"hidden", c.hidden},
+          {"heads", c.heads}, {"batch_norm", c.batch_norm}, {"features", g.features},
+          {"outputs", g.outputs}, {"precision", precision}};
 }
 
-sar::calibration read_rates(const std::string& file) {
+/// One epoch of `config` (g.features inputs, g.outputs classes) on one core, split into a
+/// cost per node and per in-edge: 3 epochs on planted graphs of 100k nodes (larger than the
+/// caches, as the graphs planned for) at average degrees
+/// 10 and 30 (the fastest of epochs 2 and 3 of each), the difference giving the edges' share.
+template <class T>
+void measure_model(const sar::model_config& config, const sar::graph_size& g,
+                   sar::calibration& rates) {
+  const tbb::global_control one_core(tbb::global_control::max_allowed_parallelism, 1);
+  const auto features = static_cast<std::int32_t>(g.features);
+  const auto classes = static_cast<std::int32_t>(std::max(2.0, g.outputs));
+  double seconds[2] = {0, 0}, edges[2] = {0, 0};
+  constexpr sar::node_t nodes = 100000;
+  const sar::model_memory need =
+      sar::estimate_model_memory(config, g.features, classes, nodes, sizeof(T));
+  sar::check_memory<sar::invalid_argument>(
+      "sar-plan --calibrate", sar::message("timing the model on ", nodes, " nodes"),
+      need.parameters + need.activations + 2.0 * nodes * g.features * sizeof(T));
+  for (int k = 0; k < 2; ++k) {
+    sar::graph_dataset data = sar::make_planted_partition(
+        {.num_nodes = nodes, .num_classes = classes, .average_degree = k == 0 ? 10.0 : 30.0,
+         .feature_dim = features, .seed = 5});
+    sar::matrixf no_edge_table;
+    sar::prepare_model_graph(config, data.graph, no_edge_table);
+    edges[k] = static_cast<double>(data.graph.num_edges());
+    sar::local_schedule graph(std::move(data.graph));
+    auto model = sar::make_model<T, sar::local_schedule>(config, features, classes, 1);
+    auto optimiser = sar::make_optimiser(config, model);
+    const sar::matrix<T> x = data.features.cast<T>();
+    const sar::train_result r = sar::train_full_batch(
+        model, graph, optimiser, sar::node_data<T>{x, data.labels, data.split},
+        {.epochs = 3, .log_progress = false, .evaluate_every = 0});
+    seconds[k] = std::min(r.history[1].seconds, r.history[2].seconds);
+  }
+  rates.epoch_seconds_per_edge = std::max(0.0, (seconds[1] - seconds[0]) / (edges[1] - edges[0]));
+  rates.epoch_seconds_per_node =
+      std::max(0.0, (seconds[0] - edges[0] * rates.epoch_seconds_per_edge) / nodes);
+}
+
+nlohmann::json rates_json(const sar::calibration& c, const nlohmann::json& model) {
+  nlohmann::json j = {{"format", "sar-plan-calibration"},
+                      {"spmm_seconds_per_value", c.spmm_seconds_per_value},
+                      {"gemm_seconds_per_flop", c.gemm_seconds_per_flop},
+                      {"process_bytes", c.process_bytes}};
+  if (c.epoch_seconds_per_node > 0) {
+    j["model"] = model;
+    j["epoch_seconds_per_node"] = c.epoch_seconds_per_node;
+    j["epoch_seconds_per_edge"] = c.epoch_seconds_per_edge;
+  }
+  return j;
+}
+
+/// The rates in `file`; its end-to-end epoch costs only if they were measured for `model`.
+sar::calibration read_rates(const std::string& file, const nlohmann::json& model) {
   std::ifstream in(file);
   SAR_CHECK(in.good(), sar::io_error, "sar-plan: cannot read the calibration ", file);
   const auto j = nlohmann::json::parse(in, nullptr, false);
@@ -156,6 +214,10 @@ sar::calibration read_rates(const std::string& file) {
   c.process_bytes = j.value("process_bytes", c.process_bytes);
   SAR_CHECK(c.spmm_seconds_per_value > 0 && c.gemm_seconds_per_flop > 0 && c.process_bytes > 0,
             sar::io_error, "sar-plan: ", file, ": rates must be positive");
+  if (j.contains("model") && j["model"] == model && j.value("epoch_seconds_per_node", 0.0) > 0) {
+    c.epoch_seconds_per_node = j["epoch_seconds_per_node"].get<double>();
+    c.epoch_seconds_per_edge = std::max(0.0, j.value("epoch_seconds_per_edge", 0.0));
+  }
   return c;
 }
 
@@ -194,31 +256,23 @@ int run(int argc, char** argv) {
                  "memory, no link term)")->check(sar_programs::non_negative);
   app.add_option("--latency-us", s.latency_us, "link latency per message, microseconds")
       ->check(sar_programs::non_negative);
-  app.add_flag("--calibrate", s.calibrate, "measure this machine's rates (a few seconds); with "
-               "--calibration FILE write them there");
+  app.add_flag("--calibrate", s.calibrate, "measure this machine's rates (a few seconds) and, "
+               "given a graph, time the model itself on small planted graphs (its epoch per "
+               "node and edge); with --calibration FILE write them there");
   app.add_option("--calibration", s.calibration_file, "the rates --calibrate wrote: with them "
                  "the plan gives epoch times");
   app.add_flag("--json", s.json, "print one JSON object instead of the table");
   app.set_version_flag("--version", "sar-plan (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
-  sar::calibration rates;
-  bool calibrated = false;
-  if (s.calibrate) {
-    rates = measure_rates();
-    calibrated = true;
+  const bool has_graph = !s.partitions.empty() || !s.dataset.empty() || s.nodes > 0;
+  if (s.calibrate && !has_graph) {  // the kernel rates alone
+    const sar::calibration rates = measure_rates();
     if (!s.calibration_file.empty())
-      sar::write_output_file(s.calibration_file, rates_json(rates).dump(2) + "\n", "sar-plan");
-    if (s.partitions.empty() && s.dataset.empty() && s.nodes <= 0) {
-      std::printf("%s\n", rates_json(rates).dump(2).c_str());
-      return 0;
-    }
-  } else if (!s.calibration_file.empty()) {
-    rates = read_rates(s.calibration_file);
-    calibrated = true;
+      sar::write_output_file(s.calibration_file, rates_json(rates, {}).dump(2) + "\n", "sar-plan");
+    std::printf("%s\n", rates_json(rates, {}).dump(2).c_str());
+    return 0;
   }
-  rates.link_bytes_per_second = s.link_gbit * 1e9 / 8;
-  rates.link_latency_seconds = s.latency_us * 1e-6;
 
   const source src = read_source(s);
   sar::run_settings run;
@@ -238,6 +292,25 @@ int run(int argc, char** argv) {
   if (run.model.kind != sar::model_kind::sage) graph.edges += graph.nodes;
   std::vector<int> ranks = s.ranks;
   if (ranks.empty()) ranks.push_back(src.store_parts > 0 ? src.store_parts : 1);
+
+  // With --calibrate and a graph, the kernel rates and the model's own epoch on this machine.
+  const nlohmann::json signature = model_signature(run.model, src.graph, s.precision);
+  sar::calibration rates;
+  bool calibrated = false;
+  if (s.calibrate) {
+    rates = measure_rates();
+    if (s.precision == "double") measure_model<double>(run.model, src.graph, rates);
+    else measure_model<float>(run.model, src.graph, rates);
+    calibrated = true;
+    if (!s.calibration_file.empty())
+      sar::write_output_file(s.calibration_file, rates_json(rates, signature).dump(2) + "\n",
+                             "sar-plan");
+  } else if (!s.calibration_file.empty()) {
+    rates = read_rates(s.calibration_file, signature);
+    calibrated = true;
+  }
+  rates.link_bytes_per_second = s.link_gbit * 1e9 / 8;
+  rates.link_latency_seconds = s.latency_us * 1e-6;
 
   nlohmann::json plans = nlohmann::json::array();
   for (const int P : ranks) {
@@ -259,15 +332,18 @@ int run(int argc, char** argv) {
                      {"halo_bytes_per_epoch", plan.halo_bytes_per_epoch},
                      {"epoch_seconds", std::isnan(plan.epoch_seconds)
                                            ? nlohmann::json(nullptr)
-                                           : nlohmann::json(plan.epoch_seconds)}});
+                                           : nlohmann::json(plan.epoch_seconds)},
+                     {"epoch_seconds_measured_model", plan.epoch_measured}});
     if (!s.json) {
       std::printf("P = %d (edge cut %.3f): peak %s per rank, halo %s per epoch, epoch %s\n", P,
                   cut, sar::format_bytes(plan.peak_memory_bytes).c_str(),
                   sar::format_bytes(plan.halo_bytes_per_epoch).c_str(),
                   std::isnan(plan.epoch_seconds)
                       ? "not calibrated"
-                      : sar::message("at least ", plan.epoch_seconds,
-                                     " s (kernels only: docs/sizing.md)").c_str());
+                  : plan.epoch_measured
+                      ? sar::message(plan.epoch_seconds, " s").c_str()
+                      : sar::message("at least ", plan.epoch_seconds, " s (kernel rates only: "
+                                     "calibrate with this model for its epoch)").c_str());
       for (const auto& t : plan.memory)
         std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
                     t.source.c_str());

@@ -6,7 +6,9 @@
    P > 1; one rank has no halo.
 3. A partition store gives the sizes (its meta.json) and its measured cut.
 4. --calibrate --calibration FILE writes positive rates; a plan with them has an epoch time,
-   and a faster link gives a shorter one.
+   and a faster link gives a shorter one. With a graph and a model, --calibrate also times the
+   model: a plan of that model scales its measured epoch (longer than the kernel rates'
+   bound, and growing with the graph), a plan of another model falls back to the bound.
 5. Clear errors: no sizes, a calibration file that is not one.
 """
 import json
@@ -54,6 +56,26 @@ with tempfile.TemporaryDirectory(prefix="sar-plan-") as tmp:
     fast = json.loads(run(*graph, "--ranks", "4", "--calibration", rates, "--link-gbit", "10",
                           "--json").stdout)
     assert 0 < fast["epoch_seconds"] < slow["epoch_seconds"], (fast, slow)
+    assert not fast["epoch_seconds_measured_model"], fast
+
+    small = ("--nodes", "1000", "--edges", "5000", "--features", "16", "--classes", "4")
+    model_rates = os.path.join(tmp, "model-rates.json")
+    run(*small, "--model", "sage", "--hidden", "16", "--calibrate", "--calibration", model_rates)
+    written = json.load(open(model_rates))
+    assert written["epoch_seconds_per_node"] > 0 and written["model"]["model"] == "sage", written
+    bound = json.loads(run(*small, "--model", "sage", "--hidden", "16", "--calibration", rates,
+                           "--json").stdout)
+    measured = json.loads(run(*small, "--model", "sage", "--hidden", "16", "--calibration",
+                              model_rates, "--json").stdout)
+    assert measured["epoch_seconds_measured_model"], measured
+    assert measured["epoch_seconds"] > bound["epoch_seconds"], (measured, bound)
+    bigger = json.loads(run("--nodes", "2000", "--edges", "10000", "--features", "16",
+                            "--classes", "4", "--model", "sage", "--hidden", "16",
+                            "--calibration", model_rates, "--json").stdout)
+    assert bigger["epoch_seconds"] > measured["epoch_seconds"], (bigger, measured)
+    other = json.loads(run(*small, "--model", "gcn", "--hidden", "16", "--calibration",
+                           model_rates, "--json").stdout)
+    assert not other["epoch_seconds_measured_model"], other
 
     r = run("--model", "gcn", expect=1)
     assert "the graph needs nodes, edges, features and classes" in r.stderr, r.stderr

@@ -72,6 +72,11 @@ struct calibration {
   double process_bytes = 18.3 * (1 << 20);  ///< a rank's memory before any data (sar-train)
   double link_bytes_per_second = 0;   ///< 0: ranks share memory (no link term)
   double link_latency_seconds = 0;    ///< per message
+  /// One epoch of the planned model itself, timed on this machine (sar-plan --calibrate with
+  /// the plan's model and widths) and split into a cost per node and per in-edge of a rank;
+  /// 0: not measured, and the epoch is the kernel rates' lower bound.
+  double epoch_seconds_per_node = 0;
+  double epoch_seconds_per_edge = 0;  ///< see epoch_seconds_per_node
 };
 
 /// What a run is: the model (widths, layers, heads, batch norm), the schedule and codecs.
@@ -96,9 +101,12 @@ struct run_plan {
   std::vector<memory_term> memory;  ///< every term, summing to peak_memory_bytes
   double peak_memory_bytes = 0;     ///< the largest rank's peak resident memory
   double halo_bytes_per_epoch = 0;  ///< sent by all ranks together, training (fwd + bwd)
-  /// The aggregations and dense products at the calibrated rates: a lower bound of the epoch
-  /// (0.1-0.45 of measured ones, bench/RESULTS.md §26). NaN: no calibration.
+  /// The epoch of a rank of 1 thread: from the model's own measured costs per node and edge
+  /// (epoch_measured), else the aggregations and dense products at the calibrated kernel
+  /// rates, a lower bound (0.1-0.45 of measured epochs, bench/RESULTS.md §26). Both add the
+  /// halo over the link. NaN: no calibration.
   double epoch_seconds = std::numeric_limits<double>::quiet_NaN();
+  bool epoch_measured = false;  ///< epoch_seconds scales the model's measured epoch
 };
 
 namespace detail::capacity {
@@ -243,7 +251,10 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     plan.halo_bytes_per_epoch = p.all_halo_rows * (forward_values * bytes(s.halo_bits) +
                                                    backward_values * bytes(s.gradient_bits));
   }
-  if (calibrated) {
+  if (calibrated && rates.epoch_seconds_per_node > 0) {
+    plan.epoch_measured = true;
+    plan.epoch_seconds = n * rates.epoch_seconds_per_node + m * rates.epoch_seconds_per_edge;
+  } else if (calibrated) {
     double seconds = 0;
     for (std::size_t k = 0; k < layers.size(); ++k) {
       const auto& l = layers[k];
@@ -252,11 +263,12 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
       // Dense products: forward, dW and (but in the first layer) dx.
       seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
     }
-    if (distributed && rates.link_bytes_per_second > 0)
-      seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
-                 static_cast<double>(layers.size()) * 3 * (p.ranks - 1) * rates.link_latency_seconds;
     plan.epoch_seconds = seconds;
   }
+  if (calibrated && distributed && rates.link_bytes_per_second > 0)
+    plan.epoch_seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
+                          static_cast<double>(layers.size()) * 3 * (p.ranks - 1) *
+                              rates.link_latency_seconds;
   return plan;
 }
 
