@@ -5,8 +5,9 @@
 //   sar-plan --nodes 111e6 --edges 3.2e9 --features 128 --classes 172 --model sage --hidden 256
 //            --layers 3 --batch-norm --ranks 32,64,128
 //   sar-plan --partitions STORE --model gat --json
-//   sar-plan --calibrate --calibration rates.json     (measures this machine's rates)
-//   sar-plan --dataset DIR.npy --model gcn --calibration rates.json --link-gbit 10
+//   sar-plan --dataset DIR.npy --model gcn --calibrate --calibration gcn.json
+//            (this machine's rates and the model's own epoch, timed on small planted graphs)
+//   sar-plan --dataset DIR.npy --model gcn --calibration gcn.json --link-gbit 10
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -147,10 +148,11 @@ nlohmann::json model_signature(const sar::model_config& c, const sar::graph_size
           {"outputs", g.outputs}, {"precision", precision}};
 }
 
-/// One epoch of `config` (g.features inputs, g.outputs classes) on one core, split into a
-/// cost per node and per in-edge: 3 epochs on planted graphs of 100k nodes (larger than the
-/// caches, as the graphs planned for) at average degrees
-/// 10 and 30 (the fastest of epochs 2 and 3 of each), the difference giving the edges' share.
+/// rates.epoch_seconds_per_node / _per_edge := one epoch of `config` (g.features inputs,
+/// g.outputs classes) on one core, split into a cost per node and per in-edge: 3 epochs on
+/// planted graphs of 100k nodes (beyond the caches, as the graphs planned for) at average
+/// degrees 10 and 30 (the faster of epochs 2 and 3 of each), the difference giving the edges'
+/// share. Throws sar::invalid_argument if that needs more memory than is available.
 template <class T>
 void measure_model(const sar::model_config& config, const sar::graph_size& g,
                    sar::calibration& rates) {
@@ -335,15 +337,15 @@ int run(int argc, char** argv) {
                                            : nlohmann::json(plan.epoch_seconds)},
                      {"epoch_seconds_measured_model", plan.epoch_measured}});
     if (!s.json) {
+      const std::string epoch =
+          std::isnan(plan.epoch_seconds) ? "not calibrated"
+          : plan.epoch_measured          ? sar::message(plan.epoch_seconds, " s")
+                                         : sar::message("at least ", plan.epoch_seconds,
+                                                        " s (kernel rates only: calibrate with "
+                                                        "this model for its epoch)");
       std::printf("P = %d (edge cut %.3f): peak %s per rank, halo %s per epoch, epoch %s\n", P,
                   cut, sar::format_bytes(plan.peak_memory_bytes).c_str(),
-                  sar::format_bytes(plan.halo_bytes_per_epoch).c_str(),
-                  std::isnan(plan.epoch_seconds)
-                      ? "not calibrated"
-                  : plan.epoch_measured
-                      ? sar::message(plan.epoch_seconds, " s").c_str()
-                      : sar::message("at least ", plan.epoch_seconds, " s (kernel rates only: "
-                                     "calibrate with this model for its epoch)").c_str());
+                  sar::format_bytes(plan.halo_bytes_per_epoch).c_str(), epoch.c_str());
       for (const auto& t : plan.memory)
         std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
                     t.source.c_str());
