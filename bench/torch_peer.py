@@ -31,6 +31,7 @@ Run with Debian's interpreter: /usr/bin/python3 (python3-torch). Install libopen
 too: Debian's torch calls the system libblas.so.3, and the reference BLAS is ~10x slower.
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -123,30 +124,31 @@ def read_meta(directory, example):
     return meta, meta_path
 
 
-def load_dataset(directory):
-    """Reads and checks a sar-npy-dataset directory. Returns a dict of numpy arrays and meta."""
-    meta, meta_path = read_meta(directory, "planted:nodes=...,degree=...,features=...")
-    if "schema" in meta:
-        raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
-                        f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
+def read_array(directory, name, kind, shape):
+    """The .npy array `name` of `directory`, checked: its dtype kind is one of `kind` (numpy's
+    letters) and its shape is `shape`. Raises PeerError naming the file otherwise."""
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        raise PeerError(f"{path}: missing (training reads it; docs/npy-dataset.md)")
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise PeerError(f"{path}: not a readable .npy file: {e}") from None
+    if a.dtype.kind not in kind:
+        expected = "an integer" if "i" in kind else "a floating-point"
+        raise PeerError(f"{path}: dtype {a.dtype}, expected {expected} type")
+    if a.shape != shape:
+        raise PeerError(f"{path}: shape {a.shape}, meta.json implies {shape}")
+    return a
+
+
+def read_node_data(directory, meta):
+    """The in-edge CSR, features, labels and training nodes of the dataset `directory` whose
+    checked meta.json is `meta` (read_meta), each array checked against it. Returns a dict of
+    numpy arrays (meta, indptr, indices, features, labels, train). Raises PeerError naming the
+    file and what is wrong."""
     n, num_edges = meta["num_nodes"], meta["num_edges"]
-
-    def array(name, kind, shape):
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise PeerError(f"{path}: missing (training needs the graph, features, labels "
-                            f"and split)")
-        try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise PeerError(f"{path}: not a readable .npy file: {e}") from None
-        if a.dtype.kind not in kind:
-            expected = "an integer" if "i" in kind else "a floating-point"
-            raise PeerError(f"{path}: dtype {a.dtype}, expected {expected} type")
-        if a.shape != shape:
-            raise PeerError(f"{path}: shape {a.shape}, meta.json implies {shape}")
-        return a
-
+    array = functools.partial(read_array, directory)
     indptr = array("indptr.npy", "iu", (n + 1,)).astype(np.int64, copy=False)
     indices = array("indices.npy", "iu", (num_edges,)).astype(np.int64, copy=False)
     features = np.ascontiguousarray(array("features.npy", "f", (n, meta["feature_dim"])),
@@ -166,6 +168,15 @@ def load_dataset(directory):
                         f"outside [0, {meta['num_classes']})")
     return {"meta": meta, "indptr": indptr, "indices": indices, "features": features,
             "labels": labels, "train": train}
+
+
+def load_dataset(directory):
+    """Reads and checks a sar-npy-dataset directory. Returns a dict of numpy arrays and meta."""
+    meta, meta_path = read_meta(directory, "planted:nodes=...,degree=...,features=...")
+    if "schema" in meta:
+        raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
+                        f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
+    return read_node_data(directory, meta)
 
 
 # ---------------------------------------------------------------------------------------

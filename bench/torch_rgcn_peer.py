@@ -57,8 +57,8 @@ import time
 # OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch_peer sets the OpenMP/OpenBLAS thread variables from --threads before it loads torch.
-from torch_peer import (PeerError, blas_library, glorot, read_meta, run, torch, train_epochs,
-                        write_metrics, zeros)
+from torch_peer import (PeerError, blas_library, glorot, read_array, read_meta, read_node_data,
+                        run, torch, train_epochs, write_metrics, zeros)
 import numpy as np
 import torch.nn as nn
 import torch.nn.functional as F
@@ -92,46 +92,14 @@ def load_dataset(directory):
         if rel["source"] not in names or rel["destination"] not in names:
             raise PeerError(f"{meta_path}: relation {rel} names an unknown node type")
 
-    def array(name, kind, shape):
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise PeerError(f"{path}: missing (training needs the graph, its edge types, "
-                            f"features, labels and split)")
-        try:
-            a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise PeerError(f"{path}: not a readable .npy file: {e}") from None
-        if a.dtype.kind not in kind:
-            raise PeerError(f"{path}: dtype {a.dtype}")
-        if a.shape != shape:
-            raise PeerError(f"{path}: shape {a.shape}, meta.json implies {shape}")
-        return a
-
-    indptr = array("indptr.npy", "iu", (n + 1,)).astype(np.int64, copy=False)
-    indices = array("indices.npy", "iu", (num_edges,)).astype(np.int64, copy=False)
-    edge_types = array("edge_types.npy", "iu", (num_edges,)).astype(np.int64)
-    features = np.ascontiguousarray(array("features.npy", "f", (n, meta["feature_dim"])),
-                                    dtype=np.float32)
-    labels = array("labels.npy", "iu", (n,)).astype(np.int64)
-    split = array("split.npy", "iu", (n,))
-    if indptr[0] != 0 or indptr[-1] != num_edges or np.any(np.diff(indptr) < 0):
-        raise PeerError(f"{directory}/indptr.npy: not CSR offsets from 0 to {num_edges}")
-    if num_edges and (indices.min() < 0 or indices.max() >= n):
-        raise PeerError(f"{directory}/indices.npy: a source id outside [0, {n})")
+    data = read_node_data(directory, meta)
+    edge_types = read_array(directory, "edge_types.npy", "iu", (num_edges,)).astype(np.int64)
     relations = len(schema["relations"])
     if num_edges and (edge_types.min() < 0 or edge_types.max() >= relations):
         raise PeerError(f"{directory}/edge_types.npy: a relation outside [0, {relations})")
-    train = np.flatnonzero(split == SPLIT_TRAIN)
-    if train.size == 0:
-        raise PeerError(f"{directory}/split.npy: no training node (split value 1)")
-    bad = train[(labels[train] < 0) | (labels[train] >= meta["num_classes"])]
-    if bad.size:
-        raise PeerError(f"{directory}: training node {bad[0]} has label {labels[bad[0]]}, "
-                        f"outside [0, {meta['num_classes']})")
-    return {"meta": meta, "indptr": indptr, "indices": indices, "edge_types": edge_types,
-            "features": features, "labels": labels, "train": train,
-            "type_counts": counts, "type_widths": widths, "type_names": names,
-            "num_relations": relations}
+    data.update(edge_types=edge_types, type_counts=counts, type_widths=widths, type_names=names,
+                num_relations=relations)
+    return data
 
 
 # ---------------------------------------------------------------------------------------
