@@ -167,52 +167,42 @@ TEST_CASE("the planted heterogeneous graph: labels and splits on papers, relatio
 TEST_CASE("rgcn_layer equals x_i W_0 + sum_r mean over N_r(i) of x_j W_r + b") {
   const graph_dataset d = small_typed();
   const node_t n = d.num_nodes();
-  const Eigen::Index F = 3, O = 2;
   const std::int32_t R = d.schema.num_relations();
   local_schedule graph(csr{d.graph}, matrixf(), std::vector<std::int32_t>(d.edge_types));
-  rgcn_layer<double> layer(F, O, R);
+  // An F -> O layer (parameters from `seed`, x from seed + 3) against the formula, row by row.
+  // Returns whether it weighs first.
+  const auto check_formula = [&](Eigen::Index F, Eigen::Index O, std::uint64_t seed) {
+    rgcn_layer<double> layer(F, O, R);
+    parameter_store<double> store;
+    layer.declare(store);
+    store.allocate();
+    store.initialise(seed);
+    const matrixd x = testing_support::random_matrix(n, F, seed + 3);
+    matrixd y;
+    layer.forward(graph, {.training = true}, x, y);
+    const auto w = store.value(0), w0 = store.value(1), b = store.value(2);
+    for (node_t i = 0; i < n; ++i) {
+      Eigen::RowVectorXd want = x.row(i) * w0 + b;
+      for (std::int32_t r = 0; r < R; ++r) {
+        Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(F);
+        int count = 0;
+        for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
+          if (d.edge_types[e] == r) sum += x.row(d.graph.columns[e]), ++count;
+        if (count > 0) want += sum / count * w.middleRows(r * F, F);
+      }
+      CHECK((y.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
+    }
+    return layer.weight_first();
+  };
+  CHECK_FALSE(check_formula(3, 2, 4));  // aggregating first
+  CHECK(check_formula(8, 2, 5));        // weighting first (R F_out < F_in)
+  // A schedule without edge types is refused by name.
+  rgcn_layer<double> layer(3, 2, R);
   parameter_store<double> store;
   layer.declare(store);
   store.allocate();
-  store.initialise(4);
-  const matrixd x = testing_support::random_matrix(n, F, 7);
+  const matrixd x = matrixd::Ones(n, 3);
   matrixd y;
-  layer.forward(graph, {.training = true}, x, y);
-  const auto w = store.value(0), w0 = store.value(1), b = store.value(2);
-  for (node_t i = 0; i < n; ++i) {
-    Eigen::RowVectorXd want = x.row(i) * w0 + b;
-    for (std::int32_t r = 0; r < R; ++r) {
-      Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(F);
-      int count = 0;
-      for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
-        if (d.edge_types[e] == r) sum += x.row(d.graph.columns[e]), ++count;
-      if (count > 0) want += sum / count * w.middleRows(r * F, F);
-    }
-    CHECK((y.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
-  }
-  // Weighting first (R F_out < F_in): the same formula.
-  rgcn_layer<double> narrow(8, 2, R);
-  REQUIRE(narrow.weight_first());
-  parameter_store<double> narrow_store;
-  narrow.declare(narrow_store);
-  narrow_store.allocate();
-  narrow_store.initialise(6);
-  const matrixd wide = testing_support::random_matrix(n, 8, 8);
-  matrixd y_narrow;
-  narrow.forward(graph, {.training = true}, wide, y_narrow);
-  const auto nw = narrow_store.value(0), nw0 = narrow_store.value(1), nb = narrow_store.value(2);
-  for (node_t i = 0; i < n; ++i) {
-    Eigen::RowVectorXd want = wide.row(i) * nw0 + nb;
-    for (std::int32_t r = 0; r < R; ++r) {
-      Eigen::RowVectorXd sum = Eigen::RowVectorXd::Zero(8);
-      int count = 0;
-      for (edge_t e = d.graph.offsets[i]; e < d.graph.offsets[i + 1]; ++e)
-        if (d.edge_types[e] == r) sum += wide.row(d.graph.columns[e]), ++count;
-      if (count > 0) want += sum / count * nw.middleRows(r * 8, 8);
-    }
-    CHECK((y_narrow.row(i) - want).cwiseAbs().maxCoeff() < 1e-12);
-  }
-  // A schedule without edge types is refused by name.
   local_schedule untyped(csr{d.graph});
   CHECK_THROWS_WITH_AS(layer.forward(untyped, {}, x, y), doctest::Contains("no edge types"),
                        invalid_argument);
