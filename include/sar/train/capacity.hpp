@@ -210,6 +210,7 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   }
   double parameters = 0, activations = 0, widest_exchange = 0;
   double forward_values = 0, backward_values = 0;  // per halo row and epoch
+  double kernel_seconds = 0;  // the aggregations and dense products at the kernel rates
   bool regathers = false;
   for (std::size_t k = 0; k < layers.size(); ++k) {
     const auto& l = layers[k];
@@ -224,6 +225,9 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     const double aggregations = detail::capacity::exchanges(l, k == 0);
     forward_values += l.exchanged * (l.regathers ? 2 : 1);  // a refetch is a forward halo
     backward_values += l.exchanged * (aggregations - (l.regathers ? 2 : 1));
+    kernel_seconds += aggregations * m * l.exchanged * rates.spmm_seconds_per_value;
+    // Dense products: forward, dW and (but in the first layer) dx.
+    kernel_seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
   }
   // The input's dropout copy, and its gradient's width if the first layer needs one.
   activations += n * g.features * vb;
@@ -251,19 +255,11 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     plan.halo_bytes_per_epoch = p.all_halo_rows * (forward_values * bytes(s.halo_bits) +
                                                    backward_values * bytes(s.gradient_bits));
   }
-  if (calibrated && rates.epoch_seconds_per_node > 0) {
-    plan.epoch_measured = true;
-    plan.epoch_seconds = n * rates.epoch_seconds_per_node + m * rates.epoch_seconds_per_edge;
-  } else if (calibrated) {
-    double seconds = 0;
-    for (std::size_t k = 0; k < layers.size(); ++k) {
-      const auto& l = layers[k];
-      const double aggregations = detail::capacity::exchanges(l, k == 0);
-      seconds += aggregations * m * l.exchanged * rates.spmm_seconds_per_value;
-      // Dense products: forward, dW and (but in the first layer) dx.
-      seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
-    }
-    plan.epoch_seconds = seconds;
+  if (calibrated) {
+    plan.epoch_measured = rates.epoch_seconds_per_node > 0;
+    plan.epoch_seconds = plan.epoch_measured ? n * rates.epoch_seconds_per_node +
+                                                   m * rates.epoch_seconds_per_edge
+                                             : kernel_seconds;
   }
   if (calibrated && distributed && rates.link_bytes_per_second > 0)
     plan.epoch_seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
