@@ -257,6 +257,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   Eigen::Index edge_weight = -1;
   bool edge_attention = false;
   Eigen::Index rgcn_bases = 0, rgcn_blocks = 0;
+  bool node_embeddings = false;
   app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
@@ -298,6 +299,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_option("--rgcn-blocks", rgcn_blocks, "rgcn: block-diagonal relation weights of this "
                  "many blocks (dividing --hidden and the classes; 0: none)")
       ->check(sar_programs::non_negative);
+  app.add_flag("--node-embeddings", node_embeddings, "rgcn: every node of a featureless type "
+               "learns its own input row (held and updated by the rank that holds the node; "
+               "kept in checkpoints, not in --save-model files); default: one learnt row per "
+               "featureless type");
   app.add_option("--messages", messages, "mpnn: a node's messages are averaged (mean) or "
                  "summed (sum)")
       ->check(CLI::IsMember({"mean", "sum"}))->capture_default_str();
@@ -436,6 +441,16 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
               "sar-train: --rgcn-bases and --rgcn-blocks exclude each other");
     config.rgcn_bases = rgcn_bases;
     config.rgcn_blocks = rgcn_blocks;
+    SAR_CHECK(!node_embeddings || p.model == "rgcn", sar::invalid_argument,
+              "sar-train: --node-embeddings is an option of --model rgcn");
+    SAR_CHECK(!node_embeddings || p.save_model.empty(), sar::invalid_argument,
+              "sar-train: --node-embeddings and --save-model: a model file holds no per-node "
+              "rows (keep the run with --checkpoint)");
+    SAR_CHECK(!node_embeddings || p.minibatch == 0 || (p.partitions.empty() && p.partition.empty()),
+              sar::invalid_argument, "sar-train: --node-embeddings on minibatches trains on one "
+              "process from --dataset (a sampled block on P ranks reads nodes whose rows other "
+              "ranks hold)");
+    config.node_embeddings = node_embeddings;
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
     SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -159,6 +160,7 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
     s["schema"] = sar::schema_to_json(c.schema);
     s["rgcn_bases"] = c.rgcn_bases;
     s["rgcn_blocks"] = c.rgcn_blocks;
+    if (c.node_embeddings) s["node_embeddings"] = true;  // (older checkpoints: without)
   }
   if (c.kind == sar::model_kind::gat) {
     s["heads"] = c.heads;
@@ -191,6 +193,14 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
+  if (config.node_embeddings) {  // the rows of this rank's nodes (one process: every node)
+    std::vector<sar::node_t> ids(static_cast<std::size_t>(features.rows()));
+    if constexpr (sampled) std::iota(ids.begin(), ids.end(), sar::node_t{0});
+    else
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        ids[i] = graph.node_id(static_cast<sar::node_t>(i));
+    model.parameters().hold_rows(ids);
+  }
   auto optimiser = sar::make_optimiser(config, model);
   const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,

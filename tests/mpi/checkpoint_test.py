@@ -6,6 +6,8 @@ with --checkpoint is killed with SIGKILL (every process of the job) at a random 
 from its last checkpoint, and must end with parameters, optimiser state and batch norm
 statistics bitwise identical to an uninterrupted run's, and the same loss history. A
 checkpoint taken on 2 ranks resumes on 1 and on 4 with the uninterrupted losses to 1e-5.
+R-GCN with per-node embeddings of a featureless type (rows held a part per rank) trains on 2
+ranks as on 1, and its 2-rank checkpoint resumes on 1 and on 4 with the uninterrupted losses.
 Settings that differ from the checkpoint's are refused, naming the setting.
 
 usage: checkpoint_test.py SAR_TRAIN SAR_PARTITION   (run by meson test in the mpi suite)
@@ -113,6 +115,47 @@ with tempfile.TemporaryDirectory(prefix="sar-checkpoint-") as tmp:
         check(len(got) == len(reference) and worst <= 1e-5,
               f"a 2-rank checkpoint resumed on {ranks} rank(s): losses within {worst:.1e} of "
               "the uninterrupted 2-rank run")
+
+    # R-GCN with embeddings of the featureless authors: the rows are gathered into the
+    # checkpoint and dealt to the ranks that hold their nodes on resume.
+    hetero = "planted-hetero:nodes=1500,authors=500,author_features=0"
+    for parts in (2, 4):
+        run([sar_partition, "--dataset", hetero, "--parts", str(parts), "--out",
+             os.path.join(tmp, f"hetero-{parts}")])
+
+    def rgcn(ranks, *args):
+        common = ["--model", "rgcn", "--node-embeddings", "--hidden", "16", "--seed", "4",
+                  "--epochs", "16", *args]
+        if ranks == 1:
+            return [sar_train, "--dataset", hetero, *common]
+        return ["mpirun", "-np", str(ranks), "--oversubscribe", sar_train, "--partitions",
+                os.path.join(tmp, f"hetero-{ranks}"), *common]
+
+    whole = os.path.join(tmp, "rgcn-1.json")
+    run(rgcn(1, "--metrics-out", whole))
+    run(rgcn(2, "--metrics-out", os.path.join(tmp, "rgcn-2.json")))
+    reference = losses(os.path.join(tmp, "rgcn-2.json"))
+    worst = max(abs(a - b) for a, b in zip(losses(whole), reference))
+    check(worst <= 1e-5, f"rgcn with node embeddings: 2 ranks give the 1-process losses "
+          f"within {worst:.1e}")
+    half = os.path.join(tmp, "rgcn-half")
+    run(rgcn(2, "--epochs", "8", "--checkpoint", half))
+    with open(os.path.join(half, "checkpoint.json")) as f:
+        tables = json.load(f)["tables"]
+    check([t["rows"] for t in tables] == [500],
+          f"the 2-rank checkpoint holds every author's row ({[t['rows'] for t in tables]})")
+    for ranks in (1, 4):
+        out = os.path.join(tmp, f"rgcn-from-2-on-{ranks}.json")
+        run(rgcn(ranks, "--resume", half, "--metrics-out", out))
+        got = losses(out)
+        worst = max(abs(a - b) for a, b in zip(got, reference))
+        check(len(got) == len(reference) and worst <= 1e-5,
+              f"rgcn with node embeddings: a 2-rank checkpoint resumed on {ranks} rank(s): "
+              f"losses within {worst:.1e} of the uninterrupted run")
+    bad = subprocess.run(rgcn(1, "--save-model", os.path.join(tmp, "m.sarmodel")), env=env,
+                         capture_output=True, text=True)
+    check(bad.returncode != 0 and "holds no per-node" in bad.stderr,
+          "--node-embeddings with --save-model is refused, saying why")
 
     # Other settings are refused, naming what differs; a missing checkpoint is an error.
     bad = subprocess.run(command(1, stores, "gcn", "--resume", half, "--hidden", "32"), env=env,

@@ -12,7 +12,9 @@
 // on chameleon (targets standardised over the ranks) and multi-label on the R-MAT graph, for
 // the models over edge features, and for R-GCN on a heterogeneous graph.
 // Any failure prints the rank and ends every rank with MPI_Abort (exit code non-zero).
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <unistd.h>
 #include <cstring>
@@ -151,6 +153,7 @@ struct run_result {
   std::vector<double> losses;
   std::vector<std::vector<double>> parameters;  // per parameter, padding excluded
   std::vector<std::string> names;
+  std::map<std::pair<std::size_t, node_t>, std::vector<double>> rows;  // (table, node): its row
 };
 
 /// Trains `model` (with config's optimiser) on `data` (a graph_dataset or a graph_part:
@@ -174,6 +177,13 @@ run_result train_model(Schedule& graph, Model& model, const model_config& config
     out.parameters.emplace_back(v.data(), v.data() + v.size());
     out.names.push_back(message(q, ":", store.shape(q).name));
   }
+  for (std::size_t k = 0; k < store.table_count(); ++k) {
+    const auto& table = store.table(k);
+    for (std::size_t r = 0; r < table.ids.size(); ++r) {
+      const auto row = table.values.row(static_cast<Eigen::Index>(r));
+      out.rows[{k, table.ids[r]}] = std::vector<double>(row.data(), row.data() + row.size());
+    }
+  }
   return out;
 }
 
@@ -181,6 +191,11 @@ run_result train_model(Schedule& graph, Model& model, const model_config& config
 template <class T, class Schedule, class Data>
 run_result train(Schedule& graph, const model_config& config, const Data& data) {
   auto model = make_model<T, Schedule>(config, data.features.cols(), data.num_outputs(), /*seed=*/11);
+  if (config.node_embeddings) {  // the rows of the nodes this rank holds
+    std::vector<node_t> ids(static_cast<std::size_t>(graph.num_destinations()));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = graph.node_id(static_cast<node_t>(i));
+    model.parameters().hold_rows(ids);
+  }
   return train_model<T>(graph, model, config, data);
 }
 
@@ -199,6 +214,15 @@ void compare(const run_result& reference, const run_result& got, double loss_tol
       if (d > worst_parameter) worst_name = message(reference.names[q], "[", k, "]");
       worst_parameter = std::max(worst_parameter, d);
     }
+  for (const auto& [key, row] : got.rows) {  // this rank's embedding rows
+    const auto at = reference.rows.find(key);
+    EXPECT(at != reference.rows.end(), what, ": node ", key.second, " has no reference row");
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const double d = std::abs(row[c] - at->second[c]) / std::max(1.0, std::abs(at->second[c]));
+      if (d > worst_parameter) worst_name = message("table ", key.first, " node ", key.second);
+      worst_parameter = std::max(worst_parameter, d);
+    }
+  }
   EXPECT(worst_loss <= loss_tolerance && worst_parameter <= parameter_tolerance,
          message(what, ": loss differs by ", worst_loss, " (relative; tolerance ",
                  loss_tolerance, "), parameters by ", worst_parameter, " at ", worst_name,
@@ -402,9 +426,10 @@ void check_relation_wise(mpi_communicator& comm, const graph_dataset& data, cons
   }
 }
 
-/// R-GCN on a heterogeneous graph (free weights and a basis decomposition, float and double)
-/// matches the single-process run on every schedule: each part keeps the relation of each
-/// in-edge, and one halo plan serves every relation. With 4-bit halos it trains alike: every
+/// R-GCN on a heterogeneous graph (free weights, a basis decomposition, and embeddings of a
+/// featureless type held by the ranks that hold its nodes; float and double) matches the
+/// single-process run on every schedule: each part keeps the relation of each in-edge, and
+/// one halo plan serves every relation. With 4-bit halos it trains alike: every
 /// epoch's loss within 10% of the first epoch's loss of the exact run.
 void check_relational(mpi_communicator& comm) {
   const graph_dataset data = make_planted_heterogeneous(
@@ -415,12 +440,17 @@ void check_relational(mpi_communicator& comm) {
     for (int& a : assignment)
       if (a == 1) a = 2;  // part 1 stays empty
   graph_part part = mpi_test::cut_part(data, assignment, comm.size(), comm.rank());
-  for (const Eigen::Index bases : {0, 2}) {
+  for (const Eigen::Index bases : {0, 2, -1}) {  // -1: embeddings of the authors
     model_config config = paper_defaults(model_kind::rgcn);
     config.schema = data.schema;
     config.hidden = 8;
-    config.rgcn_bases = bases;
-    const std::string name = data.name + (bases > 0 ? " rgcn-basis" : " rgcn");
+    config.rgcn_bases = std::max(bases, Eigen::Index{0});
+    if (bases < 0) {
+      config.schema.node_types[0].feature_dim = 0;  // authors: featureless, one row each
+      config.node_embeddings = true;
+    }
+    const std::string name =
+        data.name + (bases > 0 ? " rgcn-basis" : bases < 0 ? " rgcn-embeddings" : " rgcn");
     const auto run = [&]<class T>(T) {
       local_schedule whole(csr{data.graph}, matrixf(), std::vector<std::int32_t>(data.edge_types));
       const run_result reference = train<T>(whole, config, data);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -25,6 +26,9 @@
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/schedule/relational_graph.hpp"
 #include "sar/testing/gradient_checker.hpp"
+#include "sar/comm/serial.hpp"
+#include "sar/train/checkpoint.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/models.hpp"
@@ -68,6 +72,14 @@ void check_layer(Layer layer, Graph& graph, const layer_context& ctx, std::uint6
   const auto result = check_gradients(layer, store, graph, ctx, x);
   CHECK_MESSAGE(result.passed, result.summary());
 }
+
+/// What the checkpoint and model-file functions read of a model: a store, no layer state.
+struct store_model {
+  using scalar = double;
+  parameter_store<double>* store;
+  parameter_store<double>& parameters() { return *store; }
+  std::vector<std::span<double>> state() { return {}; }
+};
 
 }  // namespace
 
@@ -260,6 +272,126 @@ TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
   CHECK_THROWS_AS(rgcn_layer<double>(4, 3, R, {.regulariser = rgcn_regulariser::blocks, .count = 3}),
                   invalid_argument);
   CHECK_THROWS_AS(type_projection<double>(d.schema, 3, 5), invalid_argument);  // papers have 4
+}
+
+TEST_CASE("node embeddings of a featureless type: rows keyed by node, gradient, Adam, checkpoint") {
+  graph_dataset d = make_planted_heterogeneous(
+      {.num_papers = 40, .num_authors = 15, .feature_dim = 4, .author_feature_dim = 0,
+       .degree = 2, .authors_per_paper = 2});
+  REQUIRE(d.schema.node_types[0].feature_dim == 0);  // authors: ids [0, 15)
+  local_schedule whole(csr{d.graph}, matrixf(), std::vector<std::int32_t>(d.edge_types));
+  const node_t n = d.num_nodes();
+  type_projection<double> layer(d.schema, 4, 3, /*embed_featureless=*/true);
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  store.initialise(5);
+  REQUIRE(store.table_count() == 1);
+  CHECK(store.table(0).shape.name == "type_projection.author.embedding");
+  const matrixd x = testing_support::random_matrix<double>(n, 4, 6);
+  matrixd y;
+  CHECK_THROWS_WITH_AS(layer.forward(whole, {}, x, y), doctest::Contains("does not hold"),
+                       invalid_argument);  // hold_rows not called
+  std::vector<node_t> all(static_cast<std::size_t>(n));
+  std::iota(all.begin(), all.end(), node_t{0});
+  store.hold_rows(all);
+  const row_table<double>& table = store.table(0);
+  REQUIRE(table.ids.size() == 15);
+
+  // A rank holding some of the nodes (in any order) starts their rows with the same values.
+  parameter_store<double> part;
+  type_projection<double>(d.schema, 4, 3, true).declare(part);
+  part.allocate();
+  part.initialise(5);
+  const std::vector<node_t> some{40, 11, 3, 7};
+  part.hold_rows(some);
+  REQUIRE(part.table(0).ids == std::vector<node_t>{3, 7, 11});
+  for (Eigen::Index r = 0; r < 3; ++r)
+    CHECK(part.table(0).values.row(r) == table.values.row(table.row_of(part.table(0).ids[r])));
+  CHECK_THROWS_AS(part.hold_rows(std::vector<node_t>{3, 3}), invalid_argument);
+  CHECK(part.table(0).ids == std::vector<node_t>{3, 7, 11});  // left as it was
+
+  // y_i = b + e_i for an author; the gradient of sum(y .* w) by e is w's author rows, and it
+  // matches central differences.
+  layer.forward(whole, {}, x, y);
+  const auto b = store.value(0);  // type_projection.author.bias (authors have no weight)
+  for (node_t i = 0; i < 15; ++i)
+    CHECK((y.row(i) - b - table.values.row(table.row_of(i))).cwiseAbs().maxCoeff() < 1e-15);
+  const matrixd w = testing_support::random_matrix<double>(n, 3, 7);
+  matrixd dx;
+  layer.backward(whole, {}, x, y, w, dx);
+  const auto loss = [&] {
+    matrixd out;
+    layer.forward(whole, {}, x, out);
+    return out.cwiseProduct(w).sum();
+  };
+  double worst = 0;
+  for (Eigen::Index r = 0; r < table.values.rows(); ++r)
+    for (Eigen::Index c = 0; c < 3; ++c) {
+      double& v = store.table(0).values(r, c);
+      const double saved = v, h = 1e-6;
+      v = saved + h;
+      const double up = loss();
+      v = saved - h;
+      const double down = loss();
+      v = saved;
+      worst = std::max(worst, std::abs((up - down) / (2 * h) - table.grads(r, c)));
+    }
+  CHECK(worst < 1e-8);
+  CHECK(table.grads == w.topRows(15));
+
+  // Adam steps the rows as it steps every other value (no decay), moments kept in the table.
+  adam<double> optimiser({.learning_rate = 0.1, .weight_decay = {1.0, 1.0}});
+  const matrixd before = table.values;
+  optimiser.step(store);
+  REQUIRE(table.moments.size() == 2);
+  // The first step of Adam moves every value by lr g / (|g| + epsilon).
+  const matrixd g = w.topRows(15);
+  const matrixd expected =
+      before - 0.1 * g.cwiseQuotient((g.cwiseAbs().array() + 1e-8).matrix());
+  CHECK((table.values - expected).cwiseAbs().maxCoeff() < 1e-12);
+
+  // A checkpoint keeps every row, and a store holding a subset restores its own rows.
+  const testing_support::temp_dir dir("sar-embeddings");
+  const auto checkpoint_dir = dir.path / "ck";
+  store_model whole_model{&store};
+  write_checkpoint(checkpoint_dir, whole_model, optimiser, {}, {});
+  const checkpoint ck = read_checkpoint(checkpoint_dir);
+  REQUIRE(ck.tables.size() == 1);
+  CHECK(ck.tables[0].ids.size() == 15);
+  adam<double> resumed_optimiser({.learning_rate = 0.1});
+  store_model part_model{&part};
+  restore_checkpoint(ck, part_model, resumed_optimiser);
+  for (Eigen::Index r = 0; r < 3; ++r) {
+    const Eigen::Index from = table.row_of(part.table(0).ids[static_cast<std::size_t>(r)]);
+    CHECK(part.table(0).values.row(r) == table.values.row(from));
+    CHECK(part.table(0).moments[1].row(r) == table.moments[1].row(from));
+  }
+  // Gathered over a one-rank communicator: the whole table, as held.
+  serial_communicator self;
+  const auto gathered = detail::checkpoints::gather_tables(self, store, 0);
+  REQUIRE(gathered.size() == 1);
+  CHECK(gathered[0].ids == table.ids);
+  CHECK(gathered[0].values == table.values);
+  CHECK(gathered[0].moments[0] == table.moments[0]);
+  // A node the checkpoint lacks is refused, and the store left as it was.
+  const auto part_dir = dir.path / "part";
+  write_checkpoint(part_dir, part_model, resumed_optimiser, {}, {});
+  const matrixd kept = table.values;
+  CHECK_THROWS_WITH_AS(restore_checkpoint(read_checkpoint(part_dir), whole_model, optimiser),
+                       doctest::Contains("has no row of node 0"), invalid_argument);
+  CHECK(table.values == kept);
+  graph_schema wider = d.schema;
+  wider.node_types[0].count = 16;
+  parameter_store<double> wrong;
+  type_projection<double>(wider, 4, 3, true).declare(wrong);
+  wrong.allocate();
+  store_model wrong_model{&wrong};
+  CHECK_THROWS_WITH_AS(restore_checkpoint(ck, wrong_model, resumed_optimiser),
+                       doctest::Contains("row table 0"), invalid_argument);
+  // A model file cannot hold per-node rows.
+  CHECK_THROWS_WITH_AS(model_file_content(whole_model, {}), doctest::Contains("per-node"),
+                       invalid_argument);
 }
 
 TEST_CASE("R-GCN learns the planted heterogeneous graph; a GCN with the types erased cannot") {

@@ -4,8 +4,14 @@
 // Every parameter starts on a 64-byte boundary of a buffer aligned for Eigen's widest packet (gaps:
 // zeros no layer touches), so vectorised kernels split their work identically on every run
 // and every rank, whatever address the buffer got, so results are bitwise reproducible.
+//
+// Row tables (row_table) are the exception: one learnable row per node of a dataset-id range
+// (embeddings of featureless node types), held and updated by the rank that holds the node.
+// They live beside the flat buffers, never all-reduced, and optimisers step them with the
+// store (sar/optim/adam.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <string>
@@ -54,6 +60,46 @@ struct parameter_shape {
   Eigen::Index fan_rows = 0;
 };
 
+/// What a layer passes to parameter_store::declare_table: one learnable row of `cols` values
+/// per node of the dataset ids [first_id, end_id).
+struct row_table_shape {
+  /// Label for messages and checkpoints ("type_projection.author.embedding").
+  std::string name;
+  /// \var first_id
+  /// The first dataset id with a row.
+  /// \var end_id
+  /// One past the last.
+  node_t first_id = 0, end_id = 0;
+  /// Values per row (>= 1).
+  Eigen::Index cols = 0;
+};
+
+/// The rows of a row_table_shape that one rank holds: those of the nodes it was given
+/// (parameter_store::hold_rows), in increasing dataset id. Each row starts U(-a, a), a =
+/// sqrt(6 / (1 + cols)) (Glorot with a one-hot input), keyed by (seed, table, id, column): the
+/// same values whichever rank holds it.
+template <class T>
+struct row_table {
+  /// As declared.
+  row_table_shape shape;
+  /// The dataset ids of the rows held, ascending.
+  std::vector<node_t> ids;
+  /// \var values
+  /// ids.size() x shape.cols.
+  /// \var grads
+  /// The gradient of values (layers assign it in backward).
+  matrix<T> values, grads;
+  /// The optimiser's per-value arrays of these rows (Adam: m, v; SGD: velocity), sized by its
+  /// first step; they move with the rows (checkpoints).
+  std::vector<matrix<T>> moments;
+
+  /// The row of dataset id `id`, or -1 if this rank holds none.
+  Eigen::Index row_of(node_t id) const {
+    const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+    return at != ids.end() && *at == id ? static_cast<Eigen::Index>(at - ids.begin()) : -1;
+  }
+};
+
 /// The flat value and gradient buffers of every parameter of a model (see the top of this
 /// file): layers declare(), the owner calls allocate(), layers then read views by index.
 template <class T>
@@ -79,6 +125,53 @@ class parameter_store {
     return entries_.size() - 1;
   }
 
+  /// Registers a row table (empty until hold_rows); returns its index. Requires allocate() not
+  /// yet called, cols >= 1 and first_id <= end_id; throws sar::invalid_argument otherwise.
+  std::size_t declare_table(row_table_shape shape) {
+    SAR_CHECK(!allocated_ && shape.cols >= 1 && shape.first_id >= 0 &&
+                  shape.first_id <= shape.end_id,
+              invalid_argument, "sar::parameter_store::declare_table: '", shape.name, "' (ids [",
+              shape.first_id, ", ", shape.end_id, "), ", shape.cols, " columns)",
+              allocated_ ? " declared after allocate()" : "");
+    tables_.push_back({.shape = std::move(shape), .ids = {}, .values = {}, .grads = {},
+                       .moments = {}});
+    return tables_.size() - 1;
+  }
+
+  /// Every table holds the rows of the dataset ids in `ids` (any order, no repeats) that lie
+  /// in its range, initialised from the seed of the last initialise() (see row_table), with
+  /// zero gradients and no optimiser moments; rows held before are dropped. Not collective:
+  /// each rank passes the nodes it holds. Throws sar::invalid_argument for a repeated id
+  /// (nothing changed then).
+  void hold_rows(std::span<const node_t> ids) {
+    std::vector<std::vector<node_t>> held(tables_.size());  // checked before anything changes
+    for (std::size_t k = 0; k < tables_.size(); ++k) {
+      const row_table_shape& s = tables_[k].shape;
+      for (const node_t id : ids)
+        if (id >= s.first_id && id < s.end_id) held[k].push_back(id);
+      std::sort(held[k].begin(), held[k].end());
+      const auto repeated = std::adjacent_find(held[k].begin(), held[k].end());
+      SAR_CHECK(repeated == held[k].end(), invalid_argument,
+                "sar::parameter_store::hold_rows: node ", *repeated, " given twice");
+    }
+    for (std::size_t k = 0; k < tables_.size(); ++k) {
+      row_table<T>& table = tables_[k];
+      table.ids = std::move(held[k]);
+      const auto rows = static_cast<Eigen::Index>(table.ids.size());
+      table.values.resize(rows, table.shape.cols);
+      table.grads.setZero(rows, table.shape.cols);
+      table.moments.clear();
+      initialise_rows(k);
+    }
+  }
+
+  /// Number of row tables declared.
+  std::size_t table_count() const { return tables_.size(); }
+  /// Row table k.
+  row_table<T>& table(std::size_t k) { return tables_.at(k); }
+  /// Row table k (read-only).
+  const row_table<T>& table(std::size_t k) const { return tables_.at(k); }
+
   /// Allocates both buffers (values zero, gradients zero). Call once after every declare().
   void allocate() {
     values_.assign(total_, T(0));
@@ -87,8 +180,11 @@ class parameter_store {
   }
 
   /// Initialises every value from counter_rng(seed) keyed by (parameter index, element), so
-  /// every rank initialises identically without a broadcast.
+  /// every rank initialises identically without a broadcast; and the rows the tables hold
+  /// (row_table).
   void initialise(std::uint64_t seed) {
+    seed_ = seed;
+    for (std::size_t k = 0; k < tables_.size(); ++k) initialise_rows(k);
     const counter_rng rng(seed, rng_stream::init_parameters);
     for (std::size_t p = 0; p < entries_.size(); ++p) {
       const auto& s = entries_[p].shape;
@@ -156,6 +252,17 @@ class parameter_store {
     SAR_CHECK(allocated_, invalid_argument, "sar::parameter_store: used before allocate()");
   }
 
+  void initialise_rows(std::size_t k) {  // keyed apart from the parameters by sub-stream k + 1
+    row_table<T>& table = tables_[k];
+    const counter_rng rng(seed_, rng_stream::init_parameters, k + 1);
+    const double bound = std::sqrt(6.0 / (1.0 + static_cast<double>(table.shape.cols)));
+    for (Eigen::Index r = 0; r < table.values.rows(); ++r)
+      for (Eigen::Index c = 0; c < table.values.cols(); ++c)
+        table.values(r, c) = static_cast<T>(
+            (2 * rng.uniform(static_cast<std::uint64_t>(table.ids[static_cast<std::size_t>(r)]),
+                             static_cast<std::uint64_t>(c)) - 1) * bound);
+  }
+
   static constexpr Eigen::Index alignment = 64 / sizeof(T);  // elements per 64 bytes
   using buffer = std::vector<T, Eigen::aligned_allocator<T>>;
 
@@ -163,6 +270,8 @@ class parameter_store {
   Eigen::Index total_ = 0;  // including the padding after each parameter
   buffer values_, grads_;
   bool allocated_ = false;
+  std::vector<row_table<T>> tables_;
+  std::uint64_t seed_ = 0;  // of the last initialise()
 };
 
 }  // namespace sar

@@ -2,11 +2,16 @@
 // and bias, y_i = x_i[0, F_t) W_t + b_t for node i of type t (F_t: the type's feature_dim,
 // sar/graph/schema.hpp), so node types whose features differ in width and meaning all enter
 // the model at one width. A featureless type (F_t = 0) gets y_i = b_t: one learnt vector for
-// the whole type. A node's type follows from its dataset id (graph.node_id(row)), so the layer
+// the whole type; or, with embeddings, y_i = b_t + e_i, a learnable row per node (a row table
+// of the parameter store, sar/nn/parameters.hpp: each rank holds and updates the rows of its
+// own nodes, as DGL's NodeEmbedding with SparseAdam). A node's type follows from its dataset id (graph.node_id(row)), so the layer
 // runs on any schedule, one process or P ranks, whole graphs or sampled blocks. Row-wise: it
-// reads no neighbours. Keeps nothing between forward and backward.
+// reads no neighbours. Keeps nothing between forward and backward. With embeddings, every row
+// the layer sees must be a node whose row this rank holds (parameter_store::hold_rows): whole
+// graphs on any number of ranks, sampled blocks on one process.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,9 +37,12 @@ class type_projection {
   static constexpr bool reads_neighbours = false;
 
   /// For the node types of `schema` (heterogeneous), inputs input_dim wide (at least every
-  /// type's feature_dim), outputs output_dim >= 1 wide. Throws sar::invalid_argument otherwise.
-  type_projection(const graph_schema& schema, Eigen::Index input_dim, Eigen::Index output_dim)
-      : begins_(schema.type_begins()), in_(input_dim), out_(output_dim) {
+  /// type's feature_dim), outputs output_dim >= 1 wide; `embed_featureless`: a learnable row
+  /// per node of each featureless type. Throws sar::invalid_argument otherwise.
+  type_projection(const graph_schema& schema, Eigen::Index input_dim, Eigen::Index output_dim,
+                  bool embed_featureless = false)
+      : begins_(schema.type_begins()), in_(input_dim), out_(output_dim),
+        embed_(embed_featureless) {
     constexpr const char* where = "sar::type_projection";
     SAR_CHECK(schema.heterogeneous() && output_dim >= 1, invalid_argument, where, ": ",
               schema.num_node_types(), " node types, output width ", output_dim);
@@ -55,17 +63,23 @@ class type_projection {
 
   /// Declares for each type t, in type order, "type_projection.<name>.weight" (F_t x out,
   /// Glorot, group 0; none for a featureless type) and "type_projection.<name>.bias" (1 x out,
-  /// zeros, group 1).
+  /// zeros, group 1); with embeddings, for each featureless type the row table
+  /// "type_projection.<name>.embedding" (out columns for the type's dataset ids).
   void declare(parameter_store<T>& store) {
     store_ = &store;
     weights_.clear();
     biases_.clear();
+    tables_.clear();
     for (std::size_t t = 0; t < names_.size(); ++t) {
       const std::string name = "type_projection." + names_[t];
       weights_.push_back(widths_[t] > 0 ? store.declare({name + ".weight", widths_[t], out_,
                                                           init_kind::glorot_uniform, 0})
                                         : 0);
       biases_.push_back(store.declare({name + ".bias", 1, out_, init_kind::zeros, 1}));
+      tables_.push_back(embed_ && widths_[t] == 0
+                            ? static_cast<std::ptrdiff_t>(store.declare_table(
+                                  {name + ".embedding", begins_[t], begins_[t + 1], out_}))
+                            : -1);
     }
   }
 
@@ -85,6 +99,10 @@ class type_projection {
       const auto b = store_->value(biases_[t]);
       if (widths_[t] == 0) {
         for (const node_t i : rows[t]) y.row(i) = b;
+        if (tables_[t] >= 0) {
+          const row_table<T>& table = store_->table(static_cast<std::size_t>(tables_[t]));
+          for (const node_t i : rows[t]) y.row(i) += table.values.row(held_row(table, graph, i));
+        }
         continue;
       }
       const matrix<T> xt = leading_columns(x, rows[t], widths_[t]);
@@ -95,8 +113,9 @@ class type_projection {
     }
   }
 
-  /// Assigns each type's dW_t = X_t^T dY_t and db_t = column sums of dY_t; ADDS dLoss/dx into
-  /// dx's leading columns unless dx is empty. Throws sar::invalid_argument on a shape mismatch.
+  /// Assigns each type's dW_t = X_t^T dY_t and db_t = column sums of dY_t, and an embedding's
+  /// de_i = dy_i (zero for rows not seen); ADDS dLoss/dx into dx's leading columns unless dx is
+  /// empty. Throws sar::invalid_argument on a shape mismatch.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
@@ -109,6 +128,11 @@ class type_projection {
     for (std::size_t t = 0; t < rows.size(); ++t) {
       const matrix<T> dyt = leading_columns(dy, rows[t], out_);
       column_sums<T>(dyt, rows_ref<T>(store_->grad(biases_[t])));
+      if (tables_[t] >= 0) {
+        row_table<T>& table = store_->table(static_cast<std::size_t>(tables_[t]));
+        table.grads.setZero();
+        for (const node_t i : rows[t]) table.grads.row(held_row(table, graph, i)) += dy.row(i);
+      }
       if (widths_[t] == 0) continue;
       const matrix<T> xt = leading_columns(x, rows[t], widths_[t]);
       detail::assign_transposed_product<T>(xt, dyt, store_->grad(weights_[t]));
@@ -134,6 +158,17 @@ class type_projection {
     }
     return out;
   }
+  /// The row of `table` holding row i's node. Throws sar::invalid_argument if none is held.
+  template <class Schedule>
+  static Eigen::Index held_row(const row_table<T>& table, const Schedule& graph, node_t i) {
+    const node_t id = graph.node_id(i);
+    const Eigen::Index r = table.row_of(id);
+    SAR_CHECK(r >= 0, invalid_argument, "sar::type_projection: row ", i, " is node ", id,
+              ", whose '", table.shape.name, "' row this process does not hold (",
+              table.ids.size(), " held: parameter_store::hold_rows takes the nodes a rank "
+              "holds; sampled blocks on several ranks read other ranks' nodes)");
+    return r;
+  }
   /// The first `width` columns of m's rows `rows`.
   static matrix<T> leading_columns(const_rows_ref<T> m, const std::vector<node_t>& rows,
                                    Eigen::Index width) {
@@ -147,8 +182,10 @@ class type_projection {
   std::vector<std::string> names_;    // of the types
   std::vector<Eigen::Index> widths_;  // F_t
   Eigen::Index in_, out_;
+  bool embed_;                        // a row table per featureless type
   parameter_store<T>* store_ = nullptr;
   std::vector<std::size_t> weights_, biases_;
+  std::vector<std::ptrdiff_t> tables_;  // of each type, -1: none
 };
 
 }  // namespace sar

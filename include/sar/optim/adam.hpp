@@ -1,5 +1,6 @@
 // Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay), stepping the
-// flat buffers of a parameter_store, per parameter group decay. Settings live in adam_options,
+// flat buffers of a parameter_store, per parameter group decay, and its row tables (undecayed,
+// as DGL's SparseAdam). Settings live in adam_options,
 // per-run state (first and second moments, step count) in adam<T>::state.
 //   t += 1; g = grad (+ decay[group] * w for Adam);  w -= lr * decay[group] * w  (AdamW)
 //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
@@ -71,7 +72,8 @@ class adam {
   /// store changes size).
   void reset() { state_ = {}; }
 
-  /// One update of every value from store.grads(). Requires an allocated store whose size
+  /// One update of every value from store.grads(), and of the rows of its row tables (no
+  /// decay; their moments kept in the tables, the step count shared). Requires an allocated store whose size
   /// does not change between steps; throws sar::invalid_argument otherwise.
   void step(parameter_store<T>& store) {
     const auto values = store.values();
@@ -85,21 +87,25 @@ class adam {
     const T eps = static_cast<T>(options_.epsilon), lr = static_cast<T>(options_.learning_rate);
     const T tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2);
     const bool decoupled = options_.decoupled_weight_decay;
+    const auto update = [&](T* w, const T* g, T* m, T* v, std::size_t b, std::size_t e,
+                            T decay) {
+      for (std::size_t k = b; k < e; ++k) {
+        T gk = g[k];
+        if (decoupled) w[k] -= lr * decay * w[k];
+        else gk += decay * w[k];
+        m[k] = tb1 * m[k] + (1 - tb1) * gk;
+        v[k] = tb2 * v[k] + (1 - tb2) * gk * gk;
+        w[k] -= step_size * m[k] / (std::sqrt(v[k]) * inv_sqrt_bias2 + eps);
+      }
+    };
     detail::for_each_parameter_range(
         store, options_.weight_decay, [&](std::size_t b, std::size_t e, T decay) {
-          T* w = values.data();
-          const T* g = grads.data();
-          T* m = state_.m.data();
-          T* v = state_.v.data();
-          for (std::size_t k = b; k < e; ++k) {
-            T gk = g[k];
-            if (decoupled) w[k] -= lr * decay * w[k];
-            else gk += decay * w[k];
-            m[k] = tb1 * m[k] + (1 - tb1) * gk;
-            v[k] = tb2 * v[k] + (1 - tb2) * gk * gk;
-            w[k] -= step_size * m[k] / (std::sqrt(v[k]) * inv_sqrt_bias2 + eps);
-          }
+          update(values.data(), grads.data(), state_.m.data(), state_.v.data(), b, e, decay);
         });
+    detail::for_each_table_range(store, 2, [&](T* w, const T* g, T* const* s, std::size_t b,
+                                               std::size_t e) {
+      update(w, g, s[0], s[1], b, e, T(0));
+    });
   }
 
  private:

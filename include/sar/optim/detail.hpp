@@ -2,6 +2,7 @@
 // parameter buffer.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -49,6 +50,27 @@ void for_each_parameter_range(const parameter_store<T>& store, const std::vector
     }
     tbb::parallel_for(tbb::blocked_range<std::size_t>(begin, end, grain),
                       [&](const tbb::blocked_range<std::size_t>& r) { f(r.begin(), r.end(), d); });
+  }
+}
+
+/// Calls f(values, grads, arrays, begin, end) on ranges of each row table of the store (flat
+/// pointers to its values, gradients and `count` (<= 2) per-value arrays the optimiser keeps
+/// in the table, zero on first use), in parallel for large tables.
+template <class T, class F>
+void for_each_table_range(parameter_store<T>& store, std::size_t count, F&& f) {
+  constexpr std::size_t grain = 1 << 14;
+  for (std::size_t k = 0; k < store.table_count(); ++k) {
+    row_table<T>& table = store.table(k);
+    const auto rows = table.values.rows(), cols = table.values.cols();
+    if (table.moments.size() != count) table.moments.assign(count, matrix<T>::Zero(rows, cols));
+    std::array<T*, 2> arrays{};
+    for (std::size_t a = 0; a < count; ++a) arrays[a] = table.moments[a].data();
+    const auto size = static_cast<std::size_t>(rows * cols);
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size, grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                        f(table.values.data(), table.grads.data(), arrays.data(), r.begin(),
+                          r.end());
+                      });
   }
 }
 

@@ -63,7 +63,8 @@ class sgd {
   /// store changes size).
   void reset() { state_ = {}; }
 
-  /// One update of every value from store.grads(). Requires an allocated store whose size
+  /// One update of every value from store.grads(), and of the rows of its row tables (no
+  /// decay; their velocity kept in the tables). Requires an allocated store whose size
   /// does not change between steps; throws sar::invalid_argument otherwise.
   void step(parameter_store<T>& store) {
     const auto values = store.values();
@@ -73,21 +74,26 @@ class sgd {
     const T lr = static_cast<T>(options_.learning_rate);
     const T mu = static_cast<T>(options_.momentum);
     const bool nesterov = options_.nesterov;
+    const auto update = [&](T* w, const T* g, T* v, std::size_t b, std::size_t e, T decay) {
+      for (std::size_t k = b; k < e; ++k) {
+        const T gk = g[k] + decay * w[k];
+        if (!momentum) {
+          w[k] -= lr * gk;
+          continue;
+        }
+        v[k] = mu * v[k] + gk;
+        w[k] -= lr * (nesterov ? gk + mu * v[k] : v[k]);
+      }
+    };
     detail::for_each_parameter_range(
         store, options_.weight_decay, [&](std::size_t b, std::size_t e, T decay) {
-          T* w = values.data();
-          const T* g = grads.data();
-          T* v = momentum ? state_.velocity.data() : nullptr;
-          for (std::size_t k = b; k < e; ++k) {
-            const T gk = g[k] + decay * w[k];
-            if (!momentum) {
-              w[k] -= lr * gk;
-              continue;
-            }
-            v[k] = mu * v[k] + gk;
-            w[k] -= lr * (nesterov ? gk + mu * v[k] : v[k]);
-          }
+          update(values.data(), grads.data(), momentum ? state_.velocity.data() : nullptr, b, e,
+                 decay);
         });
+    detail::for_each_table_range(store, momentum ? 1 : 0,
+                                 [&](T* w, const T* g, T* const* s, std::size_t b, std::size_t e) {
+                                   update(w, g, momentum ? s[0] : nullptr, b, e, T(0));
+                                 });
     ++state_.steps;
   }
 

@@ -1,19 +1,26 @@
-// Checkpoint / restart of a training run. A checkpoint is a directory (format version 2):
+// Checkpoint / restart of a training run. A checkpoint is a directory (format version 3):
 //   checkpoint.json        {"format": "sar-checkpoint", "format_version": 2,
 //                           "scalar": "float32" | "float64", "settings": {the writer's},
 //                           "progress": {history, best epoch, early-stopping state},
 //                           "parameters": [{"name", "rows", "cols"}, ...],
 //                           "optimiser": {"kind", "steps", "arrays": [names]},
-//                           "state": [sizes], "manifest": {every file: size, CRC-32 of its
+//                           "state": [sizes], "tables": [{"name", "first_id", "end_id",
+//                           "cols", "rows"}, ...], "manifest": {every file: size, CRC-32 of its
 //                           data}, "metadata_crc32": the seal (sar/core/safe_directory.hpp)}
 //   parameters.npy         every parameter packed back to back in store order (no padding), 1-D
 //   optimiser-<name>.npy   each per-value array of the optimiser (Adam's m and v, SGD's
 //                          velocity), packed alike; empty before the first step
 //   state.npy              every layer's state (batch norm's running statistics), float64
+//   table-<k>-ids.npy      row table k (sar/nn/parameters.hpp: embeddings): the dataset ids of
+//   table-<k>-values.npy   its rows (int64, ascending), their values (rows x cols, 1-D) and
+//   table-<k>-<name>.npy   each optimiser array of theirs (empty before the first step)
 // The parameters, the optimiser state and batch norm's statistics are the same on every rank
 // (gradients and batch statistics are all-reduced), so one rank writes, and a checkpoint taken
 // on P ranks resumes on any number of ranks (exception: minibatch training with batch norm on
 // several ranks keeps each rank's own running statistics; the checkpoint holds rank 0's).
+// Row tables are held a part per rank: save_checkpoint gathers them to the writing rank (which
+// holds every row of them then), and restore_checkpoint takes each rank's rows from the file.
+// Version 2 checkpoints (no tables) are read too.
 // Random numbers are keyed by (seed, epoch, ...), never by a generator's position, so a
 // resumed run continues the interrupted one bit for bit.
 //
@@ -54,8 +61,9 @@
 
 namespace sar {
 
-/// 2: checkpoint.json lists a manifest and is sealed, so an edited one is named.
-inline constexpr int checkpoint_version = 2;
+/// 2: checkpoint.json lists a manifest and is sealed, so an edited one is named. 3: row
+/// tables.
+inline constexpr int checkpoint_version = 3;
 /// A checkpoint directory as sar::replace_directory recognises it.
 inline constexpr directory_kind checkpoint_kind{"sar-checkpoint", "checkpoint.json"};
 
@@ -113,6 +121,25 @@ struct checkpoint {
   std::uint64_t optimiser_steps = 0;
   std::vector<std::pair<std::string, std::vector<double>>> optimiser_arrays;  ///< packed
   std::vector<std::vector<double>> state;  ///< model.state(), in order
+  /// A row table as the checkpoint holds it: every row, ascending by id.
+  struct table {
+    /// Its name in the store.
+    std::string name;
+    /// \var first_id
+    /// Its range of dataset ids, [first_id, end_id).
+    /// \var end_id
+    /// One past the range.
+    /// \var cols
+    /// Values per row.
+    std::int64_t first_id = 0, end_id = 0, cols = 0;
+    std::vector<std::int64_t> ids;  ///< of the rows, ascending
+    std::vector<double> values;     ///< ids.size() x cols, row-major
+    /// The optimiser's arrays of the rows, as optimiser_arrays names them (empty before the
+    /// first step).
+    std::vector<std::vector<double>> arrays;
+  };
+  /// The model's row tables, in store order.
+  std::vector<table> tables;
 
   /// Throws sar::invalid_argument naming `where`, the directory and every differing key
   /// (with both values) unless `current` equals the settings the checkpoint was written with.
@@ -310,26 +337,38 @@ inline std::vector<double> read_array(const std::filesystem::path& dir, const st
   return values;
 }
 
-}  // namespace detail::checkpoints
+/// Reads the 1-D int64 array `name` of dir (`count` elements), verifying its checksum against
+/// `listed`. Throws sar::io_error naming the file.
+inline std::vector<std::int64_t> read_ids(const std::filesystem::path& dir,
+                                          const std::string& name, std::int64_t count,
+                                          const manifest& listed) {
+  constexpr const char* where = "sar::read_checkpoint";
+  const auto file = dir / name;
+  const npy_header header =
+      npy::expect_array(file, npy_dtype::int64, {count}, "its tables", where, "checkpoint.json");
+  const auto crc_listed = listed.crc32_of(name);
+  SAR_CHECK(crc_listed.has_value(), io_error, where, ": ", (dir / "checkpoint.json").string(),
+            " lists no checksum of ", name);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
+  check_crc32(where, file.string(), read_npy_data(file, header, ids.data(), true), *crc_listed,
+              "checkpoint", "checkpoint.json");
+  return ids;
+}
 
-/// Writes the state of a training run (model parameters and state(), the optimiser's state,
-/// `progress`, the caller's `settings`) as the checkpoint directory `dir`, through
-/// sar::replace_directory: a checkpoint there is replaced only once the new one is complete
-/// (a kill midway leaves the previous one), anything else that is not empty is refused.
-/// Not collective (see save_checkpoint). Throws sar::io_error naming the path.
-template <class Model, class Optimiser>
-void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
-                      const train_result& progress, const nlohmann::json& settings) {
-  using T = typename Model::scalar;
-  namespace cp = detail::checkpoints;
+
+/// write_checkpoint with the row tables `tables` (every rank's rows, gathered).
+template <class Model, class Optimiser, class T = typename Model::scalar>
+void write(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
+           const train_result& progress, const nlohmann::json& settings,
+           const std::vector<row_table<T>>& tables) {
   const auto& store = model.parameters();
   auto opt = optimiser_state(optimiser);
   replace_directory(dir, checkpoint_kind, [&](directory_writer& to) {
     nlohmann::json meta{{"format", checkpoint_kind.format},
                         {"format_version", checkpoint_version},
-                        {"scalar", npy_dtype_name(cp::dtype_of<T>())},
+                        {"scalar", npy_dtype_name(dtype_of<T>())},
                         {"settings", settings},
-                        {"progress", cp::progress_json(progress)}};
+                        {"progress", progress_json(progress)}};
     nlohmann::json parameters = nlohmann::json::array(), arrays = nlohmann::json::array();
     const auto write = [&](const std::string& name, npy_dtype dtype, std::size_t count,
                            const void* data) {
@@ -338,15 +377,15 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
         return write_npy(file, dtype, shape, data);
       });
     };
-    const std::vector<T> values = cp::packed<T>(store, store.values());
-    write("parameters.npy", cp::dtype_of<T>(), values.size(), values.data());
+    const std::vector<T> values = packed<T>(store, store.values());
+    write("parameters.npy", dtype_of<T>(), values.size(), values.data());
     for (std::size_t p = 0; p < store.size(); ++p)
       parameters.push_back({{"name", store.shape(p).name}, {"rows", store.shape(p).rows},
                             {"cols", store.shape(p).cols}});
     for (const auto& [name, array] : opt.arrays) {
-      const std::vector<T> packed =
-          array->empty() ? std::vector<T>() : cp::packed<T>(store, std::span<const T>(*array));
-      write("optimiser-" + name + ".npy", cp::dtype_of<T>(), packed.size(), packed.data());
+      const std::vector<T> flat =
+          array->empty() ? std::vector<T>() : packed<T>(store, std::span<const T>(*array));
+      write("optimiser-" + name + ".npy", dtype_of<T>(), flat.size(), flat.data());
       arrays.push_back(name);
     }
     std::vector<double> state;
@@ -356,23 +395,116 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
       sizes.push_back(s.size());
     }
     write("state.npy", npy_dtype::float64, state.size(), state.data());
+    nlohmann::json table_list = nlohmann::json::array();
+    for (std::size_t k = 0; k < tables.size(); ++k) {
+      const row_table<T>& t = tables[k];
+      const std::string prefix = message("table-", k, "-");
+      write(prefix + "ids.npy", npy_dtype::int64, t.ids.size(), t.ids.data());
+      write(prefix + "values.npy", dtype_of<T>(), static_cast<std::size_t>(t.values.size()),
+            t.values.data());
+      for (std::size_t a = 0; a < opt.arrays.size(); ++a) {
+        const bool stepped = a < t.moments.size();
+        write(prefix + opt.arrays[a].first + ".npy", dtype_of<T>(),
+              stepped ? static_cast<std::size_t>(t.moments[a].size()) : 0,
+              stepped ? t.moments[a].data() : nullptr);
+      }
+      table_list.push_back({{"name", t.shape.name}, {"first_id", t.shape.first_id},
+                            {"end_id", t.shape.end_id}, {"cols", t.shape.cols},
+                            {"rows", t.ids.size()}});
+    }
     meta["parameters"] = parameters;
     meta["optimiser"] = {{"kind", opt.kind}, {"steps", *opt.steps}, {"arrays", arrays}};
     meta["state"] = sizes;
+    meta["tables"] = table_list;
     to.write_metadata(std::move(meta));
   }, "sar::write_checkpoint");
 }
 
-/// write_checkpoint on rank `root` of comm, every rank returning or throwing alike (the
-/// others throw sar::comm_error naming the root). Requires the model and optimiser state to be
-/// the same on every rank (as the training loops keep them). Collective.
+/// Every rank's rows of each row table of `store` at rank `root`, ascending by id, with as
+/// many optimiser arrays as the rank that holds the most (elsewhere: nothing). Collective.
+template <communicator Comm, class T>
+std::vector<row_table<T>> gather_tables(Comm& comm, const parameter_store<T>& store, int root) {
+  std::vector<row_table<T>> out;
+  for (std::size_t k = 0; k < store.table_count(); ++k) {
+    const row_table<T>& mine = store.table(k);
+    std::int64_t arrays = static_cast<std::int64_t>(mine.moments.size());
+    comm.all_reduce(std::span<std::int64_t>(&arrays, 1), reduce_op::max);
+    const auto cols = mine.shape.cols;
+    const auto rows = static_cast<std::size_t>(mine.ids.size());
+    // To the root: the ids, then per row its values and each optimiser array's row.
+    std::vector<std::vector<std::int64_t>> ids(static_cast<std::size_t>(comm.size()));
+    std::vector<std::vector<T>> data(static_cast<std::size_t>(comm.size()));
+    ids[static_cast<std::size_t>(root)] = mine.ids;
+    auto& to_root = data[static_cast<std::size_t>(root)];
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto row = static_cast<Eigen::Index>(r);
+      to_root.insert(to_root.end(), mine.values.row(row).data(), mine.values.row(row).data() + cols);
+      for (std::int64_t a = 0; a < arrays; ++a) {
+        if (static_cast<std::size_t>(a) < mine.moments.size())
+          to_root.insert(to_root.end(), mine.moments[static_cast<std::size_t>(a)].row(row).data(),
+                         mine.moments[static_cast<std::size_t>(a)].row(row).data() + cols);
+        else
+          to_root.insert(to_root.end(), static_cast<std::size_t>(cols), T(0));
+      }
+    }
+    const auto all_ids = all_to_all_vectors(comm, ids);
+    const auto all_data = all_to_all_vectors(comm, data);
+    if (comm.rank() != root) continue;
+    std::vector<std::pair<std::int64_t, const T*>> held;  // (id, its row of values and arrays)
+    for (std::size_t q = 0; q < all_ids.size(); ++q)
+      for (std::size_t r = 0; r < all_ids[q].size(); ++r)
+        held.emplace_back(all_ids[q][r],
+                          all_data[q].data() + r * static_cast<std::size_t>(cols * (1 + arrays)));
+    std::sort(held.begin(), held.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    row_table<T>& t = out.emplace_back();
+    t.shape = mine.shape;
+    const auto n = static_cast<Eigen::Index>(held.size());
+    t.values.resize(n, cols);
+    t.moments.assign(static_cast<std::size_t>(arrays), matrix<T>(n, cols));
+    for (Eigen::Index r = 0; r < n; ++r) {
+      const auto& [id, from] = held[static_cast<std::size_t>(r)];
+      t.ids.push_back(id);
+      std::copy(from, from + cols, t.values.row(r).data());
+      for (std::int64_t a = 0; a < arrays; ++a)
+        std::copy(from + (a + 1) * cols, from + (a + 2) * cols,
+                  t.moments[static_cast<std::size_t>(a)].row(r).data());
+    }
+  }
+  return out;
+}
+}  // namespace detail::checkpoints
+
+/// Writes the state of a training run (model parameters, row tables and state(), the
+/// optimiser's state, `progress`, the caller's `settings`) as the checkpoint directory `dir`,
+/// through sar::replace_directory: a checkpoint there is replaced only once the new one is
+/// complete (a kill midway leaves the previous one), anything else that is not empty is
+/// refused. The row tables as this process holds them. Not collective (see save_checkpoint).
+/// Throws sar::io_error naming the path.
+template <class Model, class Optimiser>
+void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
+                      const train_result& progress, const nlohmann::json& settings) {
+  using T = typename Model::scalar;
+  const auto& store = model.parameters();
+  std::vector<row_table<T>> tables;
+  for (std::size_t k = 0; k < store.table_count(); ++k) tables.push_back(store.table(k));
+  detail::checkpoints::write(dir, model, optimiser, progress, settings, tables);
+}
+
+/// write_checkpoint on rank `root` of comm, with every rank's rows of the row tables gathered
+/// there, every rank returning or throwing alike (the others throw sar::comm_error naming the
+/// root). Requires the model and optimiser state to be the same on every rank (as the training
+/// loops keep them) and each table row held by one rank. Collective.
 template <communicator Comm, class Model, class Optimiser>
 void save_checkpoint(Comm& comm, const std::filesystem::path& dir, Model& model,
                      Optimiser& optimiser, const train_result& progress,
                      const nlohmann::json& settings, int root = 0) {
+  const auto tables = detail::checkpoints::gather_tables(comm, model.parameters(), root);
   std::exception_ptr failure;
   if (comm.rank() == root)
-    detail::guarded(failure, [&] { write_checkpoint(dir, model, optimiser, progress, settings); });
+    detail::guarded(failure, [&] {
+      detail::checkpoints::write(dir, model, optimiser, progress, settings, tables);
+    });
   detail::agree_on_failure(comm, failure, "sar::save_checkpoint");
 }
 
@@ -394,10 +526,11 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
   SAR_CHECK(meta.is_object() && meta.contains("format") &&
                 meta["format"] == checkpoint_kind.format,
             io_error, where, ": ", meta_file.string(), " is not a sar checkpoint's metadata");
-  SAR_CHECK(meta.contains("format_version") && meta["format_version"] == checkpoint_version,
+  SAR_CHECK(meta.contains("format_version") &&
+                (meta["format_version"] == 2 || meta["format_version"] == checkpoint_version),
             io_error, where, ": ", meta_file.string(), " has format version ",
-            meta.value("format_version", nlohmann::json()).dump(), "; this sar reads version ",
-            checkpoint_version);
+            meta.value("format_version", nlohmann::json()).dump(), "; this sar reads versions 2 "
+            "to ", checkpoint_version);
   check_metadata_seal(meta, meta_file.string(), where);
   std::uint64_t total = 0, state_total = 0;  // parameter values, layer state values
   std::vector<std::uint64_t> state_sizes;
@@ -442,6 +575,20 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
       SAR_CHECK(state_sizes.back() < limit && state_total < limit, io_error, where, ": ", meta_file.string(), ": layer state of ",
                 state_sizes.back(), " values");
     }
+    for (const auto& t : meta.value("tables", nlohmann::json::array())) {  // version 3
+      checkpoint::table q{.name = t.at("name").get<std::string>(),
+                          .first_id = t.at("first_id").get<std::int64_t>(),
+                          .end_id = t.at("end_id").get<std::int64_t>(),
+                          .cols = t.at("cols").get<std::int64_t>(),
+                          .ids = {}, .values = {}, .arrays = {}};
+      const auto rows = t.at("rows").get<std::int64_t>();
+      SAR_CHECK(q.first_id >= 0 && q.first_id <= q.end_id && q.cols >= 1 &&
+                    q.cols < (std::int64_t{1} << 31) && rows >= 0 && rows <= q.end_id - q.first_id,
+                io_error, where, ": ", meta_file.string(), ": table '", q.name, "' of ", rows,
+                " rows x ", q.cols, " for the ids [", q.first_id, ", ", q.end_id, ")");
+      q.ids.resize(static_cast<std::size_t>(rows));  // sized now, read below
+      ck.tables.push_back(std::move(q));
+    }
     checksums = manifest::from_metadata(meta, meta_file.string());
     const train_result& r = ck.progress;
     for (int e = 0; e < r.epochs_done(); ++e)
@@ -472,13 +619,33 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
     ck.state.emplace_back(from, from + static_cast<std::ptrdiff_t>(size));
     from += static_cast<std::ptrdiff_t>(size);
   }
+  for (std::size_t k = 0; k < ck.tables.size(); ++k) {
+    checkpoint::table& t = ck.tables[k];
+    const std::string prefix = message("table-", k, "-");
+    const auto rows = static_cast<std::int64_t>(t.ids.size());
+    const auto values = static_cast<std::uint64_t>(rows * t.cols);
+    t.ids = cp::read_ids(dir, prefix + "ids.npy", rows, checksums);
+    for (std::size_t r = 0; r < t.ids.size(); ++r)
+      SAR_CHECK(t.ids[r] >= t.first_id && t.ids[r] < t.end_id && (r == 0 || t.ids[r - 1] < t.ids[r]),
+                io_error, where, ": ", (dir / (prefix + "ids.npy")).string(), ": id ", t.ids[r],
+                " at row ", r, " (ascending ids in [", t.first_id, ", ", t.end_id, ") expected)");
+    t.values = cp::read_array(dir, prefix + "values.npy", values, ck.scalar, checksums);
+    for (const auto& [name, unused] : ck.optimiser_arrays) {
+      const std::string file = prefix + name + ".npy";
+      const npy_header header = read_npy_header(dir / file);
+      const bool empty = header.shape.size() == 1 && header.shape[0] == 0;  // before a step
+      t.arrays.push_back(cp::read_array(dir, file, empty ? 0 : values, ck.scalar, checksums));
+    }
+  }
   return ck;
 }
 
 /// Puts the checkpoint's parameters, layer state and optimiser state into model and
-/// optimiser. Checks everything first: throws sar::invalid_argument (naming the first
-/// difference: a parameter's name or shape, the optimiser kind, a state size) and leaves both
-/// untouched if the checkpoint does not fit them. Bitwise the state written when the scalar
+/// optimiser, and into each row table the rows it holds (parameter_store::hold_rows first: the
+/// rows of this rank's nodes). Checks everything first: throws sar::invalid_argument (naming
+/// the first difference: a parameter's name or shape, the optimiser kind, a state size, a
+/// table or a held row the checkpoint lacks) and leaves both untouched if the checkpoint does
+/// not fit them. Bitwise the state written when the scalar
 /// types agree. Not collective.
 template <class Model, class Optimiser>
 void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser) {
@@ -500,7 +667,37 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
               ": optimiser array '", name, "' holds ", saved.size(), " values, the model ",
               values);
 
+  SAR_CHECK(ck.tables.size() == store.table_count(), invalid_argument, where, " holds ",
+            ck.tables.size(), " row tables, the model ", store.table_count());
   // Everything that allocates first, then only copies and swaps (nothing left half done).
+  std::vector<row_table<T>> tables;
+  for (std::size_t k = 0; k < ck.tables.size(); ++k) {
+    const checkpoint::table& saved = ck.tables[k];
+    const row_table<T>& held = store.table(k);
+    SAR_CHECK(saved.name == held.shape.name && saved.first_id == held.shape.first_id &&
+                  saved.end_id == held.shape.end_id && saved.cols == held.shape.cols,
+              invalid_argument, where, ": row table ", k, " is '", saved.name, "' (ids [",
+              saved.first_id, ", ", saved.end_id, "), ", saved.cols, " columns), the model's '",
+              held.shape.name, "' (ids [", held.shape.first_id, ", ", held.shape.end_id, "), ",
+              held.shape.cols, ")");
+    row_table<T>& t = tables.emplace_back(held);
+    const bool stepped = !saved.arrays.empty() && !saved.arrays.front().empty();
+    t.moments.assign(stepped ? saved.arrays.size() : 0, matrix<T>(t.values.rows(), t.values.cols()));
+    for (Eigen::Index r = 0; r < t.values.rows(); ++r) {
+      const node_t id = t.ids[static_cast<std::size_t>(r)];
+      const auto at = std::lower_bound(saved.ids.begin(), saved.ids.end(), id);
+      SAR_CHECK(at != saved.ids.end() && *at == id, invalid_argument, where, ": row table '",
+                saved.name, "' has no row of node ", id, " (", saved.ids.size(), " rows)");
+      const auto from = static_cast<std::size_t>(at - saved.ids.begin()) *
+                        static_cast<std::size_t>(saved.cols);
+      for (Eigen::Index c = 0; c < t.values.cols(); ++c) {
+        const auto i = from + static_cast<std::size_t>(c);
+        t.values(r, c) = static_cast<T>(saved.values[i]);
+        for (std::size_t a = 0; a < t.moments.size(); ++a)
+          t.moments[a](r, c) = static_cast<T>(saved.arrays[a][i]);
+      }
+    }
+  }
   std::vector<std::vector<T>> arrays;
   for (const auto& [name, saved] : ck.optimiser_arrays) {
     auto& array = arrays.emplace_back(
@@ -510,6 +707,7 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
   detail::checkpoints::put_into(model, ck.values, ck.state);
   *opt.steps = ck.optimiser_steps;
   for (std::size_t a = 0; a < opt.arrays.size(); ++a) opt.arrays[a].second->swap(arrays[a]);
+  for (std::size_t k = 0; k < tables.size(); ++k) std::swap(store.table(k), tables[k]);
 }
 
 }  // namespace sar

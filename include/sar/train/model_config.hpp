@@ -84,6 +84,9 @@ struct model_config {
   /// rgcn: the number of diagonal blocks of each layer's relation weights (0: none; must
   /// divide the layers' widths).
   Eigen::Index rgcn_blocks = 0;
+  /// rgcn: each node of a featureless type learns its own input row (type_projection's
+  /// embeddings: a row table each rank holds for its own nodes), not one vector per type.
+  bool node_embeddings = false;
   /// Epochs to train.
   int epochs = 200;
 
@@ -143,7 +146,8 @@ inline model_config paper_defaults(model_kind kind) {
 /// before anything is allocated (estimate_model_memory): settings or data that need more than
 /// the machine has are refused at once, naming the settings, instead of failing much later.
 struct model_memory {
-  /// Parameter values, gradients and Adam's two moments: 4 values per parameter.
+  /// Parameter values, gradients and Adam's two moments: 4 values per parameter (and per
+  /// value of the embedding rows of the nodes, rgcn with node_embeddings).
   double parameters = 0;
   /// Each graph layer's output and its gradient for every node; for GAT also its projected
   /// features, the fused kernel's two accumulators and their gradient (layer_by_layer: only
@@ -200,8 +204,14 @@ inline model_memory estimate_model_memory(const model_config& c, double features
   if (c.kind == model_kind::rgcn) {  // per-type projection F_t -> H, then `layers` R-GCNs
     const double relations = static_cast<double>(c.schema.relations.size());
     double parameters = 0;
-    for (const node_type& t : c.schema.node_types)
+    double featureless = 0, all = 0;  // nodes
+    for (const node_type& t : c.schema.node_types) {
       parameters += static_cast<double>(t.feature_dim) * hidden + hidden;
+      all += static_cast<double>(t.count);
+      if (t.feature_dim == 0) featureless += static_cast<double>(t.count);
+    }
+    // Embeddings: a row of H per featureless node among `nodes` (in the schema's proportion).
+    if (c.node_embeddings && all > 0) parameters += nodes * featureless / all * hidden;
     double activations = 2 * nodes * (features + hidden);  // the projection's input and output
     for (int k = 0; k < c.layers; ++k) {
       const double out = k + 1 == c.layers ? classes : hidden;

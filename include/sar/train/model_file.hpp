@@ -184,13 +184,18 @@ void append(std::string& out, const T& value) {
 
 /// The content of a model file for `model` (make_model's, or any model of the same layers)
 /// described by `d`. Requires d.config, input_dim and output_dim to be those the model was
-/// built with (load_model rebuilds it from them). Not collective.
+/// built with (load_model rebuilds it from them). Not collective. Throws
+/// sar::invalid_argument for a model with row tables (per-node embeddings: a model file holds
+/// no per-node rows; a checkpoint does).
 template <class Model>
 std::string model_file_content(Model& model, const model_description& d) {
   using T = typename Model::scalar;
   namespace mf = detail::model_files;
   namespace cp = detail::checkpoints;
   const auto& store = model.parameters();
+  SAR_CHECK(store.table_count() == 0, invalid_argument, "sar::save_model: the model learnt "
+            "per-node embeddings (", store.table(0).shape.name, "); a model file holds no "
+            "per-node rows (a checkpoint does)");
   nlohmann::json header{
       {"format", "sar-model"},
       {"format_version", model_file_version},

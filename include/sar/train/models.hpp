@@ -75,7 +75,7 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
               invalid_argument, where, ": rgcn needs a heterogeneous graph's schema (",
               c.schema.num_node_types(), " node types), no batch norm, and bases or blocks, not "
               "both (", c.rgcn_bases, ", ", c.rgcn_blocks, ")");
-    layers.emplace_back(type_projection<T>(c.schema, features, c.hidden));
+    layers.emplace_back(type_projection<T>(c.schema, features, c.hidden, c.node_embeddings));
     const rgcn_options o{.regulariser = c.rgcn_bases > 0    ? rgcn_regulariser::basis
                                         : c.rgcn_blocks > 0 ? rgcn_regulariser::blocks
                                                             : rgcn_regulariser::none,
