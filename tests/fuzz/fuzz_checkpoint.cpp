@@ -1,9 +1,9 @@
-// libFuzzer target: the checkpoint reader. A valid checkpoint of a small model is written once;
-// each input replaces one of its files (chosen by the first byte) with the remaining bytes
-// while read_checkpoint runs.
+// libFuzzer target: the checkpoint reader. A valid checkpoint of a small model (with a row
+// table: embeddings of a featureless node type) is written once; each input replaces one of
+// its files (chosen by the first byte) with the remaining bytes while read_checkpoint runs.
 #include "sar/comm/serial.hpp"
 #include "sar/nn/batch_norm.hpp"
-#include "sar/nn/linear.hpp"
+#include "sar/nn/type_projection.hpp"
 #include "sar/nn/sequential.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "fuzz_support.hpp"
@@ -12,9 +12,13 @@ namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fs::path written = [] {
-    sar::sequential<sar::linear<float>, sar::batch_norm<float>> model(sar::linear<float>(3, 2),
-                                                                       sar::batch_norm<float>(2));
+    sar::graph_schema schema;
+    schema.node_types = {{"a", 3, 2}, {"b", 4, 0}};  // b: featureless, a row per node
+    sar::sequential<sar::type_projection<float>, sar::batch_norm<float>> model(
+        sar::type_projection<float>(schema, 3, 2, true), sar::batch_norm<float>(2));
     model.initialise(1);
+    const std::vector<sar::node_t> nodes{0, 1, 2, 3, 4, 5, 6};
+    model.parameters().hold_rows(nodes);
     sar::adam<float> optimiser;
     optimiser.step(model.parameters());
     sar::train_result progress;
