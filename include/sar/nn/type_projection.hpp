@@ -4,11 +4,12 @@
 // the model at one width. A featureless type (F_t = 0) gets y_i = b_t: one learnt vector for
 // the whole type; or, with embeddings, y_i = b_t + e_i, a learnable row per node (a row table
 // of the parameter store, sar/nn/parameters.hpp: each rank holds and updates the rows of its
-// own nodes, as DGL's NodeEmbedding with SparseAdam). A node's type follows from its dataset id (graph.node_id(row)), so the layer
-// runs on any schedule, one process or P ranks, whole graphs or sampled blocks. Row-wise: it
-// reads no neighbours. Keeps nothing between forward and backward. With embeddings, every row
-// the layer sees must be a node whose row this rank holds (parameter_store::hold_rows): whole
-// graphs on any number of ranks, sampled blocks on one process.
+// own nodes, as DGL's NodeEmbedding with SparseAdam). A node's type follows from its dataset
+// id (graph.node_id(row)), so the layer runs on any schedule, one process or P ranks, whole
+// graphs or sampled blocks. Row-wise: it reads no neighbours. Keeps nothing between forward
+// and backward. With embeddings, every row the layer sees must be a node whose row this rank
+// holds (parameter_store::hold_rows): whole graphs on any number of ranks, sampled blocks on
+// one process.
 #pragma once
 
 #include <cstddef>

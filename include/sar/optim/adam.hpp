@@ -1,7 +1,7 @@
 // Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay), stepping the
 // flat buffers of a parameter_store, per parameter group decay, and its row tables (undecayed,
-// as DGL's SparseAdam). Settings live in adam_options,
-// per-run state (first and second moments, step count) in adam<T>::state.
+// as DGL's SparseAdam). Settings live in adam_options, per-run state (first and second
+// moments, step count) in adam<T>::state.
 //   t += 1; g = grad (+ decay[group] * w for Adam);  w -= lr * decay[group] * w  (AdamW)
 //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
 //   w -= lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + epsilon)
@@ -73,8 +73,8 @@ class adam {
   void reset() { state_ = {}; }
 
   /// One update of every value from store.grads(), and of the rows of its row tables (no
-  /// decay; their moments kept in the tables, the step count shared). Requires an allocated store whose size
-  /// does not change between steps; throws sar::invalid_argument otherwise.
+  /// decay; their moments kept in the tables, the step count shared). Requires an allocated
+  /// store whose size does not change between steps; throws sar::invalid_argument otherwise.
   void step(parameter_store<T>& store) {
     const auto values = store.values();
     const auto grads = store.grads();

@@ -1,5 +1,5 @@
 // Checkpoint / restart of a training run. A checkpoint is a directory (format version 3):
-//   checkpoint.json        {"format": "sar-checkpoint", "format_version": 2,
+//   checkpoint.json        {"format": "sar-checkpoint", "format_version": 3,
 //                           "scalar": "float32" | "float64", "settings": {the writer's},
 //                           "progress": {history, best epoch, early-stopping state},
 //                           "parameters": [{"name", "rows", "cols"}, ...],
@@ -311,56 +311,54 @@ inline train_result progress_from(const nlohmann::json& j, const std::string& fi
   return r;
 }
 
+/// Reads the 1-D array `name` of dir, `count` elements of `dtype`, into `into` (room for
+/// them), verifying its checksum against `listed`. Throws sar::io_error naming the file.
+inline void read_listed(const std::filesystem::path& dir, const std::string& name,
+                        std::uint64_t count, npy_dtype dtype, const manifest& listed,
+                        void* into) {
+  constexpr const char* where = "sar::read_checkpoint";
+  const auto file = dir / name;
+  const npy_header header =  // its size matches its shape
+      npy::expect_array(file, dtype, {static_cast<std::int64_t>(count)},
+                        "its parameters, optimiser, state and tables", where, "checkpoint.json");
+  const auto crc_listed = listed.crc32_of(name);
+  SAR_CHECK(crc_listed.has_value(), io_error, where, ": ", (dir / "checkpoint.json").string(),
+            " lists no checksum of ", name);
+  check_crc32(where, file.string(), read_npy_data(file, header, into, true), *crc_listed,
+              "checkpoint", "checkpoint.json");
+}
+
 /// Reads the 1-D array `name` of dir: `count` elements of float32 or float64 as double,
 /// verifying its checksum against `listed`. Throws sar::io_error naming the file.
 inline std::vector<double> read_array(const std::filesystem::path& dir, const std::string& name,
                                       std::uint64_t count, npy_dtype dtype,
                                       const manifest& listed) {
-  constexpr const char* where = "sar::read_checkpoint";
-  const auto file = dir / name;
-  const npy_header header =  // its size matches its shape
-      npy::expect_array(file, dtype, {static_cast<std::int64_t>(count)},
-                        "its parameters, optimiser and state", where, "checkpoint.json");
-  const auto crc_listed = listed.crc32_of(name);
-  SAR_CHECK(crc_listed.has_value(), io_error, where, ": ", (dir / "checkpoint.json").string(),
-            " lists no checksum of ", name);
   std::vector<double> values(count);
-  std::uint32_t crc = 0;
   if (dtype == npy_dtype::float64) {
-    crc = read_npy_data(file, header, values.data(), true);
+    read_listed(dir, name, count, dtype, listed, values.data());
   } else {
     std::vector<float> raw(count);
-    crc = read_npy_data(file, header, raw.data(), true);
+    read_listed(dir, name, count, dtype, listed, raw.data());
     std::copy(raw.begin(), raw.end(), values.begin());
   }
-  check_crc32(where, file.string(), crc, *crc_listed, "checkpoint", "checkpoint.json");
   return values;
 }
 
-/// Reads the 1-D int64 array `name` of dir (`count` elements), verifying its checksum against
-/// `listed`. Throws sar::io_error naming the file.
-inline std::vector<std::int64_t> read_ids(const std::filesystem::path& dir,
-                                          const std::string& name, std::int64_t count,
-                                          const manifest& listed) {
-  constexpr const char* where = "sar::read_checkpoint";
-  const auto file = dir / name;
-  const npy_header header =
-      npy::expect_array(file, npy_dtype::int64, {count}, "its tables", where, "checkpoint.json");
-  const auto crc_listed = listed.crc32_of(name);
-  SAR_CHECK(crc_listed.has_value(), io_error, where, ": ", (dir / "checkpoint.json").string(),
-            " lists no checksum of ", name);
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
-  check_crc32(where, file.string(), read_npy_data(file, header, ids.data(), true), *crc_listed,
-              "checkpoint", "checkpoint.json");
-  return ids;
+/// read_array of an optimiser array: empty before the optimiser's first step (and without
+/// momentum), else `count` elements.
+inline std::vector<double> read_optimiser_array(const std::filesystem::path& dir,
+                                                const std::string& name, std::uint64_t count,
+                                                npy_dtype dtype, const manifest& listed) {
+  const npy_header header = read_npy_header(dir / name);
+  const bool empty = header.shape.size() == 1 && header.shape[0] == 0;
+  return read_array(dir, name, empty ? 0 : count, dtype, listed);
 }
-
 
 /// write_checkpoint with the row tables `tables` (every rank's rows, gathered).
 template <class Model, class Optimiser, class T = typename Model::scalar>
 void write(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
            const train_result& progress, const nlohmann::json& settings,
-           const std::vector<row_table<T>>& tables) {
+           const std::vector<const row_table<T>*>& tables) {
   const auto& store = model.parameters();
   auto opt = optimiser_state(optimiser);
   replace_directory(dir, checkpoint_kind, [&](directory_writer& to) {
@@ -397,7 +395,7 @@ void write(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
     write("state.npy", npy_dtype::float64, state.size(), state.data());
     nlohmann::json table_list = nlohmann::json::array();
     for (std::size_t k = 0; k < tables.size(); ++k) {
-      const row_table<T>& t = tables[k];
+      const row_table<T>& t = *tables[k];
       const std::string prefix = message("table-", k, "-");
       write(prefix + "ids.npy", npy_dtype::int64, t.ids.size(), t.ids.data());
       write(prefix + "values.npy", dtype_of<T>(), static_cast<std::size_t>(t.values.size()),
@@ -438,7 +436,8 @@ std::vector<row_table<T>> gather_tables(Comm& comm, const parameter_store<T>& st
     auto& to_root = data[static_cast<std::size_t>(root)];
     for (std::size_t r = 0; r < rows; ++r) {
       const auto row = static_cast<Eigen::Index>(r);
-      to_root.insert(to_root.end(), mine.values.row(row).data(), mine.values.row(row).data() + cols);
+      const T* values = mine.values.row(row).data();
+      to_root.insert(to_root.end(), values, values + cols);
       for (std::int64_t a = 0; a < arrays; ++a) {
         if (static_cast<std::size_t>(a) < mine.moments.size())
           to_root.insert(to_root.end(), mine.moments[static_cast<std::size_t>(a)].row(row).data(),
@@ -486,8 +485,8 @@ void write_checkpoint(const std::filesystem::path& dir, Model& model, Optimiser&
                       const train_result& progress, const nlohmann::json& settings) {
   using T = typename Model::scalar;
   const auto& store = model.parameters();
-  std::vector<row_table<T>> tables;
-  for (std::size_t k = 0; k < store.table_count(); ++k) tables.push_back(store.table(k));
+  std::vector<const row_table<T>*> tables;
+  for (std::size_t k = 0; k < store.table_count(); ++k) tables.push_back(&store.table(k));
   detail::checkpoints::write(dir, model, optimiser, progress, settings, tables);
 }
 
@@ -499,10 +498,12 @@ template <communicator Comm, class Model, class Optimiser>
 void save_checkpoint(Comm& comm, const std::filesystem::path& dir, Model& model,
                      Optimiser& optimiser, const train_result& progress,
                      const nlohmann::json& settings, int root = 0) {
-  const auto tables = detail::checkpoints::gather_tables(comm, model.parameters(), root);
+  const auto gathered = detail::checkpoints::gather_tables(comm, model.parameters(), root);
   std::exception_ptr failure;
   if (comm.rank() == root)
     detail::guarded(failure, [&] {
+      std::vector<const row_table<typename Model::scalar>*> tables;
+      for (const auto& t : gathered) tables.push_back(&t);
       detail::checkpoints::write(dir, model, optimiser, progress, settings, tables);
     });
   detail::agree_on_failure(comm, failure, "sar::save_checkpoint");
@@ -604,13 +605,9 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
   }
 
   ck.values = cp::read_array(dir, "parameters.npy", total, ck.scalar, checksums);
-  for (auto& [name, values] : ck.optimiser_arrays) {
-    const std::string file = "optimiser-" + name + ".npy";
-    const npy_header header = read_npy_header(dir / file);
-    // Empty before the optimiser's first step (and without momentum), else one per value.
-    const std::uint64_t count = header.shape.size() == 1 && header.shape[0] == 0 ? 0 : total;
-    values = cp::read_array(dir, file, count, ck.scalar, checksums);
-  }
+  for (auto& [name, values] : ck.optimiser_arrays)
+    values = cp::read_optimiser_array(dir, "optimiser-" + name + ".npy", total, ck.scalar,
+                                      checksums);
   // Sizes checked against the file before anything of them is allocated.
   const std::vector<double> state =
       cp::read_array(dir, "state.npy", state_total, npy_dtype::float64, checksums);
@@ -624,18 +621,17 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
     const std::string prefix = message("table-", k, "-");
     const auto rows = static_cast<std::int64_t>(t.ids.size());
     const auto values = static_cast<std::uint64_t>(rows * t.cols);
-    t.ids = cp::read_ids(dir, prefix + "ids.npy", rows, checksums);
+    cp::read_listed(dir, prefix + "ids.npy", static_cast<std::uint64_t>(rows), npy_dtype::int64,
+                    checksums, t.ids.data());
     for (std::size_t r = 0; r < t.ids.size(); ++r)
-      SAR_CHECK(t.ids[r] >= t.first_id && t.ids[r] < t.end_id && (r == 0 || t.ids[r - 1] < t.ids[r]),
+      SAR_CHECK(t.ids[r] >= t.first_id && t.ids[r] < t.end_id &&
+                    (r == 0 || t.ids[r - 1] < t.ids[r]),
                 io_error, where, ": ", (dir / (prefix + "ids.npy")).string(), ": id ", t.ids[r],
                 " at row ", r, " (ascending ids in [", t.first_id, ", ", t.end_id, ") expected)");
     t.values = cp::read_array(dir, prefix + "values.npy", values, ck.scalar, checksums);
-    for (const auto& [name, unused] : ck.optimiser_arrays) {
-      const std::string file = prefix + name + ".npy";
-      const npy_header header = read_npy_header(dir / file);
-      const bool empty = header.shape.size() == 1 && header.shape[0] == 0;  // before a step
-      t.arrays.push_back(cp::read_array(dir, file, empty ? 0 : values, ck.scalar, checksums));
-    }
+    for (const auto& [name, unused] : ck.optimiser_arrays)
+      t.arrays.push_back(
+          cp::read_optimiser_array(dir, prefix + name + ".npy", values, ck.scalar, checksums));
   }
   return ck;
 }
@@ -645,8 +641,7 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
 /// rows of this rank's nodes). Checks everything first: throws sar::invalid_argument (naming
 /// the first difference: a parameter's name or shape, the optimiser kind, a state size, a
 /// table or a held row the checkpoint lacks) and leaves both untouched if the checkpoint does
-/// not fit them. Bitwise the state written when the scalar
-/// types agree. Not collective.
+/// not fit them. Bitwise the state written when the scalar types agree. Not collective.
 template <class Model, class Optimiser>
 void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser) {
   using T = typename Model::scalar;
@@ -682,7 +677,8 @@ void restore_checkpoint(const checkpoint& ck, Model& model, Optimiser& optimiser
               held.shape.cols, ")");
     row_table<T>& t = tables.emplace_back(held);
     const bool stepped = !saved.arrays.empty() && !saved.arrays.front().empty();
-    t.moments.assign(stepped ? saved.arrays.size() : 0, matrix<T>(t.values.rows(), t.values.cols()));
+    t.moments.assign(stepped ? saved.arrays.size() : 0,
+                     matrix<T>(t.values.rows(), t.values.cols()));
     for (Eigen::Index r = 0; r < t.values.rows(); ++r) {
       const node_t id = t.ids[static_cast<std::size_t>(r)];
       const auto at = std::lower_bound(saved.ids.begin(), saved.ids.end(), id);
