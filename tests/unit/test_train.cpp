@@ -733,6 +733,16 @@ struct counted_relu_dropout : relu_dropout<double> {
   }
 };
 
+/// 1300 nodes of degree 6: products run in 512-row chunks, so row ranges come from several
+/// chunks and threads.
+csr chunked_graph() {
+  planted_partition_options o;
+  o.num_nodes = 1300;
+  o.average_degree = 6;
+  o.feature_dim = 0;
+  return make_planted_partition(o).graph;
+}
+
 /// graph layer -> relu_dropout -> graph layer, run fused (relu_dropout inside the first graph
 /// layer's forward) and with every layer opaque (separate passes, nothing in place): the same
 /// logits and gradients, bitwise, in training and evaluation.
@@ -810,12 +820,7 @@ TEST_CASE("a model given its input by value lets an in-place first layer overwri
 
 TEST_CASE("models run relu_dropout inside the graph layer before it, with the numbers of "
           "separate passes") {
-  // 1300 nodes: products in 512-row chunks, so ranges come from several chunks and threads.
-  planted_partition_options o;
-  o.num_nodes = 1300;
-  o.average_degree = 6;
-  o.feature_dim = 0;
-  const csr g = make_planted_partition(o).graph;
+  const csr g = chunked_graph();
   tbb::task_arena arena(2);
   // The first layer with W after aggregating (rows finished per product chunk) and with W
   // first (GCN: all rows at the end; SAGE: per chunk of its final sum).
@@ -832,6 +837,40 @@ TEST_CASE("models run relu_dropout inside the graph layer before it, with the nu
       check_fused_relu_dropout(g, sage(8, 4), sage(4, 6));
     });
   }
+}
+
+TEST_CASE("a 2-layer GCN's hidden output takes the input dropout's buffer and its gradient "
+          "the hidden output's: one hidden-wide buffer, with the numbers of separate ones") {
+  const csr g = chunked_graph();
+  local_schedule graph(g);
+  model_config c;
+  c.kind = model_kind::gcn;
+  c.hidden = 8;
+  c.dropout = 0.5;
+  auto model = make_model<double, local_schedule>(c, 8, 3, 3);
+  REQUIRE(model.num_layers() == 4);  // dropout, gcn (aggregating first), relu_dropout, gcn
+  sequential<opaque<dropout<double>>, opaque<gcn_layer<double>>, opaque<relu_dropout<double>>,
+             opaque<gcn_layer<double>>>
+      separate({dropout<double>(8, 0.5)}, {gcn_layer<double>(8, 8)}, {relu_dropout<double>(8, 0.5)},
+               {gcn_layer<double>(8, 3)});
+  separate.initialise(3);
+  REQUIRE(std::equal(model.parameters().values().begin(), model.parameters().values().end(),
+                     separate.parameters().values().begin(), separate.parameters().values().end()));
+  const matrixd x = random_matrix(g.num_rows, 8, 91);
+  const matrixd dlogits = random_matrix(g.num_rows, 3, 92);
+  for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+    const layer_context ctx{.training = true, .seed = 7, .epoch = epoch};
+    CHECK(model.forward(graph, ctx, x) == separate.forward(graph, ctx, x));
+    model.backward(graph, ctx, dlogits);
+    separate.backward(graph, ctx, dlogits);
+    const auto gm = model.parameters().grads(), gs = separate.parameters().grads();
+    CHECK(std::equal(gm.begin(), gm.end(), gs.begin(), gs.end()));
+    // Every buffer the model allocated is pooled but the logits: the dropout's output, which
+    // became the first gcn's output and then the second's input gradient.
+    CHECK(model.pooled_buffers() == 1);
+    CHECK(model.pooled_bytes() == static_cast<std::size_t>(g.num_rows) * 8 * sizeof(double));
+  }
+  CHECK(separate.pooled_bytes() >= 3 * static_cast<std::size_t>(g.num_rows) * 8 * sizeof(double));
 }
 
 TEST_CASE("make_model: between relu graph layers relu and dropout are one layer, so one "
@@ -851,7 +890,7 @@ TEST_CASE("make_model: between relu graph layers relu and dropout are one layer,
     int hidden_kept = 0;
     for (std::size_t k = 0; k + 1 < model.num_layers(); ++k)
       hidden_kept += model.activation(k).cols() == 5 ? 1 : 0;
-    CHECK(hidden_kept == 1);  // relu's output, which its backward and the next layer read
+    CHECK(hidden_kept == 1);  // relu's output, which the next layer's backward reads
   }
 }
 

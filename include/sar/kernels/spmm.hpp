@@ -438,6 +438,22 @@ void spmm_add_transposed(const graph_block& block, std::type_identity_t<const_ro
                                                     block.transposed_tiles);
 }
 
+/// dhalo += A_block^T diag(scale) dout: spmm_add_transposed(block, dout, dhalo) with dout row i
+/// multiplied by scale[i] as it is added (the backward of a destination-scaled aggregation
+/// without a scaled copy of dout). Requires scale.size() == dout.rows() and what
+/// spmm_add_transposed requires. Throws sar::invalid_argument on a mismatch.
+template <class T>
+void spmm_add_transposed_scaled(const graph_block& block, std::span<const T> scale,
+                                std::type_identity_t<const_rows_ref<T>> dout,
+                                std::type_identity_t<rows_ref<T>> dhalo) {
+  const csr& t = *block.transposed;
+  detail::check_spmm_shapes("sar::spmm_add_transposed_scaled", t, dout.rows(), dout.cols(),
+                            dhalo.rows(), dhalo.cols());
+  detail::check_source_scales("sar::spmm_add_transposed_scaled", scale.size(), dout.rows());
+  detail::spmm_rows_add<detail::row_scale::by_source, T>(t, nullptr, scale.data(), dout, dhalo,
+                                                         block.transposed_tiles);
+}
+
 /// out += A_block,w halo: spmm_add(block, halo, out) with entry e of block.edges scaling its
 /// halo row by weights[e] (an edge-weighted aggregation; not tiled). Requires
 /// weights.size() == block.edges->num_edges() and what spmm_add(block, ...) requires. Throws

@@ -7,8 +7,9 @@
 //                     matrix) so backward needs no random numbers.
 //   relu_dropout<T>:  relu and dropout in one pass each way (between graph layers, where the
 //                     model would otherwise run two in-place passes over the same buffer each
-//                     way). Backward reads y instead of the mask: y > 0 exactly where the
-//                     entry was kept and x > 0.
+//                     way). Forward keeps the entries of y > 0 as bits (kept and x > 0), so
+//                     backward reads neither x nor y, and a model may write the next layer's
+//                     input gradient over y (sar/nn/sequential.hpp).
 #pragma once
 
 #include <algorithm>
@@ -190,25 +191,46 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
   }
 }
 
-/// The forward of dropout (Relu = false) and relu_dropout (Relu = true) in training:
-/// y := g(x) * mask / (1 - p'), p' = dropped_fraction(), on rows [first, end) of x on the
-/// calling thread, or on every row in parallel with y resized when end < 0. Keeps the mask in
-/// `kept` (x.rows() x words_for(x.cols()) words, sized here) unless it is null; a row range
-/// requires kept null and y to be x. Otherwise x and y may be the same matrix.
+/// bits (ceil(width / 64) words, all written): bit c set iff v[c] > 0 (not for a NaN).
+template <class T>
+void positive_bits(const T* v, Eigen::Index width, std::uint64_t* bits) {
+  for (Eigen::Index w = 0; w * 64 < width; ++w) {
+    const Eigen::Index begin = 64 * w, end = std::min(width, begin + 64);
+    std::uint64_t word = 0;
+    Eigen::Index c = begin;
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+      for (; c + 16 <= end; c += 16)
+        word |= std::uint64_t{_mm512_cmp_ps_mask(_mm512_loadu_ps(v + c), _mm512_setzero_ps(),
+                                                 _CMP_GT_OQ)} << (c - begin);
+#endif
+    for (; c < end; ++c) word |= std::uint64_t{v[c] > T(0)} << (c - begin);
+    bits[w] = word;
+  }
+}
+
+/// dropout (Relu = false) and relu_dropout (Relu = true): y := g(x) * mask * s on rows
+/// [first, end) of x on the calling thread, or on every row in parallel with y resized when
+/// end < 0; s = 1 / (1 - p'), p' = dropped_fraction(), and no mask at all when `masked` is
+/// false (relu alone). Keeps in `kept`, unless it is null, the mask (dropout) or the entries
+/// of y > 0 (relu_dropout): x.rows() x words_for(x.cols()) words, sized here on all rows and
+/// before a row range (which requires y to be x). Otherwise x and y may be the same matrix.
 template <bool Relu, class T, class Schedule>
-void masked_forward(Schedule& graph, const layer_context& ctx, double p, const_rows_ref<T> x,
-                    matrix<T>& y, std::vector<std::uint64_t>* kept, Eigen::Index first = 0,
-                    Eigen::Index end = -1) {
+void masked_forward(Schedule& graph, const layer_context& ctx, double p, bool masked,
+                    const_rows_ref<T> x, matrix<T>& y, std::vector<std::uint64_t>* kept,
+                    Eigen::Index first = 0, Eigen::Index end = -1) {
   const dropout_mask mask(ctx, p);
   const Eigen::Index width = x.cols();
   const Eigen::Index words = dropout_mask::words_for(width);
-  const auto scale = static_cast<T>(mask.kept_scale());
+  const auto scale = static_cast<T>(masked ? mask.kept_scale() : 1.0);
+  const bool mask_kept = !Relu && kept != nullptr;
   const auto rows = [&](Eigen::Index b, Eigen::Index e) {
-    std::vector<std::uint64_t> row_bits(kept != nullptr ? 0 : static_cast<std::size_t>(words));
+    std::vector<std::uint64_t> row_bits(static_cast<std::size_t>(words), ~std::uint64_t{0});
     for (Eigen::Index i = b; i < e; ++i) {
-      std::uint64_t* bits = kept != nullptr ? kept->data() + i * words : row_bits.data();
-      mask.node_bits(graph.node_id(i), width, bits);
+      std::uint64_t* bits = mask_kept ? kept->data() + i * words : row_bits.data();
+      if (masked) mask.node_bits(graph.node_id(i), width, bits);
       apply_kept<Relu>(bits, x.row(i).data(), scale, y.row(i).data(), width, false);
+      if (Relu && kept != nullptr) positive_bits(y.row(i).data(), width, kept->data() + i * words);
     }
   };
   if (end >= 0) return rows(first, end);  // one task's rows
@@ -273,7 +295,7 @@ class dropout : public detail::dropout_parameters {
       if (x.data() != y.data()) y = x;
       return;
     }
-    detail::masked_forward<false>(graph, ctx, p_, x, y, &kept_);
+    detail::masked_forward<false>(graph, ctx, p_, true, x, y, &kept_);
     mask_rows_ = x.rows();
     mask_epoch_ = ctx.epoch;
   }
@@ -314,7 +336,7 @@ class dropout : public detail::dropout_parameters {
 /// relu then dropout, one pass each way: y := max(x, 0) * mask / (1 - p) in training,
 /// max(x, 0) otherwise; the same y as relu<T> followed by dropout<T> (or dropout then relu: a
 /// non-negative factor commutes with relu) with the same ctx, up to the sign of zeros. Keeps
-/// nothing: backward reads y, which is > 0 exactly where the entry was kept and x > 0.
+/// the entries of y > 0 as bits (1/32 of y in float), so backward reads neither x nor y.
 template <class T>
 class relu_dropout : public detail::dropout_parameters {
  public:
@@ -332,11 +354,12 @@ class relu_dropout : public detail::dropout_parameters {
   static constexpr bool row_wise = true;
   /// No parameters: declares nothing.
   void declare(parameter_store<T>&) {}
-  /// Backward reads y, never x.
-  reads_in_backward backward_reads() const { return {.input = false, .output = true}; }
+  /// Backward reads neither x nor y (it uses the kept bits).
+  reads_in_backward backward_reads() const { return {.input = false, .output = false}; }
 
   /// y := max(x, 0) * mask / (1 - p) in training, max(x, 0) otherwise, on ctx's rows
-  /// (rows_of_call; a row range requires x and y to be the same matrix). Requires
+  /// (rows_of_call; a row range requires x and y to be the same matrix and follows the empty
+  /// range [0, 0) of the same forward, which sizes the kept bits: sar/nn/layer.hpp). Requires
   /// x.cols() == input_dim() and a schedule with node_id(row) (the dataset id that keys the
   /// mask); x and y may be the same matrix.
   template <class Schedule>
@@ -347,41 +370,47 @@ class relu_dropout : public detail::dropout_parameters {
     const bool all_rows = ctx.end_row < 0;
     SAR_CHECK(all_rows || x.data() == y.data(), invalid_argument, where,
               ": a row range must be in place");
-    if (ctx.training && p_ > 0) {
-      detail::masked_forward<true>(graph, ctx, p_, x, y, nullptr, first, all_rows ? -1 : end);
-      return;
+    if (all_rows || end == 0) {  // a new forward: size the bits
+      positive_.resize(static_cast<std::size_t>(x.rows() * dropout_mask::words_for(dim_)));
+      rows_ = x.rows();
+      epoch_ = ctx.epoch;
+      training_ = ctx.training;
     }
-    const auto rows = [&](Eigen::Index b, Eigen::Index e) {
-      y.middleRows(b, e - b) = x.middleRows(b, e - b).cwiseMax(T(0));
-    };
-    if (!all_rows) return rows(first, end);
-    huge_page_resize(y, x.rows(), x.cols());
-    for_row_chunks(x.rows(), static_cast<double>(dim_), rows);
+    SAR_CHECK(rows_ == x.rows(), invalid_argument, where, ": rows [", first, ", ", end, ") of ",
+              x.rows(), " without the empty range that starts a forward of that many");
+    detail::masked_forward<true>(graph, ctx, p_, ctx.training && p_ > 0, x, y, &positive_, first,
+                                 all_rows ? -1 : end);
   }
 
   /// dx += dy * [y > 0] * s, or dx := that when dx is dy (nothing when dx is empty), with
-  /// s = 1 / (1 - p) in training and 1 otherwise. Requires y from the forward of the same ctx
-  /// and dy shaped like y; x is not read.
+  /// s = 1 / (1 - p) in training and 1 otherwise. Requires dy shaped like the y of this
+  /// layer's last forward, which had the same ctx; neither x nor y is read.
   template <class Schedule>
-  void backward(Schedule&, const layer_context& ctx, const_rows_ref<T>, const_rows_ref<T> y,
+  void backward(Schedule&, const layer_context& ctx, const_rows_ref<T>, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
-    check(y.cols(), "backward: y");
+    check(dy.cols(), "backward: dy");
     if (dx.size() == 0) return;
-    SAR_CHECK(dy.rows() == y.rows() && dy.cols() == dim_ && dx.rows() == y.rows() &&
-                  dx.cols() == dim_,
-              invalid_argument, "sar::relu_dropout::backward: y is ", y.rows(), " x ", y.cols(),
-              ", dy ", dy.rows(), " x ", dy.cols(), ", dx ", dx.rows(), " x ", dx.cols());
+    SAR_CHECK(dy.rows() == rows_ && dx.rows() == rows_ && dx.cols() == dim_ &&
+                  ctx.epoch == epoch_ && ctx.training == training_,
+              invalid_argument, "sar::relu_dropout::backward: dy is ", dy.rows(), " x ",
+              dy.cols(), ", dx ", dx.rows(), " x ", dx.cols(), " (epoch ", ctx.epoch,
+              ") after a forward of ", rows_, " rows (epoch ", epoch_, ")");
     const bool assign = dx.data() == dy.data();
+    const Eigen::Index words = dropout_mask::words_for(dim_);
     const auto scale =
         static_cast<T>(ctx.training && p_ > 0 ? dropout_mask(ctx, p_).kept_scale() : 1.0);
-    // Eigen array expressions: branch-free and vectorised.
-    for_row_chunks(y.rows(), static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
-      const auto term = dy.middleRows(b, e - b).array() *
-                        (y.middleRows(b, e - b).array() > T(0)).template cast<T>() * scale;
-      if (assign) dx.middleRows(b, e - b).array() = term;
-      else dx.middleRows(b, e - b).array() += term;
+    for_row_chunks(dy.rows(), 2.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i)
+        detail::apply_kept<false>(positive_.data() + i * words, dy.row(i).data(), scale,
+                                  dx.row(i).data(), dim_, !assign);
     });
   }
+
+ private:
+  std::vector<std::uint64_t> positive_;  // the last forward's entries of y > 0, row-major bits
+  Eigen::Index rows_ = -1;                // rows of that forward (-1: none)
+  std::uint64_t epoch_ = 0;
+  bool training_ = false;
 };
 
 }  // namespace sar

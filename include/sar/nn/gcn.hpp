@@ -43,6 +43,11 @@ class gcn_layer {
   using scalar = T;
   /// Backward assigns dLoss/dx, so dx need not be zeroed (sar/nn/layer.hpp).
   static constexpr bool assigns_input_gradient = true;
+  /// Forward reads x only before it writes y, backward only before it writes dx, so either
+  /// may take x's storage (sar/nn/layer.hpp).
+  static constexpr bool output_over_input = true;
+  /// See output_over_input.
+  static constexpr bool gradient_over_input = true;
   /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool finishes_rows = true;
 
@@ -127,11 +132,15 @@ class gcn_layer {
     const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if (weight_first()) {
-      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T.
-      matrix<T> dagg = dst.asDiagonal() * dy;
+      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T. Dd scales dy's rows as
+      // they are added (a scaled copy only for weighted edges, whose kernel has no scale).
+      const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
+      matrix<T> dagg;
+      if (edge_weight_ >= 0) dagg = dst.asDiagonal() * dy;
       matrix<T> dh = matrix<T>::Zero(m, output_dim_);
       graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
-        add_transposed(block, dagg, dhalo);
+        if (edge_weight_ >= 0) add_transposed(block, dagg, dhalo);
+        else spmm_add_transposed_scaled<T>(block, dst_span, dy, dhalo);
       });
       scale_rows<T>(dh, src);
       detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));

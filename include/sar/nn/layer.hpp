@@ -39,12 +39,25 @@
 //                                      (one write of dx instead of a zeroing, a read and a
 //                                      write; graph convolutions, whose scatter still adds the
 //                                      remote rows' part after the local one is assigned).
+//   L::output_over_input (static constexpr bool)
+//                                      forward reads x (and sends its rows) only before it
+//                                      writes y, within the call: a model may pass as y the
+//                                      matrix x views, when no backward reads x and x has as
+//                                      many entries as y (y's shape is set by the layer).
+//   L::gradient_over_input (static constexpr bool)
+//                                      with assigns_input_gradient: backward reads x only
+//                                      before it writes dx, within the call: a model may pass
+//                                      as dx the matrix x views, when no backward after it
+//                                      reads that matrix.
 // Optional, so that a model can fuse a row-wise layer into the forward of the layer before it
 // (run on the rows while they are in the cache instead of in a pass of its own):
 //   L::row_wise (static constexpr bool) an in_place layer whose output row i depends on input
 //                                      row i alone, whose forward computes rows
 //                                      [ctx.first_row, ctx.end_row) only when ctx.end_row >= 0
 //                                      (in place; may be called concurrently on disjoint ranges).
+//                                      A model calls it first with the empty range [0, 0), on
+//                                      its own thread, before the ranges of the same forward:
+//                                      there the layer sizes what it keeps for x.rows() rows.
 //   L::finishes_rows (static constexpr bool)
 //                                      when ctx.finish_rows is set, forward calls it on
 //                                      disjoint row ranges covering y, each as soon as its rows
@@ -145,6 +158,22 @@ template <class L>
 inline constexpr bool assigns_input_gradient_v = [] {
   if constexpr (requires { { L::assigns_input_gradient } -> std::convertible_to<bool>; })
     return static_cast<bool>(L::assigns_input_gradient);
+  else
+    return false;
+}();
+/// Whether L declares L::output_over_input = true (see the contract above).
+template <class L>
+inline constexpr bool output_over_input_v = [] {
+  if constexpr (requires { { L::output_over_input } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::output_over_input);
+  else
+    return false;
+}();
+/// Whether L declares L::gradient_over_input = true (see the contract above).
+template <class L>
+inline constexpr bool gradient_over_input_v = [] {
+  if constexpr (requires { { L::gradient_over_input } -> std::convertible_to<bool>; })
+    return static_cast<bool>(L::gradient_over_input);
   else
     return false;
 }();

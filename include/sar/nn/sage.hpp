@@ -88,6 +88,8 @@ class sage_layer {
   using aggregator = Aggregator;
   /// Backward assigns dLoss/dx, so dx need not be zeroed (sar/nn/layer.hpp).
   static constexpr bool assigns_input_gradient = true;
+  /// mean and gcn: backward reads x only before it writes dx (pool reads x after).
+  static constexpr bool gradient_over_input = !is_pool;
   /// Calls ctx.finish_rows on y's rows as they are finished (sar/nn/layer.hpp).
   static constexpr bool finishes_rows = true;
 
@@ -247,15 +249,15 @@ class sage_layer {
     if constexpr (is_mean) {
       if (weight_first()) return backward_mean_weight_first(graph, ctx, x, dy, dx, want_dx);
     }
-    if constexpr (is_pool) detail::assign_transposed_product<T>(self, dy, store_->grad(self_weight_));
-    if constexpr (!is_gcn) {  // the first write of dx
-      if (want_dx) {
-        dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx.topRows(n));
-        set_zero<T>(dx.bottomRows(m - n));
-      }
-    }
-
+    // The first write of dx: the self term of mean and pool (after the last read of x, so
+    // that dx may be x's storage: gradient_over_input).
+    const auto write_self_term = [&] {
+      dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx.topRows(n));
+      set_zero<T>(dx.bottomRows(m - n));
+    };
     if constexpr (is_pool) {
+      detail::assign_transposed_product<T>(self, dy, store_->grad(self_weight_));
+      if (want_dx) write_self_term();
       SAR_CHECK(max_.rows() == n && argmax_.rows() == n && pooled_.rows() == m, invalid_argument,
                 where, ": no matching forward");
       detail::assign_transposed_product<T>(max_, dy, store_->grad(neighbour_weight_));
@@ -299,6 +301,7 @@ class sage_layer {
           detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(neighbour_weight_));
         }
         if (!want_dx) return;
+        if constexpr (is_mean) write_self_term();
         matrix<T> dagg;
         detail::product_transposed<T>(dy, w_nbr, dagg);
         scale_rows<T>(dagg, s);
@@ -323,7 +326,8 @@ class sage_layer {
                                   const_rows_ref<T> dy,
                                   matrix<T>& dx, bool want_dx) {
     const Eigen::Index n = graph.num_destinations(), m = graph.num_sources(), f = output_dim_;
-    const matrix<T> dagg = scale(graph).asDiagonal() * dy;
+    const column_vector<T> s = scale(graph);  // scales dy's rows as they are added
+    const std::span<const T> s_span(s.data(), static_cast<std::size_t>(s.size()));
     matrix<T> g(m, 2 * f);
     for_row_chunks(m, static_cast<double>(2 * f), [&](Eigen::Index b, Eigen::Index e) {
       const Eigen::Index e_dy = std::max(b, std::min(e, n));  // rows [b, e_dy): destinations
@@ -333,7 +337,7 @@ class sage_layer {
     });
     auto dh = g.rightCols(f);
     graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
-      spmm_add_transposed(block, dagg, dhalo);
+      spmm_add_transposed_scaled<T>(block, s_span, dy, dhalo);
     });
     matrix<T> grads(input_dim_, 2 * f);
     transposed_product<T>(x, g, grads);

@@ -120,6 +120,8 @@ struct layer_traits {
   bool reads_neighbours = true;
   bool in_place = false;
   bool assigns_input_gradient = false;
+  bool output_over_input = false;
+  bool gradient_over_input = false;
   bool row_wise = false;
   bool finishes_rows = false;
 };
@@ -131,6 +133,8 @@ layer_traits traits_of(const L& l) {
   t.in_place = in_place_v<L>;
   t.reads_neighbours = reads_neighbours_v<L>;
   t.assigns_input_gradient = assigns_input_gradient_v<L>;
+  t.output_over_input = output_over_input_v<L>;
+  t.gradient_over_input = gradient_over_input_v<L> && t.assigns_input_gradient;
   t.row_wise = row_wise_v<L> && t.in_place;
   t.finishes_rows = finishes_rows_v<L>;
   return t;
@@ -141,10 +145,13 @@ layer_traits traits_of(const L& l) {
 ///
 /// Memory: an activation that no backward reads (layer k's output when layer k does not read
 /// its y and layer k + 1 does not read its x) is returned to the pool as soon as layer k + 1
-/// has run; an in-place layer whose input is such an activation overwrites it; in backward,
-/// in-place layers work on the incoming gradient, and activations and gradients go back to the
-/// pool as soon as they are dead. Buffers are matched by size, so after the first epoch a
-/// training loop allocates nothing.
+/// has run; an in-place layer whose input is such an activation overwrites it, and so does a
+/// layer with output_over_input whose output has as many entries. In backward, in-place layers
+/// work on the incoming gradient, a layer with gradient_over_input writes its input gradient
+/// over its input when no backward after it reads that, and activations and gradients go back
+/// to the pool as soon as they are dead. Buffers are matched by size, so after the first epoch
+/// a training loop allocates nothing. (A 2-layer GCN so holds two hidden-wide matrices besides
+/// its input at any time, not three.)
 ///
 /// Passes: a row_wise layer after a layer that finishes rows runs inside its forward, on its
 /// rows as they are finished (fused_forward).
@@ -166,6 +173,14 @@ class model_base {
   /// Buffers kept for reuse by the next forward / backward (bounded by the layer count
   /// whatever the calls' sizes; for tests and memory accounting).
   std::size_t pooled_buffers() const { return idle_.size(); }
+  /// Bytes of those buffers. After a backward every buffer the model allocated is in the pool
+  /// but the logits, so this is the most its activations and gradients held at once (besides
+  /// what layers keep themselves, and the logits).
+  std::size_t pooled_bytes() const {
+    std::size_t bytes = 0;
+    for (const auto& m : idle_) bytes += static_cast<std::size_t>(m.size()) * sizeof(T);
+    return bytes;
+  }
   Eigen::Index input_dim() const { return input_dims_.front(); }
   Eigen::Index output_dim() const { return output_dims_.back(); }
   /// Indices [first, last) in parameters() of the parameters layer k declared (layers declare
@@ -192,6 +207,7 @@ class model_base {
     output_dims_ = std::move(out);
     traits_ = std::move(traits);
     outputs_.assign(input_dims_.size(), matrix<T>());
+    input_rows_.assign(input_dims_.size(), 0);
     level_.clear();
     std::size_t level = 0;
     for (const auto& t : traits_) {
@@ -296,6 +312,7 @@ class model_base {
     input_owned_ = false;
     for (auto& y : outputs_) give(y);
     for (std::size_t k = 0; k < num_layers(); ++k) {
+      input_rows_[k] = k == 0 ? x.rows() : outputs_[k - 1].rows();
       if (fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
         outputs_[k] = std::move(outputs_[k - 1]);
         continue;
@@ -307,18 +324,28 @@ class model_base {
         rows.end_row = end;
         call(k + 1, rows, outputs_[k], outputs_[k]);  // a row_wise layer: same rows
       };
-      if (fused_forward(k + 1)) c.finish_rows = &next_layer;
-      if (k > 0 && traits_[k].in_place && released_after_forward(k - 1)) {
-        outputs_[k] = std::move(outputs_[k - 1]);  // outputs_[k - 1] is left empty
-        call(k, c, outputs_[k], outputs_[k]);
-      } else if (k == 0 && reuse != nullptr) {
-        outputs_[0] = std::move(*reuse);
-        call(0, c, outputs_[0], outputs_[0]);
-      } else {
-        outputs_[k] = take(schedule_for(graph, k).num_destinations(), output_dims_[k]);
-        call(k, c, k == 0 ? x : const_rows_ref<T>(outputs_[k - 1]), outputs_[k]);
-        if (k > 0 && released_after_forward(k - 1)) give(outputs_[k - 1]);
+      // Layer k's output: its input's buffer (in place, the caller's input given by value,
+      // or output_over_input), else a pooled one.
+      const Eigen::Index rows = schedule_for(graph, k).num_destinations();
+      const const_rows_ref<T> in = k == 0 ? x : const_rows_ref<T>(outputs_[k - 1]);
+      const bool in_place = k > 0 && traits_[k].in_place && released_after_forward(k - 1);
+      const bool reused = !in_place && k == 0 && reuse != nullptr;
+      const bool over_input = !in_place && k > 0 && traits_[k].output_over_input &&
+                              released_after_forward(k - 1) &&
+                              outputs_[k - 1].size() == rows * output_dims_[k];
+      if (in_place || over_input) outputs_[k] = std::move(outputs_[k - 1]);  // [k - 1] left empty
+      else if (reused) outputs_[0] = std::move(*reuse);
+      else outputs_[k] = take(rows, output_dims_[k]);
+      if (fused_forward(k + 1)) {
+        c.finish_rows = &next_layer;
+        // The empty range first: layer k + 1 sizes what it keeps (sar/nn/layer.hpp).
+        outputs_[k].resize(rows, output_dims_[k]);  // the same size: no reallocation
+        layer_context start = context_of(ctx, k + 1);
+        start.first_row = start.end_row = 0;
+        call(k + 1, start, outputs_[k], outputs_[k]);
       }
+      call(k, c, in_place || reused ? const_rows_ref<T>(outputs_[k]) : in, outputs_[k]);
+      if (k > 0 && !in_place && !over_input && released_after_forward(k - 1)) give(outputs_[k - 1]);
     }
     input_ = std::make_unique<const_rows_ref<T>>(x);
     return outputs_.back();
@@ -352,7 +379,14 @@ class model_base {
       } else if (traits_[k].in_place && !last) {
         call(k, c, x, outputs_[k], gradient, gradient);
       } else {
-        matrix<T> dx = take(x.rows(), input_dims_[k]);
+        // Over x when the layer allows it and layer k - 1's backward does not read its output
+        // (x is a view, so the layer still reads it: sar/nn/layer.hpp). x may be empty: a
+        // layer whose output took its input's buffer does not read x.
+        const Eigen::Index rows = input_rows_[k];
+        const bool over_x = k > 0 && traits_[k].gradient_over_input &&
+                            !traits_[k - 1].reads.output &&
+                            outputs_[k - 1].size() == rows * input_dims_[k];
+        matrix<T> dx = over_x ? std::move(outputs_[k - 1]) : take(rows, input_dims_[k]);
         if (!traits_[k].assigns_input_gradient) set_zero<T>(dx);
         call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
         give(gradient);
@@ -387,6 +421,7 @@ class model_base {
   std::vector<Eigen::Index> input_dims_, output_dims_;
   std::vector<layer_traits> traits_;
   std::vector<matrix<T>> outputs_;
+  std::vector<Eigen::Index> input_rows_;  // rows of layer k's input in the last forward
   std::unique_ptr<const_rows_ref<T>> input_;  // the last forward's input (a view)
   bool input_owned_ = false;                 // it is owned_input_
   matrix<T> owned_input_;  // the input of a forward given by value

@@ -150,18 +150,21 @@ inline std::vector<layer_shape> graph_layers(const model_config& c, double featu
       case model_kind::sage:
         l.output = last ? outputs : hidden;
         l.exchanged = std::min(l.input, l.output);
-        l.kept = 3.5;  // output, self and neighbour aggregates, a gradient (measured 3.5)
+        // Output (overwritten by its gradient), the neighbour aggregate, the input it reads
+        // again in backward (measured 2.6, bench/RESULTS.md §28).
+        l.kept = 2.6;
         break;
       default:  // gcn (and the relational models, planned as GCN of their widths)
         l.output = last ? outputs : hidden;
         l.exchanged = std::min(l.input, l.output);
-        // Output, the aggregate kept for dW when aggregating first, a gradient, less what
-        // the buffer pool shares (measured 2.5).
-        l.kept = 2.5;
+        // Output (overwritten by its gradient) and the aggregate kept for dW when aggregating
+        // first, with the small last layer's buffers (measured 2.4, bench/RESULTS.md §28).
+        l.kept = 2.4;
         break;
     }
-    // Batch norm after a hidden layer keeps its normalised input and its output (measured 2).
-    if (c.batch_norm && !last) l.kept += 2;
+    // Batch norm after a hidden layer keeps its input and its output, and its backward, which
+    // reads both, needs a gradient beside them (measured 3, GraphSAGE, §28).
+    if (c.batch_norm && !last) l.kept += 3;
     width = l.output;
     out.push_back(l);
   }
@@ -229,8 +232,11 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     // Dense products: forward, dW and (but in the first layer) dx.
     kernel_seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
   }
-  // The input's dropout copy, and its gradient's width if the first layer needs one.
-  activations += n * g.features * vb;
+  // The input's dropout copy, unless the first layer's output takes its buffer (a GCN that
+  // aggregates first at its own width: output_over_input, sar/nn/layer.hpp).
+  const bool output_over_dropout =
+      s.model.kind == model_kind::gcn && layers.front().input == layers.front().output;
+  if (s.model.first_dropout() > 0 && !output_over_dropout) activations += n * g.features * vb;
   add("activations", activations, "the model's outputs, kept aggregates and gradients "
       "(per-layer multiples measured: bench/RESULTS.md §26)");
   add("parameters", 4 * parameters * vb, "values, gradients, Adam's two moments (parameter_store)");

@@ -87,16 +87,16 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
       layers.emplace_back(
           rgcn_layer<T>(c.hidden, last ? classes : c.hidden, c.schema.num_relations(), o));
       if (last) break;
-      if (c.dropout > 0) layers.emplace_back(relu_dropout<T>(c.hidden, c.dropout));
-      else layers.emplace_back(relu<T>(c.hidden));
+      layers.emplace_back(relu_dropout<T>(c.hidden, c.dropout));
     }
     dynamic_sequential<T, Schedule> model(std::move(layers));
     model.initialise(seed);
     return model;
   }
   Eigen::Index width = features;
-  // Between graph layers relu and dropout are one layer, relu_dropout: one in-place pass each
-  // way over one buffer, which its backward and the next layer read (elu, dropout are two).
+  // Between graph layers relu and dropout are one layer, relu_dropout (also without dropout:
+  // it keeps y > 0 as bits, so the next layer's input gradient may overwrite y): one in-place
+  // pass each way over one buffer, which the next layer reads (elu, dropout are two).
   const bool relu_model = c.kind != model_kind::gat;
   for (int k = 0; k < c.layers; ++k) {
     const bool last = k + 1 == c.layers;
@@ -142,13 +142,8 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
     width = out;
     if (last) break;
     if (c.batch_norm) layers.emplace_back(batch_norm<T>(width));
-    if (relu_model && c.dropout > 0) {
-      layers.emplace_back(relu_dropout<T>(width, c.dropout));
-    } else if (relu_model) {
-      layers.emplace_back(relu<T>(width));
-    } else {
-      layers.emplace_back(elu<T>(width));
-    }
+    if (relu_model) layers.emplace_back(relu_dropout<T>(width, c.dropout));
+    else layers.emplace_back(elu<T>(width));
   }
   dynamic_sequential<T, Schedule> model(std::move(layers));
   model.initialise(seed);
