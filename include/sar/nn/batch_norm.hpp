@@ -11,7 +11,9 @@
 // with zero local rows. Parameter gradients are the LOCAL sums (the trainer's gradient
 // all-reduce adds the ranks); only the input gradient uses the global sums.
 // Kept between forward and backward: the per-feature mean and 1/sqrt(var + eps) used by the
-// last forward (2 x dim doubles).
+// last forward (2 x dim doubles). Backward reads x, never y, and assigns the input gradient,
+// entry by entry after its sums: a model may run an activation in place over y and write dx
+// over x (sar/nn/sequential.hpp).
 #pragma once
 
 #include <cmath>
@@ -48,6 +50,10 @@ class batch_norm {
   using scalar = T;
   /// Output row i depends on no other node's row (only on the batch statistics).
   static constexpr bool reads_neighbours = false;
+  /// Backward assigns dLoss/dx (sar/nn/layer.hpp).
+  static constexpr bool assigns_input_gradient = true;
+  /// Backward reads each entry of x before it writes that entry of dx (sar/nn/layer.hpp).
+  static constexpr bool gradient_over_input = true;
 
   /// Requires dim >= 0, 0 <= momentum <= 1, epsilon >= 0; throws sar::invalid_argument.
   explicit batch_norm(Eigen::Index dim, batch_norm_options options = {})
@@ -85,6 +91,9 @@ class batch_norm {
     gamma_ = store.declare({options_.name + ".gamma", 1, dim_, init_kind::ones, options_.group});
     beta_ = store.declare({options_.name + ".beta", 1, dim_, init_kind::zeros, options_.group});
   }
+
+  /// Backward reads x (through xhat), never y.
+  reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
   /// Collective in training mode. Throws sar::invalid_argument when x.cols() != dim or, in
   /// training mode, when the graph has no nodes at all.
@@ -140,9 +149,9 @@ class batch_norm {
     });
   }
 
-  /// dgamma := sum(dy * xhat), dbeta := sum(dy) over local nodes; dx += the input gradient
+  /// dgamma := sum(dy * xhat), dbeta := sum(dy) over local nodes; dx := the input gradient
   /// (training: through the batch statistics, collective; evaluation: dy * gamma * inv_std).
-  /// Requires the x of the matching forward, same ctx.
+  /// Requires the x of the matching forward, same ctx; dx may be x's storage.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
@@ -183,7 +192,7 @@ class batch_norm {
     if (!ctx.training) {
       for_row_chunks(n, static_cast<double>(f), [&](Eigen::Index b, Eigen::Index e) {
         for (Eigen::Index i = b; i < e; ++i)
-          for (Eigen::Index j = 0; j < f; ++j) dx(i, j) += static_cast<T>(dy(i, j) * gain[j]);
+          for (Eigen::Index j = 0; j < f; ++j) dx(i, j) = static_cast<T>(dy(i, j) * gain[j]);
       });
       return;
     }
@@ -194,7 +203,7 @@ class batch_norm {
       for (Eigen::Index i = b; i < e; ++i)
         for (Eigen::Index j = 0; j < f; ++j) {
           const double g = static_cast<double>(dy(i, j));
-          dx(i, j) += static_cast<T>(
+          dx(i, j) = static_cast<T>(
               gain[j] * (g - (sums[2 * j] + xhat(i, j) * sums[2 * j + 1]) / count));
         }
     });

@@ -162,9 +162,9 @@ inline std::vector<layer_shape> graph_layers(const model_config& c, double featu
         l.kept = 2.4;
         break;
     }
-    // Batch norm after a hidden layer keeps its input and its output, and its backward, which
-    // reads both, needs a gradient beside them (measured 3, GraphSAGE, §28).
-    if (c.batch_norm && !last) l.kept += 3;
+    // Batch norm after a hidden layer keeps its input (its output becomes relu_dropout's, and
+    // its input gradient takes its input's buffer: measured 1, GCN and GraphSAGE, §28).
+    if (c.batch_norm && !last) l.kept += 1;
     width = l.output;
     out.push_back(l);
   }
