@@ -147,6 +147,11 @@ class rgcn_layer {
  public:
   /// Element type of the matrices and parameters.
   using scalar = T;
+  /// Backward assigns dLoss/dx (zeroing dx after its last read of x, then adding every
+  /// term), so dx may be x's storage (sar/nn/layer.hpp).
+  static constexpr bool assigns_input_gradient = true;
+  /// See assigns_input_gradient.
+  static constexpr bool gradient_over_input = true;
 
   /// Requires input_dim, output_dim, num_relations >= 1; a basis count >= 1; a block count
   /// >= 1 dividing input_dim and output_dim. Throws sar::invalid_argument otherwise.
@@ -240,8 +245,8 @@ class rgcn_layer {
       dense_product<false, T>(z_, w_, y, bias);
   }
 
-  /// Given the x of the matching forward and dy: assigns the parameter gradients and ADDS
-  /// dLoss/dx into dx unless dx is empty (then, aggregating first, skips the scatter and its
+  /// Given the x of the matching forward and dy: assigns the parameter gradients and ASSIGNS
+  /// dLoss/dx to dx unless dx is empty (then, aggregating first, skips the scatter and its
   /// exchange; every rank must pass an empty dx or none). Throws sar::invalid_argument on a
   /// shape mismatch or a backward without forward. Collective (at most one scatter).
   template <class Schedule>
@@ -256,8 +261,10 @@ class rgcn_layer {
               invalid_argument, where, ": no matching forward");
     if (o_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_)));
     if (o_.self_loop) detail::assign_transposed_product<T>(x.topRows(n), dy, store_->grad(loop_));
-    const auto add_loop_gradient = [&] {
-      if (!want_dx || !o_.self_loop) return;
+    // The first write of dx, after the last read of x: zeros, plus the self-loop's term.
+    const auto start_input_gradient = [&] {
+      set_zero<T>(dx);
+      if (!o_.self_loop) return;
       auto top = dx.topRows(n);
       dense_product_transposed_add<T>(dy, store_->value(loop_), top);
     };
@@ -274,7 +281,7 @@ class rgcn_layer {
         dw.middleRows(r * in_, in_) = dw_side.middleCols(r * out_, out_);
       weight_gradients(dw);
       if (!want_dx) return;
-      add_loop_gradient();
+      start_input_gradient();
       dense_product_transposed_add<T>(dprojected, w_side_, dx);
       return;
     }
@@ -282,7 +289,7 @@ class rgcn_layer {
     transposed_product<T>(z_, dy, dw);
     weight_gradients(dw);
     if (want_dx) {
-      add_loop_gradient();
+      start_input_gradient();
       // dLoss/dz = dy W^T / c in z's room (z is read no more), each relation's slice to its
       // edges' sources.
       detail::product_transposed<T>(dy, w_, z_);
