@@ -249,8 +249,8 @@ class sage_layer {
     if constexpr (is_mean) {
       if (weight_first()) return backward_mean_weight_first(graph, ctx, x, dy, dx, want_dx);
     }
-    // The first write of dx: the self term of mean and pool (after the last read of x, so
-    // that dx may be x's storage: gradient_over_input).
+    // The first write of dx: the self term of mean and pool (mean writes it after its last
+    // read of x, so that dx may be x's storage: gradient_over_input; pool reads x after it).
     const auto write_self_term = [&] {
       dense_product_transposed<false, T>(dy, store_->value(self_weight_), dx.topRows(n));
       set_zero<T>(dx.bottomRows(m - n));
