@@ -733,6 +733,18 @@ struct counted_relu_dropout : relu_dropout<double> {
   }
 };
 
+/// One training step of models a and b on x: the same logits and the same parameter
+/// gradients, bitwise.
+template <class A, class B>
+void check_same_step(A& a, B& b, local_schedule& graph, const layer_context& ctx,
+                     const matrixd& x, const matrixd& dlogits) {
+  CHECK(a.forward(graph, ctx, x) == b.forward(graph, ctx, x));
+  a.backward(graph, ctx, dlogits);
+  b.backward(graph, ctx, dlogits);
+  const auto ga = a.parameters().grads(), gb = b.parameters().grads();
+  CHECK(std::equal(ga.begin(), ga.end(), gb.begin(), gb.end()));
+}
+
 /// 1300 nodes of degree 6: products run in 512-row chunks, so row ranges come from several
 /// chunks and threads.
 csr chunked_graph() {
@@ -762,12 +774,8 @@ void check_fused_relu_dropout(const csr& g, Graph first, Graph second) {
   const matrixd x = random_matrix(g.num_rows, f_in, 81);
   const matrixd dlogits = random_matrix(g.num_rows, second.output_dim(), 82);
   for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
-    const layer_context ctx{.training = true, .seed = 6, .epoch = epoch};
-    CHECK(fused.forward(graph, ctx, x) == separate.forward(graph, ctx, x));
-    fused.backward(graph, ctx, dlogits);
-    separate.backward(graph, ctx, dlogits);
-    const auto gf = fused.parameters().grads(), gs = separate.parameters().grads();
-    CHECK(std::equal(gf.begin(), gf.end(), gs.begin(), gs.end()));
+    check_same_step(fused, separate, graph, {.training = true, .seed = 6, .epoch = epoch}, x,
+                    dlogits);
     CHECK(fused.forward(graph, {.training = false}, x) ==
           separate.forward(graph, {.training = false}, x));
   }
@@ -859,12 +867,8 @@ TEST_CASE("a 2-layer GCN's hidden output takes the input dropout's buffer and it
   const matrixd x = random_matrix(g.num_rows, 8, 91);
   const matrixd dlogits = random_matrix(g.num_rows, 3, 92);
   for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
-    const layer_context ctx{.training = true, .seed = 7, .epoch = epoch};
-    CHECK(model.forward(graph, ctx, x) == separate.forward(graph, ctx, x));
-    model.backward(graph, ctx, dlogits);
-    separate.backward(graph, ctx, dlogits);
-    const auto gm = model.parameters().grads(), gs = separate.parameters().grads();
-    CHECK(std::equal(gm.begin(), gm.end(), gs.begin(), gs.end()));
+    check_same_step(model, separate, graph, {.training = true, .seed = 7, .epoch = epoch}, x,
+                    dlogits);
     // Every buffer the model allocated is pooled but the logits: the dropout's output, which
     // became the first gcn's output and then the second's input gradient.
     CHECK(model.pooled_buffers() == 1);

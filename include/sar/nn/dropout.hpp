@@ -225,7 +225,9 @@ void masked_forward(Schedule& graph, const layer_context& ctx, double p, bool ma
   const auto scale = static_cast<T>(masked ? mask.kept_scale() : 1.0);
   const bool mask_kept = !Relu && kept != nullptr;
   const auto rows = [&](Eigen::Index b, Eigen::Index e) {
-    std::vector<std::uint64_t> row_bits(static_cast<std::size_t>(words), ~std::uint64_t{0});
+    // The mask of a row when it is not kept (all ones: relu alone).
+    std::vector<std::uint64_t> row_bits(mask_kept ? 0 : static_cast<std::size_t>(words),
+                                        ~std::uint64_t{0});
     for (Eigen::Index i = b; i < e; ++i) {
       std::uint64_t* bits = mask_kept ? kept->data() + i * words : row_bits.data();
       if (masked) mask.node_bits(graph.node_id(i), width, bits);
