@@ -180,6 +180,27 @@ inline void row_normalise(sar::matrixf& features) {
   }
 }
 
+/// check_finite_features of sparse features (their stored values).
+inline void check_finite_features(const sar::sparse_rows<float>& features, const std::string& where) {
+  for (Eigen::Index i = 0; i < features.rows(); ++i)
+    for (sar::edge_t k = features.offsets[i]; k < features.offsets[i + 1]; ++k)
+      SAR_CHECK(std::isfinite(features.values[k]), sar::invalid_argument, where, ": feature row ",
+                i, " column ", features.columns[k], " is ", features.values[k],
+                " (a model needs finite features)");
+}
+
+/// row_normalise of sparse features (a row's zeros add nothing to its sum).
+inline void row_normalise(sar::sparse_rows<float>& features) {
+  for (Eigen::Index i = 0; i < features.rows(); ++i) {
+    double sum = 0;
+    for (sar::edge_t k = features.offsets[i]; k < features.offsets[i + 1]; ++k)
+      sum += std::abs(static_cast<double>(features.values[k]));
+    if (sum != 0)
+      for (sar::edge_t k = features.offsets[i]; k < features.offsets[i + 1]; ++k)
+        features.values[k] = static_cast<float>(features.values[k] / sum);
+  }
+}
+
 /// Prints "peak memory <MiB> MiB" (the process's peak resident set) on stdout.
 inline void print_peak_memory() {
   std::printf("peak memory %.1f MiB\n",

@@ -109,17 +109,33 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     const std::string& spec = p.dataset;
     sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
-    sar::graph_dataset data = sar::load_dataset(spec, p.sizes);
+    // Sparse features stay sparse from the first byte (--sparse-features; sar_train.hpp).
+    const double sparse_below = p.sparse_features == "off" ? 0.0
+                                : p.sparse_features == "on" ? 1.0
+                                                            : sar_train::sparse_density_limit;
+    sar::graph_dataset data = sar::load_dataset(spec, p.sizes, sparse_below);
     check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
                     !data.labels.empty() || data.task != sar::task_kind::classify,
-                    !data.split.empty(), data.features.cols());
-    sar_programs::check_finite_features(data.features, "sar-train: " + spec);
+                    !data.split.empty(), data.feature_dim());
     program_options with = p;  // and the normalisation decided
-    with.row_normalised = normalise_on || (p.normalise == "auto" && data.features.minCoeff() >= 0);
-    if (with.row_normalised) sar_programs::row_normalise(data.features);
+    const auto normalise = [&](auto& features, float smallest) {
+      sar_programs::check_finite_features(features, "sar-train: " + spec);
+      with.row_normalised = normalise_on || (p.normalise == "auto" && smallest >= 0);
+      if (with.row_normalised) sar_programs::row_normalise(features);
+    };
+    if (data.sparse()) {
+      const auto& v = data.sparse_features.values;
+      normalise(data.sparse_features, v.empty() ? 0.0f : *std::min_element(v.begin(), v.end()));
+    } else {
+      normalise(data.features, data.features.size() > 0 ? data.features.minCoeff() : 0.0f);
+    }
     sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
-                               data.graph.num_edges(), " edges, ", data.features.cols(),
-                               " features, ",
+                               data.graph.num_edges(), " edges, ", data.feature_dim(),
+                               data.sparse() ? sar::message(" sparse features (",
+                                                            data.sparse_features.non_zeros(),
+                                                            " non-zeros)")
+                                             : std::string(" features"),
+                               ", ",
                                sar_programs::outputs_summary(data.task, data.num_outputs()), ", ",
                                data.count(sar::node_split::train), " training nodes"));
     sar_programs::current_phase() = "building the model and training";
@@ -286,6 +302,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                "a corrupt or foreign file then goes unnoticed)");
   app.add_option("--normalise-features", p.normalise,
                  "row-normalise features: auto (if all are non-negative) | on | off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  app.add_option("--sparse-features", p.sparse_features,
+                 "train on the features as a sparse matrix (the first layer applies its weight "
+                 "as a sparse product): auto (if at most 5% are non-zero and the model's first "
+                 "layer can) | on | off; not for minibatches on several ranks")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.option_defaults()->group("Model");
   app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline) | mpnn "

@@ -43,12 +43,17 @@ struct local_data {
   std::int32_t num_classes = 0;
   sar::task_kind task = sar::task_kind::classify;
   sar::matrixf targets;  // regress, multilabel: local nodes x outputs
+  sar::sparse_rows<float> sparse_features;  // instead of features, as a dataset read them
 
   /// The local data of a graph_dataset or graph_part (moved from it).
   template <class Source>
   static local_data from(Source& source, std::string name, sar::node_t num_nodes) {
-    return {std::move(name), num_nodes, std::move(source.features), std::move(source.labels),
-            std::move(source.split), source.num_classes, source.task, std::move(source.targets)};
+    local_data d{std::move(name), num_nodes, std::move(source.features), std::move(source.labels),
+                 std::move(source.split), source.num_classes, source.task,
+                 std::move(source.targets), {}};
+    if constexpr (requires { source.sparse_features; })
+      d.sparse_features = std::move(source.sparse_features);
+    return d;
   }
   /// The width of the model's output: classes or targets.
   Eigen::Index num_outputs() const {
@@ -174,6 +179,27 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
   return s;
 }
 
+/// Whether to train on `features` (this rank's, read dense) as sparse rows
+/// (--sparse-features): on, or auto when at most sparse_density_limit of them are non-zero over
+/// all ranks; never for minibatches on several ranks (their gathers move dense rows). Throws
+/// sar::invalid_argument for on with those or a model that cannot read them. Collective.
+template <class T, class Model>
+bool use_sparse_features(const program_options& p, const sar::matrix<T>& features,
+                         const Model& model, sar::mpi_communicator& comm) {
+  if (p.sparse_features == "off") return false;
+  const bool on = p.sparse_features == "on", distributed_minibatches = p.minibatch > 0;
+  SAR_CHECK(!on || (!distributed_minibatches && model.reads_sparse_input()),
+            sar::invalid_argument, "sar-train: --sparse-features on, but ",
+            distributed_minibatches ? "minibatches on several ranks gather dense features"
+                                    : "the model's first layer cannot read sparse features (gcn, "
+                                      "sage mean or gcn, gat and mlp can)");
+  if (distributed_minibatches || !model.reads_sparse_input()) return false;
+  std::array<double, 2> counts{static_cast<double>((features.array() != T(0)).count()),
+                               static_cast<double>(features.size())};
+  comm.all_reduce(std::span<double>(counts), sar::reduce_op::sum);
+  return on || counts[0] <= sparse_density_limit * counts[1];
+}
+
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
 /// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
 /// times, memory and bytes are reduced over the ranks, and rank 0 prints the progress lines.
@@ -182,19 +208,41 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                      local_data& data, sar::mpi_communicator& comm) {
   constexpr bool sampled = sar::minibatch_graph<Graph>;
   using model_schedule = std::conditional_t<sampled, sar::local_schedule, Graph>;
-  sar::matrix<T> features;
-  if constexpr (std::is_same_v<T, float>)
-    features = std::move(data.features);
-  else
-    features = data.features.template cast<T>();
-  data.features = {};
+  const bool read_sparse = data.sparse_features.num_cols > 0;  // one process: decided already
+  const Eigen::Index feature_dim = read_sparse ? data.sparse_features.cols() : data.features.cols();
+  const Eigen::Index local_nodes = read_sparse ? data.sparse_features.rows() : data.features.rows();
   auto model =
-      sar::make_model<T, model_schedule>(config, features.cols(), data.num_outputs(), p.seed);
+      sar::make_model<T, model_schedule>(config, feature_dim, data.num_outputs(), p.seed);
+  sar::matrix<T> features;
+  std::optional<sar::sparse_rows<T>> sparse;
+  if (read_sparse && (p.sparse_features == "on" || model.reads_sparse_input())) {
+    SAR_CHECK(model.reads_sparse_input(), sar::invalid_argument, "sar-train: --sparse-features "
+              "on, but the model's first layer cannot read sparse features (gcn, sage mean or "
+              "gcn, gat and mlp can)");
+    if constexpr (std::is_same_v<T, float>) sparse = std::move(data.sparse_features);
+    else sparse = sar::cast_values<T>(data.sparse_features);
+  } else if (read_sparse) {
+    features = sar::to_dense<T>(data.sparse_features);
+  } else {
+    if constexpr (std::is_same_v<T, float>) features = std::move(data.features);
+    else features = data.features.template cast<T>();
+    // Read dense (a store, a .npy dataset): decided alike on every rank, by the density over
+    // all ranks.
+    if (use_sparse_features(p, features, model, comm)) {
+      sparse = sar::to_sparse_rows<T, T>(features);
+      features = {};
+    }
+  }
+  data.features = {};
+  data.sparse_features = {};
+  if (sparse && comm.rank() == 0 && !p.quiet)
+    sar::log_info(sar::message("sparse features: ", sparse->non_zeros(), " non-zeros on rank 0 "
+                               "(density ", sparse->density(), ")"));
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
   if (config.node_embeddings) {  // the rows of this rank's nodes (one process: every node)
-    std::vector<sar::node_t> ids(static_cast<std::size_t>(features.rows()));
+    std::vector<sar::node_t> ids(static_cast<std::size_t>(local_nodes));
     if constexpr (sampled) std::iota(ids.begin(), ids.end(), sar::node_t{0});
     else
       for (std::size_t i = 0; i < ids.size(); ++i)
@@ -269,7 +317,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   };
   // Checkpoints: --resume restores the model, the optimiser and the run so far; --checkpoint
   // saves them every p.checkpoint_every epochs and at the end (rank 0 writes).
-  const nlohmann::json settings = run_settings(p, config, data, features.cols());
+  const nlohmann::json settings = run_settings(p, config, data, feature_dim);
   std::optional<sar::checkpoint> resumed;
   if (!p.resume.empty()) {
     resumed = sar::read_checkpoint(p.resume);
@@ -318,11 +366,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     };
   const sar::node_data<T> nodes{features, data.labels, data.split, data.task,
                                 {data.targets.data(), data.targets.rows(), data.targets.cols()},
-                                standard.scale};
+                                standard.scale, sparse ? &*sparse : nullptr};
   sar::train_result result;
   sar::minibatch_options minibatch;
   // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
-  auto graph_bytes = static_cast<std::int64_t>(features.size() * sizeof(T));
+  auto graph_bytes = static_cast<std::int64_t>(sparse ? sparse->memory_bytes()
+                                                      : features.size() * sizeof(T));
   if constexpr (sampled) {
     minibatch = minibatch_options_of(p, config);
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
@@ -340,7 +389,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
         std::copy(best_state[s].begin(), best_state[s].end(), state[s].begin());
     }
     const sar::model_description description{
-        .config = config, .input_dim = features.cols(), .output_dim = data.num_outputs(),
+        .config = config, .input_dim = feature_dim, .output_dim = data.num_outputs(),
         .task = data.task, .targets = standard, .row_normalise_features = p.row_normalised,
         .about = {{"dataset", data.name}, {"sar_version", SAR_VERSION_STRING},
                   {"epochs", result.epochs_done()},
@@ -365,6 +414,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["model"] = p.model;
   metrics["dataset"] = data.name;
   metrics["precision"] = p.precision;
+  metrics["sparse_features"] = sparse.has_value();
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
   metrics["schedule"] = !p.distributed() ? "local"
@@ -437,7 +487,7 @@ template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
                             sar::graph_dataset& dataset, sar::mpi_communicator& comm) {
   const sar::node_t nodes = dataset.num_nodes();
-  check_model_fits<T>(p, config, dataset.features.cols(), dataset.num_outputs(), nodes);
+  check_model_fits<T>(p, config, dataset.feature_dim(), dataset.num_outputs(), nodes);
   sar::prepare_model_graph(config, dataset.graph, dataset.edge_features);
   sar::csr graph = std::move(dataset.graph);
   dataset.graph = {};

@@ -22,6 +22,7 @@
 
 #include "sar/core/output_file.hpp"
 #include "sar/core/safe_directory.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/edge_list.hpp"
 #include "sar/graph/io/gzip.hpp"
@@ -167,6 +168,46 @@ TEST_CASE("read_ogb_raw: Cora matches every published count") {
   CHECK(std::binary_search(row0.begin(), row0.end(), 633));
   const auto row633 = d.graph.row(633);
   CHECK(std::binary_search(row633.begin(), row633.end(), 0));
+}
+
+TEST_CASE("sparse features: read as sparse rows from an OGB directory or made by planted, they "
+          "equal the dense ones") {
+  const fs::path cora = testing_support::data_dir() / "cora";
+  const graph_dataset dense = read_ogb_raw(cora);
+  const graph_dataset sparse = read_ogb_raw(cora, {.sparse_below = 0.05});
+  sparse.validate();
+  REQUIRE(sparse.sparse());
+  CHECK(sparse.features.rows() == 2708);
+  CHECK(sparse.feature_dim() == 1433);
+  CHECK(sparse.sparse_features.non_zeros() == 49216);
+  CHECK(sparse.sparse_features == to_sparse_rows<float, float>(dense.features));
+  CHECK(sparse.graph == dense.graph);
+  // Denser than asked: dense after all (Cora's features are 1.3% non-zero).
+  const graph_dataset denser = read_ogb_raw(cora, {.sparse_below = 0.01});
+  CHECK_FALSE(denser.sparse());
+  CHECK(denser.features == dense.features);
+  // load_dataset passes the limit to the reader and to planted's words.
+  CHECK(load_dataset(cora.string(), {}, 0.05).sparse());
+  const std::string words = "planted:nodes=3000,features=400,density=0.01,degree=4";
+  const graph_dataset planted_dense = load_dataset(words);
+  const graph_dataset planted_sparse = load_dataset(words, {}, 0.05);
+  planted_sparse.validate();
+  REQUIRE(planted_sparse.sparse());
+  CHECK_FALSE(planted_dense.sparse());
+  CHECK(planted_sparse.sparse_features == to_sparse_rows<float, float>(planted_dense.features));
+  CHECK(planted_sparse.sparse_features.density() > 0.005);
+  CHECK(planted_sparse.sparse_features.density() <= 0.01);
+  CHECK(planted_sparse.labels == planted_dense.labels);
+  // A feature row of another width is still an error, naming its line.
+  const fs::path bad = fs::temp_directory_path() / ("sar-sparse-ogb-" + std::to_string(getpid()));
+  fs::remove_all(bad);
+  fs::create_directories(bad / "raw");
+  std::ofstream(bad / "raw" / "num-node-list.csv") << "3\n";
+  std::ofstream(bad / "raw" / "edge.csv") << "0,1\n1,2\n";
+  std::ofstream(bad / "raw" / "node-feat.csv") << "0,1,0\n0,0,0\n1,0\n";
+  CHECK_THROWS_WITH_AS(read_ogb_raw(bad, {.sparse_below = 0.5}),
+                       doctest::Contains("line 3: expected 3 comma-separated columns"), io_error);
+  fs::remove_all(bad);
 }
 
 TEST_CASE("read_ogb_raw: CiteSeer matches every published count") {

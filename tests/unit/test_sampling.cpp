@@ -362,6 +362,40 @@ TEST_CASE("layer-wise inference equals the full-batch forward") {
   }
 }
 
+TEST_CASE("minibatch training on sparse features: the losses and scores of the dense ones") {
+  // Bag-of-words features, kept sparse by the generator and as dense rows.
+  planted_partition_options o{.num_nodes = 3000, .feature_dim = 300, .seed = 6};
+  o.feature_density = 0.02;
+  const auto dense = make_planted_partition(o);
+  o.sparse_features = true;
+  const auto sparse = make_planted_partition(o);
+  REQUIRE(sparse.sparse());
+  for (const model_kind kind : {model_kind::gcn, model_kind::sage, model_kind::gat}) {
+    CAPTURE(model_name(kind));
+    const model_config c = paper_defaults(kind);
+    const csr graph = with_self_loops(dense.graph, self_loop_policy::add);
+    train_options t{.epochs = 2, .seed = 3, .log_progress = false};
+    minibatch_options mb{.batch_size = 64, .sampler = {.fanouts = {5, 5}, .seed = 3}, .bulk = 2};
+    const auto run = [&](const node_data<double>& nodes) {
+      auto model = make_model<double, local_schedule>(c, 300, dense.num_classes, 1);
+      auto optimiser = make_optimiser(c, model);
+      return train_minibatch(model, graph, optimiser, nodes, t, mb);
+    };
+    const matrixd x = dense.features.cast<double>();
+    const sparse_rows<double> xs = cast_values<double>(sparse.sparse_features);
+    const auto a = run({x, dense.labels, dense.split});
+    const matrixd none(3000, 0);  // the sparse rows are the features
+    const auto b = run({.features = none, .labels = dense.labels,
+                        .split = dense.split, .sparse_features = &xs});
+    REQUIRE(a.history.size() == b.history.size());
+    for (std::size_t e = 0; e < a.history.size(); ++e) {
+      CHECK(b.history[e].train_loss == doctest::Approx(a.history[e].train_loss).epsilon(1e-12));
+      CHECK(b.history[e].valid_loss == doctest::Approx(a.history[e].valid_loss).epsilon(1e-12));
+    }
+    CHECK(b.test_score == a.test_score);
+  }
+}
+
 TEST_CASE("minibatch training learns the planted graph; bad options are refused") {
   const auto data = make_planted_partition({.num_nodes = 3000, .seed = 6});
   model_config c = paper_defaults(model_kind::sage);

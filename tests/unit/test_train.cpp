@@ -13,6 +13,7 @@
 #include <tbb/task_arena.h>
 
 #include "sar/comm/serial.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
@@ -782,6 +783,83 @@ void check_fused_relu_dropout(const csr& g, Graph first, Graph second) {
   CHECK(*ranges > 0);  // the fused model did run relu_dropout on row ranges
 }
 }  // namespace
+
+namespace {
+/// rows x cols binary features with about `density` of them 1 (a bag of words).
+sparse_rows<double> random_bag_of_words(Eigen::Index rows, Eigen::Index cols, double density,
+                                        std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution one(density);
+  matrixd dense = matrixd::Zero(rows, cols);
+  for (Eigen::Index i = 0; i < rows; ++i)
+    for (Eigen::Index j = 0; j < cols; ++j) dense(i, j) = one(rng) ? 1.0 : 0.0;
+  return to_sparse_rows<double, double>(dense);
+}
+
+/// Largest |a - b| over max(1, |b|) of two equally long ranges.
+template <class A, class B>
+double largest_relative_difference(const A& a, const B& b) {
+  double worst = 0;
+  for (decltype(a.size()) i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i])));
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("sparse input features give a model the logits and gradients of the dense ones") {
+  planted_partition_options o;  // more rows than a reduction chunk (4096): several chunks
+  o.num_nodes = 5000;
+  o.average_degree = 4;
+  o.feature_dim = 0;
+  local_schedule graph(make_planted_partition(o).graph);
+  const sparse_rows<double> sparse = random_bag_of_words(o.num_nodes, 300, 0.02, 7);
+  sparse.validate();
+  const matrixd dense = to_dense<double>(sparse);
+  CHECK(density<double>(dense) == doctest::Approx(sparse.density()));
+  const matrixd dlogits = random_matrix(o.num_nodes, 3, 82);
+  for (const auto kind : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp})
+    for (const double input_dropout : {0.0, 0.5}) {
+      CAPTURE(model_name(kind));
+      CAPTURE(input_dropout);
+      model_config c;
+      c.kind = kind;
+      c.hidden = 8;
+      c.heads = 2;
+      c.input_dropout = input_dropout;
+      auto a = make_model<double, local_schedule>(c, 300, 3, 11);
+      auto b = make_model<double, local_schedule>(c, 300, 3, 11);
+      REQUIRE(a.reads_sparse_input());
+      for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+        const layer_context ctx{.training = true, .seed = 4, .epoch = epoch};
+        const matrixd from_sparse = a.forward(graph, ctx, sparse);
+        const matrixd from_dense = b.forward(graph, ctx, dense);
+        CHECK(largest_relative_difference(from_sparse.reshaped(), from_dense.reshaped()) < 1e-12);
+        a.backward(graph, ctx, dlogits);
+        b.backward(graph, ctx, dlogits);
+        CHECK(largest_relative_difference(a.parameters().grads(), b.parameters().grads()) < 1e-12);
+        const matrixd evaluated = a.forward(graph, {.training = false}, sparse);
+        CHECK(largest_relative_difference(evaluated.reshaped(),
+                                          b.forward(graph, {.training = false}, dense).reshaped()) <
+              1e-12);
+      }
+    }
+  // A first layer that cannot read them: refused, naming the layer.
+  model_config pool;
+  pool.kind = model_kind::sage;
+  pool.aggregation = sage_aggregation::pool;
+  auto model = make_model<double, local_schedule>(pool, 300, 3, 11);
+  CHECK_FALSE(model.reads_sparse_input());
+  CHECK_THROWS_WITH_AS(model.forward(graph, {.training = true}, sparse),
+                       doctest::Contains("cannot read sparse input features"), invalid_argument);
+  // A backward on sparse features computes no input gradient.
+  gcn_layer<double> layer(300, 4);
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  matrixd y, dx(o.num_nodes, 300);
+  layer.forward(graph, {}, sparse, y);
+  CHECK_THROWS_AS(layer.backward(graph, {}, sparse, y, y, dx), invalid_argument);
+}
 
 TEST_CASE("a model given its input by value lets an in-place first layer overwrite it, with "
           "the numbers of a model given a reference") {

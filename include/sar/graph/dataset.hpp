@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
@@ -54,6 +55,10 @@ struct graph_dataset {
   std::string name;
   csr graph;                         ///< in-edges, num_rows = num_cols = num_nodes()
   matrixf features;                  ///< num_nodes() x feature_dim (feature_dim may be 0)
+  /// The features as sparse rows instead (a reader asked to keep sparse features sparse:
+  /// load_dataset's sparse_below), num_nodes() x feature_dim; then `features` is
+  /// num_nodes() x 0. Empty (0 x 0) otherwise.
+  sparse_rows<float> sparse_features;
   std::vector<std::int32_t> labels;  ///< one per node, -1 = unlabelled (may be empty)
   /// Number of classes: labels are in [0, num_classes), or -1.
   std::int32_t num_classes = 0;
@@ -73,6 +78,10 @@ struct graph_dataset {
   /// exactly when the schema is.
   std::vector<std::int32_t> edge_types;
 
+  /// Whether the features are held as sparse_features.
+  bool sparse() const { return sparse_features.num_cols > 0; }
+  /// Width of the features, dense or sparse.
+  Eigen::Index feature_dim() const { return sparse() ? sparse_features.num_cols : features.cols(); }
   /// Width of the edge features (0: none).
   Eigen::Index edge_feature_dim() const { return edge_features.cols(); }
   /// The width of a model's output for this dataset: num_classes, or the targets' columns.
@@ -97,6 +106,12 @@ struct graph_dataset {
     const node_t n = num_nodes();
     SAR_CHECK(features.rows() == n || features.size() == 0, invalid_argument, where, ": ",
               features.rows(), " feature rows for ", n, " nodes");
+    if (sparse()) {
+      sparse_features.validate(where);
+      SAR_CHECK(sparse_features.rows() == n && features.cols() == 0, invalid_argument, where,
+                ": ", sparse_features.rows(), " sparse feature rows for ", n, " nodes, and ",
+                features.cols(), " dense feature columns besides");
+    }
     SAR_CHECK(labels.empty() || static_cast<node_t>(labels.size()) == n, invalid_argument, where,
               ": ", labels.size(), " labels for ", n, " nodes");
     SAR_CHECK(split.empty() || static_cast<node_t>(split.size()) == n, invalid_argument, where,
@@ -104,7 +119,7 @@ struct graph_dataset {
     SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == graph.num_edges(),
               invalid_argument, where, ": ", edge_features.rows(), " edge feature rows for ",
               graph.num_edges(), " edges");
-    schema.validate(n, features.cols(), where);
+    schema.validate(n, feature_dim(), where);
     SAR_CHECK(schema.heterogeneous() || edge_types.empty(), invalid_argument, where, ": ",
               edge_types.size(), " edge types without a schema");
     if (schema.heterogeneous())

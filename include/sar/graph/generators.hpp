@@ -2,6 +2,7 @@
 // (every random number is keyed by node or edge id through sar::counter_rng).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct planted_partition_options {
   /// Features per node (>= 0).
   std::int32_t feature_dim = 32;
   double feature_noise = 2.0;     ///< std of the per-node noise; class centroids have unit std
+  /// Below 1: binary bag-of-words features instead, about feature_density x feature_dim words
+  /// (1s) per node, each drawn from the node's class's own slice of the columns with
+  /// probability 1 / (1 + feature_noise), else from all of them (sparse input features).
+  double feature_density = 1;
+  /// With feature_density below 1: hold the words as sparse_features (never dense).
+  bool sparse_features = false;
   /// Fraction of the nodes in the training split (train_fraction + valid_fraction <= 1).
   double train_fraction = 0.1;
   double valid_fraction = 0.1;    ///< the rest is test
@@ -74,7 +81,9 @@ inline double planted_partition_bytes(const planted_partition_options& o) {
   const double per_node = sizeof(std::int32_t) + 3 * sizeof(node_t) + sizeof(node_split);
   return n * per_node + 2 * sizeof(node_t) * edges +
          build_csr_bytes(n, edges, {.symmetrise = true}) +
-         n * static_cast<double>(o.feature_dim) * sizeof(float) +
+         (o.feature_density < 1 && o.sparse_features  // words, then values and columns
+              ? n * std::max(1.0, std::round(o.feature_density * o.feature_dim)) * 12.0
+              : n * static_cast<double>(o.feature_dim) * sizeof(float)) +
          2 * edges * static_cast<double>(o.edge_feature_dim) * sizeof(float);
 }
 
@@ -94,6 +103,8 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
   SAR_CHECK(o.edge_feature_dim >= 0 && o.edge_noise >= 0 && std::isfinite(o.edge_noise),
             invalid_argument, where, ": edge_feature_dim = ", o.edge_feature_dim,
             ", edge_noise = ", o.edge_noise);
+  SAR_CHECK(o.feature_density > 0 && o.feature_density <= 1, invalid_argument, where,
+            ": feature_density = ", o.feature_density, " (expected (0, 1])");
   SAR_CHECK(o.feature_noise >= 0 && std::isfinite(o.feature_noise), invalid_argument, where,
             ": feature_noise = ", o.feature_noise, " (expected a finite number >= 0)");
   detail::check_fractions(where, o.train_fraction, o.valid_fraction);
@@ -142,17 +153,57 @@ inline graph_dataset make_planted_partition(const planted_partition_options& o) 
   data.graph = build_csr(edges, {.symmetrise = true, .deduplicate = true,
                                  .self_loops = self_loop_policy::remove});
 
-  // Features: the class centroid plus Gaussian noise.
+  // Features: the class centroid plus Gaussian noise, or words of the class's and any slice.
   const counter_rng feature_rng(o.seed, rng_stream::generator_features);
-  data.features.resize(n, o.feature_dim);
-  tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
-    for (node_t i = r.begin(); i != r.end(); ++i)
-      for (std::int32_t f = 0; f < o.feature_dim; ++f) {
-        const double centroid = feature_rng.normal(0, data.labels[i], f);
-        data.features(i, f) =
-            static_cast<float>(centroid + o.feature_noise * feature_rng.normal(1 + i, f));
+  if (o.feature_density < 1) {
+    // Node i's words: `words` columns drawn with replacement, sorted, repeats dropped.
+    const auto words = std::max<std::int64_t>(
+        std::llround(o.feature_density * o.feature_dim), 1);
+    const double slice = static_cast<double>(o.feature_dim) / o.num_classes;
+    const double own = 1 / (1 + o.feature_noise);
+    std::vector<std::int32_t> columns(static_cast<std::size_t>(n * words));
+    std::vector<edge_t> counts(static_cast<std::size_t>(n) + 1, 0);
+    tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+      for (node_t i = r.begin(); i != r.end(); ++i) {
+        std::int32_t* row = columns.data() + i * words;
+        for (std::int64_t w = 0; w < words; ++w) {
+          const double where = feature_rng.uniform(1 + i, 2 * w + 1);
+          const auto f = static_cast<std::int64_t>(
+              feature_rng.uniform(1 + i, 2 * w) < own ? (data.labels[i] + where) * slice
+                                                      : where * o.feature_dim);
+          row[w] = static_cast<std::int32_t>(std::min<std::int64_t>(f, o.feature_dim - 1));
+        }
+        std::sort(row, row + words);
+        counts[static_cast<std::size_t>(i) + 1] = std::unique(row, row + words) - row;
       }
-  });
+    });
+    if (o.sparse_features) {
+      sparse_rows<float>& x = data.sparse_features;
+      x.num_rows = n;
+      x.num_cols = o.feature_dim;
+      x.offsets.assign(counts.begin(), counts.end());
+      for (node_t i = 0; i < n; ++i) x.offsets[i + 1] += x.offsets[i];
+      x.columns.resize(static_cast<std::size_t>(x.offsets.back()));
+      for (node_t i = 0; i < n; ++i)
+        std::copy_n(columns.begin() + i * words, counts[i + 1], x.columns.begin() + x.offsets[i]);
+      x.values.assign(x.columns.size(), 1.0f);
+      data.features.resize(n, 0);
+    } else {
+      data.features.setZero(n, o.feature_dim);
+      for (node_t i = 0; i < n; ++i)
+        for (edge_t w = 0; w < counts[i + 1]; ++w) data.features(i, columns[i * words + w]) = 1.0f;
+    }
+  } else {
+    data.features.resize(n, o.feature_dim);
+    tbb::parallel_for(tbb::blocked_range<node_t>(0, n), [&](const auto& r) {
+      for (node_t i = r.begin(); i != r.end(); ++i)
+        for (std::int32_t f = 0; f < o.feature_dim; ++f) {
+          const double centroid = feature_rng.normal(0, data.labels[i], f);
+          data.features(i, f) =
+              static_cast<float>(centroid + o.feature_noise * feature_rng.normal(1 + i, f));
+        }
+    });
+  }
   // Edge features: keyed by the edge's two nodes, the same in both directions.
   const counter_rng edge_feature_rng(o.seed, rng_stream::generator_features, 1);
   data.edge_features.resize(data.graph.num_edges(), o.edge_feature_dim);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
@@ -65,6 +66,22 @@ class any_layer {
                 const_rows_ref<T> dy, matrix<T>& dx) {
     self_->backward(graph, ctx, x, y, dy, dx);
   }
+  /// As the held layer's forward on sparse input features (traits().sparse_input); throws
+  /// sar::invalid_argument for a layer without it.
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
+    self_->forward(graph, ctx, x, y);
+  }
+  /// As the held layer's backward after that forward (dx empty); throws as forward.
+  void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+    self_->backward(graph, ctx, x, y, dy, dx);
+  }
+  /// As the held layer's forward from sparse rows to sparse rows (traits().sparse_to_sparse);
+  /// throws sar::invalid_argument for a layer without it.
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+               sparse_rows<T>& y) {
+    self_->forward(graph, ctx, x, y);
+  }
 
   /// The held layer if it is an L, else nullptr (like std::function::target).
   template <class L>
@@ -93,6 +110,12 @@ class any_layer {
                          matrix<T>& y) = 0;
     virtual void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
                           const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) = 0;
+    virtual void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                         matrix<T>& y) = 0;
+    virtual void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                          const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) = 0;
+    virtual void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                         sparse_rows<T>& y) = 0;
     virtual const std::type_info& type() const = 0;
   };
 
@@ -101,7 +124,18 @@ class any_layer {
     explicit model(L l) : layer(std::move(l)) {}
     Eigen::Index input_dim() const override { return layer.input_dim(); }
     Eigen::Index output_dim() const override { return layer.output_dim(); }
-    detail::layer_traits traits() const override { return detail::traits_of(layer); }
+    // Whether L reads sparse input features (into a dense output, or into sparse rows).
+    template <class Y>
+    static constexpr bool reads_sparse = requires(L& l, Schedule& g, const layer_context& c,
+                                                  const sparse_rows<T>& x, Y& y) {
+      l.forward(g, c, x, y);
+    };
+    detail::layer_traits traits() const override {
+      detail::layer_traits t = detail::traits_of(layer);
+      t.sparse_input = reads_sparse<matrix<T>>;
+      t.sparse_to_sparse = reads_sparse<sparse_rows<T>>;
+      return t;
+    }
     void declare(parameter_store<T>& store) override { layer.declare(store); }
     std::vector<std::span<double>> state() override { return state_of(layer); }
     void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
@@ -111,6 +145,25 @@ class any_layer {
     void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
                   const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) override {
       layer.backward(graph, ctx, x, y, dy, dx);
+    }
+    void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                 matrix<T>& y) override {
+      if constexpr (reads_sparse<matrix<T>>) layer.forward(graph, ctx, x, y);
+      else no_sparse_input();
+    }
+    void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                  const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) override {
+      if constexpr (reads_sparse<matrix<T>>) layer.backward(graph, ctx, x, y, dy, dx);
+      else no_sparse_input();
+    }
+    void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                 sparse_rows<T>& y) override {
+      if constexpr (reads_sparse<sparse_rows<T>>) layer.forward(graph, ctx, x, y);
+      else no_sparse_input();
+    }
+    [[noreturn]] static void no_sparse_input() {
+      throw invalid_argument(message("sar::any_layer: ", typeid(L).name(),
+                                     " does not run on sparse input features"));
     }
     const std::type_info& type() const override { return typeid(L); }
     L layer;
@@ -207,22 +260,84 @@ class dynamic_sequential : public detail::model_base<T> {
                                    "sar::dynamic_sequential::forward");
   }
 
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp): the layers before the
+  /// first one with parameters must run on sparse rows (dropout) and that one must read them
+  /// (gcn_layer, sage_layer mean and gcn, gat_layer, linear), which apply their weight first;
+  /// the numbers are those of forward on to_dense(x), up to rounding. x must stay alive and
+  /// unchanged until the matching backward. Throws sar::invalid_argument, naming the layer,
+  /// for a model that cannot, or on a shape mismatch. Collective.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, const sparse_rows<T>& x) {
+    return this->run_forward_sparse(
+        graph, ctx, x, layer_forward(graph),
+        [&](std::size_t k, const layer_context& c, const sparse_rows<T>& in, matrix<T>& out) {
+          layers_[k].forward(this->schedule_for(graph, k), c, in, out);
+        },
+        sparse_prefix(graph), "sar::dynamic_sequential::forward");
+  }
+  /// As infer on layers [0, end), on sparse input features (see forward on them). Throws as
+  /// that forward does.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  matrix<T> infer(Graph& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                  std::size_t first, std::size_t end) {
+    constexpr const char* where = "sar::dynamic_sequential::infer";
+    SAR_CHECK(first == 0, invalid_argument, where, ": sparse input features are the input of "
+              "layer 0, not of layer ", first);
+    const std::size_t s = this->first_trainable();
+    sparse_rows<T> kept;
+    const sparse_rows<T>& input =
+        this->run_sparse_prefix(graph, ctx, x, sparse_prefix(graph), kept, where);
+    const Eigen::Map<const matrix<T>> none(nullptr, x.rows(), x.cols());  // read by no layer
+    return this->run_layers(
+        graph, ctx, none, 0, end,
+        [&](std::size_t k, const layer_context& c, const_rows_ref<T> in, matrix<T>& out,
+            std::size_t base) {
+          if (k == s) layers_[k].forward(this->schedule_for(graph, k, base), c, input, out);
+          else if (k > s) layers_[k].forward(this->schedule_for(graph, k, base), c, in, out);
+        },
+        where);
+  }
+
+  /// Whether forward on sparse input features can run this model (see that forward).
+  bool reads_sparse_input() const {
+    const std::size_t s = this->first_trainable();
+    for (std::size_t k = 0; k < s; ++k)
+      if (!this->traits_[k].sparse_to_sparse) return false;
+    return this->traits_[s].sparse_input;
+  }
+
   /// As sequential::backward: ASSIGNS every parameter gradient; layers before the first
   /// one with parameters are skipped and that one computes no input gradient. Throws
   /// sar::invalid_argument without a forward or on a shape mismatch. Collective.
   template <class Graph>
     requires std::same_as<schedule_type_t<Graph>, Schedule>
   void backward(Graph& graph, const layer_context& ctx, const matrix<T>& dlogits) {
+    const std::size_t first = this->first_trainable();
     this->run_backward(
         ctx, dlogits,
         [&](std::size_t k, const layer_context& c, const_rows_ref<T> x, const_rows_ref<T> y,
             const_rows_ref<T> dy, matrix<T>& dx) {
-          layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, dx);
+          if (k == first && this->sparse_input_ != nullptr)
+            layers_[k].backward(this->schedule_for(graph, k), c, *this->sparse_input_, y, dy, dx);
+          else
+            layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, dx);
         },
         "sar::dynamic_sequential::backward");
   }
 
  private:
+  /// Layer k's forward from sparse rows to sparse rows (the layers before the first one with
+  /// parameters).
+  template <class Graph>
+  auto sparse_prefix(Graph& graph) {
+    return [this, &graph](std::size_t k, const layer_context& c, const sparse_rows<T>& in,
+                          sparse_rows<T>& out) {
+      layers_[k].forward(this->schedule_for(graph, k), c, in, out);
+    };
+  }
+
   template <class Graph>
   auto layer_forward(Graph& graph) {
     return [this, &graph](std::size_t k, const layer_context& c, const_rows_ref<T> in,

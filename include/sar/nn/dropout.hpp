@@ -25,6 +25,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -300,6 +301,38 @@ class dropout : public detail::dropout_parameters {
     detail::masked_forward<false>(graph, ctx, p_, true, x, y, &kept_);
     mask_rows_ = x.rows();
     mask_epoch_ = ctx.epoch;
+  }
+
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp): y gets x's structure
+  /// and x's values times the mask entries of their (node, column), as forward on the dense
+  /// matrix draws them, so the dropped features are the same (a dropped entry is stored as 0).
+  /// Keeps no mask: a model runs this layer only before its first layer with parameters,
+  /// whose backward computes no input gradient (sar/nn/sequential.hpp).
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+               sparse_rows<T>& y) const {
+    check(x.cols(), "forward: x");
+    y.num_rows = x.num_rows;
+    y.num_cols = x.num_cols;
+    y.offsets = x.offsets;
+    y.columns = x.columns;
+    y.values = x.values;
+    if (!ctx.training || p_ == 0) return;
+    const dropout_mask mask(ctx, p_);
+    const auto scale = static_cast<T>(mask.kept_scale());
+    constexpr Eigen::Index per_draw = dropout_mask::columns_per_draw;
+    for_row_chunks(x.rows(), 64.0, [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i) {
+        Eigen::Index drawn = -1;  // the first column of `draw`
+        counter_rng::bits_t draw{};
+        for (edge_t k = x.offsets[i]; k < x.offsets[i + 1]; ++k) {
+          const Eigen::Index c = x.columns[k], first = c - c % per_draw;
+          if (first != drawn) draw = mask.draw(graph.node_id(i), drawn = first);
+          const bool kept = dropout_mask::lane(draw, c % per_draw) >= mask.threshold();
+          y.values[k] = x.values[k] * (kept ? scale : T(0));
+        }
+      }
+    });
   }
 
   /// dx += dy * mask / (1 - p) in training, dx += dy otherwise; when dx is dy, dx := those

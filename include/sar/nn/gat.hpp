@@ -27,10 +27,12 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/schedule/schedule.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/gat.hpp"
+#include "sar/kernels/sparse_dense.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
 
@@ -134,6 +136,46 @@ class gat_layer {
   /// Collective: one graph.gather of [z | el].
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
+    forward_rows(graph, ctx, x, y);
+  }
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp): z = x W as a sparse x
+  /// dense product. Same requirements, throws and collective calls.
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
+    forward_rows(graph, ctx, x, y);
+  }
+
+  /// Given the x, y of the matching forward and dy: assigns every parameter gradient and adds
+  /// dLoss/dx into dx (skipped when dx is empty).
+  /// Requires the forward of the same x and ctx to be the last one run by this layer, y and
+  /// dy of graph.num_destinations() x output_dim(), dx empty or x-shaped (throws
+  /// sar::invalid_argument otherwise).
+  /// Collective: one graph.gather_scatter of [z | el] and its gradient.
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+    backward_rows(graph, ctx, x, y, dy, dx);
+  }
+  /// As backward, after the forward on sparse input features; dx must be empty (no input
+  /// gradient of features). Same throws and collective calls.
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+    detail::check_sparse_backward("sar::gat_layer::backward", dx);
+    backward_rows(graph, ctx, x, y, dy, dx);
+  }
+
+  /// Bytes this layer keeps between forward and backward (all O(local nodes)).
+  std::size_t saved_bytes() const {
+    return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() +
+                                                log_normaliser_.size() + slope_sum_.size() +
+                                                slope_acc_.size() + out_.size());
+  }
+
+ private:
+  /// forward on x dense or sparse rows.
+  template <class Schedule, class X>
+  void forward_rows(Schedule& graph, const layer_context& ctx, const X& x, matrix<T>& y) {
     check_input("sar::gat_layer::forward", graph, x);
     const Eigen::Index H = dims_.heads, F = dims_.features, HF = dims_.width();
     const node_t m = static_cast<node_t>(x.rows()), n = graph.num_destinations();
@@ -142,7 +184,8 @@ class gat_layer {
     const auto a_r = store_->value(ids_.attention_right);
 
     huge_page_resize(z_el_, m, dims_.halo_width());
-    dense_product<false, T>(x, W, z_el_.leftCols(HF));
+    if constexpr (std::is_same_v<X, sparse_rows<T>>) sparse_product<T>(x, W, z_el_.leftCols(HF));
+    else dense_product<false, T>(x, W, z_el_.leftCols(HF));
     er_.resize(n, H);
     // el (every source) and er (every destination) of every head in one row-parallel pass.
     for_row_chunks(m, 2.0 * static_cast<double>(HF), [&](Eigen::Index b, Eigen::Index e) {
@@ -192,14 +235,10 @@ class gat_layer {
     forward_rows_ = m;
   }
 
-  /// ADDS dLoss/dx into dx (skipped when dx is empty) and ASSIGNS the parameter gradients.
-  /// Requires the forward of the same x and ctx to be the last one run by this layer, y and
-  /// dy of graph.num_destinations() x output_dim(), dx empty or x-shaped (throws
-  /// sar::invalid_argument otherwise).
-  /// Collective: one graph.gather_scatter of [z | el] and its gradient.
-  template <class Schedule>
-  void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
-                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+  /// backward on x dense or sparse rows.
+  template <class Schedule, class X>
+  void backward_rows(Schedule& graph, const layer_context& ctx, const X& x, const_rows_ref<T> y,
+                     const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gat_layer::backward";
     check_input(where, graph, x);
     SAR_CHECK(forward_rows_ == x.rows(), invalid_argument, where,
@@ -307,16 +346,8 @@ class gat_layer {
     if (options_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(ids_.bias)));
   }
 
-  /// Bytes this layer keeps between forward and backward (all O(local nodes)).
-  std::size_t saved_bytes() const {
-    return sizeof(T) * static_cast<std::size_t>(z_el_.size() + er_.size() +
-                                                log_normaliser_.size() + slope_sum_.size() +
-                                                slope_acc_.size() + out_.size());
-  }
-
- private:
   template <class Schedule>
-  void check_input(const char* where, const Schedule& graph, const_rows_ref<T> x) const {
+  void check_input(const char* where, const Schedule& graph, const auto& x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
     SAR_CHECK(x.rows() == static_cast<Eigen::Index>(graph.num_sources()) && x.cols() == input_dim_,
               invalid_argument, where, ": x is ", x.rows(), " x ", x.cols(), ", expected ",

@@ -16,6 +16,9 @@
 // output_dim() < input_dim(), after otherwise. The aggregated width, which is what crosses
 // the network under a distributed schedule, is min(F_in, F_out).
 //
+// Sparse input features (sar/core/sparse_rows.hpp): forward and backward take them as x too;
+// W is then applied first whatever the widths, and no input gradient is computed.
+//
 // Kept between forward and backward: nothing when W is applied first; the aggregated input
 // Z = D_in^-1/2 A D_out^-1/2 X (num_local x F_in) when W is applied after aggregating (it is
 // needed for dW, and recomputing it would cost a second gather).
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/schedule/schedule.hpp"
 #include "sar/kernels/spmm.hpp"
@@ -93,24 +97,15 @@ class gcn_layer {
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::gcn_layer::forward";
     detail::check_declared(where, store_);
-    const Eigen::Index n = graph.num_destinations();
     detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
-    const auto w = store_->value(weight_);
-    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
-    const T* bias = bias_ ? store_->value(bias_id_).data() : nullptr;
     if (weight_first()) {
-      const column_vector<T> src = detail::gcn_source_scales<T>(graph);
-      matrix<T> h;
-      detail::product<T>(x, w, h);
-      scale_rows<T>(h, src);
-      detail::aggregate<false, T>(graph, ctx.exchange(), h, y, dst, edge_weight_);
-      if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
-      aggregated_.resize(0, 0);
-      finish_all_rows(ctx, n);
+      forward_weight_first(graph, ctx, x, y);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_, dst, edge_weight_);
-      detail::product<T>(aggregated_, w, y, bias, ctx.finish_rows);
+      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_,
+                                 detail::gcn_destination_scales<T>(graph), edge_weight_);
+      detail::product<T>(aggregated_, store_->value(weight_), y,
+                         bias_ ? store_->value(bias_id_).data() : nullptr, ctx.finish_rows);
     }
   }
 
@@ -124,46 +119,85 @@ class gcn_layer {
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
-    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
     const bool want_dx = detail::check_backward(where, store_, graph, input_dim_, output_dim_, x,
                                                 dy, dx, weight_first());
+    if (weight_first()) return backward_weight_first(graph, ctx, x, dy, dx, want_dx);
     const auto w = store_->value(weight_);
     const column_vector<T> src = detail::gcn_source_scales<T>(graph);
     const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
-    if (weight_first()) {
-      // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T. Dd scales dy's rows as
-      // they are added (a scaled copy only for weighted edges, whose kernel has no scale).
-      const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
-      matrix<T> dagg;
-      if (edge_weight_ >= 0) dagg = dst.asDiagonal() * dy;
-      matrix<T> dh = matrix<T>::Zero(m, output_dim_);
-      graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
-        if (edge_weight_ >= 0) add_transposed(block, dagg, dhalo);
-        else spmm_add_transposed_scaled<T>(block, dst_span, dy, dhalo);
-      });
-      scale_rows<T>(dh, src);
-      detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
-      if (want_dx) dense_product_transposed<false, T>(dh, w, dx);
-    } else {
-      // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx = Ds A^T Dd (dy W^T).
-      SAR_CHECK(aggregated_.rows() == n && aggregated_.cols() == input_dim_, invalid_argument,
-                where, ": no matching forward (aggregated input is ", aggregated_.rows(), " x ",
-                aggregated_.cols(), ")");
-      detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(weight_));
-      if (!want_dx) return;
-      matrix<T> dz;
-      detail::product_transposed<T>(dy, w, dz);
-      scale_rows<T>(dz, dst);
-      set_zero<T>(dx);
-      graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
-        add_transposed(block, dz, dhalo);
-      });
-      scale_rows<T>(dx, src);
-    }
+    // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx = Ds A^T Dd (dy W^T).
+    SAR_CHECK(aggregated_.rows() == graph.num_destinations() && aggregated_.cols() == input_dim_,
+              invalid_argument, where, ": no matching forward (aggregated input is ",
+              aggregated_.rows(), " x ", aggregated_.cols(), ")");
+    detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(weight_));
+    if (!want_dx) return;
+    matrix<T> dz;
+    detail::product_transposed<T>(dy, w, dz);
+    scale_rows<T>(dz, dst);
+    set_zero<T>(dx);
+    graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
+      add_transposed(block, dz, dhalo);
+    });
+    scale_rows<T>(dx, src);
+  }
+
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp): W is applied first
+  /// whatever the widths, x W as a sparse x dense product. Same requirements, throws and
+  /// collective calls.
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
+    constexpr const char* where = "sar::gcn_layer::forward";
+    detail::check_declared(where, store_);
+    detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
+    forward_weight_first(graph, ctx, x, y);
+  }
+  /// As backward, after the forward on sparse input features; dx must be empty (no input
+  /// gradient of features). Same throws and collective calls.
+  template <class Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::gcn_layer::backward";
+    detail::check_sparse_backward(where, dx);
+    detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    backward_weight_first(graph, ctx, x, dy, dx, false);
   }
 
  private:
+  /// forward with W first: y = Dd A Ds (x W) + b (x dense or sparse rows).
+  template <class Schedule, class X>
+  void forward_weight_first(Schedule& graph, const layer_context& ctx, const X& x, matrix<T>& y) {
+    matrix<T> h;
+    detail::product<T>(x, store_->value(weight_), h);
+    scale_rows<T>(h, detail::gcn_source_scales<T>(graph));
+    detail::aggregate<false, T>(graph, ctx.exchange(), h, y,
+                                detail::gcn_destination_scales<T>(graph), edge_weight_);
+    if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
+    aggregated_.resize(0, 0);
+    finish_all_rows(ctx, graph.num_destinations());
+  }
+
+  /// backward with W first (x dense or sparse rows; dx is written when want_dx).
+  template <class Schedule, class X>
+  void backward_weight_first(Schedule& graph, const layer_context& ctx, const X& x,
+                             const_rows_ref<T> dy, matrix<T>& dx, bool want_dx) {
+    // y = Dd A Ds (x W): dH = Ds A^T Dd dy, dW = x^T dH, dx = dH W^T. Dd scales dy's rows as
+    // they are added (a scaled copy only for weighted edges, whose kernel has no scale).
+    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
+    const std::span<const T> dst_span(dst.data(), static_cast<std::size_t>(dst.size()));
+    matrix<T> dagg;
+    if (edge_weight_ >= 0) dagg = dst.asDiagonal() * dy;
+    matrix<T> dh = matrix<T>::Zero(graph.num_sources(), output_dim_);
+    graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
+      if (edge_weight_ >= 0) add_transposed(block, dagg, dhalo);
+      else spmm_add_transposed_scaled<T>(block, dst_span, dy, dhalo);
+    });
+    scale_rows<T>(dh, detail::gcn_source_scales<T>(graph));
+    detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
+    if (want_dx) dense_product_transposed<false, T>(dh, store_->value(weight_), dx);
+  }
+
   /// dhalo += A_block^T dout, with the edge weights when the layer has them.
   template <class DHalo>
   void add_transposed(const graph_block& block, const matrix<T>& dout, DHalo&& dhalo) const {

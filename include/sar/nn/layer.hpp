@@ -219,6 +219,15 @@ std::vector<std::span<double>> state_of(L& l) {
     return {};
 }
 
+namespace detail {
+/// The backward of a layer on sparse input features computes no input gradient: throws
+/// sar::invalid_argument naming `where` unless dx is empty.
+inline void check_sparse_backward(const char* where, const auto& dx) {
+  SAR_CHECK(dx.size() == 0, invalid_argument, where, ": sparse input features have no input "
+            "gradient, but dx is ", dx.rows(), " x ", dx.cols(), " (pass an empty dx)");
+}
+}  // namespace detail
+
 template <class L, class Schedule>
 concept layer = requires(L& l, const L& cl, Schedule& graph, const layer_context& ctx,
                          parameter_store<typename L::scalar>& store,

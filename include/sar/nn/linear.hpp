@@ -9,6 +9,7 @@
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
+#include "sar/kernels/sparse_dense.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
 
@@ -77,12 +78,7 @@ class linear {
   template <class Schedule>
   void backward(Schedule&, const layer_context&, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
-    check_ready("sar::linear::backward", x);
-    SAR_CHECK(dy.rows() == x.rows() && dy.cols() == out_, invalid_argument,
-              "sar::linear::backward: dy is ", dy.rows(), " x ", dy.cols(), ", expected ",
-              x.rows(), " x ", out_);
-    transposed_product<T>(x, dy, store_->grad(weight_));
-    if (options_.bias) column_sums<T>(dy, store_->grad(bias_));
+    assign_weight_gradients(x, dy);
     if (dx.size() == 0) return;
     SAR_CHECK(dx.rows() == x.rows() && dx.cols() == in_, invalid_argument,
               "sar::linear::backward: dx is ", dx.rows(), " x ", dx.cols(), ", expected ",
@@ -90,8 +86,36 @@ class linear {
     dense_product_transposed_add<T>(dy, store_->value(weight_), dx);
   }
 
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp): x W as a sparse x dense
+  /// product.
+  template <class Schedule>
+  void forward(Schedule&, const layer_context&, const sparse_rows<T>& x, matrix<T>& y) {
+    check_ready("sar::linear::forward", x);
+    huge_page_resize(y, x.rows(), out_);
+    sparse_product<T>(x, store_->value(weight_), y,
+                      options_.bias ? store_->value(bias_).data() : nullptr);
+  }
+  /// As backward, after the forward on sparse input features; dx must be empty (no input
+  /// gradient of features).
+  template <class Schedule>
+  void backward(Schedule&, const layer_context&, const sparse_rows<T>& x, const_rows_ref<T>,
+                const_rows_ref<T> dy, matrix<T>& dx) {
+    detail::check_sparse_backward("sar::linear::backward", dx);
+    assign_weight_gradients(x, dy);
+  }
+
  private:
-  void check_ready(const char* where, const_rows_ref<T> x) const {
+  /// dW := x^T dy, db := column sums of dy (x dense or sparse rows), after the checks.
+  void assign_weight_gradients(const auto& x, const_rows_ref<T> dy) {
+    check_ready("sar::linear::backward", x);
+    SAR_CHECK(dy.rows() == x.rows() && dy.cols() == out_, invalid_argument,
+              "sar::linear::backward: dy is ", dy.rows(), " x ", dy.cols(), ", expected ",
+              x.rows(), " x ", out_);
+    transposed_product<T>(x, dy, store_->grad(weight_));
+    if (options_.bias) column_sums<T>(dy, store_->grad(bias_));
+  }
+
+  void check_ready(const char* where, const auto& x) const {
     SAR_CHECK(store_ != nullptr, invalid_argument, where, ": declare() was not called");
     SAR_CHECK(x.cols() == in_, invalid_argument, where, ": x has ", x.cols(),
               " columns, expected ", in_);

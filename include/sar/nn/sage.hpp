@@ -11,7 +11,8 @@
 //
 // mean and gcn are linear aggregations: W (W_nbr) is applied before aggregating when
 // output_dim() < input_dim(), after otherwise, so min(F_in, F_out) columns cross the network;
-// backward uses the schedule's scatter (no source features needed). pool's max is not
+// backward uses the schedule's scatter (no source features needed). They also take sparse
+// input features (sar/core/sparse_rows.hpp), always applying W first, with no input gradient. pool's max is not
 // linear: it aggregates pool_dim() columns and W_nbr is applied after the max.
 //
 // Max and its gradient. Forward keeps a running (max, argmax) per (node, feature) over the
@@ -42,6 +43,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/schedule/schedule.hpp"
 #include "sar/kernels/spmm.hpp"
@@ -166,67 +168,18 @@ class sage_layer {
       });
       detail::product<T>(self, store_->value(self_weight_), y, bias);
       dense_product<true, T>(max_, w_nbr, y, nullptr, ctx.finish_rows);
+    } else if (weight_first()) {
+      forward_projected(graph, ctx, project(x), y);
     } else {
-      // agg = sum over in-neighbours of the input (h = x W first, or x itself). mean with W
-      // first makes h = [x W_self + b | x W_nbr] in one product (one read of x) and sums a
-      // contiguous copy of its right half: gathered from h itself, each half-row would cost a
-      // whole cache line (8 of 16 floats: the SpMM ran 1.6x slower).
-      matrix<T> h, h_nbr;
-      if (weight_first()) {
-        if constexpr (is_mean) {
-          const auto [w, b] = self_and_neighbour_weights();
-          detail::product<T>(x, w, h, b.data());
-          huge_page_resize(h_nbr, m, output_dim_);
-          for_row_chunks(m, static_cast<double>(output_dim_),
-                         [&](Eigen::Index begin, Eigen::Index end) {
-                           h_nbr.middleRows(begin, end - begin) =
-                               h.middleRows(begin, end - begin).rightCols(output_dim_);
-                         });
-        } else {
-          detail::product<T>(x, w_nbr, h);
-        }
-      }
-      const_rows_ref<T> input = !weight_first() ? x
-                                : is_mean        ? const_rows_ref<T>(h_nbr)
-                                                 : const_rows_ref<T>(h);
-      // With W after aggregating the sum is kept for backward: sum straight into the kept
+      // W after aggregating: the sum is kept for backward, summed straight into the kept
       // buffer (same size every epoch, so no allocation).
-      matrix<T> summed;
-      matrix<T>& agg = weight_first() ? summed : aggregated_;
-      if constexpr (is_mean) {
-        detail::aggregate<false, T>(graph, ctx.exchange(), input, agg, scale(graph));
+      sum_neighbours(graph, ctx, x, aggregated_);
+      if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
+        huge_page_resize(y, n, output_dim_);
+        dense_product_sum<T>(self, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
+                             ctx.finish_rows);
       } else {
-        detail::resize_zero(agg, n, input.cols());
-        self_missing_.setOnes(n);
-        graph.gather(ctx.exchange(), input, [&](const graph_block& block, const auto& halo) {
-          spmm_add(block, halo, agg);
-          mark_self_loops(block);
-        });
-        agg.noalias() += self_missing_.asDiagonal() * input.topRows(n);
-        scale_rows<T>(agg, scale(graph));
-      }
-      if (weight_first()) {
-        aggregated_.resize(0, 0);
-        if constexpr (is_mean) {
-          huge_page_resize(y, n, output_dim_);
-          for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
-            y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
-                                     agg.middleRows(b, e - b);
-            if (ctx.finish_rows != nullptr) (*ctx.finish_rows)(b, e);
-          });
-        } else {
-          y = std::move(agg);
-          if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
-          finish_all_rows(ctx, n);
-        }
-      } else {
-        if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
-          huge_page_resize(y, n, output_dim_);
-          dense_product_sum<T>(self, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
-                               ctx.finish_rows);
-        } else {
-          detail::product<T>(aggregated_, w_nbr, y, bias, ctx.finish_rows);
-        }
+        detail::product<T>(aggregated_, w_nbr, y, bias, ctx.finish_rows);
       }
     }
   }
@@ -277,15 +230,7 @@ class sage_layer {
       if constexpr (is_gcn)
         SAR_CHECK(self_missing_.size() == n, invalid_argument, where, ": no matching forward");
       if (weight_first()) {  // gcn (mean returned above)
-        // y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx = dH W^T.
-        matrix<T> dagg = s.asDiagonal() * dy;
-        matrix<T> dh = matrix<T>::Zero(m, output_dim_);
-        if constexpr (is_gcn) dh.topRows(n) = self_missing_.asDiagonal() * dagg;
-        graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
-          spmm_add_transposed(block, dagg, dhalo);
-        });
-        detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
-        if (want_dx) dense_product_transposed<false, T>(dh, w_nbr, dx);
+        backward_gcn_weight_first(graph, ctx, x, dy, dx, want_dx);
       } else {
         // y = Z W (+ x W_self), Z = S (A + M) x: dW = Z^T dy (mean: [dW_self ; dW] =
         // [x | Z]^T dy, one read of dy for both); dx += (A^T + M) S dy W^T.
@@ -316,13 +261,119 @@ class sage_layer {
     }
   }
 
+  /// As forward, on sparse input features (sar/core/sparse_rows.hpp), for mean and gcn: the
+  /// weights are applied first whatever the widths, x W as a sparse x dense product. Same
+  /// requirements, throws and collective calls.
+  template <class Schedule>
+    requires(!is_pool)
+  void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
+    constexpr const char* where = "sar::sage_layer::forward";
+    detail::check_declared(where, store_);
+    detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
+    forward_projected(graph, ctx, project(x), y);
+  }
+  /// As backward, after the forward on sparse input features; dx must be empty (no input
+  /// gradient of features). Same throws and collective calls.
+  template <class Schedule>
+    requires(!is_pool)
+  void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
+                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::sage_layer::backward";
+    detail::check_sparse_backward(where, dx);
+    detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
+    if constexpr (is_mean) backward_mean_weight_first(graph, ctx, x, dy, dx, false);
+    else backward_gcn_weight_first(graph, ctx, x, dy, dx, false);
+  }
+
  private:
+  /// mean and gcn with W first: h = [x W_self + b | x W_nbr] (mean: one read of x for both),
+  /// or x W (gcn); x dense or sparse rows.
+  template <class X>
+  matrix<T> project(const X& x) const {
+    matrix<T> h;
+    if constexpr (is_mean) {
+      const auto [w, b] = self_and_neighbour_weights();
+      detail::product<T>(x, w, h, b.data());
+    } else {
+      detail::product<T>(x, store_->value(neighbour_weight_), h);
+    }
+    return h;
+  }
+
+  /// mean and gcn with W first, after project(x) = h: y = the aggregation of h's neighbour
+  /// part (+ mean's self part, + b). mean sums a contiguous copy of h's right half: gathered
+  /// from h itself, each half-row would cost a whole cache line (8 of 16 floats: the SpMM ran
+  /// 1.6x slower). Collective (one gather).
+  template <class Schedule>
+  void forward_projected(Schedule& graph, const layer_context& ctx, matrix<T> h, matrix<T>& y) {
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    aggregated_.resize(0, 0);
+    matrix<T> agg;
+    if constexpr (is_mean) {
+      matrix<T> h_nbr;
+      huge_page_resize(h_nbr, m, output_dim_);
+      for_row_chunks(m, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
+        h_nbr.middleRows(b, e - b) = h.middleRows(b, e - b).rightCols(output_dim_);
+      });
+      sum_neighbours(graph, ctx, h_nbr, agg);
+      huge_page_resize(y, n, output_dim_);
+      for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
+        y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
+                                 agg.middleRows(b, e - b);
+        if (ctx.finish_rows != nullptr) (*ctx.finish_rows)(b, e);
+      });
+    } else {
+      sum_neighbours(graph, ctx, h, y);
+      if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
+      finish_all_rows(ctx, n);
+    }
+  }
+
+  /// mean and gcn: agg := S (A + M) input (mean: M = 0; gcn: M the missing self-loops, which
+  /// it marks; S = scale()). Collective (one gather).
+  template <class Schedule>
+  void sum_neighbours(Schedule& graph, const layer_context& ctx, const_rows_ref<T> input,
+                      matrix<T>& agg) {
+    if constexpr (is_mean) {
+      detail::aggregate<false, T>(graph, ctx.exchange(), input, agg, scale(graph));
+    } else {
+      const Eigen::Index n = graph.num_destinations();
+      detail::resize_zero(agg, n, input.cols());
+      self_missing_.setOnes(n);
+      graph.gather(ctx.exchange(), input, [&](const graph_block& block, const auto& halo) {
+        spmm_add(block, halo, agg);
+        mark_self_loops(block);
+      });
+      agg.noalias() += self_missing_.asDiagonal() * input.topRows(n);
+      scale_rows<T>(agg, scale(graph));
+    }
+  }
+
+  /// gcn with W first: y = S (A + M) (x W): dH = (A^T + M) S dy; dW = x^T dH; dx = dH W^T
+  /// (when want_dx; x dense or sparse rows). Collective (one scatter).
+  template <class Schedule, class X>
+  void backward_gcn_weight_first(Schedule& graph, const layer_context& ctx, const X& x,
+                                 const_rows_ref<T> dy, matrix<T>& dx, bool want_dx) {
+    const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
+    SAR_CHECK(self_missing_.size() == n, invalid_argument, "sar::sage_layer::backward",
+              ": no matching forward");
+    matrix<T> dagg = scale(graph).asDiagonal() * dy;
+    matrix<T> dh = matrix<T>::Zero(m, output_dim_);
+    dh.topRows(n) = self_missing_.asDiagonal() * dagg;
+    graph.scatter(ctx.exchange(), dh, [&](const graph_block& block, auto&& dhalo) {
+      spmm_add_transposed(block, dagg, dhalo);
+    });
+    detail::assign_transposed_product<T>(x, dh, store_->grad(neighbour_weight_));
+    if (want_dx) dense_product_transposed<false, T>(dh, store_->value(neighbour_weight_), dx);
+  }
+
   /// mean with W first: y = S A (x W_nbr) + x_dst W_self + b. With G = [dy; 0 | dH], dH =
   /// A^T S dy (dy padded with zero rows for the sources that are not destinations):
   /// [dW_self | dW_nbr] = x^T G and dx = G [W_self | W_nbr]^T, one read of x and one write
   /// of dx for both weights.
-  template <class Schedule>
-  void backward_mean_weight_first(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x,
+  template <class Schedule, class X>
+  void backward_mean_weight_first(Schedule& graph, const layer_context& ctx, const X& x,
                                   const_rows_ref<T> dy,
                                   matrix<T>& dx, bool want_dx) {
     const Eigen::Index n = graph.num_destinations(), m = graph.num_sources(), f = output_dim_;

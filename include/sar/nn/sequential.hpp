@@ -22,6 +22,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/layer.hpp"
@@ -124,6 +125,12 @@ struct layer_traits {
   bool gradient_over_input = false;
   bool row_wise = false;
   bool finishes_rows = false;
+  /// forward(graph, ctx, const sparse_rows<T>&, matrix<T>&) and its backward (set by
+  /// any_layer, which knows the schedule; sar/core/sparse_rows.hpp).
+  bool sparse_input = false;
+  /// forward(graph, ctx, const sparse_rows<T>&, sparse_rows<T>&): a layer without parameters
+  /// that may run on sparse input features before the first layer with parameters (dropout).
+  bool sparse_to_sparse = false;
 };
 template <class L>
 layer_traits traits_of(const L& l) {
@@ -292,15 +299,17 @@ class model_base {
     return logits;
   }
 
-  /// call(k, ctx_k, x_k, y_k) for k = 0, 1, ..., layer k's output getting the rows of its
-  /// schedule's destinations; returns the last output. x is read where it is (the caller's
-  /// memory: no copy) and kept as a view for backward. `reuse`, if given, is x's storage,
-  /// which layer 0 (in place) may take as its output. Throws sar::invalid_argument if x does
+  /// call(k, ctx_k, x_k, y_k) for k = first, first + 1, ..., layer k's output getting the rows
+  /// of its schedule's destinations; returns the last output. x (layer `first`'s input; the
+  /// layers before it have run: run_forward_sparse) is read where it is (the caller's memory:
+  /// no copy) and kept as a view for backward. `reuse`, if given, is x's storage, which layer
+  /// `first` (in place) may take as its output. Throws sar::invalid_argument if x does
   /// not have the first schedule's source rows and input_dim() columns, or a layered graph
   /// has not one block per layer that reads neighbours.
   template <class Graph, class Call>
   const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const_rows_ref<T> x,
-                               Call&& call, const char* where, matrix<T>* reuse = nullptr) {
+                               Call&& call, const char* where, matrix<T>* reuse = nullptr,
+                               std::size_t first = 0) {
     if constexpr (layered_graph<Graph>)
       SAR_CHECK(graph.num_blocks() == graph_layers_, invalid_argument, where, ": the graph has ",
                 graph.num_blocks(), " blocks but the model ", graph_layers_,
@@ -310,10 +319,11 @@ class model_base {
               x.rows(), " x ", x.cols(), ", expected ", num_input, " x ", input_dim());
     input_.reset();
     input_owned_ = false;
+    sparse_input_ = nullptr;
     for (auto& y : outputs_) give(y);
-    for (std::size_t k = 0; k < num_layers(); ++k) {
-      input_rows_[k] = k == 0 ? x.rows() : outputs_[k - 1].rows();
-      if (fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
+    for (std::size_t k = first; k < num_layers(); ++k) {
+      input_rows_[k] = k == first ? x.rows() : outputs_[k - 1].rows();
+      if (k > first && fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
         outputs_[k] = std::move(outputs_[k - 1]);
         continue;
       }
@@ -327,10 +337,10 @@ class model_base {
       // Layer k's output: its input's buffer (in place, the caller's input given by value,
       // or output_over_input), else a pooled one.
       const Eigen::Index rows = schedule_for(graph, k).num_destinations();
-      const const_rows_ref<T> in = k == 0 ? x : const_rows_ref<T>(outputs_[k - 1]);
-      const bool in_place = k > 0 && traits_[k].in_place && released_after_forward(k - 1);
-      const bool reused = !in_place && k == 0 && reuse != nullptr;
-      const bool over_input = !in_place && k > 0 && traits_[k].output_over_input &&
+      const const_rows_ref<T> in = k == first ? x : const_rows_ref<T>(outputs_[k - 1]);
+      const bool in_place = k > first && traits_[k].in_place && released_after_forward(k - 1);
+      const bool reused = !in_place && k == first && reuse != nullptr;
+      const bool over_input = !in_place && k > first && traits_[k].output_over_input &&
                               released_after_forward(k - 1) &&
                               outputs_[k - 1].size() == rows * output_dims_[k];
       if (in_place || over_input) outputs_[k] = std::move(outputs_[k - 1]);  // [k - 1] left empty
@@ -345,10 +355,79 @@ class model_base {
         call(k + 1, start, outputs_[k], outputs_[k]);
       }
       call(k, c, in_place || reused ? const_rows_ref<T>(outputs_[k]) : in, outputs_[k]);
-      if (k > 0 && !in_place && !over_input && released_after_forward(k - 1)) give(outputs_[k - 1]);
+      if (k > first && !in_place && !over_input && released_after_forward(k - 1))
+        give(outputs_[k - 1]);
     }
     input_ = std::make_unique<const_rows_ref<T>>(x);
     return outputs_.back();
+  }
+
+  /// run_forward on sparse input features (sar/core/sparse_rows.hpp): the layers before the
+  /// first one with parameters run as prefix(k, ctx_k, x_k, y_k) from sparse rows to sparse
+  /// rows (dropout; their output is kept, in sparse_kept_, for backward), the first with
+  /// parameters as sparse(k, ctx_k, x_k, y_k) from sparse rows to its dense output, the rest
+  /// as run_forward does. x must stay alive and unchanged until the matching backward. Throws
+  /// sar::invalid_argument, naming the layer, if a layer before the first with parameters
+  /// cannot run on sparse rows or the first with parameters cannot read them, or if x does
+  /// not have the first schedule's source rows and input_dim() columns.
+  template <class Graph, class Call, class Sparse, class Prefix>
+  const matrix<T>& run_forward_sparse(Graph& graph, const layer_context& ctx,
+                                      const sparse_rows<T>& x, Call&& call, Sparse&& sparse,
+                                      Prefix&& prefix, const char* where) {
+    const std::size_t s = first_trainable();
+    const sparse_rows<T>& input = run_sparse_prefix(graph, ctx, x, prefix, sparse_kept_, where);
+    // Layer s reads `input`; the dense view run_forward checks and keeps has x's shape and no
+    // memory (nothing reads it).
+    const Eigen::Map<const matrix<T>> none(nullptr, x.rows(), x.cols());
+    const matrix<T>& logits = run_forward(
+        graph, ctx, none,
+        [&](std::size_t k, const layer_context& c, const_rows_ref<T> in, matrix<T>& out) {
+          if (k == s) sparse(k, c, input, out);
+          else call(k, c, in, out);
+        },
+        where, nullptr, s);
+    sparse_input_ = &input;
+    return logits;
+  }
+
+  /// The layers before the first one with parameters on sparse rows x: prefix(k, ctx_k, x_k,
+  /// y_k), each output in `kept`. Returns what the first layer with parameters reads: x, or
+  /// kept. Throws sar::invalid_argument, naming the layer, if one of those layers cannot run
+  /// on sparse rows or the first with parameters cannot read them, or if x does not have the
+  /// first schedule's source rows and input_dim() columns.
+  template <class Graph, class Prefix>
+  const sparse_rows<T>& run_sparse_prefix(Graph& graph, const layer_context& ctx,
+                                          const sparse_rows<T>& x, Prefix&& prefix,
+                                          sparse_rows<T>& kept, const char* where) const {
+    const std::size_t s = first_trainable();
+    for (std::size_t k = 0; k <= s; ++k)
+      SAR_CHECK(k < s ? traits_[k].sparse_to_sparse : traits_[k].sparse_input, invalid_argument,
+                where, ": layer ", k, k < s ? " (before the first layer with parameters) cannot "
+                "run on sparse input features" : " (the first with parameters) cannot read "
+                "sparse input features", "; pass them dense (sar::to_dense)");
+    const node_t num_input = schedule_for(graph, 0).num_sources();
+    SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where,
+              ": sparse x is ", x.rows(), " x ", x.cols(), ", expected ", num_input, " x ",
+              input_dim());
+    const sparse_rows<T>* input = &x;
+    for (std::size_t k = 0; k < s; ++k) {  // from x (or the last prefix's output) to kept
+      if (input == &kept) {
+        sparse_rows<T> y;
+        prefix(k, context_of(ctx, k), *input, y);
+        kept = std::move(y);
+      } else {
+        prefix(k, context_of(ctx, k), *input, kept);  // kept's arrays reused: no allocation
+      }
+      input = &kept;
+    }
+    return *input;
+  }
+
+  /// The first layer with parameters (the last layer if none has any).
+  std::size_t first_trainable() const {
+    std::size_t k = 0;
+    while (k + 1 < num_layers() && first_parameter_[k] == first_parameter_[k + 1]) ++k;
+    return k;
   }
 
   /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., f, where f is the first layer
@@ -364,10 +443,7 @@ class model_base {
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
-    std::size_t first_trainable = 0;
-    while (first_trainable + 1 < num_layers() &&
-           first_parameter_[first_trainable] == first_parameter_[first_trainable + 1])
-      ++first_trainable;
+    const std::size_t first_trainable = this->first_trainable();
     matrix<T> gradient;  // dy of the layer about to run, once it is not dlogits
     for (std::size_t k = num_layers(); k-- > first_trainable;) {
       layer_context c = context_of(ctx, k);
@@ -423,6 +499,10 @@ class model_base {
   std::vector<matrix<T>> outputs_;
   std::vector<Eigen::Index> input_rows_;  // rows of layer k's input in the last forward
   std::unique_ptr<const_rows_ref<T>> input_;  // the last forward's input (a view)
+  // The last forward's sparse input features as the first layer with parameters read them
+  // (null: dense), and the prefix layers' output they may point to (run_forward_sparse).
+  const sparse_rows<T>* sparse_input_ = nullptr;
+  sparse_rows<T> sparse_kept_;
   bool input_owned_ = false;                 // it is owned_input_
   matrix<T> owned_input_;  // the input of a forward given by value
   const T* owned_data_ = nullptr;  // its buffer, wherever it moved

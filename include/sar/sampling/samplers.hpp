@@ -54,6 +54,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
@@ -367,6 +368,11 @@ class sampling_graph {
   template <class T>
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) const {
     return gather_rows<T>(local, ids);
+  }
+  /// The rows `ids` of sparse rows `local` (select_rows).
+  template <class T>
+  sparse_rows<T> gather(const sparse_rows<T>& local, std::span<const node_t> ids) const {
+    return select_rows(local, ids);
   }
   /// The entries `ids` of `local`.
   template <class V>

@@ -22,6 +22,7 @@
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/output_file.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
@@ -134,6 +135,18 @@ struct train_options {
   }
 };
 
+/// model.forward(graph, ctx, x) on sparse input features. Throws sar::invalid_argument for a
+/// model without it (a sequential<...>: sparse features need a dynamic_sequential).
+template <class Model, class Graph, class T>
+const matrix<T>& forward_sparse(Model& model, Graph& graph, const layer_context& ctx,
+                                const sparse_rows<T>& x) {
+  if constexpr (requires { model.forward(graph, ctx, x); })
+    return model.forward(graph, ctx, x);
+  else
+    throw invalid_argument("sar: sparse input features need a dynamic_sequential model "
+                           "(sar/nn/any_layer.hpp)");
+}
+
 /// The data of the local nodes: features (num_local x input_dim), what the model is trained
 /// to predict (labels, or targets for regression and multi-label tasks), split.
 template <class T>
@@ -154,6 +167,21 @@ struct node_data {
   /// regress: per output, the deviation the targets were divided by when standardised, so
   /// RMSE and MAE are reported in the original units (empty: 1).
   std::span<const double> target_scale{};
+  /// Sparse input features instead (sar/core/sparse_rows.hpp; then `features` is ignored and
+  /// may be empty), or null. Same shape; must outlive the node_data. A dynamic_sequential
+  /// whose first layers read them (reads_sparse_input()) trains on them as on the dense.
+  const sparse_rows<T>* sparse_features = nullptr;
+
+  /// Rows of the features (dense or sparse).
+  Eigen::Index feature_rows() const {
+    return sparse_features != nullptr ? sparse_features->rows() : features.rows();
+  }
+  /// The model's output for these features: model.forward on the sparse or dense ones.
+  template <class Model, class Graph>
+  const matrix<T>& forward(Model& model, Graph& graph, const layer_context& ctx) const {
+    if (sparse_features == nullptr) return model.forward(graph, ctx, features);
+    return forward_sparse(model, graph, ctx, *sparse_features);
+  }
 
   /// The task these data define (a view of them).
   node_task node_targets() const {
@@ -324,8 +352,8 @@ void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& dat
 
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
 /// on the nodes of `graph`, for the task of `data` (classify: labels; regress, multilabel:
-/// targets of model.output_dim() columns). Requires data.features: graph.num_destinations() x
-/// model.input_dim(), labels or targets and split of graph.num_destinations() rows, at least
+/// targets of model.output_dim() columns). Requires data.features (or data.sparse_features):
+/// graph.num_destinations() x model.input_dim(), labels or targets and split of graph.num_destinations() rows, at least
 /// one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for
 /// options outside their domain, sar::numeric_error when the training loss is not finite or
@@ -337,8 +365,8 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
                               const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_full_batch";
   const node_t n = graph.num_destinations();
-  SAR_CHECK(data.features.rows() == n && data.split.size() == static_cast<std::size_t>(n),
-            invalid_argument, where, ": ", n, " local nodes but ", data.features.rows(),
+  SAR_CHECK(data.feature_rows() == n && data.split.size() == static_cast<std::size_t>(n),
+            invalid_argument, where, ": ", n, " local nodes but ", data.feature_rows(),
             " feature rows, ", data.split.size(), " split entries");
   const node_task task = data.node_targets();
   const Eigen::Index width = model.output_dim();
@@ -361,7 +389,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
     layer_context ctx{.training = true, .seed = options.seed,
                       .epoch = static_cast<std::uint64_t>(epoch)};
     const auto start = std::chrono::steady_clock::now();
-    const matrix<T>& outputs = model.forward(graph, ctx, data.features);
+    const matrix<T>& outputs = data.forward(model, graph, ctx);
     double loss = task.loss(outputs, node_selection{data.split, node_split::train},
                             train_normaliser, doutputs);
     model.backward(graph, ctx, doutputs);
@@ -374,7 +402,7 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
 
     if (options.evaluates(epoch)) {
       ctx.training = false;
-      detail::evaluate(graph, model.forward(graph, ctx, data.features), data, task,
+      detail::evaluate(graph, data.forward(model, graph, ctx), data, task,
                        valid_normaliser, stats);
     }
     recorder.finish(stats, "");

@@ -97,14 +97,11 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   g.all_reduce_max(std::int64_t{0});
 };
 
-/// The model's output for this process's nodes (graph.num_local() rows) by layer-wise
-/// inference (see the top of this header), with ctx (training false). Requires features:
-/// graph.num_local() x model.input_dim(). Throws sar::invalid_argument on a shape mismatch.
-/// Collective on a distributed graph.
-template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
-matrix<T> infer_layer_wise(Model& model, Graph& graph,
-                           std::type_identity_t<const_rows_ref<T>> features,
-                           const layer_context& ctx, node_t rows_per_block = 8192) {
+namespace detail {
+/// infer_layer_wise on dense or sparse features.
+template <class Model, minibatch_graph Graph, class Features, class T = typename Model::scalar>
+matrix<T> infer_stages(Model& model, Graph& graph, const Features& features,
+                       const layer_context& ctx, node_t rows_per_block) {
   const node_t local = graph.num_local();
   SAR_CHECK(features.rows() == local && rows_per_block >= 1, invalid_argument,
             "sar::infer_layer_wise: ", features.rows(), " feature rows for ", local,
@@ -113,7 +110,6 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph,
   const auto starts = model.stage_starts();
   matrix<T> h, next;  // the output of stage s - 1, of stage s
   for (std::size_t s = 0; s < starts.size(); ++s) {
-    const const_rows_ref<T> in = s == 0 ? features : const_rows_ref<T>(h);
     const std::size_t end = s + 1 < starts.size() ? starts[s + 1] : model.num_layers();
     bool sized = false;
     for (std::int64_t c = 0; c < blocks; ++c) {  // every rank as many times: collective
@@ -124,10 +120,24 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph,
                               graph.local_ids(), begin, stop,
                               [&](node_t id) { return graph.local_row(id); });
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
-      const matrix<T> x = graph.gather(in, block.ids);
+      // Stage 0 reads the features (dense or sparse rows), later stages the last output.
+      constexpr bool sparse = std::is_same_v<Features, sparse_rows<T>>;
+      const bool sparse_input = sparse && s == 0;
+      sparse_rows<T> sparse_x;
+      matrix<T> x;
+      if constexpr (sparse) {
+        if (s == 0) sparse_x = graph.gather(features, block.ids);
+        else x = graph.gather(const_rows_ref<T>(h), block.ids);
+      } else {
+        x = graph.gather(s == 0 ? features : const_rows_ref<T>(h), block.ids);
+      }
       if (stop == begin) continue;
       sampled_minibatch mb(std::move(block));
-      const matrix<T> y = model.infer(mb, ctx, x, starts[s], end);
+      matrix<T> y;
+      if constexpr (sparse) {
+        if (sparse_input) y = model.infer(mb, ctx, sparse_x, starts[s], end);
+      }
+      if (!sparse_input) y = model.infer(mb, ctx, x, starts[s], end);
       if (!sized) next.resize(local, y.cols());
       sized = true;
       next.middleRows(begin, stop - begin) = y;
@@ -137,6 +147,25 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph,
     std::swap(h, next);
   }
   return h;
+}
+}  // namespace detail
+
+/// The model's output for this process's nodes (graph.num_local() rows) by layer-wise
+/// inference (see the top of this header), with ctx (training false). Requires features:
+/// graph.num_local() x model.input_dim(). Throws sar::invalid_argument on a shape mismatch.
+/// Collective on a distributed graph.
+template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
+matrix<T> infer_layer_wise(Model& model, Graph& graph,
+                           std::type_identity_t<const_rows_ref<T>> features,
+                           const layer_context& ctx, node_t rows_per_block = 8192) {
+  return detail::infer_stages(model, graph, features, ctx, rows_per_block);
+}
+/// As infer_layer_wise, on sparse input features (a dynamic_sequential that reads them:
+/// sar/core/sparse_rows.hpp; a graph that gathers them: one process).
+template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
+matrix<T> infer_layer_wise(Model& model, Graph& graph, const sparse_rows<T>& features,
+                           const layer_context& ctx, node_t rows_per_block = 8192) {
+  return detail::infer_stages(model, graph, features, ctx, rows_per_block);
 }
 
 /// One process: the output for every node of `graph` (in-edges, row = dataset id).
@@ -168,7 +197,8 @@ template <class T>
 struct bulk_gather {
   node_t end = 0;            ///< one past the group's last minibatch
   std::vector<node_t> ids;   ///< the union of the group's input nodes, sorted
-  matrix<T> features;        ///< their feature rows
+  matrix<T> features;        ///< their feature rows (dense features)
+  sparse_rows<T> sparse_features;  ///< their feature rows (sparse features)
   std::vector<node_t> seeds; ///< the group's seeds, sorted
   seed_targets targets;      ///< their labels (classify) or target rows
   std::vector<node_t> out_degrees;  ///< the whole graph's out-degree of each of ids
@@ -195,6 +225,10 @@ struct bulk_gather {
   /// The feature rows of `wanted` (each in ids).
   matrix<T> features_of(std::span<const node_t> wanted) const {
     return gather_rows<T>(features, positions(ids, wanted));
+  }
+  /// The sparse feature rows of `wanted` (each in ids).
+  sparse_rows<T> sparse_features_of(std::span<const node_t> wanted) const {
+    return select_rows(sparse_features, positions(ids, wanted));
   }
   /// The labels or target rows of `wanted` (each in seeds).
   seed_targets targets_of(std::span<const node_t> wanted) const {
@@ -255,7 +289,12 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
     std::sort(ids->begin(), ids->end());
     ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   }
-  out.features = graph.gather(data.features, out.ids);
+  if (data.sparse_features == nullptr) {
+    out.features = graph.gather(data.features, out.ids);
+  } else {
+    if constexpr (requires { graph.gather(*data.sparse_features, out.ids); })
+      out.sparse_features = graph.gather(*data.sparse_features, out.ids);
+  }
   out.out_degrees = graph.out_degrees(out.ids);
   if (edge_table) out.edges = graph.gather_edges(out.edge_ids);
   if (data.task == task_kind::classify)
@@ -290,9 +329,12 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                              const std::function<void(const epoch_stats&)>& on_epoch = {}) {
   constexpr const char* where = "sar::train_minibatch";
   const node_t n = graph.num_local();
-  SAR_CHECK(data.features.rows() == n && data.split.size() == static_cast<std::size_t>(n),
+  SAR_CHECK(data.feature_rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
-            data.features.rows(), " feature rows, ", data.split.size(), " split entries");
+            data.feature_rows(), " feature rows, ", data.split.size(), " split entries");
+  if constexpr (!requires(const sparse_rows<T>& x, std::vector<node_t> ids) { graph.gather(x, ids); })
+    SAR_CHECK(data.sparse_features == nullptr, invalid_argument, where, ": sparse features on "
+              "a graph that gathers dense feature rows only (a distributed sampling graph)");
   const node_task task = data.node_targets();
   const Eigen::Index width = model.output_dim();
   task.check(n, width, where);
@@ -324,7 +366,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
           ? data
           : node_data<T>{.features = data.features, .task = data.task,
                          .targets = {data.targets.data(), 0, data.targets.cols()},
-                         .target_scale = {}};
+                         .target_scale = {}, .sparse_features = data.sparse_features};
 
   const auto rank = static_cast<std::size_t>(graph.rank());
   const auto ranks = static_cast<std::size_t>(graph.size());
@@ -357,7 +399,10 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
         if (b == fetched.end) fetched = detail::gather_group(graph, data, samples, b, mb.gather_rows);
-        matrix<T> x = fetched.features_of(samples[b].ids);
+        sparse_rows<T> sparse_x;  // read until backward
+        matrix<T> x;
+        if (data.sparse_features != nullptr) sparse_x = fetched.sparse_features_of(samples[b].ids);
+        else x = fetched.features_of(samples[b].ids);
         const detail::seed_targets targets = fetched.targets_of(samples[b].seeds());
         fetched.complete(samples[b]);
         const auto local_seeds = static_cast<node_t>(samples[b].seeds().size());
@@ -368,7 +413,9 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         const layer_context ctx{.training = true, .seed = options.seed, .epoch = step};
         double loss = 0;
         if (local_seeds > 0) {
-          const matrix<T>& outputs = model.forward(blocks, ctx, std::move(x));
+          const matrix<T>& outputs = data.sparse_features != nullptr
+                                         ? forward_sparse(model, blocks, ctx, sparse_x)
+                                         : model.forward(blocks, ctx, std::move(x));
           matrix<T> doutputs;
           loss = targets.task(task.kind).loss(
               outputs, node_selection{},
@@ -390,7 +437,13 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     if (options.evaluates(epoch)) {
       const layer_context eval{.training = false, .seed = options.seed,
                                .epoch = static_cast<std::uint64_t>(epoch)};
-      matrix<T> logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
+      matrix<T> logits;
+      if (data.sparse_features != nullptr) {
+        if constexpr (requires { graph.gather(*data.sparse_features, std::vector<node_t>{}); })
+          logits = infer_layer_wise(model, graph, *data.sparse_features, eval, mb.inference_rows);
+      } else {
+        logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
+      }
       if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
       detail::evaluate(graph, logits, evaluated, evaluated.node_targets(),
                        task.normaliser(valid_count, width), stats);

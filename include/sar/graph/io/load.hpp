@@ -10,7 +10,8 @@
 //   FILE (anything else)      a whitespace-separated edge list, SNAP style (graph only)
 //   planted[:key=value,...]   the built-in planted-partition graph; keys: nodes, classes,
 //                             degree, homophily, features, noise, train, valid, seed,
-//                             edge_features (per-edge columns), edge_noise
+//                             edge_features (per-edge columns), edge_noise, density
+//                             (below 1: binary bag-of-words features, this fraction 1)
 //   rmat[:key=value,...]      an R-MAT graph with random features and labels; keys: scale,
 //                             edges, a, b, c, features, classes, train, valid, seed
 //   planted-hetero[:k=v,...]  the planted heterogeneous graph (make_planted_heterogeneous:
@@ -157,10 +158,14 @@ inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
 /// empty node-id or class range is refused) and the task (which decides what an OGB raw
 /// directory's targets are; a .npy dataset must declare the one stated); generators take
 /// their sizes from the spec and make classification datasets.
+/// sparse_below > 0 keeps features with at most that fraction non-zero as sparse_features
+/// (an OGB raw directory's node-feat, planted's words with density <= sparse_below), never
+/// whole as a dense matrix; other inputs stay dense.
 /// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad
 /// spec, stated sizes or a task other than classify with a generator, or a stated num_classes
 /// or task other than classify for a graph-only file.
-inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& sizes = {}) {
+inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& sizes = {},
+                                  double sparse_below = 0) {
   const std::size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -182,6 +187,8 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
     o.homophily = p.get<double>("homophily", o.homophily);
     o.feature_dim = p.get<std::int32_t>("features", o.feature_dim);
     o.feature_noise = p.get<double>("noise", o.feature_noise);
+    o.feature_density = p.get<double>("density", o.feature_density);
+    o.sparse_features = o.feature_density <= sparse_below;
     o.train_fraction = p.get<double>("train", o.train_fraction);
     o.valid_fraction = p.get<double>("valid", o.valid_fraction);
     o.edge_feature_dim = p.get<std::int32_t>("edge_features", o.edge_feature_dim);
@@ -236,7 +243,7 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
   if (std::filesystem::is_directory(path)) {
     if (std::filesystem::exists(path / "meta.json"))
       return read_npy_dataset(path, {.sizes = sizes});
-    return read_ogb_raw(path, {.sizes = sizes});
+    return read_ogb_raw(path, {.sizes = sizes, .sparse_below = sparse_below});
   }
   detail::check_graph_only_sizes(spec, sizes);
   const std::string name = path.filename().string();

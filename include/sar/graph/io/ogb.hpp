@@ -40,6 +40,10 @@ struct ogb_options {
   /// Node and class counts the caller states (-1: from the files, refusing mostly empty
   /// ranges; see dataset_sizes).
   dataset_sizes sizes{};
+  /// Keep node-feat as sparse_features when at most this fraction of its entries is
+  /// non-zero (read row by row into sparse rows, never whole as a dense matrix); 0: always
+  /// dense. Homogeneous read_ogb_raw only (the readers of shares read dense features).
+  double sparse_below = 0;
 };
 
 namespace detail::ogb {
@@ -249,6 +253,18 @@ inline std::int32_t parse_label(std::string_view line, std::int64_t number,
   return static_cast<std::int32_t>(value);
 }
 
+/// The width of the rows of the per-node file `file` (of n lines, n from `count_file`): the
+/// fields of its first line, `first_line`. Throws sar::io_error naming line 1 when n is 0.
+inline std::int64_t row_width(const std::filesystem::path& file, std::string_view first_line,
+                              node_t n, const std::filesystem::path& count_file,
+                              const std::string& what) {
+  if (n == 0)
+    io::throw_parse_error(function, file, 1,
+                          message("more ", what, " rows than the 0 nodes in ", count_file.string()),
+                          io::trim(first_line));
+  return static_cast<std::int64_t>(std::count(first_line.begin(), first_line.end(), ',')) + 1;
+}
+
 /// Reads the rows [first, last) of the per-node (unit "edges": per-edge) file `file` of n
 /// lines of equally many comma-separated numbers (the width of line 1) into out (resized by
 /// `allocate`(what, bytes, f)); row i is line i + 1. `what` names a row in errors ("feature":
@@ -262,13 +278,7 @@ void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t
   io::line_reader reader(file, std::string(function));
   std::string_view first_line_text;
   if (reader.next_line(first_line_text)) {
-    if (n == 0)
-      io::throw_parse_error(function, file, 1,
-                            message("more ", what, " rows than the 0 nodes in ",
-                                    count_file.string()),
-                            io::trim(first_line_text));
-    const auto width = static_cast<std::int64_t>(
-        std::count(first_line_text.begin(), first_line_text.end(), ',')) + 1;
+    const std::int64_t width = row_width(file, first_line_text, n, count_file, what);
     allocate(message("the ", width, " ", what, "s"), 4.0 * static_cast<double>(rows) * width,
              [&] { out.resize(rows, width); });
     if (first == 0 && rows > 0) parse_feature_row(first_line_text, 1, file, out.data(), width);
@@ -291,6 +301,69 @@ void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t
         [](int&, std::string_view, std::int64_t) {});
   }
   check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file, unit);
+}
+
+/// read_rows of the whole file (rows [0, n)) into sparse rows: each line is parsed as
+/// read_rows parses it and only its non-zero entries are kept, so the dense matrix never
+/// exists. Same throws.
+inline void read_sparse_rows(const std::filesystem::path& file, node_t n,
+                             const std::filesystem::path& count_file, const std::string& what,
+                             sparse_rows<float>& out) {
+  struct rows_read {  // the non-zeros of consecutive lines, and where each line's end
+    std::vector<edge_t> ends;
+    std::vector<std::int32_t> columns;
+    std::vector<float> values;
+  };
+  out = sparse_rows<float>{};
+  io::line_reader reader(file, std::string(function));
+  std::string_view first_line_text;
+  if (reader.next_line(first_line_text)) {
+    const std::int64_t width = row_width(file, first_line_text, n, count_file, what);
+    if (width > INT32_MAX)
+      io::throw_parse_error(function, file, 1, message(width, " columns (at most 2^31 - 1)"), "");
+    out.num_cols = width;
+    const auto parse = [&](rows_read& r, std::vector<float>& row, std::string_view line,
+                           std::int64_t number) {
+      row.resize(static_cast<std::size_t>(width));
+      parse_feature_row(line, number, file, row.data(), width);
+      for (std::int64_t c = 0; c < width; ++c)
+        if (row[c] != 0.0f) {
+          r.columns.push_back(static_cast<std::int32_t>(c));
+          r.values.push_back(row[c]);
+        }
+      r.ends.push_back(static_cast<edge_t>(r.columns.size()));
+    };
+    const auto append = [&](const rows_read& r) {
+      const auto base = static_cast<edge_t>(out.columns.size());
+      for (const edge_t end : r.ends) out.offsets.push_back(base + end);
+      out.columns.insert(out.columns.end(), r.columns.begin(), r.columns.end());
+      out.values.insert(out.values.end(), r.values.begin(), r.values.end());
+    };
+    rows_read head;
+    std::vector<float> row;
+    parse(head, row, first_line_text, 1);
+    append(head);
+    io::parse_chunks<rows_read>(  // lines parsed in parallel, appended in file order
+        reader,
+        [&](std::string_view text, std::int64_t chunk_first_line) {
+          rows_read r;
+          std::vector<float> buffer;
+          io::for_each_line(text, chunk_first_line, [&](std::string_view line, std::int64_t number) {
+            if (number > n)
+              io::throw_parse_error(function, file, number,
+                                    message("more ", what, " rows than the ", n, " nodes in ",
+                                            count_file.string()),
+                                    io::trim(line));
+            parse(r, buffer, line, number);
+          });
+          return r;
+        },
+        [&](rows_read& r, std::string_view, std::int64_t) { append(r); });
+  }
+  check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file);
+  out.num_rows = n;
+  out.columns.shrink_to_fit();
+  out.values.shrink_to_fit();
 }
 
 /// Throws sar::io_error naming the file, line and column of the first of `targets` (rows of
@@ -582,11 +655,23 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   out.edge_lines = read_edge_file(out.edge_file, bounds, share.edges, out.expected_edges,
                                   out.edge_count_file, edges.src, edges.dst);
 
-  // Features: row i is line i + 1.
-  if (const auto file = find_csv(raw, "node-feat"))
-    read_rows(*file, n, first, last, node_count_file, "feature", data.features, allocate);
-  else
+  // Features: row i is line i + 1. Sparse ones (options.sparse_below) read as sparse rows,
+  // kept so unless more of them are non-zero.
+  const auto feature_file = find_csv(raw, "node-feat");
+  if (feature_file && options.sparse_below > 0 && rows == n) {
+    read_sparse_rows(*feature_file, n, node_count_file, "feature", data.sparse_features);
     data.features.resize(rows, 0);
+    if (data.sparse_features.density() > options.sparse_below) {
+      allocate(message("the ", data.sparse_features.cols(), " features"),
+               4.0 * static_cast<double>(rows) * static_cast<double>(data.sparse_features.cols()),
+               [&] { data.features = to_dense<float>(data.sparse_features); });
+      data.sparse_features = {};
+    }
+  } else if (feature_file) {
+    read_rows(*feature_file, n, first, last, node_count_file, "feature", data.features, allocate);
+  } else {
+    data.features.resize(rows, 0);
+  }
 
   // Targets of a regression (node-target) or multi-label (node-label) task.
   const task_kind task = stated.task.value_or(task_kind::classify);
@@ -669,7 +754,8 @@ inline build_options ogb_build_options(const ogb_options& options) {
 ///   raw/edge.csv.gz            "src,dst" per line, 0-based ids in [0, n) (required)
 ///   raw/num-edge-list.csv.gz   one number, the line count of edge.csv.gz (checked if present)
 ///   raw/node-feat.csv.gz       n rows of equally many comma-separated numbers (optional:
-///                              without it features are n x 0)
+///                              without it features are n x 0); kept as sparse_features
+///                              when at most options.sparse_below of them are non-zero
 ///   raw/node-label.csv.gz      classify: n lines of one label: integer >= -1, integral float
 ///                              ("3.0") or "nan"; -1 and nan mean unlabelled (optional: labels
 ///                              empty); multilabel (required): n rows of equally many 0/1

@@ -14,6 +14,7 @@
 #include "sar/core/types.hpp"
 #include "sar/schedule/schedule.hpp"
 #include "sar/kernels/dense.hpp"
+#include "sar/kernels/sparse_dense.hpp"
 #include "sar/kernels/spmm.hpp"
 
 namespace sar::detail {
@@ -75,6 +76,14 @@ void product(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out, const T* 
              const row_finisher* finish = nullptr) {
   huge_page_resize(out, a.rows(), b.cols());
   dense_product<false, T>(a, b, out, bias, finish);
+}
+
+/// out := a b (+ bias) for sparse input features a (sparse_product).
+template <class T>
+void product(const sparse_rows<T>& a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr,
+             const row_finisher* finish = nullptr) {
+  huge_page_resize(out, a.rows(), b.cols());
+  sparse_product<T>(a, b, out, bias, finish);
 }
 
 /// The weight of every entry of block.edges (transposed: of block.transposed) for a layer
@@ -158,6 +167,13 @@ void product_transposed(const_rows_ref<T> a, const_rows_ref<T> b, matrix<T>& out
 /// grad := a^T b into a parameter-gradient view (assigned), deterministic over threads.
 template <class T, class View>
 void assign_transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, View&& grad) {
+  rows_ref<T> out(grad);
+  transposed_product<T>(a, b, out);
+}
+
+/// grad := a^T b for sparse input features a (assigned), deterministic over threads.
+template <class T, class View>
+void assign_transposed_product(const sparse_rows<T>& a, const_rows_ref<T> b, View&& grad) {
   rows_ref<T> out(grad);
   transposed_product<T>(a, b, out);
 }
