@@ -71,6 +71,16 @@
 //                                      other node's row (activations, dropout, linear, batch
 //                                      norm): it runs on a level's rows, y with x's rows;
 //                                      one that reads neighbours runs on the next block.
+// Optional, for sparse input features (sar/core/sparse_rows.hpp; a dynamic_sequential detects
+// them, sar/nn/any_layer.hpp):
+//   l.forward(graph, ctx, const sparse_rows<T>& x, matrix<T>& y) and
+//   l.backward(graph, ctx, const sparse_rows<T>& x, y, dy, dx)
+//                                      a model's first layer with parameters reading the
+//                                      features as sparse rows; dx is always empty (features
+//                                      have no gradient).
+//   l.forward(graph, ctx, const sparse_rows<T>& x, sparse_rows<T>& y)
+//                                      a layer without parameters that may run before it on
+//                                      the sparse rows (dropout); it has no backward there.
 // Optional, for checkpoints (sar/train/checkpoint.hpp):
 //   l.state() -> std::vector<std::span<double>>
 //                                      what the layer learns besides its parameters and needs
