@@ -353,8 +353,8 @@ void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& dat
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
 /// on the nodes of `graph`, for the task of `data` (classify: labels; regress, multilabel:
 /// targets of model.output_dim() columns). Requires data.features (or data.sparse_features):
-/// graph.num_destinations() x model.input_dim(), labels or targets and split of graph.num_destinations() rows, at least
-/// one training node over all ranks.
+/// graph.num_destinations() x model.input_dim(), labels or targets and split of
+/// graph.num_destinations() rows, at least one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for
 /// options outside their domain, sar::numeric_error when the training loss is not finite or
 /// above options.max_loss (on every rank alike: the loss is all-reduced), and whatever the
