@@ -232,19 +232,46 @@ void dense_product_transposed_add(const_rows_ref<T> x, const_rows_ref<T> w, rows
 }
 
 namespace detail {
+/// Rows per chunk of a deterministic reduction over rows. 4096: each partial transposed
+/// product is then a GEMM with a long inner dimension, which Eigen runs near its peak (64-row
+/// chunks reached ~60% of it on a 200k x 128 x 128 product: packing and the join of ~3000
+/// partial results dominated). Fixed, so that the sums do not depend on the threads.
+inline constexpr Eigen::Index reduction_chunk_rows = 4096;
+
+/// out := the sum, over the chunks [begin, end) of reduction_chunk_rows rows of [0, rows), of
+/// what add_rows(begin, end, acc) adds to a zero acc shaped as out, joined in a fixed tree
+/// (tbb::parallel_deterministic_reduce): bitwise the same for every thread count. One chunk
+/// runs on the calling thread straight into out. add_rows runs concurrently on disjoint chunks.
+template <class T, class AddRows>
+void reduce_row_chunks(Eigen::Index rows, rows_ref<T> out, AddRows&& add_rows) {
+  constexpr Eigen::Index grain = reduction_chunk_rows;
+  if (rows <= grain) {
+    out.setZero();
+    add_rows(Eigen::Index{0}, rows, out);
+    return;
+  }
+  out = tbb::parallel_deterministic_reduce(
+      tbb::blocked_range<Eigen::Index>(0, rows, grain),
+      matrix<T>(matrix<T>::Zero(out.rows(), out.cols())),
+      [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
+        add_rows(r.begin(), r.end(), rows_ref<T>(acc));
+        return acc;
+      },
+      [](matrix<T> x, const matrix<T>& y) {
+        x += y;
+        return x;
+      },
+      tbb::simple_partitioner());
+}
+
 /// out = [a_0 | a_1 | ...]^T b, a deterministic reduction over row chunks: the body of
 /// transposed_product, shapes checked by it.
 template <class T>
 void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_ref<T> b,
                               rows_ref<T> out) {
-  const Eigen::Index n = b.rows();
-  // Chunks of 4096 rows: each partial product is then a GEMM with a long inner dimension,
-  // which Eigen runs near its peak (64-row chunks reached ~60% of it on a 200k x 128 x 128
-  // product: packing and the join of ~3000 partial results dominated). A fixed size, so that
-  // each part's result does not depend on the other parts.
-  constexpr Eigen::Index grain = 4096;
-  // acc += a^T b over rows [begin, begin + len).
-  const auto add_rows = [&](Eigen::Index begin, Eigen::Index len, rows_ref<T> acc) {
+  // acc += a^T b over rows [begin, end).
+  reduce_row_chunks<T>(b.rows(), out, [&](Eigen::Index begin, Eigen::Index end, rows_ref<T> acc) {
+    const Eigen::Index len = end - begin;
 #if SAR_ROW_GEMM
     if constexpr (uses_row_gemm<T>) {
       std::vector<transposed_left> parts;
@@ -261,24 +288,7 @@ void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_r
           part.middleRows(begin, len).transpose() * b.middleRows(begin, len);
       first += part.cols();
     }
-  };
-  if (n <= grain) {
-    out.setZero();
-    add_rows(0, n, out);
-    return;
-  }
-  out = tbb::parallel_deterministic_reduce(
-      tbb::blocked_range<Eigen::Index>(0, n, grain),
-      matrix<T>(matrix<T>::Zero(out.rows(), out.cols())),
-      [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
-        add_rows(r.begin(), static_cast<Eigen::Index>(r.size()), acc);
-        return acc;
-      },
-      [](matrix<T> x, const matrix<T>& y) {
-        x += y;
-        return x;
-      },
-      tbb::simple_partitioner());
+  });
 }
 }  // namespace detail
 

@@ -5,9 +5,6 @@
 
 #include <algorithm>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_reduce.h>
-
 #include "sar/core/error.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
@@ -43,7 +40,8 @@ void sparse_product(const sparse_rows<T>& a, const_rows_ref<T> w, rows_ref<T> y,
 }
 
 /// out = a^T b (a: n x p sparse, b: n x q, out: p x q), a deterministic reduction over fixed
-/// chunks of 4096 rows (parallel above one chunk; bitwise the same for every thread count).
+/// chunks of 4096 rows (detail::reduce_row_chunks: parallel above one chunk, bitwise the same
+/// for every thread count).
 /// Assigns out (never resized; all 0 when n == 0); requires out aliasing neither operand.
 /// Throws sar::invalid_argument on a shape mismatch, out untouched.
 template <class T>
@@ -52,7 +50,8 @@ void transposed_product(const sparse_rows<T>& a, const_rows_ref<T> b, rows_ref<T
             invalid_argument, "sar::transposed_product: shapes (", a.rows(), "x", a.cols(),
             " sparse)^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x", out.cols());
   const Eigen::Index q = b.cols();
-  const auto add_rows = [&](Eigen::Index begin, Eigen::Index end, rows_ref<T> acc) {
+  detail::reduce_row_chunks<T>(a.rows(), out, [&](Eigen::Index begin, Eigen::Index end,
+                                                  rows_ref<T> acc) {
     for (Eigen::Index i = begin; i < end; ++i) {
       const T* g = b.data() + i * b.outerStride();
       for (edge_t k = a.offsets[i]; k < a.offsets[i + 1]; ++k) {
@@ -61,25 +60,7 @@ void transposed_product(const sparse_rows<T>& a, const_rows_ref<T> b, rows_ref<T
         for (Eigen::Index j = 0; j < q; ++j) row[j] += v * g[j];
       }
     }
-  };
-  constexpr Eigen::Index grain = 4096;  // fixed, so the sums do not depend on the threads
-  if (a.rows() <= grain) {
-    out.setZero();
-    add_rows(0, a.rows(), out);
-    return;
-  }
-  out = tbb::parallel_deterministic_reduce(
-      tbb::blocked_range<Eigen::Index>(0, a.rows(), grain),
-      matrix<T>(matrix<T>::Zero(out.rows(), out.cols())),
-      [&](const tbb::blocked_range<Eigen::Index>& r, matrix<T> acc) {
-        add_rows(r.begin(), r.end(), acc);
-        return acc;
-      },
-      [](matrix<T> x, const matrix<T>& y) {
-        x += y;
-        return x;
-      },
-      tbb::simple_partitioner());
+  });
 }
 
 }  // namespace sar

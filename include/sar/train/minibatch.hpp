@@ -98,6 +98,11 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
 };
 
 namespace detail {
+/// A minibatch graph that gathers sparse feature rows too (one process's sampling graph).
+template <class Graph, class T>
+concept gathers_sparse_rows = requires(Graph& g, const sparse_rows<T>& x,
+                                       const std::vector<node_t>& ids) { g.gather(x, ids); };
+
 /// infer_layer_wise on dense or sparse features.
 template <class Model, minibatch_graph Graph, class Features, class T = typename Model::scalar>
 matrix<T> infer_stages(Model& model, Graph& graph, const Features& features,
@@ -292,7 +297,7 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   if (data.sparse_features == nullptr) {
     out.features = graph.gather(data.features, out.ids);
   } else {
-    if constexpr (requires { graph.gather(*data.sparse_features, out.ids); })
+    if constexpr (detail::gathers_sparse_rows<Graph, T>)
       out.sparse_features = graph.gather(*data.sparse_features, out.ids);
   }
   out.out_degrees = graph.out_degrees(out.ids);
@@ -332,7 +337,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   SAR_CHECK(data.feature_rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
             data.feature_rows(), " feature rows, ", data.split.size(), " split entries");
-  if constexpr (!requires(const sparse_rows<T>& x, std::vector<node_t> ids) { graph.gather(x, ids); })
+  if constexpr (!detail::gathers_sparse_rows<Graph, T>)
     SAR_CHECK(data.sparse_features == nullptr, invalid_argument, where, ": sparse features on "
               "a graph that gathers dense feature rows only (a distributed sampling graph)");
   const node_task task = data.node_targets();
@@ -439,7 +444,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                                .epoch = static_cast<std::uint64_t>(epoch)};
       matrix<T> logits;
       if (data.sparse_features != nullptr) {
-        if constexpr (requires { graph.gather(*data.sparse_features, std::vector<node_t>{}); })
+        if constexpr (detail::gathers_sparse_rows<Graph, T>)
           logits = infer_layer_wise(model, graph, *data.sparse_features, eval, mb.inference_rows);
       } else {
         logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
