@@ -3,11 +3,14 @@
 
 For each dataset and model, sar-train runs twice on one process (1 thread), once with
 --sparse-features on and once off, with the same seed; prints one Markdown table (bench/RESULTS.md
-§29): median epoch, the process's peak resident memory, the features' own bytes, and the
-largest relative difference of the per-epoch training losses.
+§29): median epoch, the process's peak resident memory, and the largest relative difference of
+the per-epoch training losses. With --ranks P > 1, sar-partition first writes a P-part store of
+each dataset with sparse features and one with dense features, and sar-train trains on each
+under mpirun (the peak is the largest rank's).
 
   /usr/bin/python3 bench/sparse_features.py --out /tmp/sparse-features
   /usr/bin/python3 bench/sparse_features.py --datasets cora --models gcn --epochs 20
+  /usr/bin/python3 bench/sparse_features.py --datasets planted --ranks 2 --epochs 10
 """
 import argparse
 import json
@@ -26,7 +29,8 @@ parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "plant
                     "features, 0.3%% non-zero)")
 parser.add_argument("--models", nargs="+", default=["gcn", "sage"])
 parser.add_argument("--epochs", type=int, default=50)
-parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--threads", type=int, default=1, help="threads per rank")
+parser.add_argument("--ranks", type=int, default=1, help="P > 1: train from P-part stores")
 args = parser.parse_args()
 
 specs = {"cora": os.path.join(data, "cora"), "citeseer": os.path.join(data, "citeseer"),
@@ -35,16 +39,33 @@ env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 os.makedirs(args.out, exist_ok=True)
 
 
-def train(dataset, model, sparse):
-    """Runs sar-train and returns its metrics."""
-    metrics = os.path.join(args.out, f"{dataset}-{model}-{sparse}.json")
-    command = [os.path.join(args.build, "examples", "sar-train"), "--dataset", specs[dataset],
-               "--model", model, "--epochs", str(args.epochs), "--threads", str(args.threads),
-               "--sparse-features", sparse, "--eval-every", "0", "--seed", "1", "--quiet",
-               "--metrics-out", metrics]
+def run(command):
     print("+", " ".join(command), flush=True)
     if subprocess.run(command, env=env).returncode:
         sys.exit(f"failed: {' '.join(command)}")
+
+
+def store(dataset, sparse):
+    """The P-part store of `dataset` with sparse features (on) or dense ones (off)."""
+    path = os.path.join(args.out, f"{dataset}-{args.ranks}-{sparse}")
+    if not os.path.exists(os.path.join(path, "meta.json")):
+        run([os.path.join(args.build, "examples", "sar-partition"), "--dataset", specs[dataset],
+             "--parts", str(args.ranks), "--sparse-features", sparse, "--out", path])
+    return path
+
+
+def train(dataset, model, sparse):
+    """Runs sar-train and returns its metrics."""
+    metrics = os.path.join(args.out, f"{dataset}-{model}-{sparse}-{args.ranks}.json")
+    program = [os.path.join(args.build, "examples", "sar-train")]
+    source = ["--dataset", specs[dataset]]
+    if args.ranks > 1:
+        program = ["mpirun", "-np", str(args.ranks), "--oversubscribe", *program]
+        source = ["--partitions", store(dataset, sparse)]
+    command = [*program, *source, "--model", model, "--epochs", str(args.epochs),
+               "--threads", str(args.threads), "--sparse-features", sparse, "--eval-every", "0",
+               "--seed", "1", "--quiet", "--metrics-out", metrics]
+    run(command)
     with open(metrics) as f:
         return json.load(f)
 

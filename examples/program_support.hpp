@@ -8,6 +8,7 @@
 // stderr. Never an uncaught exception or a signal.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -140,20 +141,57 @@ inline std::string outputs_summary(sar::task_kind task, std::int64_t outputs) {
   return "";
 }
 
-/// sar::load_dataset(spec, sizes), printing "loading <spec> ..." before and a one-line summary
-/// of the dataset with the time taken after; sets the phase. Throws what load_dataset throws.
+/// The sparse_below of sar::load_dataset for a --sparse-features setting: off 0 (dense), on 1
+/// (always sparse), auto sar::sparse_features_density.
+inline double sparse_below(const std::string& setting) {
+  return setting == "off" ? 0.0 : setting == "on" ? 1.0 : sar::sparse_features_density;
+}
+
+/// Whether --sparse-features `setting` keeps features with `non_zeros` of `entries` entries
+/// non-zero as sparse rows: on, or auto at most sar::sparse_features_density of them.
+inline bool wants_sparse(const std::string& setting, double non_zeros, double entries) {
+  return entries > 0 &&
+         (setting == "on" ||
+          (setting == "auto" && non_zeros <= sar::sparse_features_density * entries));
+}
+
+/// Turns the dense features of `data` into sparse rows where wants_sparse (a dataset read
+/// with sparse_below(setting) holds sparse features only where it does).
+inline void make_sparse_if_wanted(sar::graph_dataset& data, const std::string& setting) {
+  if (data.sparse() ||
+      !wants_sparse(setting, static_cast<double>((data.features.array() != 0.0f).count()),
+                    static_cast<double>(data.features.size())))
+    return;
+  data.sparse_features = sar::to_sparse_rows<float, float>(data.features);
+  data.features.resize(data.num_nodes(), 0);
+}
+
+/// Adds --sparse-features auto | on | off (`setting`), for a program that writes `what`.
+inline void add_sparse_features_option(CLI::App& app, std::string& setting, const char* what) {
+  app.add_option("--sparse-features", setting,
+                 sar::message("write the features as a sparse matrix in ", what, " (compressed "
+                              "rows; sar-train reads them so): auto (if at most 5% are "
+                              "non-zero) | on | off"))
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+/// sar::load_dataset(spec, sizes, sparse_below), printing "loading <spec> ..." before and a
+/// one-line summary of the dataset with the time taken after; sets the phase. Throws what
+/// load_dataset throws.
 inline sar::graph_dataset load_dataset_reporting(const std::string& spec,
-                                                 const sar::dataset_sizes& sizes) {
+                                                 const sar::dataset_sizes& sizes,
+                                                 double sparse_below = 0) {
   const auto start = clock_type::now();
   current_phase() = "loading " + spec;
   std::printf("loading %s ...\n", spec.c_str());
   std::fflush(stdout);
-  sar::graph_dataset data = sar::load_dataset(spec, sizes);
-  std::printf("loaded %s: %lld nodes, %lld edges, %lld features, %s, %lld train nodes "
-              "(%.2f s)\n",
+  sar::graph_dataset data = sar::load_dataset(spec, sizes, sparse_below);
+  std::printf("loaded %s: %lld nodes, %lld edges, %lld %s, %s, %lld train nodes (%.2f s)\n",
               data.name.c_str(), static_cast<long long>(data.num_nodes()),
               static_cast<long long>(data.graph.num_edges()),
-              static_cast<long long>(data.features.cols()),
+              static_cast<long long>(data.feature_dim()),
+              data.sparse() ? "sparse features" : "features",
               outputs_summary(data.task, data.num_outputs()).c_str(),
               static_cast<long long>(data.count(sar::node_split::train)), seconds_since(start));
   return data;
@@ -180,8 +218,19 @@ inline void row_normalise(sar::matrixf& features) {
   }
 }
 
+/// The smallest feature value (0 for no features; sparse: of the stored values, or 0).
+inline float smallest_feature(const sar::matrixf& features) {
+  return features.size() > 0 ? features.minCoeff() : 0.0f;
+}
+/// See smallest_feature (dense).
+inline float smallest_feature(const sar::sparse_rows<float>& features) {
+  const auto& v = features.values;
+  return v.empty() ? 0.0f : *std::min_element(v.begin(), v.end());
+}
+
 /// check_finite_features of sparse features (their stored values).
-inline void check_finite_features(const sar::sparse_rows<float>& features, const std::string& where) {
+inline void check_finite_features(const sar::sparse_rows<float>& features,
+                                  const std::string& where) {
   for (Eigen::Index i = 0; i < features.rows(); ++i)
     for (sar::edge_t k = features.offsets[i]; k < features.offsets[i + 1]; ++k)
       SAR_CHECK(std::isfinite(features.values[k]), sar::invalid_argument, where, ": feature row ",

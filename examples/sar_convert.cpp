@@ -25,6 +25,7 @@ using sar_programs::seconds_since;
 double array_mebibytes(const sar::graph_dataset& data) {
   const double bytes =
       8.0 * static_cast<double>(data.graph.offsets.size() + data.graph.columns.size()) +
+      8.0 * static_cast<double>(data.sparse_features.non_zeros()) +
       4.0 * static_cast<double>(data.features.size() + data.labels.size() +
                                 data.targets.size() + data.edge_features.size() +
                                 data.edge_types.size()) +
@@ -40,7 +41,8 @@ bool same_matrix(const sar::matrixf& a, const sar::matrixf& b) {
 bool same_dataset(const sar::graph_dataset& a, const sar::graph_dataset& b) {
   return a.name == b.name && a.graph == b.graph && a.labels == b.labels &&
          a.num_classes == b.num_classes && a.split == b.split &&
-         same_matrix(a.features, b.features) && a.task == b.task &&
+         same_matrix(a.features, b.features) && a.sparse_features == b.sparse_features &&
+         a.task == b.task &&
          same_matrix(a.targets, b.targets) && same_matrix(a.edge_features, b.edge_features) &&
          a.schema == b.schema && a.edge_types == b.edge_types;
 }
@@ -69,6 +71,7 @@ int run(int argc, char** argv) {
                "sar-convert"};
   std::string dataset;
   std::string out;
+  std::string sparse_features = "auto";
   bool verify = false;
   bool add_reverse = false;
   sar::dataset_sizes sizes;
@@ -89,12 +92,16 @@ int run(int argc, char** argv) {
                "heterogeneous datasets only: add the reverse of every relation (DGL's "
                "AddReverse): (s, r, d) gets (d, rev_r, s) with every edge reversed and the same "
                "edge features");
+  sar_programs::add_sparse_features_option(app, sparse_features, "features_indptr.npy, "
+                                           "features_indices.npy and features_data.npy");
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   app.set_version_flag("--version", "sar-convert (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   sar::check_replaceable(out, sar::npy_dataset_kind, "--out");  // before loading
-  sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
+  sar::graph_dataset data = sar_programs::load_dataset_reporting(
+      dataset, sizes, sar_programs::sparse_below(sparse_features));
+  sar_programs::make_sparse_if_wanted(data, sparse_features);
   if (add_reverse) {
     SAR_CHECK(data.schema.heterogeneous(), sar::invalid_argument, "--add-reverse: ",
               dataset, " is a homogeneous graph (no node types and relations to reverse)");
@@ -118,7 +125,7 @@ int run(int argc, char** argv) {
     sar_programs::current_phase() = "reading " + out + " back";
     std::printf("reading %s back ...\n", out.c_str());
     std::fflush(stdout);
-    const sar::graph_dataset back = sar::read_npy_dataset(out, {.sizes = sizes});
+    const sar::graph_dataset back = sar::read_npy_dataset(out, {.sizes = sizes});  // as written
     seconds = seconds_since(start);
     std::printf("read %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(back), seconds,
                 array_mebibytes(back) / seconds);

@@ -10,9 +10,12 @@
 //
 // Every setting is read and checked before MPI starts; an error on any rank ends every rank
 // with the message and exit code 1 (sar::run_mpi_program).
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,7 @@ struct settings {
   std::uint64_t seed = 0;
   std::optional<double> imbalance;
   std::string balance = "nodes";
+  std::string sparse_features = "auto";
   sar::dataset_sizes sizes;
 };
 
@@ -84,6 +88,7 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
                  "weighs 1 + its degree)")
       ->check(CLI::IsMember({"nodes", "nodes+edges"}))
       ->capture_default_str();
+  sar_programs::add_sparse_features_option(app, s.sparse_features, "the store");
   app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
   return sar_programs::parse_command_line(app, argc, argv);
 }
@@ -122,7 +127,9 @@ void refuse_beyond_metis(const settings& s) {
 int run_serial(const settings& s) {
   sar::check_replaceable(s.out, sar::partition_store_kind, "--out");  // before the work
   refuse_beyond_metis(s);
-  const sar::graph_dataset data = sar_programs::load_dataset_reporting(s.dataset, s.sizes);
+  sar::graph_dataset data = sar_programs::load_dataset_reporting(
+      s.dataset, s.sizes, sar_programs::sparse_below(s.sparse_features));
+  sar_programs::make_sparse_if_wanted(data, s.sparse_features);
   SAR_CHECK(s.parts <= data.num_nodes(), sar::invalid_argument, "--parts ", s.parts,
             " exceeds the ", data.num_nodes(), " nodes of ", s.dataset,
             " (every part needs a node)");
@@ -160,6 +167,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   const bool root = comm.rank() == 0;
   SAR_CHECK(s.method != "metis", sar::invalid_argument, "--method metis partitions in one "
             "process; on ", comm.size(), " ranks use --method ptscotch (or random, contiguous)");
+
   {
     std::exception_ptr failure;  // rank 0 checks the output before any work
     if (root)
@@ -183,7 +191,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   std::int64_t edges = block.rows.in_edges.num_edges();
   comm.all_reduce(std::span<std::int64_t>(&edges, 1), sar::reduce_op::sum);
   say(sar::message("read ", block.name, ": ", n, " nodes, ", edges, " edges, ",
-                   block.rows.features.cols(), " features, ",
+                   block.rows.feature_dim(), " features, ",
                    sar_programs::outputs_summary(block.rows.task, block.rows.num_outputs()),
                    " (", read.seconds, " s)"));
   SAR_CHECK(s.parts <= n, sar::invalid_argument, "--parts ", s.parts, " exceeds the ", n,
@@ -191,7 +199,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
 
   sar::partition_metadata about;
   about.dataset = block.name;
-  about.feature_dim = block.rows.features.cols();
+  about.feature_dim = block.rows.feature_dim();
   about.num_classes = block.rows.num_classes;
   about.task = block.rows.task;
   about.num_outputs = block.rows.task == sar::task_kind::classify ? 0 : block.rows.num_outputs();
@@ -208,8 +216,29 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   about.method = describe_method(s, options.ptscotch.imbalance);
   say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));
   sar_programs::current_phase() = "partitioning";
-  const std::vector<sar::graph_part> mine =
+  std::vector<sar::graph_part> mine =
       sar::partition_distributed(comm, std::move(block), options, &meter);
+  // --sparse-features: decided alike on every rank, by the density over all parts (as the
+  // one-process path decides on the dataset's).
+  std::array<double, 2> counts{0, 0};  // non-zeros, entries
+  for (const sar::graph_part& p : mine) {
+    const auto& values = p.sparse_features.values;
+    counts[0] += static_cast<double>(
+        p.sparse() ? std::count_if(values.begin(), values.end(), [](float v) { return v != 0; })
+                   : (p.features.array() != 0.0f).count());
+    counts[1] += static_cast<double>(p.num_local()) * static_cast<double>(p.feature_dim());
+  }
+  comm.all_reduce(std::span<double>(counts), sar::reduce_op::sum);
+  const bool sparse = sar_programs::wants_sparse(s.sparse_features, counts[0], counts[1]);
+  for (sar::graph_part& p : mine) {
+    if (sparse && !p.sparse()) {
+      p.sparse_features = sar::to_sparse_rows<float, float>(p.features);
+      p.features.resize(p.num_local(), 0);
+    } else if (!sparse && p.sparse()) {
+      p.features = sar::to_dense<float>(p.sparse_features);
+      p.sparse_features = {};
+    }
+  }
 
   say(sar::message("writing ", s.out, " ..."));
   sar_programs::current_phase() = "writing " + s.out;

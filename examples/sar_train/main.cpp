@@ -109,26 +109,21 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     const std::string& spec = p.dataset;
     sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
-    // Sparse features stay sparse from the first byte (--sparse-features; sar_train.hpp).
-    const double sparse_below = p.sparse_features == "off" ? 0.0
-                                : p.sparse_features == "on" ? 1.0
-                                                            : sar_train::sparse_density_limit;
-    sar::graph_dataset data = sar::load_dataset(spec, p.sizes, sparse_below);
+    // Sparse features stay sparse from the first byte (--sparse-features).
+    sar::graph_dataset data =
+        sar::load_dataset(spec, p.sizes, sar_programs::sparse_below(p.sparse_features));
     check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
                     !data.labels.empty() || data.task != sar::task_kind::classify,
                     !data.split.empty(), data.feature_dim());
     program_options with = p;  // and the normalisation decided
-    const auto normalise = [&](auto& features, float smallest) {
+    const auto normalise = [&](auto& features) {
       sar_programs::check_finite_features(features, "sar-train: " + spec);
-      with.row_normalised = normalise_on || (p.normalise == "auto" && smallest >= 0);
+      with.row_normalised =
+          normalise_on || (p.normalise == "auto" && sar_programs::smallest_feature(features) >= 0);
       if (with.row_normalised) sar_programs::row_normalise(features);
     };
-    if (data.sparse()) {
-      const auto& v = data.sparse_features.values;
-      normalise(data.sparse_features, v.empty() ? 0.0f : *std::min_element(v.begin(), v.end()));
-    } else {
-      normalise(data.features, data.features.size() > 0 ? data.features.minCoeff() : 0.0f);
-    }
+    if (data.sparse()) normalise(data.sparse_features);
+    else normalise(data.features);
     sar::log_info(sar::message("loaded ", data.name, ": ", data.num_nodes(), " nodes, ",
                                data.graph.num_edges(), " edges, ", data.feature_dim(),
                                data.sparse() ? sar::message(" sparse features (",
@@ -157,7 +152,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     check_trainable(sar::message("dataset '", p.dataset, "'"), block.rows.task,
                     block.rows.num_outputs(),
                     !block.rows.labels.empty() || block.rows.task != sar::task_kind::classify,
-                    !block.rows.split.empty(), block.rows.features.cols());
+                    !block.rows.split.empty(), block.rows.feature_dim());
     SAR_CHECK(comm.size() <= block.rows.book.num_nodes(), sar::invalid_argument, "sar-train: ",
               comm.size(), " ranks for the ", block.rows.book.num_nodes(), " nodes of ",
               p.dataset, " (every rank needs a node)");
@@ -190,8 +185,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                     meta.task == sar::task_kind::classify ? meta.num_classes : meta.num_outputs,
                     meta.has_labels || meta.task != sar::task_kind::classify, meta.has_split,
                     meta.feature_dim);
-    part = sar::read_partition_part(p.partitions, comm.rank() / p.replication,
-                                    {.verify_checksums = !p.skip_checksums});
+    // Sparse features stay sparse unless off, or minibatches gather them (dense rows).
+    part = sar::read_partition_part(
+        p.partitions, comm.rank() / p.replication,
+        {.verify_checksums = !p.skip_checksums,
+         .sparse_features = p.sparse_features != "off" && !sampled});
     name = meta.dataset;
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
@@ -199,14 +197,18 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   const sar::model_config model =
       with_graph(config, part.in_edges, part.schema, part.edge_types, part.edge_features, comm);
   sar::prepare_model_graph(model, part.in_edges, part.edge_features, part.first_global());
-  sar_programs::check_finite_features(part.features,
-                                      sar::message("sar-train: ", source, ", part ", part.part));
-  // "auto" must decide alike on every rank: is any feature negative anywhere?
-  double negative = part.features.size() > 0 && part.features.minCoeff() < 0 ? 1.0 : 0.0;
-  comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
   program_options with = p;  // and the normalisation decided
-  with.row_normalised = normalise_on || (p.normalise == "auto" && negative == 0);
-  if (with.row_normalised) sar_programs::row_normalise(part.features);
+  const auto normalise = [&](auto& features) {
+    sar_programs::check_finite_features(features,
+                                        sar::message("sar-train: ", source, ", part ", part.part));
+    // "auto" must decide alike on every rank: is any feature negative anywhere?
+    double negative = sar_programs::smallest_feature(features) < 0 ? 1.0 : 0.0;
+    comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
+    with.row_normalised = normalise_on || (p.normalise == "auto" && negative == 0);
+    if (with.row_normalised) sar_programs::row_normalise(features);
+  };
+  if (part.sparse()) normalise(part.sparse_features);
+  else normalise(part.features);
   if (comm.rank() == 0)
     sar::log_info(sar::message(source, ": ", name, ", ", part.book.num_nodes(), " nodes on ",
                                comm.size(), " ranks; ",

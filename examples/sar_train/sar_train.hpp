@@ -35,7 +35,7 @@ struct program_options {
   std::string aggregator = "mean";
   std::string precision = "float";
   std::string normalise = "auto";
-  std::string sparse_features = "auto";  // auto (density <= sparse_density_limit) | on | off
+  std::string sparse_features = "auto";  // sar_programs::sparse_below
   std::uint64_t seed = 0;
   int threads = 0;
   std::string metrics_out, csv_log;
@@ -72,10 +72,6 @@ struct program_options {
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
   bool distributed() const { return !partitions.empty() || !partition.empty(); }
 };
-
-/// --sparse-features auto keeps the features sparse when at most this fraction is non-zero
-/// (and the model's first layer reads them: sar::dynamic_sequential::reads_sparse_input).
-inline constexpr double sparse_density_limit = 0.05;
 
 /// One process: the whole dataset (its graph put in the model's form by
 /// sar::prepare_model_graph) under local_schedule. Returns the run's metrics.

@@ -179,25 +179,33 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
   return s;
 }
 
-/// Whether to train on `features` (this rank's, read dense) as sparse rows
-/// (--sparse-features): on, or auto when at most sparse_density_limit of them are non-zero over
-/// all ranks; never for minibatches on several ranks (their gathers move dense rows). Throws
-/// sar::invalid_argument for on with those or a model that cannot read them. Collective.
-template <class T, class Model>
-bool use_sparse_features(const program_options& p, const sar::matrix<T>& features,
-                         const Model& model, sar::mpi_communicator& comm) {
-  if (p.sparse_features == "off") return false;
-  const bool on = p.sparse_features == "on", distributed_minibatches = p.minibatch > 0;
+/// Whether this run may train on sparse features (--sparse-features not off, a model whose
+/// first layer reads them, not minibatches on several ranks: their gathers move dense rows).
+/// Throws sar::invalid_argument for on where it may not.
+template <class Model>
+bool may_use_sparse_features(const program_options& p, const Model& model) {
+  const bool on = p.sparse_features == "on";
+  const bool distributed_minibatches = p.distributed() && p.minibatch > 0;
   SAR_CHECK(!on || (!distributed_minibatches && model.reads_sparse_input()),
             sar::invalid_argument, "sar-train: --sparse-features on, but ",
             distributed_minibatches ? "minibatches on several ranks gather dense features"
                                     : "the model's first layer cannot read sparse features (gcn, "
                                       "sage mean or gcn, gat and mlp can)");
-  if (distributed_minibatches || !model.reads_sparse_input()) return false;
+  return p.sparse_features != "off" && !distributed_minibatches && model.reads_sparse_input();
+}
+
+/// Whether to train on `features` (this rank's, read dense) as sparse rows: where
+/// may_use_sparse_features, with on, or auto when at most sar::sparse_features_density of them are
+/// non-zero over all ranks. Throws as may_use_sparse_features. Collective.
+template <class T, class Model>
+bool use_sparse_features(const program_options& p, const sar::matrix<T>& features,
+                         const Model& model, sar::mpi_communicator& comm) {
+  if (!may_use_sparse_features(p, model)) return false;
   std::array<double, 2> counts{static_cast<double>((features.array() != T(0)).count()),
                                static_cast<double>(features.size())};
   comm.all_reduce(std::span<double>(counts), sar::reduce_op::sum);
-  return on || counts[0] <= sparse_density_limit * counts[1];
+  return p.sparse_features == "on" ||
+         counts[0] <= sar::sparse_features_density * counts[1];
 }
 
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
@@ -208,17 +216,14 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                      local_data& data, sar::mpi_communicator& comm) {
   constexpr bool sampled = sar::minibatch_graph<Graph>;
   using model_schedule = std::conditional_t<sampled, sar::local_schedule, Graph>;
-  const bool read_sparse = data.sparse_features.num_cols > 0;  // one process: decided already
+  const bool read_sparse = data.sparse_features.num_cols > 0;  // a dataset's or a store's
   const Eigen::Index feature_dim = read_sparse ? data.sparse_features.cols() : data.features.cols();
   const Eigen::Index local_nodes = read_sparse ? data.sparse_features.rows() : data.features.rows();
   auto model =
       sar::make_model<T, model_schedule>(config, feature_dim, data.num_outputs(), p.seed);
   sar::matrix<T> features;
   std::optional<sar::sparse_rows<T>> sparse;
-  if (read_sparse && (p.sparse_features == "on" || model.reads_sparse_input())) {
-    SAR_CHECK(model.reads_sparse_input(), sar::invalid_argument, "sar-train: --sparse-features "
-              "on, but the model's first layer cannot read sparse features (gcn, sage mean or "
-              "gcn, gat and mlp can)");
+  if (read_sparse && may_use_sparse_features(p, model)) {
     if constexpr (std::is_same_v<T, float>) sparse = std::move(data.sparse_features);
     else sparse = sar::cast_values<T>(data.sparse_features);
   } else if (read_sparse) {

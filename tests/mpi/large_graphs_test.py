@@ -3,7 +3,10 @@
 
 - mpirun -np P sar-partition --method random|contiguous writes, byte for byte, the store the
   one-process sar-partition writes, for K = P and K = 2P parts, from a .npy dataset, an OGB raw
-  directory and an edge list.
+  directory, an edge list and a .npy dataset with sparse features (Cora's stores: sparse
+  features, format 7; the sparse rows move to their parts' ranks as they are).
+- Sparse features: GCN and GraphSAGE trained on 2 ranks from a store with sparse features give
+  the losses of the same store written and trained dense, to 1e-5.
 - mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it).
 - Exactness: GCN trained from the PT-Scotch store on 2 and 4 ranks, and with --partition
   ptscotch (no store) on 2 ranks, gives the per-epoch losses of one process, to 1e-5.
@@ -70,6 +73,11 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
     cora = os.path.join(data_dir, "cora")
     if os.path.isdir(cora):
         inputs["OGB raw (Cora)"] = cora
+        cora_npy = os.path.join(tmp, "cora.npy")
+        run([sar_convert, "--dataset", cora, "--out", cora_npy])
+        check(os.path.exists(os.path.join(cora_npy, "features_indptr.npy")),
+              "sar-convert writes Cora's features sparse")
+        inputs["sparse .npy (Cora)"] = cora_npy
 
     # random and contiguous: the one-process store, byte for byte.
     for name, spec in inputs.items():
@@ -84,6 +92,32 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
                 check(same_tree(serial, distributed),
                       f"{name}, {method}, {parts} parts on {ranks} ranks: the one-process store, "
                       "byte for byte")
+
+    # Sparse features (Cora: 1.3% non-zero): stored sparse by default, read and trained on
+    # sparse rows; the losses of the dense store.
+    if "OGB raw (Cora)" in inputs:
+        stores = {}
+        for setting in ("auto", "off"):
+            stores[setting] = os.path.join(tmp, f"cora-{setting}")
+            run([sar_partition, "--dataset", cora, "--parts", "2", "--method", "metis",
+                 "--sparse-features", setting, "--out", stores[setting]])
+        with open(os.path.join(stores["auto"], "meta.json")) as f:
+            check(json.load(f)["sparse_features"], "Cora's store holds sparse features")
+        check(os.path.exists(os.path.join(stores["off"], "part-0000", "features.bin")),
+              "--sparse-features off writes dense features")
+        for model in ("gcn", "sage"):
+            trained = {}
+            for setting, store in stores.items():
+                trained[setting] = os.path.join(tmp, f"cora-{model}-{setting}.json")
+                run(mpirun(2, sar_train, "--partitions", store, "--model", model, "--epochs", "8",
+                           "--seed", "2", "--sparse-features", setting,
+                           "--metrics-out", trained[setting]))
+            with open(trained["auto"]) as f:
+                on_sparse = json.load(f)["sparse_features"]
+            worst = max(abs(a - b) for a, b in zip(losses(trained["auto"]), losses(trained["off"])))
+            check(on_sparse and len(losses(trained["auto"])) == 8 and worst <= 1e-5,
+                  f"{model} on 2 ranks from the sparse store: sparse rows, losses within "
+                  f"{worst:.1e} of the dense store's")
 
     # PT-Scotch: stores on 2 and 4 ranks; training on them and without a store is exact.
     common = ["--model", "gcn", "--epochs", "12", "--seed", "3", "--dropout", "0.5"]

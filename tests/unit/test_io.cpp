@@ -9,6 +9,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -208,6 +209,62 @@ TEST_CASE("sparse features: read as sparse rows from an OGB directory or made by
   CHECK_THROWS_WITH_AS(read_ogb_raw(bad, {.sparse_below = 0.5}),
                        doctest::Contains("line 3: expected 3 comma-separated columns"), io_error);
   fs::remove_all(bad);
+}
+
+TEST_CASE("sparse features in a .npy dataset (version 4): written and read back as sparse rows, "
+          "in shares, dense on request; bad arrays refused by name") {
+  const graph_dataset cora =
+      read_ogb_raw(testing_support::data_dir() / "cora", {.sparse_below = 0.05});
+  REQUIRE(cora.sparse());
+  temp_dir tmp("sparse-npy");
+  const fs::path dir = tmp.path / "cora";
+  write_npy_dataset(dir, cora);
+  CHECK_FALSE(fs::exists(dir / "features.npy"));
+  const graph_dataset back = read_npy_dataset(dir);
+  back.validate();
+  REQUIRE(back.sparse());
+  CHECK(back.sparse_features == cora.sparse_features);
+  CHECK(back.graph == cora.graph);
+  CHECK(back.labels == cora.labels);
+  // Shares of rows (the ranks' reads) are the rows of the whole, their checksums combined.
+  const node_t cut = 1000;
+  for (const auto& [first, last] : {std::pair<node_t, node_t>{0, cut}, {cut, 2708}}) {
+    const npy_dataset_share share = read_npy_dataset_share(
+        dir, {}, [&](node_t) { return std::pair<node_t, node_t>{first, last}; });
+    std::vector<node_t> rows(static_cast<std::size_t>(last - first));
+    std::iota(rows.begin(), rows.end(), first);
+    CHECK(share.rows.sparse_features ==
+          select_rows(cora.sparse_features, std::span<const node_t>(rows)));
+    CHECK(share.rows.features.rows() == last - first);
+  }
+  // load_dataset keeps them sparse up to its limit, dense above it (and by default).
+  CHECK(load_dataset(dir.string(), {}, 0.05).sparse());
+  const graph_dataset dense = load_dataset(dir.string());
+  CHECK_FALSE(dense.sparse());
+  CHECK(dense.features == to_dense<float>(cora.sparse_features));
+
+  // A column beyond feature_dim, offsets that decrease: refused naming the array.
+  const auto overwrite = [&](const char* file, std::int64_t element, auto value) {
+    write_npy_dataset(dir, cora);
+    const npy_header h = read_npy_header(dir / file);
+    std::fstream f(dir / file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(h.data_offset + element * sizeof value));
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  const auto refusal = [&] {
+    try {
+      read_npy_dataset(dir, {.verify_checksums = false});
+    } catch (const io_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no io_error)");
+  };
+  overwrite("features_indices.npy", 5, std::int32_t{1433});
+  CHECK(refusal().find("features_indices.npy") != std::string::npos);
+  CHECK(refusal().find("lists column 1433") != std::string::npos);
+  CHECK_THROWS_WITH_AS(read_npy_dataset(dir), doctest::Contains("features_indices.npy"), io_error);
+  overwrite("features_indptr.npy", 3, std::int64_t{-1});
+  CHECK(refusal().find("features_indptr.npy: offsets decrease at row 2") != std::string::npos);
 }
 
 TEST_CASE("read_ogb_raw: CiteSeer matches every published count") {
@@ -1954,7 +2011,7 @@ TEST_CASE("npy dataset hetero: schema and edge types round trip; a share reads i
   CHECK(types_header.dtype == npy_dtype::int32);
   CHECK(types_header.shape == std::vector<std::int64_t>{18});
   const auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
-  CHECK(meta["version"] == 3);
+  CHECK(meta["version"] == 4);
   CHECK(meta["schema"]["node_types"][2] ==
         nlohmann::json{{"name", "c"}, {"count", 4}, {"feature_dim", 3}});
   CHECK(meta["schema"]["relations"][3] ==
@@ -2044,13 +2101,18 @@ TEST_CASE("npy dataset hetero: a broken edge_types.npy or schema is named") {
   }
 }
 
-TEST_CASE("npy dataset hetero: versions 2 and 1 (before schemas) still read; a later one is "
-          "refused") {
+TEST_CASE("npy dataset: versions 3, 2 and 1 (before sparse features, schemas) still read; a "
+          "later one is refused") {
   npy_fixture fx;
   auto meta = nlohmann::json::parse(read_binary(fx.path("meta.json")));
-  CHECK(meta["version"] == 3);
+  CHECK(meta["version"] == 4);
   CHECK_FALSE(meta.contains("schema"));
+  CHECK_FALSE(meta.contains("sparse_features"));
   CHECK_FALSE(fs::exists(fx.path("edge_types.npy")));
+  meta["version"] = 3;
+  io::write_text_file(fx.path("meta.json"), meta.dump(2));
+  fx.reseal();
+  check_same_dataset(fx.data, read_npy_dataset(fx.root()));
   meta["version"] = 2;
   io::write_text_file(fx.path("meta.json"), meta.dump(2));
   fx.reseal();
@@ -2060,7 +2122,7 @@ TEST_CASE("npy dataset hetero: versions 2 and 1 (before schemas) still read; a l
   meta["version"] = 1;
   io::write_text_file(fx.path("meta.json"), meta.dump(2));
   check_same_dataset(fx.data, read_npy_dataset(fx.root()));
-  meta["version"] = 4;
+  meta["version"] = 5;
   io::write_text_file(fx.path("meta.json"), meta.dump(2));
-  check_contains(fx.error(), {"has version 4; this sar reads versions 1 to 3"});
+  check_contains(fx.error(), {"has version 5; this sar reads versions 1 to 4"});
 }

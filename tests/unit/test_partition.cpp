@@ -327,6 +327,75 @@ TEST_CASE("partition store round trip is lossless") {
   CHECK_THROWS_AS(write_partition_store(d, part, parts, tmp.path, "x"), io_error);
 }
 
+TEST_CASE("partition store: sparse features (format 7), read sparse or dense; bad rows refused") {
+  graph_dataset d = small_dataset(40);
+  for (node_t i = 0; i < 40; ++i)  // about a third of the entries non-zero, some rows empty
+    for (int c = 0; c < 5; ++c)
+      if ((i * 5 + c) % 3 != 0 || i % 7 == 0) d.features(i, c) = 0;
+  const matrixf dense = d.features;
+  d.sparse_features = to_sparse_rows<float, float>(dense);
+  d.features.resize(40, 0);
+  const std::vector<int> part = partition_random(40, 3, 1);
+  temp_dir tmp("store");
+  const auto dir = tmp.path / "sparse.parts";
+  write_partition_store(d, part, 3, dir, "random");
+  const partition_metadata meta = read_partition_metadata(dir);
+  CHECK(meta.sparse_features);
+  CHECK(meta.feature_dim == 5);
+  CHECK_FALSE(std::filesystem::exists(partition_part_dir(dir, 0) / "features.bin"));
+  const relabelling ids = relabel(part, 3);
+  for (int p = 0; p < 3; ++p) {
+    CAPTURE(p);
+    const graph_part kept = read_partition_part(dir, p, {.sparse_features = true});
+    REQUIRE(kept.sparse());
+    CHECK(kept.features.rows() == kept.num_local());
+    CHECK(kept.features.cols() == 0);
+    CHECK(kept.feature_dim() == 5);
+    CHECK(kept.sparse_features ==
+          select_rows(d.sparse_features, std::span<const node_t>(kept.original_ids)));
+    const graph_part densified = read_partition_part(dir, p);  // the default: dense
+    CHECK_FALSE(densified.sparse());
+    REQUIRE(densified.features.cols() == 5);
+    for (node_t r = 0; r < densified.num_local(); ++r)
+      CHECK(densified.features.row(r) == dense.row(densified.original_ids[r]));
+    CHECK(kept.in_edges == detail::store::part_of(d, ids, p).in_edges);
+  }
+
+  const auto corrupt = [&](const char* file, std::int64_t at, auto value) {
+    write_partition_store(d, part, 3, dir, "random");
+    std::fstream f(partition_part_dir(dir, 1) / file,
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(48 + at * static_cast<std::int64_t>(sizeof value));
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  const auto refusal = [&](bool sparse) {
+    return what_of([&] {
+      read_partition_part(dir, 1, {.verify_checksums = false, .sparse_features = sparse});
+    });
+  };
+  corrupt("feature_values.bin", 0, 42.0f);  // in range: only the checksum tells
+  CHECK(contains(what_of([&] { read_partition_part(dir, 1); }), "checksum mismatch"));
+  CHECK_NOTHROW(read_partition_part(dir, 1, {.verify_checksums = false, .sparse_features = true}));
+  corrupt("feature_columns.bin", 0, std::int32_t{5});  // outside [0, 5)
+  for (const bool sparse : {true, false}) {
+    const std::string w = refusal(sparse);
+    CAPTURE(w);
+    CHECK(contains(w, "feature_columns.bin"));
+    CHECK(contains(w, "lists column 5"));
+  }
+  corrupt("feature_offsets.bin", 2, std::int64_t{-1});
+  CHECK(contains(refusal(true), "feature_offsets.bin: offsets decrease at row 1"));
+  // An entry count beyond rows x columns is refused before the columns are allocated.
+  const node_t rows = read_partition_metadata(dir).book.size(1);
+  corrupt("feature_offsets.bin", rows, std::int64_t{1} << 40);
+  CHECK(contains(refusal(true), "feature_offsets.bin: offsets run from 0 to 1099511627776"));
+
+  // A store written without sparse features holds features.bin and says so.
+  write_partition_store(small_dataset(40), part, 3, dir, "random");
+  CHECK_FALSE(read_partition_metadata(dir).sparse_features);
+  CHECK_FALSE(read_partition_part(dir, 1, {.sparse_features = true}).sparse());
+}
+
 TEST_CASE("partition store without labels, split or features") {
   graph_dataset d;
   d.name = "bare";

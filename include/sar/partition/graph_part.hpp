@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
@@ -21,6 +22,10 @@ struct graph_part {
   csr in_edges;                          ///< rows: local nodes (global id = book.begin(part) + row);
                                          ///< columns: GLOBAL source ids (num_cols = book.num_nodes())
   matrixf features;                      ///< local nodes x feature_dim
+  /// The features as sparse rows instead (a store written with sparse features, read with
+  /// partition_read_options::sparse_features), local nodes x feature_dim; then `features` is
+  /// local nodes x 0. Empty (0 x 0) otherwise.
+  sparse_rows<float> sparse_features;
   std::vector<std::int32_t> labels;      ///< local nodes (may be empty), -1 = unlabelled
   /// Number of classes of the whole dataset (labels are in [0, num_classes) or -1).
   std::int32_t num_classes = 0;
@@ -40,6 +45,10 @@ struct graph_part {
   /// empty exactly when the schema is.
   std::vector<std::int32_t> edge_types;
 
+  /// Whether the features are held as sparse_features.
+  bool sparse() const { return sparse_features.num_cols > 0; }
+  /// Width of the features, dense or sparse.
+  Eigen::Index feature_dim() const { return sparse() ? sparse_features.num_cols : features.cols(); }
   /// Number of nodes this part owns.
   node_t num_local() const { return in_edges.num_rows; }
   /// Global (relabelled) id of local row 0.
@@ -53,7 +62,8 @@ struct graph_part {
   /// above: the part outside the book, rows other than its range's size, offsets that do not
   /// rise from 0 to the edge count, a column outside [0, num_nodes), feature, label, target,
   /// split, original-id or edge-feature rows that do not match (targets: present exactly for
-  /// regress and multilabel), edge types that are not one relation per in-edge exactly when
+  /// regress and multilabel), sparse features that break their invariants or sit beside dense
+  /// columns, edge types that are not one relation per in-edge exactly when
   /// the part has a schema.
   void validate(const char* where) const {
     SAR_CHECK(part >= 0 && part < book.num_parts(), invalid_argument, where, ": part ", part,
@@ -73,6 +83,12 @@ struct graph_part {
               invalid_argument, where, ": part ", part, " has ", features.rows(), " feature rows, ",
               labels.size(), " labels, ", split.size(), " split entries and ", original_ids.size(),
               " original ids for its ", n, " nodes");
+    if (sparse()) {
+      sparse_features.validate(where);
+      SAR_CHECK(sparse_features.rows() == n && features.cols() == 0, invalid_argument, where,
+                ": part ", part, " has ", sparse_features.rows(), " sparse feature rows for its ",
+                n, " nodes, and ", features.cols(), " dense feature columns besides");
+    }
     SAR_CHECK(edge_features.cols() == 0 || edge_features.rows() == in_edges.num_edges(),
               invalid_argument, where, ": part ", part, " has ", edge_features.rows(),
               " edge feature rows for its ", in_edges.num_edges(), " in-edges");

@@ -29,6 +29,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -145,6 +146,11 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   if (data.schema.heterogeneous())
     out.edge_types.assign(data.edge_types.begin() + base, data.edge_types.begin() + base + g.offsets.back());
   out.features = data.features.middleRows(first, rows);
+  if (data.sparse()) {
+    std::vector<node_t> ids(static_cast<std::size_t>(rows));
+    std::iota(ids.begin(), ids.end(), first);
+    out.sparse_features = select_rows(data.sparse_features, std::span<const node_t>(ids));
+  }
   if (!data.labels.empty())
     out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
   if (data.task != task_kind::classify) out.targets = data.targets.middleRows(first, rows);
@@ -236,6 +242,7 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.schema = std::move(read.rows.schema);
     out.edge_types = std::move(read.rows.edge_types);
     out.features = std::move(read.rows.features);
+    out.sparse_features = std::move(read.rows.sparse_features);
     out.labels = std::move(read.rows.labels);
     out.split = std::move(read.rows.split);
     out.num_classes = read.rows.num_classes;
@@ -344,6 +351,7 @@ void read_block_rest(Comm& comm, dataset_block& block) {
         return std::pair<node_t, node_t>{rows.book.begin(rank), rows.book.end(rank)};
       });
   rows.features = std::move(read.rows.features);
+  rows.sparse_features = std::move(read.rows.sparse_features);
   if (lacks[1]) {
     rows.in_edges = std::move(read.rows.graph);
     rows.edge_features = std::move(read.rows.edge_features);

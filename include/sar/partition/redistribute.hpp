@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -65,13 +66,15 @@ std::vector<T> exchange_packed(Comm& comm, Count&& count, Fill&& fill,
 /// The parts this rank owns (part_owner) after partitioning the block-distributed dataset
 /// `block` into `parts` parts: block holds this rank's range of dataset ids
 /// [block.book.begin(rank), block.book.end(rank)) (block.book: one range per rank) with their
-/// in-edges (columns: dataset ids), features, labels or targets and split; part[i] is the part of its
-/// row i. Ensures: each returned graph_part satisfies its contract (book: the new ranges of all
-/// parts; columns: new global ids, sorted; original_ids: dataset ids), in increasing part
-/// order, and equals what write_partition_store's relabelling gives on one process for the
-/// same partition. `block` is consumed (its memory is released as the parts are built).
-/// Requires block.book.num_parts() == comm.size(), part.size() == block's rows, every part in
-/// [0, parts). Collective. Throws sar::invalid_argument naming the rank otherwise.
+/// in-edges (columns: dataset ids), features (dense, or sparse rows on every rank), labels or
+/// targets and split; part[i] is the part of its row i. Ensures: each returned graph_part
+/// satisfies its contract (book: the new ranges of all parts; columns: new global ids, sorted;
+/// original_ids: dataset ids), in increasing part order, and equals what
+/// write_partition_store's relabelling gives on one process for the same partition. `block`
+/// is consumed (its memory is released as the parts are built). Requires
+/// block.book.num_parts() == comm.size(), part.size() == block's rows, every part in
+/// [0, parts), sparse features on every rank or none. Collective. Throws
+/// sar::invalid_argument naming the rank otherwise.
 template <communicator Comm>
 std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::vector<int>& part,
                                      int parts) {
@@ -79,7 +82,8 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   const int size = comm.size(), rank = comm.rank();
   const node_t rows = block.num_local();
   const node_t first = block.book.begin(rank);
-  const std::int64_t dim = block.features.cols();
+  const std::int64_t dim = block.feature_dim();
+  const bool sparse = block.sparse();  // features as sparse rows
   SAR_CHECK(block.book.num_parts() == size && static_cast<node_t>(part.size()) == rows &&
                 parts >= 1 && block.book.size(rank) == rows,
             invalid_argument, where, ": rank ", rank, " holds ", rows, " rows, ", part.size(),
@@ -92,7 +96,8 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
   const std::int32_t num_classes = block.num_classes;
   const task_kind task = block.task;
   const std::int64_t outputs = block.targets.cols();  // 0 for classify
-  const std::int64_t width = dim + outputs;            // floats per node: features, targets
+  const std::int64_t dense_dim = sparse ? 0 : dim;    // dense feature columns
+  const std::int64_t width = dense_dim + outputs;      // floats per node: features, targets
   const std::int64_t edge_dim = block.edge_features.cols();  // floats per in-edge
   SAR_CHECK(edge_dim == 0 || block.edge_features.rows() == block.in_edges.num_edges(),
             invalid_argument, where, ": rank ", rank, " holds ", block.edge_features.rows(),
@@ -103,6 +108,10 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
             invalid_argument, where, ": rank ", rank, " holds ", block.edge_types.size(),
             " edge types for ", block.in_edges.num_edges(), " in-edges");
   const std::int64_t per_edge = typed ? 2 : 1;  // record values per edge: source, relation
+  std::array<std::int64_t, 2> kinds{sparse ? 1 : 0, sparse ? 0 : 1};  // any sparse, any dense
+  comm.all_reduce(std::span<std::int64_t>(kinds), reduce_op::max);
+  SAR_CHECK(kinds[0] == 0 || kinds[1] == 0, invalid_argument, where,  // alike on every rank
+            ": some ranks hold sparse features and some dense ones");
 
   // 1. New ids: part k's range starts after parts 0..k-1; inside it, ranks in order (their
   //    dataset-id ranges are in order), and each rank's nodes of k in order.
@@ -166,8 +175,8 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       },
       [&](int q, std::vector<float>& out) {
         for (node_t i : rows_for[static_cast<std::size_t>(q)]) {
-          out.insert(out.end(), block.features.data() + i * dim,
-                     block.features.data() + (i + 1) * dim);
+          out.insert(out.end(), block.features.data() + i * dense_dim,
+                     block.features.data() + (i + 1) * dense_dim);
           out.insert(out.end(), block.targets.data() + i * outputs,
                      block.targets.data() + (i + 1) * outputs);
         }
@@ -184,6 +193,39 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
         for (node_t i : rows_for[static_cast<std::size_t>(q)])
           out.insert(out.end(), block.edge_features.data() + block.in_edges.offsets[i] * edge_dim,
                      block.edge_features.data() + block.in_edges.offsets[i + 1] * edge_dim);
+      },
+      received_counts);
+  // Sparse features: per row its entry count and columns, then its values.
+  const sparse_rows<float>& x = block.sparse_features;
+  const auto entries = [&](node_t i) { return sparse ? x.offsets[i + 1] - x.offsets[i] : 0; };
+  const std::vector<std::int64_t> sparse_columns = detail::exchange_packed<std::int64_t>(
+      comm,
+      [&](int q) {
+        std::int64_t n = 0;
+        for (node_t i : rows_for[static_cast<std::size_t>(q)]) n += sparse ? 1 + entries(i) : 0;
+        return n;
+      },
+      [&](int q, std::vector<std::int64_t>& out) {
+        if (sparse)
+          for (node_t i : rows_for[static_cast<std::size_t>(q)]) {
+            out.push_back(entries(i));
+            out.insert(out.end(), x.columns.begin() + x.offsets[i],
+                       x.columns.begin() + x.offsets[i + 1]);
+          }
+      },
+      received_counts);
+  const std::vector<float> sparse_values = detail::exchange_packed<float>(
+      comm,
+      [&](int q) {
+        std::int64_t n = 0;
+        for (node_t i : rows_for[static_cast<std::size_t>(q)]) n += entries(i);
+        return n;
+      },
+      [&](int q, std::vector<float>& out) {
+        if (sparse)
+          for (node_t i : rows_for[static_cast<std::size_t>(q)])
+            out.insert(out.end(), x.values.begin() + x.offsets[i],
+                       x.values.begin() + x.offsets[i + 1]);
       },
       received_counts);
   block = graph_part();
@@ -203,7 +245,12 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     p.in_edges.num_rows = n;
     p.in_edges.num_cols = new_book.num_nodes();
     p.in_edges.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
-    p.features.resize(n, dim);
+    p.features.resize(n, dense_dim);
+    if (sparse) {
+      p.sparse_features.num_rows = n;
+      p.sparse_features.num_cols = dim;
+      p.sparse_features.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
+    }
     if (task != task_kind::classify) p.targets.resize(n, outputs);
     p.original_ids.assign(static_cast<std::size_t>(n), -1);
     if (labelled) p.labels.assign(static_cast<std::size_t>(n), -1);
@@ -220,7 +267,22 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
     auto [p, r] = local(records[at]);
     p.in_edges.offsets[r + 1] = records[at + 4];
   }
+  // Where each received row's sparse entries start (its count in sparse_columns, its values).
+  std::vector<std::int64_t> sparse_at(sparse ? record_at.size() + 1 : 0, 0);
+  for (std::size_t k = 0, at = 0; sparse && k < record_at.size(); ++k) {
+    const std::int64_t count = sparse_columns[at];
+    auto [p, r] = local(records[record_at[k]]);
+    p.sparse_features.offsets[r + 1] = count;
+    sparse_at[k + 1] = sparse_at[k] + count;
+    at += 1 + static_cast<std::size_t>(count);
+  }
   for (graph_part& p : mine) {
+    if (sparse) {
+      auto& offsets = p.sparse_features.offsets;
+      for (std::size_t r = 1; r < offsets.size(); ++r) offsets[r] += offsets[r - 1];
+      p.sparse_features.columns.resize(static_cast<std::size_t>(offsets.back()));
+      p.sparse_features.values.resize(static_cast<std::size_t>(offsets.back()));
+    }
     for (node_t r = 0; r < p.num_local(); ++r) p.in_edges.offsets[r + 1] += p.in_edges.offsets[r];
     p.in_edges.columns.resize(static_cast<std::size_t>(p.in_edges.offsets.back()));
     if (edge_dim > 0) p.edge_features.resize(p.in_edges.num_edges(), edge_dim);
@@ -258,8 +320,17 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
         }
       }
       const auto row = float_rows.begin() + static_cast<std::ptrdiff_t>(k) * width;
-      std::copy(row, row + dim, p.features.data() + static_cast<std::ptrdiff_t>(r) * dim);
-      std::copy(row + dim, row + width, p.targets.data() + static_cast<std::ptrdiff_t>(r) * outputs);
+      std::copy(row, row + dense_dim,
+                p.features.data() + static_cast<std::ptrdiff_t>(r) * dense_dim);
+      std::copy(row + dense_dim, row + width,
+                p.targets.data() + static_cast<std::ptrdiff_t>(r) * outputs);
+      if (sparse) {  // the count, then the columns (k + 1 counts precede row k's columns)
+        sparse_rows<float>& to = p.sparse_features;
+        const auto count = sparse_at[k + 1] - sparse_at[k];
+        std::copy_n(sparse_columns.begin() + sparse_at[k] + static_cast<std::int64_t>(k) + 1, count,
+                    to.columns.begin() + to.offsets[r]);
+        std::copy_n(sparse_values.begin() + sparse_at[k], count, to.values.begin() + to.offsets[r]);
+      }
     }
   });
   return mine;

@@ -54,8 +54,11 @@ inline constexpr directory_kind partition_store_kind{"sar-partition-store", "met
 /// store with edge features hold them (edge_features.bin, one row per in-edge). All are read
 /// (2 and 3 as classify, 2 to 4 without edge features). 6: meta.json records a heterogeneous
 /// dataset's "schema" (sar/graph/schema_json.hpp) and its parts hold the relation of each
-/// in-edge (edge_types.bin); 2 to 5 read as homogeneous.
-inline constexpr int partition_store_version = 6;
+/// in-edge (edge_types.bin); 2 to 5 read as homogeneous. 7: meta.json records
+/// "sparse_features", and the parts of a store with sparse features hold them as compressed
+/// rows (feature_offsets.bin, feature_columns.bin, feature_values.bin) instead of features.bin;
+/// 2 to 6 read as dense.
+inline constexpr int partition_store_version = 7;
 /// The oldest version read_partition_part reads.
 inline constexpr int partition_store_oldest_version = 2;
 
@@ -72,6 +75,8 @@ struct partition_metadata {
   edge_t num_edges = 0;
   /// Features per node.
   std::int64_t feature_dim = 0;
+  /// The parts hold their features as sparse rows (sar/core/sparse_rows.hpp).
+  bool sparse_features = false;
   /// Number of classes.
   std::int32_t num_classes = 0;
   /// What the nodes are to predict (classify: labels; regress, multilabel: targets).
@@ -101,6 +106,9 @@ struct partition_metadata {
 struct partition_read_options {
   /// Check the CRC-32 of every file (false skips it).
   bool verify_checksums = true;
+  /// Return a store's sparse features as graph_part::sparse_features (false: as dense
+  /// features, converted after reading).
+  bool sparse_features = false;
 };
 
 namespace detail::store {
@@ -152,6 +160,10 @@ inline std::string part_dir_name(int part) {
 inline constexpr const char* offsets_file = "in_offsets.bin";
 inline constexpr const char* columns_file = "in_columns.bin";
 inline constexpr const char* features_file = "features.bin";
+// Sparse features (format 7): the compressed rows of sar::sparse_rows, instead of features.bin.
+inline constexpr const char* feature_offsets_file = "feature_offsets.bin";
+inline constexpr const char* feature_columns_file = "feature_columns.bin";
+inline constexpr const char* feature_values_file = "feature_values.bin";
 inline constexpr const char* labels_file = "labels.bin";
 inline constexpr const char* targets_file = "targets.bin";  // regress, multilabel only
 inline constexpr const char* edge_features_file = "edge_features.bin";  // with edge features
@@ -289,7 +301,13 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
   };
   add_vector(offsets_file, part.in_edges.offsets);
   add_vector(columns_file, part.in_edges.columns);
-  add_matrix(features_file, part.features);
+  if (part.sparse()) {
+    add_vector(feature_offsets_file, part.sparse_features.offsets);
+    add_vector(feature_columns_file, part.sparse_features.columns);
+    add_vector(feature_values_file, part.sparse_features.values);
+  } else {
+    add_matrix(features_file, part.features);
+  }
   add_vector(labels_file, part.labels);
   if (part.edge_features.cols() > 0) add_matrix(edge_features_file, part.edge_features);
   if (part.schema.heterogeneous()) add_vector(edge_types_file, part.edge_types);
@@ -313,6 +331,7 @@ inline nlohmann::json metadata_json(const partition_metadata& meta) {
       {"num_nodes", meta.num_nodes},
       {"num_edges", meta.num_edges},
       {"feature_dim", meta.feature_dim},
+      {"sparse_features", meta.sparse_features},
       {"num_classes", meta.num_classes},
       {"task", task_name(meta.task)},
       {"num_outputs", meta.num_outputs},
@@ -371,9 +390,15 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
       }
     }
   });
-  out.features.resize(k, dim);
-  for (node_t r = 0; r < k && dim > 0; ++r)
-    out.features.row(r) = data.features.row(out.original_ids[r]);
+  if (data.sparse()) {
+    out.features.resize(k, 0);
+    out.sparse_features =
+        select_rows(data.sparse_features, std::span<const node_t>(out.original_ids));
+  } else {
+    out.features.resize(k, dim);
+    for (node_t r = 0; r < k && dim > 0; ++r)
+      out.features.row(r) = data.features.row(out.original_ids[r]);
+  }
   if (data.task != task_kind::classify) {
     out.targets.resize(k, data.targets.cols());
     for (node_t r = 0; r < k; ++r) out.targets.row(r) = data.targets.row(out.original_ids[r]);
@@ -405,7 +430,9 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   const node_t n = data.num_nodes();
   validate_partition(part, n, parts, where);
   const csr& graph = data.graph;
-  const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
+  const std::int64_t dim = data.sparse()                  ? data.sparse_features.cols()
+                           : data.features.rows() == n ? data.features.cols()
+                                                          : 0;
 
   partition_metadata meta;
   meta.dataset = data.name;
@@ -413,6 +440,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.num_nodes = n;
   meta.num_edges = graph.num_edges();
   meta.feature_dim = dim;
+  meta.sparse_features = data.sparse();
   meta.num_classes = data.num_classes;
   meta.task = data.task;
   meta.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
@@ -499,10 +527,18 @@ partition_metadata write_partition_store(Comm& comm, const std::vector<graph_par
   });
   detail::agree_on_failure(comm, failure, where);
   about.num_parts = parts;
-  std::int64_t edge_dim = 0;  // the parts' (every part of a dataset with them has the columns)
-  for (const graph_part& p : mine) edge_dim = std::max<std::int64_t>(edge_dim, p.edge_features.cols());
-  comm.all_reduce(std::span<std::int64_t>(&edge_dim, 1), reduce_op::max);
-  about.edge_feature_dim = edge_dim;
+  // The parts' edge feature width (every part of a dataset with them has the columns), and
+  // whether any holds sparse features and any dense ones (all must hold them alike).
+  std::array<std::int64_t, 3> kinds{0, 0, 0};  // edge feature width, any sparse, any dense
+  for (const graph_part& p : mine) {
+    kinds[0] = std::max<std::int64_t>(kinds[0], p.edge_features.cols());
+    kinds[p.sparse() ? 1 : 2] = 1;
+  }
+  comm.all_reduce(std::span<std::int64_t>(kinds), reduce_op::max);
+  SAR_CHECK(kinds[1] == 0 || kinds[2] == 0, invalid_argument, where,  // alike on every rank
+            ": some parts hold sparse features and some dense ones");
+  about.edge_feature_dim = kinds[0];
+  about.sparse_features = kinds[1] == 1;
   if (rank == 0) about.schema = mine.front().schema;  // every part has the dataset's
   about.quality = evaluate_parts(comm, mine, parts);
   about.part_edges = about.quality.part_edges;
@@ -606,6 +642,7 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
       m.num_outputs = j.at("num_outputs").get<std::int64_t>();
     }
     if (m.format_version >= 5) m.edge_feature_dim = j.at("edge_feature_dim").get<std::int64_t>();
+    if (m.format_version >= 7) m.sparse_features = j.at("sparse_features").get<bool>();
     if (m.format_version >= 6 && j.contains("schema")) {
       m.schema = schema_from_json(j.at("schema"), file.string());
       try {
@@ -670,7 +707,8 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
 /// problem: missing directory or file, bad magic, version, element type, truncated or
 /// over-long file, sizes inconsistent with meta.json, out-of-range contents, a CRC-32 that
 /// differs from meta.json's (unless options.verify_checksums is false: in-range corruption
-/// or a file of another store), or `part` outside [0, num_parts).
+/// or a file of another store), or `part` outside [0, num_parts). A store's sparse features are
+/// returned as sparse_features when options.sparse_features, else as dense features.
 inline graph_part read_partition_part(const std::filesystem::path& dir, int part,
                                       partition_read_options options = {}) {
   namespace st = detail::store;
@@ -684,14 +722,19 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
             pdir.string());
   const node_t k = meta.book.size(part);
   const edge_t m = meta.part_edges[part];
-  // Before anything of these sizes is allocated: meta.json declares them.
+  // Before anything of these sizes is allocated: meta.json declares them (sparse features'
+  // entries are counted once their offsets are read).
+  const bool dense_features = !meta.sparse_features || !options.sparse_features;
+  const std::string sizes = message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
+                                    meta.feature_dim, " in ", (dir / "meta.json").string(), ")");
   check_memory<io_error>(
-      where, message("part ", part, " (", k, " nodes, ", m, " edges, feature_dim ",
-                     meta.feature_dim, " in ", (dir / "meta.json").string(), ")"),
+      where, sizes,
       (8.0 + 4.0 * static_cast<double>(meta.edge_feature_dim) +
        (meta.schema.heterogeneous() ? 4.0 : 0.0)) * static_cast<double>(m) +
           static_cast<double>(k) *
-              (8.0 * 2 + 4.0 * static_cast<double>(meta.feature_dim + meta.num_outputs) + 5.0));
+              (8.0 * 3 + 5.0 +
+               4.0 * static_cast<double>((dense_features ? meta.feature_dim : 0) +
+                                         meta.num_outputs)));
   std::vector<std::pair<std::string, std::uint32_t>> checksums;  // (file, CRC-32) as read
   // Each file's header and size are checked against meta.json before its room is allocated.
   const auto read = [&](const char* file, std::uint64_t rows, std::uint64_t cols,
@@ -728,10 +771,50 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
               (pdir / st::columns_file).string(), ": source id ", g.columns[e], " at edge ", e,
               " outside [0, ", meta.num_nodes, ")");
 
-  read(st::features_file, k, meta.feature_dim, [&] {
-    out.features.resize(k, meta.feature_dim);
-    return out.features.data();
-  });
+  if (meta.sparse_features) {
+    sparse_rows<float>& x = out.sparse_features;
+    x.num_rows = k;
+    x.num_cols = meta.feature_dim;
+    const std::string offsets = (pdir / st::feature_offsets_file).string();
+    read(st::feature_offsets_file, k + 1, 1, [&] {
+      x.offsets.resize(static_cast<std::size_t>(k) + 1);
+      return x.offsets.data();
+    });
+    for (node_t r = 0; r < k; ++r)
+      SAR_CHECK(x.offsets[r] <= x.offsets[r + 1], io_error, where, ": ", offsets,
+                ": offsets decrease at row ", r);
+    const edge_t entries = x.offsets.back();
+    SAR_CHECK(x.offsets.front() == 0 &&
+                  static_cast<double>(entries) <= static_cast<double>(k) * meta.feature_dim,
+              io_error, where, ": ", offsets, ": offsets run from ", x.offsets.front(), " to ",
+              entries, " for ", k, " rows of ", meta.feature_dim, " features");
+    check_memory<io_error>(where, message(sizes, ": ", entries, " sparse feature entries"),
+                           8.0 * static_cast<double>(entries));
+    read(st::feature_columns_file, entries, 1, [&] {
+      x.columns.resize(static_cast<std::size_t>(entries));
+      return x.columns.data();
+    });
+    read(st::feature_values_file, entries, 1, [&] {
+      x.values.resize(static_cast<std::size_t>(entries));
+      return x.values.data();
+    });
+    try {
+      x.validate(where);
+    } catch (const invalid_argument& e) {
+      throw io_error(message((pdir / st::feature_columns_file).string(), ": ", e.what()));
+    }
+    if (!options.sparse_features) {  // counted as dense features above
+      out.features = to_dense<float>(x);
+      x = {};
+    } else {
+      out.features.resize(k, 0);
+    }
+  } else {
+    read(st::features_file, k, meta.feature_dim, [&] {
+      out.features.resize(k, meta.feature_dim);
+      return out.features.data();
+    });
+  }
   if (meta.edge_feature_dim > 0)
     read(st::edge_features_file, m, meta.edge_feature_dim, [&] {
       out.edge_features.resize(m, meta.edge_feature_dim);

@@ -160,7 +160,8 @@ inline std::pair<node_t, edge_t> declared_graph_size(const std::string& spec) {
 /// their sizes from the spec and make classification datasets.
 /// sparse_below > 0 keeps features with at most that fraction non-zero as sparse_features
 /// (an OGB raw directory's node-feat, planted's words with density <= sparse_below), never
-/// whole as a dense matrix; other inputs stay dense.
+/// whole as a dense matrix; a .npy dataset's sparse features stay sparse at a density up to
+/// sparse_below and are made dense above it; other inputs stay dense.
 /// Throws sar::io_error for unreadable or malformed files, sar::invalid_argument for a bad
 /// spec, stated sizes or a task other than classify with a generator, or a stated num_classes
 /// or task other than classify for a graph-only file.
@@ -241,8 +242,18 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
   SAR_CHECK(std::filesystem::exists(path), io_error, "sar::load_dataset: '", spec,
             "' is neither an existing file or directory nor a generator (planted, rmat)");
   if (std::filesystem::is_directory(path)) {
-    if (std::filesystem::exists(path / "meta.json"))
-      return read_npy_dataset(path, {.sizes = sizes});
+    if (std::filesystem::exists(path / "meta.json")) {
+      graph_dataset data = read_npy_dataset(path, {.sizes = sizes});
+      if (data.sparse() && data.sparse_features.density() > sparse_below) {
+        allocate_checked("sar::load_dataset",
+                         message("the ", data.feature_dim(), " features of ", spec, " made dense"),
+                         4.0 * static_cast<double>(data.num_nodes()) *
+                             static_cast<double>(data.feature_dim()),
+                         [&] { data.features = to_dense<float>(data.sparse_features); });
+        data.sparse_features = {};
+      }
+      return data;
+    }
     return read_ogb_raw(path, {.sizes = sizes, .sparse_below = sparse_below});
   }
   detail::check_graph_only_sizes(spec, sizes);

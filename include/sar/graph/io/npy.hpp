@@ -2,21 +2,27 @@
 // set that both sar and Python (numpy.load, then torch.from_numpy) read fast.
 //
 // Dataset directory, format "sar-npy-dataset" (docs/npy-dataset.md):
-//   meta.json     {"format": "sar-npy-dataset", "version": 3, "name": s, "num_nodes": n,
+//   meta.json     {"format": "sar-npy-dataset", "version": 4, "name": s, "num_nodes": n,
 //                  "num_edges": E, "feature_dim": F, "num_classes": C, "task": t,
 //                  "num_outputs": K, "schema": {...}, "manifest": {...}, "metadata_crc32": c};
 //                  "task" is "classify" (also when absent), "regress" or "multilabel"
 //                  ("num_outputs" only for the last two); "schema" only for a heterogeneous
 //                  graph: {"node_types": [{"name", "count", "feature_dim"}, ...],
 //                  "relations": [{"source", "name", "destination"}, ...]} (source and
-//                  destination: node type names; sar/graph/schema.hpp); versions 3 (what sar
-//                  writes) and 2 (the same without "schema") list every array with its size and
-//                  the CRC-32 of its data and are sealed (sar/core/safe_directory.hpp); version
-//                  1 (what a numpy user writes by hand) has neither, or an optional
-//                  "checksums" {file: CRC-32 of its data}
+//                  destination: node type names; sar/graph/schema.hpp); "sparse_features":
+//                  true and "feature_entries": z only for sparse features (below); versions 4
+//                  (what sar writes), 3 (without sparse features) and 2 (without "schema")
+//                  list every array with its size and the CRC-32 of its data and are sealed
+//                  (sar/core/safe_directory.hpp); version 1 (what a numpy user writes by hand)
+//                  has neither, or an optional "checksums" {file: CRC-32 of its data}
 //   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
 //   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
-//   features.npy  float32 (n, F)  C order; always present (F may be 0)
+//   features.npy  float32 (n, F)  C order; present unless the features are sparse (F may be 0)
+//   features_indptr.npy int64 (n+1,), features_indices.npy int32 (z,), features_data.npy
+//                 float32 (z,)    sparse features instead (meta.json "sparse_features"): the
+//                                 compressed rows of sar::sparse_rows, as scipy.sparse's
+//                                 csr_matrix((data, indices, indptr), shape=(n, F)) holds them
+//                                 (columns increasing within a row)
 //   labels.npy    int32 (n,)      classify: -1 = unlabelled; present only if the dataset has
 //                                 labels
 //   targets.npy   float32 (n, K)  regress / multilabel (meta.json "task", K "num_outputs"):
@@ -435,7 +441,8 @@ inline std::uint32_t write_npy(const std::filesystem::path& file, npy_dtype dtyp
 namespace detail::npy {
 
 inline constexpr const char* dataset_format = "sar-npy-dataset";
-inline constexpr int dataset_version = 3;  // 2 (no schema) and 1 (no manifest, no seal) are read too
+// 3 (no sparse features), 2 (no schema) and 1 (no manifest, no seal) are read too.
+inline constexpr int dataset_version = 4;
 
 /// The first row of `graph` whose columns are not sorted, or -1 if every row is sorted.
 inline node_t first_unsorted_row(const csr& graph) {
@@ -466,7 +473,9 @@ inline npy_header expect_array(const std::filesystem::path& file, npy_dtype dtyp
 /// The arrays and meta.json of write_npy_dataset, into the (new, empty) directory of `out`.
 inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   const std::int64_t n = data.num_nodes();
-  const std::int64_t dim = data.features.rows() == n ? data.features.cols() : 0;
+  const std::int64_t dim = data.sparse()                  ? data.sparse_features.cols()
+                           : data.features.rows() == n ? data.features.cols()
+                                                          : 0;
   const std::int64_t edges = data.graph.num_edges();
   const auto write = [&](const char* name, npy_dtype dtype, std::vector<std::int64_t> shape,
                          const void* values) {
@@ -476,7 +485,14 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
   };
   write("indptr.npy", npy_dtype::int64, {n + 1}, data.graph.offsets.data());
   write("indices.npy", npy_dtype::int64, {edges}, data.graph.columns.data());
-  write("features.npy", npy_dtype::float32, {n, dim}, data.features.data());
+  const sparse_rows<float>& sparse = data.sparse_features;
+  if (data.sparse()) {
+    write("features_indptr.npy", npy_dtype::int64, {n + 1}, sparse.offsets.data());
+    write("features_indices.npy", npy_dtype::int32, {sparse.non_zeros()}, sparse.columns.data());
+    write("features_data.npy", npy_dtype::float32, {sparse.non_zeros()}, sparse.values.data());
+  } else {
+    write("features.npy", npy_dtype::float32, {n, dim}, data.features.data());
+  }
   if (!data.labels.empty()) write("labels.npy", npy_dtype::int32, {n}, data.labels.data());
   const bool with_targets = data.task != task_kind::classify;
   if (with_targets)
@@ -494,6 +510,10 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
       {"num_edges", edges},       {"feature_dim", dim},
       {"num_classes", data.num_classes}, {"task", task_name(data.task)}};
   if (with_targets) meta["num_outputs"] = data.targets.cols();
+  if (data.sparse()) {
+    meta["sparse_features"] = true;
+    meta["feature_entries"] = sparse.non_zeros();
+  }
   if (edge_dim > 0) meta["edge_feature_dim"] = edge_dim;
   if (typed) meta["schema"] = sar::schema_to_json(data.schema);
   out.write_metadata(meta);
@@ -589,6 +609,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   npy_dataset_share out;
   graph_dataset& data = out.rows;
   std::int64_t n = 0, edges = 0, dim = 0, outputs = 0, edge_dim = 0;
+  std::int64_t feature_entries = -1;  // sparse features: their entries (z); -1: dense
   {
     std::ifstream in(meta_file);
     SAR_CHECK(in.good(), io_error, where, ": cannot open ", meta_file.string());
@@ -623,6 +644,11 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
     edges = count("num_edges");
     dim = count("feature_dim");
     if (meta.contains("edge_feature_dim")) edge_dim = count("edge_feature_dim");
+    if (meta.contains("sparse_features")) {
+      SAR_CHECK(meta["sparse_features"].is_boolean(), io_error, where, ": ", meta_file.string(),
+                ": \"sparse_features\" is not true or false");
+      if (meta["sparse_features"].get<bool>()) feature_entries = count("feature_entries");
+    }
     const std::int64_t classes = count("num_classes");
     SAR_CHECK(classes <= std::numeric_limits<std::int32_t>::max(), io_error, where, ": ",
               meta_file.string(), ": num_classes ", classes, " is too large");
@@ -677,7 +703,54 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 
   npy_header header;
   const bool with_features = options.arrays != npy_arrays::without_features;
+  const bool sparse = feature_entries >= 0;
+  // Sparse features: the rows' compressed rows, features rows x 0 (without_features: left
+  // unread, 0 x F). Throws sar::io_error naming the array that is wrong.
+  const auto read_sparse_features = [&] {
+    sparse_rows<float>& x = data.sparse_features;
+    x.num_cols = dim;
+    if (!with_features) return;
+    const fs::path indptr = dir / "features_indptr.npy", indices = dir / "features_indices.npy",
+                   values = dir / "features_data.npy";
+    const std::string entries = message("feature_entries = ", feature_entries);
+    header = np::expect_array(indptr, npy_dtype::int64, {n + 1}, nodes);
+    x.offsets.resize(static_cast<std::size_t>(rows) + 1);
+    read(indptr, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows) + 1,
+         x.offsets.data(), static_cast<std::uint64_t>(rows + (last == n ? 1 : 0)));
+    for (node_t r = 0; r < rows; ++r)
+      SAR_CHECK(x.offsets[r] <= x.offsets[r + 1], io_error, where, ": ", indptr.string(),
+                ": offsets decrease at row ", first + r);
+    SAR_CHECK((first > 0 || x.offsets.front() == 0) && x.offsets.front() >= 0 &&
+                  x.offsets.back() <= feature_entries &&
+                  (last < n || x.offsets.back() == feature_entries),
+              io_error, where, ": ", indptr.string(), ": offsets of rows [", first, ", ", last,
+              ") run from ", x.offsets.front(), " to ", x.offsets.back(), ", outside [0, ",
+              entries, "] or not ending there");
+    const edge_t base = x.offsets.front(), count = x.offsets.back() - base;
+    check_memory<io_error>(where, message("the ", count, " sparse feature entries of rows [",
+                                          first, ", ", last, ") (", meta_file.string(), ")"),
+                           8.0 * static_cast<double>(count));
+    for (auto& offset : x.offsets) offset -= base;
+    header = np::expect_array(indices, npy_dtype::int32, {feature_entries}, entries);
+    x.columns.resize(static_cast<std::size_t>(count));
+    read(indices, header, static_cast<std::uint64_t>(base), static_cast<std::uint64_t>(count),
+         x.columns.data(), static_cast<std::uint64_t>(count));
+    header = np::expect_array(values, npy_dtype::float32, {feature_entries}, entries);
+    x.values.resize(static_cast<std::size_t>(count));
+    read(values, header, static_cast<std::uint64_t>(base), static_cast<std::uint64_t>(count),
+         x.values.data(), static_cast<std::uint64_t>(count));
+    x.num_rows = rows;
+    const std::string about = message(where, ": ", indices.string(), " (rows [", first, ", ",
+                                      last, "))");
+    try {
+      x.validate(about.c_str());
+    } catch (const invalid_argument& e) {
+      throw io_error(e.what());
+    }
+    data.features.resize(rows, 0);
+  };
   const auto read_features = [&] {
+    if (sparse) return read_sparse_features();
     const fs::path file = dir / "features.npy";
     header = np::expect_array(file, npy_dtype::float32, {n, dim},
                               message(nodes, ", feature_dim = ", dim));
@@ -690,7 +763,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   if (options.arrays == npy_arrays::features_only) {
     check_memory<io_error>(where, message("rows [", first, ", ", last, ") of ", nodes,
                                           ", feature_dim = ", dim, " (", meta_file.string(), ")"),
-                           4.0 * static_cast<double>(rows) * static_cast<double>(dim));
+                           4.0 * static_cast<double>(rows) *
+                               static_cast<double>(sparse ? 0 : dim));
     read_features();
     return out;
   }
@@ -720,7 +794,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
                      " edges, feature_dim = ", dim, " (", meta_file.string(), ")"),
       8.0 * static_cast<double>(rows + 1) + 8.0 * static_cast<double>(share_edges) +
           static_cast<double>(rows) *
-              (4.0 * static_cast<double>((with_features ? dim : 0) + outputs) + 5.0) +
+              (4.0 * static_cast<double>((with_features && !sparse ? dim : 0) + outputs) +
+               5.0) +
           4.0 * static_cast<double>(share_edges) *
               static_cast<double>(edge_dim + (data.schema.heterogeneous() ? 1 : 0)));
   for (auto& offset : offsets) offset -= first_edge;
