@@ -8,6 +8,7 @@
 //   sar-plan --dataset DIR.npy --model gcn --calibrate --calibration gcn.json
 //            (this machine's rates and the model's own epoch, timed on small planted graphs)
 //   sar-plan --dataset DIR.npy --model gcn --calibration gcn.json --link-gbit 10
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,7 @@ namespace {
 struct settings {
   std::string partitions, dataset, calibration_file, model = "gcn", aggregator = "mean";
   double nodes = 0, edges = 0, features = 0, classes = 0, edge_cut = -1;
+  double feature_density = 0;  // 0: the source's (1 without one)
   std::vector<int> ranks;
   int layers = 0, heads = 0;
   double hidden = 0;
@@ -68,6 +70,12 @@ source read_source(const settings& s) {
                  static_cast<double>(meta.task == sar::task_kind::classify ? meta.num_classes
                                                                            : meta.num_outputs),
                  static_cast<double>(meta.edge_feature_dim)};
+    if (meta.sparse_features && meta.num_nodes > 0 && meta.feature_dim > 0) {
+      double entries = 0;  // the parts' feature_values.bin: a header, then 4 bytes an entry
+      for (const auto& [path, file] : meta.manifest.files())
+        if (path.ends_with("/feature_values.bin")) entries += (file.bytes - 48.0) / 4;
+      out.graph.feature_density = entries / (out.graph.nodes * out.graph.features);
+    }
     out.store_parts = meta.num_parts;
     out.store_cut = meta.quality.edge_cut_fraction;
     for (const sar::node_t k : meta.quality.part_nodes)
@@ -88,6 +96,9 @@ source read_source(const settings& s) {
         out.graph.features = j.value("feature_dim", 0.0);
         out.graph.outputs = j.value("num_classes", 0.0) + j.value("num_outputs", 0.0);
         out.graph.edge_features = j.value("edge_feature_dim", 0.0);
+        if (j.value("sparse_features", false) && out.graph.features > 0)
+          out.graph.feature_density =
+              j.value("feature_entries", 0.0) / (out.graph.nodes * out.graph.features);
       }
     }
   }
@@ -95,6 +106,8 @@ source read_source(const settings& s) {
   if (s.edges > 0) out.graph.edges = s.edges;
   if (s.features > 0) out.graph.features = s.features;
   if (s.classes > 0) out.graph.outputs = s.classes;
+  if (s.feature_density > 0) out.graph.feature_density = s.feature_density;
+  out.graph.feature_density = std::clamp(out.graph.feature_density, 1e-12, 1.0);
   SAR_CHECK(out.graph.nodes > 0 && out.graph.edges >= 0 && out.graph.features > 0 &&
                 out.graph.outputs > 0,
             sar::invalid_argument, "sar-plan: the graph needs nodes, edges, features and "
@@ -233,6 +246,11 @@ int run(int argc, char** argv) {
   app.add_option("--edges", s.edges, "stored (directed) edges of the graph")
       ->check(sar_programs::non_negative);
   app.add_option("--features", s.features, "features per node")->check(sar_programs::positive);
+  app.add_option("--feature-density", s.feature_density,
+                 "the features' non-zero fraction (default: a sparse store's or .npy dataset's, "
+                 "else 1); at most 0.05 plans the sparse input rows sar-train then uses")
+      ->check(sar_programs::positive)
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--classes", s.classes, "classes (or regression outputs)")
       ->check(sar_programs::positive);
   app.add_option("--model", s.model, "gcn | sage | gat")
@@ -329,6 +347,7 @@ int run(int argc, char** argv) {
     nlohmann::json terms = nlohmann::json::object();
     for (const auto& t : plan.memory) terms[t.name] = t.bytes;
     plans.push_back({{"ranks", P}, {"edge_cut_fraction", cut},
+                     {"feature_density", graph.feature_density},
                      {"peak_memory_bytes_per_rank", plan.peak_memory_bytes},
                      {"memory_terms", terms},
                      {"halo_bytes_per_epoch", plan.halo_bytes_per_epoch},

@@ -10,6 +10,8 @@
    model: a plan of that model scales its measured epoch (longer than the kernel rates'
    bound, and growing with the graph), a plan of another model falls back to the bound.
 5. Clear errors: no sizes, a calibration file that is not one.
+6. Sparse features: bag-of-words features (--feature-density, or a store's or .npy dataset's
+   sparse features) are planned as sparse rows, a fraction of the dense features' bytes.
 """
 import json
 import os
@@ -38,7 +40,21 @@ peaks = [p["peak_memory_bytes_per_rank"] for p in plans]
 assert all(a > b for a, b in zip(peaks, peaks[1:])), peaks
 assert plans[0]["halo_bytes_per_epoch"] == 0 and plans[1]["halo_bytes_per_epoch"] > 0, plans
 
+words = ("--nodes", "200000", "--edges", "2000000", "--features", "5000", "--classes", "8")
+dense = json.loads(run(*words, "--model", "gcn", "--json").stdout)
+sparse = json.loads(run(*words, "--feature-density", "0.003", "--model", "gcn", "--json").stdout)
+assert dense["feature_density"] == 1 and sparse["feature_density"] == 0.003, (dense, sparse)
+assert sparse["memory_terms"]["features"] < 0.02 * dense["memory_terms"]["features"], sparse
+assert sparse["peak_memory_bytes_per_rank"] < 0.2 * dense["peak_memory_bytes_per_rank"], sparse
+
 with tempfile.TemporaryDirectory(prefix="sar-plan-") as tmp:
+    words_store = os.path.join(tmp, "words")
+    subprocess.run([partition, "--dataset", "planted:nodes=2000,features=500,density=0.01",
+                    "--parts", "2", "--out", words_store], check=True, capture_output=True)
+    planned = json.loads(run("--partitions", words_store, "--json").stdout)
+    assert 0.005 < planned["feature_density"] <= 0.01, planned
+    assert planned["memory_terms"]["features"] < 0.1 * 1000 * 500 * 4, planned
+
     store = os.path.join(tmp, "store")
     subprocess.run([partition, "--dataset", "planted:nodes=2000,features=8", "--parts", "2",
                     "--out", store], check=True, capture_output=True)

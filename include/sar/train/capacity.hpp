@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/sparse_rows.hpp"
 #include "sar/train/model_config.hpp"
 
 namespace sar {
@@ -28,6 +29,9 @@ struct graph_size {
   double features = 0;       ///< F, per node
   double outputs = 0;        ///< classes or targets per node
   double edge_features = 0;  ///< per edge (0: none)
+  /// The features' non-zero fraction: at most sar::sparse_features_density, a model whose
+  /// first layer reads sparse rows trains on them (sar-train --sparse-features auto).
+  double feature_density = 1;
 };
 
 /// How a graph is cut over P ranks, for the largest rank (the one whose memory limits a run).
@@ -111,6 +115,14 @@ struct run_plan {
 
 namespace detail::capacity {
 
+/// Whether a run of `c` trains on `g`'s features as sparse rows (as sar-train's default does:
+/// bag-of-words densities, a model whose first layer reads them).
+inline bool sparse_input(const graph_size& g, const model_config& c) {
+  return g.feature_density <= sparse_features_density &&
+         (c.kind == model_kind::gcn || c.kind == model_kind::gat || c.kind == model_kind::mlp ||
+          (c.kind == model_kind::sage && c.aggregation != sage_aggregation::pool));
+}
+
 /// One graph layer's widths as make_model builds it: input, output, what crosses the network
 /// in forward (min of the two for GCN and GraphSAGE mean, the projected heads for GAT) and the
 /// activation multiple (outputs of its width it keeps at the peak, with the model's buffers).
@@ -128,8 +140,10 @@ inline double exchanges(const layer_shape& l, bool first) {
   return first && l.exchanged >= l.input ? 1 : 2;
 }
 
-/// The graph layers of `c` for `features` inputs and `outputs` outputs.
-inline std::vector<layer_shape> graph_layers(const model_config& c, double features, double outputs) {
+/// The graph layers of `c` for `features` inputs and `outputs` outputs (`sparse_input`: the
+/// first layer reads sparse rows and applies its weight first, so its output crosses).
+inline std::vector<layer_shape> graph_layers(const model_config& c, double features,
+                                             double outputs, bool sparse_input = false) {
   std::vector<layer_shape> out;
   double width = features;
   const double hidden = static_cast<double>(c.hidden), heads = static_cast<double>(c.heads);
@@ -165,6 +179,12 @@ inline std::vector<layer_shape> graph_layers(const model_config& c, double featu
     // Batch norm after a hidden layer keeps its input (its output becomes relu_dropout's, and
     // its input gradient takes its input's buffer: measured 1, GCN and GraphSAGE, §28).
     if (c.batch_norm && !last) l.kept += 1;
+    if (k == 0 && sparse_input && c.kind != model_kind::gat) {
+      l.exchanged = l.output;
+      // GraphSAGE applies both weights first: the two projections, the aggregate and their
+      // gradients (measured 5.7 on 200k nodes, 5,000 features at 0.3%, P = 1 and 2: §30).
+      if (c.kind == model_kind::sage) l.kept = 5.7;
+    }
     width = l.output;
     out.push_back(l);
   }
@@ -180,22 +200,33 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
                          const calibration& rates = {}, bool calibrated = false) {
   constexpr const char* where = "sar::plan_run";
   SAR_CHECK(g.nodes > 0 && g.edges >= 0 && g.features >= 0 && g.outputs >= 1 && p.ranks >= 1 &&
-                p.nodes > 0 && s.model.layers >= 1 && s.value_bytes > 0,
+                p.nodes > 0 && s.model.layers >= 1 && s.value_bytes > 0 &&
+                g.feature_density > 0 && g.feature_density <= 1,
             invalid_argument, where, ": ", g.nodes, " nodes, ", g.edges, " edges, ", g.outputs,
-            " outputs, ", p.ranks, " ranks, ", s.model.layers, " layers");
+            " outputs, feature density ", g.feature_density, ", ", p.ranks, " ranks, ",
+            s.model.layers, " layers");
   SAR_CHECK(s.schedule == "sequential" || s.schedule == "keep_halo" || s.schedule == "one_shot",
             invalid_argument, where, ": unknown schedule '", s.schedule, "'");
   const double n = p.nodes, m = p.edges, h = p.halo_rows, vb = s.value_bytes;
   const bool distributed = p.ranks > 1;
-  const auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs);
+  const bool sparse = detail::capacity::sparse_input(g, s.model);
+  const auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs, sparse);
+  // Bytes of the features as sparse rows of values of `value` bytes: offsets, columns, values.
+  const auto sparse_bytes = [&](double value) {
+    return n * (8 + g.features * g.feature_density * (4 + value));
+  };
   run_plan plan;
   const auto add = [&](std::string name, double bytes, std::string source) {
     plan.memory.push_back({std::move(name), bytes, std::move(source)});
     plan.peak_memory_bytes += bytes;
   };
   add("process", rates.process_bytes, "the binary, libraries, MPI and thread stacks (measured)");
-  add("features", n * g.features * 4 + (vb > 4 ? n * g.features * vb : 0),
-      "the part's float features (sar-train casts a copy for double)");
+  if (sparse)
+    add("features", sparse_bytes(4) + (vb > 4 ? sparse_bytes(vb) : 0),
+        "the part's sparse rows of float features (sar-train casts a copy for double)");
+  else
+    add("features", n * g.features * 4 + (vb > 4 ? n * g.features * vb : 0),
+        "the part's float features (sar-train casts a copy for double)");
   add("labels, split, ids", n * (4 + 1 + 8 + 8 * (distributed ? 2 : 0)),
       "graph_part labels, split, original ids (distributed: the shard's node ids too)");
   if (g.edge_features > 0)
@@ -229,14 +260,16 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     forward_values += l.exchanged * (l.regathers ? 2 : 1);  // a refetch is a forward halo
     backward_values += l.exchanged * (aggregations - (l.regathers ? 2 : 1));
     kernel_seconds += aggregations * m * l.exchanged * rates.spmm_seconds_per_value;
-    // Dense products: forward, dW and (but in the first layer) dx.
-    kernel_seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output * rates.gemm_seconds_per_flop;
+    // Dense products: forward, dW and (but in the first layer) dx; sparse input: its entries.
+    kernel_seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output *
+                      (k == 0 && sparse ? g.feature_density : 1) * rates.gemm_seconds_per_flop;
   }
   // The input's dropout copy, unless the first layer's output takes its buffer (a GCN that
   // aggregates first at its own width: output_over_input, sar/nn/layer.hpp).
-  const bool output_over_dropout =
-      s.model.kind == model_kind::gcn && layers.front().input == layers.front().output;
-  if (s.model.first_dropout() > 0 && !output_over_dropout) activations += n * g.features * vb;
+  const bool output_over_dropout = !sparse && s.model.kind == model_kind::gcn &&
+                                   layers.front().input == layers.front().output;
+  if (s.model.first_dropout() > 0 && !output_over_dropout)
+    activations += sparse ? sparse_bytes(vb) : n * g.features * vb;  // sparse: masked rows
   add("activations", activations, "the model's outputs, kept aggregates and gradients "
       "(per-layer multiples measured: bench/RESULTS.md §26)");
   add("parameters", 4 * parameters * vb, "values, gradients, Adam's two moments (parameter_store)");
