@@ -12,6 +12,7 @@ namespace fs = std::filesystem;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fs::path stores = [] {
     const auto path = sar_fuzz::scratch() / "stores";
+    fs::create_directories(path);
     const auto write = [&](const sar::graph_dataset& d, const char* name) {
       sar::write_partition_store(d, sar::partition_contiguous(d.num_nodes(), 2), 2, path / name,
                                  "fuzz");

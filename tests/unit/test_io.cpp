@@ -228,9 +228,10 @@ TEST_CASE("sparse features in a .npy dataset (version 4): written and read back 
   CHECK(back.labels == cora.labels);
   // Shares of rows (the ranks' reads) are the rows of the whole, their checksums combined.
   const node_t cut = 1000;
-  for (const auto& [first, last] : {std::pair<node_t, node_t>{0, cut}, {cut, 2708}}) {
-    const npy_dataset_share share = read_npy_dataset_share(
-        dir, {}, [&](node_t) { return std::pair<node_t, node_t>{first, last}; });
+  for (const auto& range : {std::pair<node_t, node_t>{0, cut}, {cut, 2708}}) {
+    const auto [first, last] = range;
+    const npy_dataset_share share =
+        read_npy_dataset_share(dir, {}, [&](node_t) { return range; });
     std::vector<node_t> rows(static_cast<std::size_t>(last - first));
     std::iota(rows.begin(), rows.end(), first);
     CHECK(share.rows.sparse_features ==
