@@ -100,7 +100,7 @@ void check_stochastic_packing() {
       std::uint16_t m_bits, range_bits;
       std::memcpy(&m_bits, wire.data() + i * codec_t::row_bytes(f), 2);
       std::memcpy(&range_bits, wire.data() + i * codec_t::row_bytes(f) + 2, 2);
-      const double m = detail::bf16_to_float(m_bits), R = detail::bf16_to_float(range_bits);
+      const double m = float_from_bf16(m_bits), R = float_from_bf16(range_bits);
       // [m, m + R] covers the row, widened by bf16 rounding only.
       CHECK(m <= lo);
       CHECK(m >= lo - std::abs(lo) / 128);
@@ -152,7 +152,7 @@ void check_unbiased() {
   std::uint16_t m_bits, range_bits;
   std::memcpy(&m_bits, wire.data(), 2);
   std::memcpy(&range_bits, wire.data() + 2, 2);
-  const double R = detail::bf16_to_float(range_bits), m = detail::bf16_to_float(m_bits);
+  const double R = float_from_bf16(range_bits), m = float_from_bf16(m_bits);
   int variance_checked = 0;
   for (Eigen::Index j = 0; j < f; ++j) {
     CAPTURE(j);

@@ -37,6 +37,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
@@ -113,31 +114,6 @@ inline float float_up(double d) {
   float f = static_cast<float>(d);
   return static_cast<double>(f) < d ? std::nextafter(f, std::numeric_limits<float>::infinity()) : f;
 }
-inline float bf16_to_float(std::uint16_t h) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
-/// fp32 -> bf16, round to nearest even (finite input).
-inline std::uint16_t bf16_round_nearest(float f) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-/// double -> float rounded to odd (then rounding the float to nearest even at 16 or fewer
-/// significant bits equals rounding the double directly: no double rounding).
-inline float round_to_odd(double d) {
-  float f = static_cast<float>(d);
-  if (static_cast<double>(f) != d) {
-    if (std::abs(static_cast<double>(f)) > std::abs(d)) f = std::nextafter(f, 0.0f);
-    f = std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
-  }
-  return f;
-}
-/// A value's float for the rounding below: itself (float), or rounded to odd (double).
-template <class T>
-float narrowed(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return round_to_odd(v);
-}
-
 }  // namespace detail
 
 /// The 16-bit formats of half_codec.
@@ -210,12 +186,12 @@ struct half_codec {
   template <class T>
   static std::uint16_t encode_one(T v) {
     if constexpr (Format == half_format::fp16) return detail::to_half_bits(v);  // nearest even
-    else return detail::bf16_round_nearest(detail::narrowed(v));
+    else return bf16_of(v);
   }
   template <class T>
   static T decode_one(std::uint16_t h) {
     if constexpr (Format == half_format::fp16) return static_cast<T>(detail::from_half_bits(h));
-    else return static_cast<T>(detail::bf16_to_float(h));
+    else return static_cast<T>(float_from_bf16(h));
   }
 };
 using fp16_codec = half_codec<half_format::fp16>;
@@ -268,10 +244,10 @@ struct stochastic_codec {
           hi = std::max(hi, row[j]);
         }
         const std::uint16_t m_bits = detail::bf16_round_down(detail::float_down(lo));
-        const T m = static_cast<T>(detail::bf16_to_float(m_bits));
+        const T m = static_cast<T>(float_from_bf16(m_bits));
         const std::uint16_t range_bits =
             detail::bf16_round_up(detail::float_up(static_cast<double>(hi) - m));
-        const T range = static_cast<T>(detail::bf16_to_float(range_bits));
+        const T range = static_cast<T>(float_from_bf16(range_bits));
         if (!std::isfinite(range) || !std::isfinite(m))
           detail::bad_wire_value("stochastic_codec", static_cast<double>(hi) - lo,
                                  "row range too large", ctx, rows[k], k, 0);
@@ -342,8 +318,8 @@ struct stochastic_codec {
     std::uint16_t m_bits, range_bits;
     std::memcpy(&m_bits, in, 2);
     std::memcpy(&range_bits, in + 2, 2);
-    const T lo = static_cast<T>(detail::bf16_to_float(m_bits));
-    const T step = static_cast<T>(detail::bf16_to_float(range_bits)) / T(levels);
+    const T lo = static_cast<T>(float_from_bf16(m_bits));
+    const T step = static_cast<T>(float_from_bf16(range_bits)) / T(levels);
     const auto* codes = reinterpret_cast<const std::uint8_t*>(in + metadata_bytes);
     for (Eigen::Index j = 0; j < f; ++j) {
       const std::uint32_t q = (codes[j / per_byte] >> ((j % per_byte) * B)) & levels;
