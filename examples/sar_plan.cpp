@@ -48,7 +48,7 @@ struct settings {
   int layers = 0, heads = 0;
   double hidden = 0;
   bool batch_norm = false, calibrate = false, json = false;
-  std::string schedule = "sequential", precision = "float";
+  std::string schedule = "sequential", precision = "float", storage = "fp32";
   int halo_bits = 32, gradient_bits = 32, prefetch = 1;
   double link_gbit = 0, latency_us = 0;
 };
@@ -272,6 +272,9 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}))->capture_default_str();
   app.add_option("--precision", s.precision, "float | double")
       ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
+  app.add_option("--storage", s.storage, "how dense input features are held (as sar-train "
+                 "--storage): fp32 | bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   app.add_option("--link-gbit", s.link_gbit, "link bandwidth between ranks in Gbit/s (0: shared "
                  "memory, no link term)")->check(sar_programs::non_negative);
   app.add_option("--latency-us", s.latency_us, "link latency per message, microseconds")
@@ -307,6 +310,7 @@ int run(int argc, char** argv) {
   run.halo_bits = s.halo_bits;
   run.gradient_bits = s.gradient_bits;
   run.value_bytes = s.precision == "double" ? 8 : 4;
+  run.feature_bytes = s.storage == "bf16" ? 2 : 4;
   // The stored edges plus the self-loops GCN and GAT add.
   sar::graph_size graph = src.graph;
   if (run.model.kind != sar::model_kind::sage) graph.edges += graph.nodes;
@@ -347,7 +351,7 @@ int run(int argc, char** argv) {
     nlohmann::json terms = nlohmann::json::object();
     for (const auto& t : plan.memory) terms[t.name] = t.bytes;
     plans.push_back({{"ranks", P}, {"edge_cut_fraction", cut},
-                     {"feature_density", graph.feature_density},
+                     {"feature_density", graph.feature_density}, {"storage", s.storage},
                      {"peak_memory_bytes_per_rank", plan.peak_memory_bytes},
                      {"memory_terms", terms},
                      {"halo_bytes_per_epoch", plan.halo_bytes_per_epoch},

@@ -356,6 +356,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
   app.add_option("--precision", p.precision, "float | double")
       ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
+  app.add_option("--storage", p.storage,
+                 "how dense input features are held: fp32 | bf16 (half the bytes; every "
+                 "forward decodes them and computes in --precision; full batch only)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   app.option_defaults()->group("Optimisation");
   app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
       ->check(sar_programs::positive);
@@ -510,6 +514,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       if (!input_dropout) config.input_dropout = 0;
       config.aggregate_features_first = true;
     }
+    SAR_CHECK(p.storage == "fp32" || p.minibatch == 0, sar::invalid_argument,
+              "sar-train: --storage bf16 trains full batch; minibatches gather fp32 feature "
+              "rows (drop --minibatch or --storage)");
     SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
               sar::invalid_argument, "sar-train: --replication applies to minibatch training "
               "on a partition store (--minibatch with --partitions)");

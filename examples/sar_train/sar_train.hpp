@@ -36,6 +36,7 @@ struct program_options {
   std::string precision = "float";
   std::string normalise = "auto";
   std::string sparse_features = "auto";  // sar_programs::sparse_below
+  std::string storage = "fp32";          // fp32 | bf16: how dense features are held
   std::uint64_t seed = 0;
   int threads = 0;
   std::string metrics_out, csv_log;

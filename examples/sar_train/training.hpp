@@ -155,6 +155,7 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
                    {"precision", p.precision}, {"normalise_features", p.normalise},
                    {"seed", p.seed}, {"minibatch", p.minibatch}, {"halo_bits", p.halo_bits},
                    {"gradient_bits", p.gradient_bits}, {"staleness", p.staleness}};
+  if (p.storage != "fp32") s["storage"] = p.storage;  // (older checkpoints: without)
   if (data.task != sar::task_kind::classify) {  // (classification runs: as before tasks)
     s["task"] = sar::task_name(data.task);
     s["outputs"] = data.num_outputs();
@@ -243,6 +244,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   if (sparse && comm.rank() == 0 && !p.quiet)
     sar::log_info(sar::message("sparse features: ", sparse->non_zeros(), " non-zeros on rank 0 "
                                "(density ", sparse->density(), ")"));
+  // --storage bf16: dense features held as bf16, decoded by every forward (sparse ones stay).
+  std::optional<sar::bf16_rows> bf16;
+  if (p.storage == "bf16" && !sparse) {
+    bf16.emplace(features);
+    features = {};
+  }
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
@@ -371,12 +378,13 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     };
   const sar::node_data<T> nodes{features, data.labels, data.split, data.task,
                                 {data.targets.data(), data.targets.rows(), data.targets.cols()},
-                                standard.scale, sparse ? &*sparse : nullptr};
+                                standard.scale, sparse ? &*sparse : nullptr,
+                                bf16 ? &*bf16 : nullptr};
   sar::train_result result;
   sar::minibatch_options minibatch;
   // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
-  auto graph_bytes = static_cast<std::int64_t>(sparse ? sparse->memory_bytes()
-                                                      : features.size() * sizeof(T));
+  auto graph_bytes = static_cast<std::int64_t>(
+      sparse ? sparse->memory_bytes() : bf16 ? bf16->memory_bytes() : features.size() * sizeof(T));
   if constexpr (sampled) {
     minibatch = minibatch_options_of(p, config);
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
@@ -420,6 +428,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["dataset"] = data.name;
   metrics["precision"] = p.precision;
   metrics["sparse_features"] = sparse.has_value();
+  metrics["storage"] = bf16 ? "bf16" : "fp32";
   metrics["seed"] = p.seed;
   metrics["ranks"] = comm.size();
   metrics["schedule"] = !p.distributed() ? "local"

@@ -10,6 +10,9 @@
 - mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it).
 - Exactness: GCN trained from the PT-Scotch store on 2 and 4 ranks, and with --partition
   ptscotch (no store) on 2 ranks, gives the per-epoch losses of one process, to 1e-5.
+- Features stored as bf16 (--storage bf16): one process's losses within 1e-2 of fp32's, and
+  on 2 (no store) and 4 ranks (the store) those of one process to 1e-5; refused with
+  --minibatch; an fp32 run refuses its checkpoint.
 - A rank killed by SIGKILL or stopped by a file-size limit mid-write leaves the previous store
   intact; --method metis under mpirun and a store path over a user's directory are refused.
 
@@ -140,6 +143,33 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
     worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
     check(worst <= 1e-5, f"GCN with --partition ptscotch on 2 ranks (no store): losses within "
           f"{worst:.1e} of one process")
+
+    # Features stored as bf16: exact across rank counts as fp32 is (to the order of sums), near
+    # the fp32 run, and refused where it does not apply.
+    bf16 = [*common, "--storage", "bf16"]
+    one_bf16 = os.path.join(tmp, "one-bf16.json")
+    run([sar_train, "--dataset", npy, *bf16, "--metrics-out", one_bf16])
+    with open(one_bf16) as f:
+        check(json.load(f)["storage"] == "bf16", "--storage bf16 is recorded in the metrics")
+    near = max(abs(a - b) / abs(b) for a, b in zip(losses(one_bf16), losses(reference)))
+    check(0 < near <= 1e-2, f"bf16 storage: losses within {near:.1e} (relative) of fp32's, not "
+          "equal")
+    for ranks, source in ((2, ["--dataset", npy, "--partition", "ptscotch"]),
+                          (4, ["--partitions", os.path.join(tmp, "ptscotch-4")])):
+        metrics = os.path.join(tmp, f"bf16-{ranks}.json")
+        run(mpirun(ranks, sar_train, *source, *bf16, "--metrics-out", metrics))
+        worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(one_bf16)))
+        check(len(losses(metrics)) == 12 and worst <= 1e-5,
+              f"bf16 storage on {ranks} ranks: losses within {worst:.1e} of one process's")
+    bad = attempt([sar_train, "--dataset", npy, "--storage", "bf16", "--minibatch", "100"])
+    check(bad.returncode == 1 and "--storage bf16 trains full batch" in bad.stderr,
+          "--storage bf16 with --minibatch is refused")
+    checkpoint = os.path.join(tmp, "bf16-checkpoint")
+    short = ["--model", "gcn", "--epochs", "2", "--seed", "3"]
+    run([sar_train, "--dataset", npy, *short, "--storage", "bf16", "--checkpoint", checkpoint])
+    bad = attempt([sar_train, "--dataset", npy, *short, "--resume", checkpoint])
+    check(bad.returncode == 1 and 'storage: checkpoint "bf16", this run -' in bad.stderr,
+          "an fp32 run refuses to resume a bf16 run's checkpoint, naming the storage")
 
     # Failures keep the previous store: SIGKILL of every process mid-write, a file-size limit.
     store = os.path.join(tmp, "ptscotch-2")

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -13,6 +15,7 @@
 #include <tbb/task_arena.h>
 
 #include "sar/comm/serial.hpp"
+#include "sar/core/bf16.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/builders.hpp"
@@ -1315,6 +1318,76 @@ TEST_CASE("models and train_full_batch read features given as an Eigen::Map of t
     for (std::size_t e = 0; e < a.history.size(); ++e)
       CHECK(a.history[e].train_loss == b.history[e].train_loss);
   }
+}
+
+TEST_CASE("bf16 storage rounds to nearest even, decodes exactly, and trains bitwise as the "
+          "decoded features do") {
+  // Rounding: ties to even, carries into the exponent, signs, infinities, NaN, double input.
+  CHECK(bf16_from_float(1.0f) == 0x3f80);
+  CHECK(bf16_from_float(1.0f + 0x1p-8f) == 0x3f80);  // a tie between 1 and 1 + 2^-7: even
+  CHECK(bf16_from_float(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);  // above the tie
+  CHECK(bf16_from_float(1.0f + 3 * 0x1p-8f) == 0x3f82);  // a tie between ...81 and ...82
+  CHECK(bf16_from_float(-2.5f) == 0xc020);
+  CHECK(bf16_from_float(std::nextafter(2.0f, 0.0f)) == 0x4000);  // carries into the exponent
+  CHECK(bf16_from_float(std::numeric_limits<float>::max()) == 0x7f80);  // beyond bf16: inf
+  CHECK(bf16_from_float(-std::numeric_limits<float>::infinity()) == 0xff80);
+  CHECK(std::isnan(float_from_bf16(bf16_from_float(std::bit_cast<float>(0x7f800001u)))));
+  CHECK(float_from_bf16(0x3f81) == 1.0f + 0x1p-7f);
+  // A double just above a float tie rounds up: no double rounding through float.
+  CHECK(bf16_of(1.0 + 0x1p-8 + 0x1p-40) == 0x3f81);
+  CHECK(bf16_from_float(static_cast<float>(1.0 + 0x1p-8 + 0x1p-40)) == 0x3f80);
+
+  const graph_dataset data = small_planted();
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  const bf16_rows stored(data.features);
+  REQUIRE(stored.rows() == data.features.rows());
+  REQUIRE(stored.cols() == data.features.cols());
+  CHECK(stored.memory_bytes() == static_cast<std::size_t>(data.features.size()) * 2);
+  const matrixf decoded = stored.decoded<float>();
+  CHECK(bf16_rows(decoded) == stored);  // decoding is exact: encoding it again changes nothing
+  double worst = 0;  // each value within half a unit in the last of bf16's 8 bits
+  for (Eigen::Index i = 0; i < decoded.size(); ++i) {
+    const double x = data.features.data()[i], d = decoded.data()[i];
+    CHECK(d == float_from_bf16(bf16_from_float(data.features.data()[i])));
+    if (x != 0) worst = std::max(worst, std::abs(d - x) / std::abs(x));
+  }
+  CHECK(worst > 0);  // the planted features are not all bf16 values already
+  CHECK(worst <= 0x1p-8);  // half the spacing 2^-7 of [1, 2), relative
+  const matrixd decoded_double = stored.decoded<double>();
+  CHECK(decoded_double == decoded.cast<double>());
+
+  // Training on the stored rows is training on the decoded matrix, bitwise, and each forward
+  // gives the model a buffer of its own (a dropout first layer overwrites it).
+  const auto run = [&](const node_data<float>& nodes) {
+    std::vector<any_layer<float, local_schedule>> layers;
+    layers.emplace_back(dropout<float>(8, 0.5));
+    layers.emplace_back(gcn_layer<float>(8, 16));
+    layers.emplace_back(relu<float>(16));
+    layers.emplace_back(gcn_layer<float>(16, 3));
+    dynamic_sequential<float, local_schedule> model(std::move(layers));
+    model.initialise(5);
+    adam<float> optimiser({.learning_rate = 0.01});
+    train_options options{.epochs = 4};
+    options.log_progress = false;
+    return train_full_batch(model, graph, optimiser, nodes, options);
+  };
+  const matrixf empty;
+  const train_result on_bf16 = run(node_data<float>{.features = empty, .labels = data.labels,
+                                                    .split = data.split,
+                                                    .bf16_features = &stored});
+  const train_result on_decoded = run(node_data<float>{decoded, data.labels, data.split});
+  const train_result on_fp32 = run(node_data<float>{data.features, data.labels, data.split});
+  REQUIRE(on_bf16.history.size() == 4);
+  bool differs_from_fp32 = false;
+  for (std::size_t e = 0; e < on_bf16.history.size(); ++e) {
+    CHECK(on_bf16.history[e].train_loss == on_decoded.history[e].train_loss);
+    CHECK(on_bf16.history[e].valid_score == on_decoded.history[e].valid_score);
+    CHECK(on_bf16.history[e].train_loss ==
+          doctest::Approx(on_fp32.history[e].train_loss).epsilon(1e-2));
+    differs_from_fp32 |= on_bf16.history[e].train_loss != on_fp32.history[e].train_loss;
+  }
+  CHECK(differs_from_fp32);
+  CHECK(stored.decoded<float>() == decoded);  // the stored rows are never written
 }
 
 TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninterrupted run ends "

@@ -91,6 +91,7 @@ struct run_settings {
   int gradient_bits = 32;   ///< per value on the wire, backward
   int prefetch = 1;         ///< blocks fetched ahead by the sequential ring
   double value_bytes = 4;   ///< float 4, double 8
+  double feature_bytes = 4;  ///< per dense input feature held: fp32 4, bf16 storage 2
 };
 
 /// One term of a plan's memory: its bytes and where in the code the allocation is.
@@ -201,6 +202,7 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   constexpr const char* where = "sar::plan_run";
   SAR_CHECK(g.nodes > 0 && g.edges >= 0 && g.features >= 0 && g.outputs >= 1 && p.ranks >= 1 &&
                 p.nodes > 0 && s.model.layers >= 1 && s.value_bytes > 0 &&
+                s.feature_bytes > 0 && s.feature_bytes <= 4 &&
                 g.feature_density > 0 && g.feature_density <= 1,
             invalid_argument, where, ": ", g.nodes, " nodes, ", g.edges, " edges, ", g.outputs,
             " outputs, feature density ", g.feature_density, ", ", p.ranks, " ranks, ",
@@ -224,6 +226,9 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   if (sparse)
     add("features", sparse_bytes(4) + (vb > 4 ? sparse_bytes(vb) : 0),
         "the part's sparse rows of float features (sar-train casts a copy for double)");
+  else if (s.feature_bytes < 4)
+    add("features", n * g.features * s.feature_bytes,
+        "the features stored as bf16 (sar/core/bf16.hpp; every forward decodes them)");
   else
     add("features", n * g.features * 4 + (vb > 4 ? n * g.features * vb : 0),
         "the part's float features (sar-train casts a copy for double)");
@@ -268,7 +273,10 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   // aggregates first at its own width: output_over_input, sar/nn/layer.hpp).
   const bool output_over_dropout = !sparse && s.model.kind == model_kind::gcn &&
                                    layers.front().input == layers.front().output;
-  if (s.model.first_dropout() > 0 && !output_over_dropout)
+  // bf16 storage decodes the features into a matrix that an input dropout then overwrites
+  // (the same copy), else the first layer reads.
+  const bool dropout = s.model.first_dropout() > 0, decoded = !sparse && s.feature_bytes < 4;
+  if ((dropout || decoded) && !(dropout && output_over_dropout))
     activations += sparse ? sparse_bytes(vb) : n * g.features * vb;  // sparse: masked rows
   add("activations", activations, "the model's outputs, kept aggregates and gradients "
       "(per-layer multiples measured: bench/RESULTS.md §26)");

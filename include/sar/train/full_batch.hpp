@@ -22,6 +22,7 @@
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/output_file.hpp"
+#include "sar/core/bf16.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
@@ -171,16 +172,26 @@ struct node_data {
   /// may be empty), or null. Same shape; must outlive the node_data. A dynamic_sequential
   /// whose first layers read them (reads_sparse_input()) trains on them as on the dense.
   const sparse_rows<T>* sparse_features = nullptr;
+  /// Or the features stored as bf16 (sar/core/bf16.hpp; then `features` is ignored and may be
+  /// empty), or null. Same shape; must outlive the node_data. Each forward decodes them into
+  /// a matrix the model takes over (its input dropout, or a first layer writing its output over
+  /// its input, reuses that buffer), so the numbers are bitwise those of training on the
+  /// decoded features.
+  const bf16_rows* bf16_features = nullptr;
 
-  /// Rows of the features (dense or sparse).
+  /// Rows of the features (dense, sparse or bf16).
   Eigen::Index feature_rows() const {
-    return sparse_features != nullptr ? sparse_features->rows() : features.rows();
+    if (sparse_features != nullptr) return sparse_features->rows();
+    if (bf16_features != nullptr) return bf16_features->rows();
+    return features.rows();
   }
-  /// The model's output for these features: model.forward on the sparse or dense ones.
+  /// The model's output for these features: model.forward on the sparse, bf16 (decoded) or
+  /// dense ones.
   template <class Model, class Graph>
   const matrix<T>& forward(Model& model, Graph& graph, const layer_context& ctx) const {
-    if (sparse_features == nullptr) return model.forward(graph, ctx, features);
-    return forward_sparse(model, graph, ctx, *sparse_features);
+    if (sparse_features != nullptr) return forward_sparse(model, graph, ctx, *sparse_features);
+    if (bf16_features != nullptr) return model.forward(graph, ctx, bf16_features->decoded<T>());
+    return model.forward(graph, ctx, features);
   }
 
   /// The task these data define (a view of them).
@@ -352,7 +363,7 @@ void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& dat
 
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
 /// on the nodes of `graph`, for the task of `data` (classify: labels; regress, multilabel:
-/// targets of model.output_dim() columns). Requires data.features (or data.sparse_features):
+/// targets of model.output_dim() columns). Requires data.features (or data.sparse_features, or data.bf16_features):
 /// graph.num_destinations() x model.input_dim(), labels or targets and split of
 /// graph.num_destinations() rows, at least one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for

@@ -337,6 +337,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   SAR_CHECK(data.feature_rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
             data.feature_rows(), " feature rows, ", data.split.size(), " split entries");
+  SAR_CHECK(data.bf16_features == nullptr, invalid_argument, where, ": features stored as "
+            "bf16 train full batch only (minibatches gather fp32 or sparse feature rows)");
   if constexpr (!detail::gathers_sparse_rows<Graph, T>)
     SAR_CHECK(data.sparse_features == nullptr, invalid_argument, where, ": sparse features on "
               "a graph that gathers dense feature rows only (a distributed sampling graph)");
