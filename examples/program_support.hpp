@@ -155,15 +155,27 @@ inline bool wants_sparse(const std::string& setting, double non_zeros, double en
           (setting == "auto" && non_zeros <= sar::sparse_features_density * entries));
 }
 
+/// Holds the features of `holder` (a graph_dataset or graph_part: `rows` of them) as sparse
+/// rows when `sparse`, else dense, converting them if they are held the other way.
+template <class Holder>
+void hold_features(Holder& holder, bool sparse, Eigen::Index rows) {
+  if (sparse && !holder.sparse()) {
+    holder.sparse_features = sar::to_sparse_rows<float, float>(holder.features);
+    holder.features.resize(rows, 0);
+  } else if (!sparse && holder.sparse()) {
+    holder.features = sar::to_dense<float>(holder.sparse_features);
+    holder.sparse_features = {};
+  }
+}
+
 /// Turns the dense features of `data` into sparse rows where wants_sparse (a dataset read
 /// with sparse_below(setting) holds sparse features only where it does).
 inline void make_sparse_if_wanted(sar::graph_dataset& data, const std::string& setting) {
-  if (data.sparse() ||
-      !wants_sparse(setting, static_cast<double>((data.features.array() != 0.0f).count()),
-                    static_cast<double>(data.features.size())))
-    return;
-  data.sparse_features = sar::to_sparse_rows<float, float>(data.features);
-  data.features.resize(data.num_nodes(), 0);
+  if (!data.sparse())
+    hold_features(data,
+                  wants_sparse(setting, static_cast<double>((data.features.array() != 0.0f).count()),
+                               static_cast<double>(data.features.size())),
+                  data.num_nodes());
 }
 
 /// Adds --sparse-features auto | on | off (`setting`), for a program that writes `what`.

@@ -230,15 +230,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   }
   comm.all_reduce(std::span<double>(counts), sar::reduce_op::sum);
   const bool sparse = sar_programs::wants_sparse(s.sparse_features, counts[0], counts[1]);
-  for (sar::graph_part& p : mine) {
-    if (sparse && !p.sparse()) {
-      p.sparse_features = sar::to_sparse_rows<float, float>(p.features);
-      p.features.resize(p.num_local(), 0);
-    } else if (!sparse && p.sparse()) {
-      p.features = sar::to_dense<float>(p.sparse_features);
-      p.sparse_features = {};
-    }
-  }
+  for (sar::graph_part& p : mine) sar_programs::hold_features(p, sparse, p.num_local());
 
   say(sar::message("writing ", s.out, " ..."));
   sar_programs::current_phase() = "writing " + s.out;

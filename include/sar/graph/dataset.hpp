@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
-#include <string>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
@@ -82,6 +83,18 @@ struct graph_dataset {
   bool sparse() const { return sparse_features.num_cols > 0; }
   /// Width of the features, dense or sparse.
   Eigen::Index feature_dim() const { return sparse() ? sparse_features.num_cols : features.cols(); }
+  /// Makes sparse_features dense when more than `sparse_below` of their entries are non-zero
+  /// (else, and for dense features, changes nothing). Throws sar::io_error naming `where` and
+  /// `source` (the features' file) before allocating if the dense matrix would not fit in the
+  /// memory available, or if allocating it fails.
+  void densify_above(double sparse_below, std::string_view where, const std::string& source) {
+    if (!sparse() || sparse_features.density() <= sparse_below) return;
+    allocate_checked(where, message("the ", feature_dim(), " features of ", source, " made dense"),
+                     4.0 * static_cast<double>(sparse_features.rows()) *
+                         static_cast<double>(feature_dim()),
+                     [&] { features = to_dense<float>(sparse_features); });
+    sparse_features = {};
+  }
   /// Width of the edge features (0: none).
   Eigen::Index edge_feature_dim() const { return edge_features.cols(); }
   /// The width of a model's output for this dataset: num_classes, or the targets' columns.

@@ -752,16 +752,24 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   csr& g = out.in_edges;
   g.num_rows = k;
   g.num_cols = meta.num_nodes;
-  read(st::offsets_file, k + 1, 1, [&] {
-    g.offsets.resize(static_cast<std::size_t>(k) + 1);
-    return g.offsets.data();
-  });
-  for (node_t r = 0; r < k; ++r)
-    SAR_CHECK(g.offsets[r] <= g.offsets[r + 1], io_error, where, ": ",
-              (pdir / st::offsets_file).string(), ": offsets decrease at row ", r);
-  SAR_CHECK(g.offsets.front() == 0 && g.offsets.back() == m, io_error, where, ": ",
-            (pdir / st::offsets_file).string(), ": offsets run from ", g.offsets.front(), " to ",
-            g.offsets.back(), ", meta.json says ", m, " edges");
+  // Reads `file`'s k + 1 offsets into `offsets`: from 0, never decreasing, and ending at `end`
+  // (exact), else at most there. Throws sar::io_error naming the file, and `what` ends.
+  const auto read_offsets = [&](const char* file, std::vector<edge_t>& offsets, double end,
+                                bool exact, const std::string& what) {
+    read(file, k + 1, 1, [&] {
+      offsets.resize(static_cast<std::size_t>(k) + 1);
+      return offsets.data();
+    });
+    const std::string path = (pdir / file).string();
+    for (node_t r = 0; r < k; ++r)
+      SAR_CHECK(offsets[r] <= offsets[r + 1], io_error, where, ": ", path,
+                ": offsets decrease at row ", r);
+    const auto last = static_cast<double>(offsets.back());
+    SAR_CHECK(offsets.front() == 0 && (exact ? last == end : last <= end), io_error, where, ": ",
+              path, ": offsets run from ", offsets.front(), " to ", offsets.back(), what);
+  };
+  read_offsets(st::offsets_file, g.offsets, static_cast<double>(m), true,
+               message(", meta.json says ", m, " edges"));
   read(st::columns_file, m, 1, [&] {
     g.columns.resize(static_cast<std::size_t>(m));
     return g.columns.data();
@@ -775,19 +783,10 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
     sparse_rows<float>& x = out.sparse_features;
     x.num_rows = k;
     x.num_cols = meta.feature_dim;
-    const std::string offsets = (pdir / st::feature_offsets_file).string();
-    read(st::feature_offsets_file, k + 1, 1, [&] {
-      x.offsets.resize(static_cast<std::size_t>(k) + 1);
-      return x.offsets.data();
-    });
-    for (node_t r = 0; r < k; ++r)
-      SAR_CHECK(x.offsets[r] <= x.offsets[r + 1], io_error, where, ": ", offsets,
-                ": offsets decrease at row ", r);
+    read_offsets(st::feature_offsets_file, x.offsets,
+                 static_cast<double>(k) * static_cast<double>(meta.feature_dim), false,
+                 message(" for ", k, " rows of ", meta.feature_dim, " features"));
     const edge_t entries = x.offsets.back();
-    SAR_CHECK(x.offsets.front() == 0 &&
-                  static_cast<double>(entries) <= static_cast<double>(k) * meta.feature_dim,
-              io_error, where, ": ", offsets, ": offsets run from ", x.offsets.front(), " to ",
-              entries, " for ", k, " rows of ", meta.feature_dim, " features");
     check_memory<io_error>(where, message(sizes, ": ", entries, " sparse feature entries"),
                            8.0 * static_cast<double>(entries));
     read(st::feature_columns_file, entries, 1, [&] {

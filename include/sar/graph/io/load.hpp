@@ -244,14 +244,7 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
   if (std::filesystem::is_directory(path)) {
     if (std::filesystem::exists(path / "meta.json")) {
       graph_dataset data = read_npy_dataset(path, {.sizes = sizes});
-      if (data.sparse() && data.sparse_features.density() > sparse_below) {
-        allocate_checked("sar::load_dataset",
-                         message("the ", data.feature_dim(), " features of ", spec, " made dense"),
-                         4.0 * static_cast<double>(data.num_nodes()) *
-                             static_cast<double>(data.feature_dim()),
-                         [&] { data.features = to_dense<float>(data.sparse_features); });
-        data.sparse_features = {};
-      }
+      data.densify_above(sparse_below, "sar::load_dataset", spec);
       return data;
     }
     return read_ogb_raw(path, {.sizes = sizes, .sparse_below = sparse_below});

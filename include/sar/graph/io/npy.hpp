@@ -704,6 +704,24 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   npy_header header;
   const bool with_features = options.arrays != npy_arrays::without_features;
   const bool sparse = feature_entries >= 0;
+  // Rows [first, last] of `file`'s n + 1 offsets (into `offsets`), checked: never decreasing,
+  // within [0, total], from 0 at row 0 and ending at total at row n. Throws sar::io_error
+  // naming `files` (where and the arrays).
+  const auto read_offsets = [&](const fs::path& file, std::int64_t total,
+                                const std::string& files, std::vector<edge_t>& offsets) {
+    header = np::expect_array(file, npy_dtype::int64, {n + 1}, nodes);
+    offsets.resize(static_cast<std::size_t>(rows) + 1);
+    read(file, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows) + 1,
+         offsets.data(), static_cast<std::uint64_t>(rows + (last == n ? 1 : 0)));
+    for (node_t r = 0; r < rows; ++r)
+      SAR_CHECK(offsets[r] <= offsets[r + 1], io_error, files, ": offsets decrease at row ",
+                first + r, " (", offsets[r], " then ", offsets[r + 1], ")");
+    SAR_CHECK((first > 0 || offsets.front() == 0) && offsets.front() >= 0 &&
+                  offsets.back() <= total && (last < n || offsets.back() == total),
+              io_error, files, ": offsets of rows [", first, ", ", last, ") run from ",
+              offsets.front(), " to ", offsets.back(), ", outside [0, ", total,
+              "] or not ending there");
+  };
   // Sparse features: the rows' compressed rows, features rows x 0 (without_features: left
   // unread, 0 x F). Throws sar::io_error naming the array that is wrong.
   const auto read_sparse_features = [&] {
@@ -713,19 +731,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
     const fs::path indptr = dir / "features_indptr.npy", indices = dir / "features_indices.npy",
                    values = dir / "features_data.npy";
     const std::string entries = message("feature_entries = ", feature_entries);
-    header = np::expect_array(indptr, npy_dtype::int64, {n + 1}, nodes);
-    x.offsets.resize(static_cast<std::size_t>(rows) + 1);
-    read(indptr, header, static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(rows) + 1,
-         x.offsets.data(), static_cast<std::uint64_t>(rows + (last == n ? 1 : 0)));
-    for (node_t r = 0; r < rows; ++r)
-      SAR_CHECK(x.offsets[r] <= x.offsets[r + 1], io_error, where, ": ", indptr.string(),
-                ": offsets decrease at row ", first + r);
-    SAR_CHECK((first > 0 || x.offsets.front() == 0) && x.offsets.front() >= 0 &&
-                  x.offsets.back() <= feature_entries &&
-                  (last < n || x.offsets.back() == feature_entries),
-              io_error, where, ": ", indptr.string(), ": offsets of rows [", first, ", ", last,
-              ") run from ", x.offsets.front(), " to ", x.offsets.back(), ", outside [0, ",
-              entries, "] or not ending there");
+    read_offsets(indptr, feature_entries, message(where, ": ", indptr.string()), x.offsets);
     const edge_t base = x.offsets.front(), count = x.offsets.back() - base;
     check_memory<io_error>(where, message("the ", count, " sparse feature entries of rows [",
                                           first, ", ", last, ") (", meta_file.string(), ")"),
@@ -772,20 +778,8 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
   const fs::path indptr_file = dir / "indptr.npy", indices_file = dir / "indices.npy";
   const std::string graph_files =
       message(where, ": ", indptr_file.string(), ", ", indices_file.string());
-  header = np::expect_array(indptr_file, npy_dtype::int64, {n + 1}, nodes);
-  std::vector<edge_t> offsets(static_cast<std::size_t>(rows) + 1);
-  read(indptr_file, header, static_cast<std::uint64_t>(first),
-       static_cast<std::uint64_t>(rows) + 1, offsets.data(),
-       static_cast<std::uint64_t>(rows + (last == n ? 1 : 0)));
-  SAR_CHECK(first > 0 || offsets.front() == 0, io_error, graph_files, ": offsets[0] = ",
-            offsets.front());
-  for (node_t r = 0; r < rows; ++r)
-    SAR_CHECK(offsets[r] <= offsets[r + 1], io_error, graph_files, ": offsets decrease at row ",
-              first + r, " (", offsets[r], " then ", offsets[r + 1], ")");
-  SAR_CHECK(offsets.front() >= 0 && offsets.back() <= edges, io_error, graph_files,
-            ": offsets of rows [", first, ", ", last, ") leave [0, num_edges = ", edges, "]");
-  SAR_CHECK(last < n || offsets.back() == edges, io_error, graph_files, ": ", edges,
-            " columns but offsets end at ", offsets.back());
+  std::vector<edge_t> offsets;
+  read_offsets(indptr_file, edges, graph_files, offsets);
   const edge_t first_edge = offsets.front(), share_edges = offsets.back() - first_edge;
   // Before anything of these sizes is allocated (the arrays' files must match them, but a
   // sparse file can be of any size).

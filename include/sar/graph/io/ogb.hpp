@@ -661,12 +661,7 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   if (feature_file && options.sparse_below > 0 && rows == n) {
     read_sparse_rows(*feature_file, n, node_count_file, "feature", data.sparse_features);
     data.features.resize(rows, 0);
-    if (data.sparse_features.density() > options.sparse_below) {
-      allocate(message("the ", data.sparse_features.cols(), " features"),
-               4.0 * static_cast<double>(rows) * static_cast<double>(data.sparse_features.cols()),
-               [&] { data.features = to_dense<float>(data.sparse_features); });
-      data.sparse_features = {};
-    }
+    data.densify_above(options.sparse_below, function, feature_file->string());
   } else if (feature_file) {
     read_rows(*feature_file, n, first, last, node_count_file, "feature", data.features, allocate);
   } else {
