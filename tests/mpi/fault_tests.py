@@ -19,21 +19,28 @@ def mpirun(n, *args):
 
 
 def expect_failure(name, command, must_contain, extra_env=None):
-    """Runs command; it must exit non-zero within LIMIT seconds, printing must_contain."""
+    """Runs command in a session of its own; it must exit non-zero within LIMIT seconds,
+    printing must_contain. Returns the session's id (mpirun gives each rank its own process
+    group, not its own session)."""
     global passed, failed
     start = time.time()
+    process = subprocess.Popen(command, env=dict(env, **(extra_env or {})),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     try:
-        run = subprocess.run(command, env=dict(env, **(extra_env or {})), capture_output=True,
-                             text=True, timeout=60)
-        elapsed, output, code = time.time() - start, run.stdout + run.stderr, run.returncode
-    except subprocess.TimeoutExpired as e:
-        elapsed, output, code = time.time() - start, str(e.stdout) + str(e.stderr), None
+        stdout, stderr = process.communicate(timeout=60)
+        elapsed, output, code = time.time() - start, stdout + stderr, process.returncode
+    except subprocess.TimeoutExpired:
+        subprocess.run(["pkill", "-KILL", "-s", str(process.pid)], capture_output=True)
+        stdout, stderr = process.communicate()
+        elapsed, output, code = time.time() - start, stdout + stderr, None
     ok = code not in (0, None) and elapsed < LIMIT and must_contain in output
     print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {code} after {elapsed:.1f} s")
     if not ok:
         print(f"     expected a non-zero exit within {LIMIT} s mentioning {must_contain!r}; output:\n"
               + "\n".join("     | " + line for line in output.splitlines()[-15:]))
     passed, failed = passed + ok, failed + (not ok)
+    return process.pid
 
 
 def alive(pid):
@@ -81,12 +88,13 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
     for ranks, parts, how, named in ((2, store, "stop", "no answer from rank(s) 1 (stopped"),
                                      (2, store, "hang", "outside MPI (computing or stuck): rank 1"),
                                      (4, store4, "stop", "no answer from rank(s) 1 (stopped")):
-        expect_failure(f"a rank that stops ({how}) at epoch 3 of {ranks}",
-                       mpirun(ranks, "--partitions", parts, "--epochs", "200", "--watchdog", "2"),
-                       named, {"SAR_TRAIN_INJECT_FAILURE": f"3:1:{how}"})
-        left = [pid for pid in subprocess.run(["pgrep", "-f", sar_train], capture_output=True,
-                                              text=True).stdout.split()
-                if alive(pid) and int(pid) != os.getpid()]
+        session = expect_failure(
+            f"a rank that stops ({how}) at epoch 3 of {ranks}",
+            mpirun(ranks, "--partitions", parts, "--epochs", "200", "--watchdog", "2"), named,
+            {"SAR_TRAIN_INJECT_FAILURE": f"3:1:{how}"})
+        # This run's processes only (others may run sar-train meanwhile).
+        left = [pid for pid in subprocess.run(["pgrep", "-s", str(session)], capture_output=True,
+                                              text=True).stdout.split() if alive(pid)]
         print(f"{'ok  ' if not left else 'FAIL'} no sar-train process is left ({how}): {left}")
         passed, failed = passed + (not left), failed + bool(left)
 
