@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/output_file.hpp"
-#include "sar/core/bf16.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"
@@ -363,9 +363,9 @@ void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& dat
 
 /// Trains `model` (sequential<...> or dynamic_sequential) with `optimiser` (sgd, adam, adamw)
 /// on the nodes of `graph`, for the task of `data` (classify: labels; regress, multilabel:
-/// targets of model.output_dim() columns). Requires data.features (or data.sparse_features, or data.bf16_features):
-/// graph.num_destinations() x model.input_dim(), labels or targets and split of
-/// graph.num_destinations() rows, at least one training node over all ranks.
+/// targets of model.output_dim() columns). Requires data.features (or data.sparse_features,
+/// or data.bf16_features): graph.num_destinations() x model.input_dim(), labels or targets
+/// and split of graph.num_destinations() rows, at least one training node over all ranks.
 /// `on_epoch` (optional) sees every epoch's statistics. Throws sar::invalid_argument for
 /// options outside their domain, sar::numeric_error when the training loss is not finite or
 /// above options.max_loss (on every rank alike: the loss is all-reduced), and whatever the
