@@ -10,9 +10,10 @@ the largest rank's, per phase), wall time, edge cut and node/edge balance. Then 
 PT-Scotch against METIS on an R-MAT graph (power law).
 
 usage: python3 bench/large_graphs.py [--build build] [--ranks 4 8] [--parts 8] [--nodes 2000000]
-       [--degree 20] [--features 128] [--work /tmp/sar-large] [--rmat-scale 20]
+       [--degree 20] [--features 128] [--work /tmp/sar-large] [--rmat-scale 20] [--skip-serial]
+       [--skip-rmat] [--ptscotch-args "--cluster-size 64 --arc-fraction 0.5"]
 """
-import argparse, json, os, re, subprocess, sys, time
+import argparse, json, os, re, shlex, subprocess, sys, time
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 parser.add_argument("--build", default="build")
@@ -24,6 +25,9 @@ parser.add_argument("--features", type=int, default=128)
 parser.add_argument("--rmat-scale", type=int, default=20)
 parser.add_argument("--work", default="/tmp/sar-large")
 parser.add_argument("--skip-serial", action="store_true", help="skip METIS on the planted graph")
+parser.add_argument("--skip-rmat", action="store_true", help="skip the R-MAT graph")
+parser.add_argument("--ptscotch-args", default="",
+                    help="more options of the ptscotch runs, e.g. '--cluster-size 64'")
 args = parser.parse_args()
 
 programs = os.path.join(args.build, "examples")
@@ -53,11 +57,15 @@ def measure(spec, label, methods):
         out_dir = os.path.join(args.work, f"{label}-{method}-{ranks}")
         cmd = [partition, "--dataset", spec, "--parts", str(args.parts),
                "--method", method, "--out", out_dir]
+        if method == "ptscotch":
+            cmd += shlex.split(args.ptscotch_args)
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", *cmd]
         text, seconds = run(cmd)
         row = {"input": label, "method": method, "ranks": ranks, "seconds": round(seconds, 1),
                **quality(text)}
+        if method == "ptscotch" and args.ptscotch_args:
+            row["options"] = args.ptscotch_args
         if ranks > 1:
             row["peak_bytes_largest_rank"] = int(float(re.search(
                 r"peak memory ([\d.]+) MiB \(largest rank\)", text)[1]) * 2**20)
@@ -78,5 +86,6 @@ if not os.path.exists(os.path.join(npy, "meta.json")):
          "--out", npy])
 planted = measure(npy, "planted", ([] if args.skip_serial else [("metis", 1)]) +
                   [("ptscotch", p) for p in args.ranks])
-rmat = f"rmat:scale={args.rmat_scale}"
-measure(rmat, "rmat", [("metis", 1), ("ptscotch", min(args.ranks))])
+if not args.skip_rmat:
+    rmat = f"rmat:scale={args.rmat_scale}"
+    measure(rmat, "rmat", [("metis", 1), ("ptscotch", min(args.ranks))])

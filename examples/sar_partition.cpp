@@ -43,6 +43,7 @@ struct settings {
   std::uint64_t seed = 0;
   std::optional<double> imbalance;
   std::string balance = "nodes";
+  sar::coarsening_options coarsening;
   std::string sparse_features = "auto";
   sar::dataset_sizes sizes;
 };
@@ -88,7 +89,25 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
                  "weighs 1 + its degree)")
       ->check(CLI::IsMember({"nodes", "nodes+edges"}))
       ->capture_default_str();
+  app.add_option("--cluster-size", s.coarsening.cluster_size,
+                 "PT-Scotch: partition the graph of star clusters of at most this many nodes, "
+                 "then move single nodes to lower the cut (0: the graph itself). Less memory "
+                 "per rank on graphs whose ids carry no locality (docs/large-graphs.md)")
+      ->check(CLI::Range(sar::node_t{0}, sar::node_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--arc-fraction", s.coarsening.arc_fraction,
+                 "PT-Scotch: the fraction of the (clustered) graph's arcs of weight 1 it "
+                 "partitions, then single nodes move to lower the cut on the whole graph. Its "
+                 "memory per rank falls with the arcs (docs/large-graphs.md)")
+      ->check(sar_programs::finite_number)
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
   sar_programs::add_sparse_features_option(app, s.sparse_features, "the store");
+  app.callback([&s] {
+    if (s.method != "ptscotch" && s.coarsening.enabled())
+      throw CLI::ValidationError("--cluster-size, --arc-fraction",
+                                 "apply to --method ptscotch only, not " + s.method);
+  });
   app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
   return sar_programs::parse_command_line(app, argc, argv);
 }
@@ -108,6 +127,13 @@ std::string describe_method(const settings& s, double imbalance) {
     text += number;
   }
   if (s.method == "ptscotch") text += " balance=" + s.balance;
+  if (s.method == "ptscotch" && s.coarsening.cluster_size > 1)
+    text += " cluster_size=" + std::to_string(s.coarsening.cluster_size);
+  if (s.method == "ptscotch" && s.coarsening.arc_fraction < 1) {
+    char number[64];
+    std::snprintf(number, sizeof number, " arc_fraction=%g", s.coarsening.arc_fraction);
+    text += number;
+  }
   return text;
 }
 
@@ -212,6 +238,7 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
     options.ptscotch.balance = s.balance == "nodes"
                                    ? sar::ptscotch_options::balance_kind::nodes
                                    : sar::ptscotch_options::balance_kind::nodes_and_edges;
+    options.coarsening = s.coarsening;
   }
   about.method = describe_method(s, options.ptscotch.imbalance);
   say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));

@@ -7,7 +7,8 @@
   features, format 7; the sparse rows move to their parts' ranks as they are).
 - Sparse features: GCN and GraphSAGE trained on 2 ranks from a store with sparse features give
   the losses of the same store written and trained dense, to 1e-5.
-- mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it).
+- mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it),
+  also coarsened (--cluster-size, --arc-fraction).
 - Exactness: GCN trained from the PT-Scotch store on 2 and 4 ranks, and with --partition
   ptscotch (no store) on 2 ranks, gives the per-epoch losses of one process, to 1e-5.
 - Features stored as bf16 (--storage bf16): one process's losses within 1e-2 of fp32's, and
@@ -137,6 +138,24 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
         worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
         check(len(losses(metrics)) == 12 and worst <= 1e-5,
               f"GCN on the {ranks}-rank PT-Scotch store: losses within {worst:.1e} of one process")
+    # Coarsened PT-Scotch (star clusters, half the arcs, refined): its meta.json says so, and
+    # training on its store is exact too.
+    store = os.path.join(tmp, "coarsened-4")
+    out = run(mpirun(4, sar_partition, "--dataset", npy, "--parts", "4", "--method", "ptscotch",
+                     "--cluster-size", "16", "--arc-fraction", "0.5", "--out", store)).stdout
+    with open(os.path.join(store, "meta.json")) as f:
+        described = json.load(f)["method"]
+    check("cluster_size=16 arc_fraction=0.5" in described and "edge cut" in out,
+          f"coarsened PT-Scotch writes a store described as '{described}'")
+    metrics = os.path.join(tmp, "coarsened-4.json")
+    run(mpirun(4, sar_train, "--partitions", store, *common, "--metrics-out", metrics))
+    worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
+    check(len(losses(metrics)) == 12 and worst <= 1e-5,
+          f"GCN on the coarsened PT-Scotch store: losses within {worst:.1e} of one process")
+    bad = attempt([sar_partition, "--dataset", npy, "--parts", "2", "--cluster-size", "16",
+                   "--out", os.path.join(tmp, "m")])
+    check(bad.returncode != 0 and "--method ptscotch only, not metis" in bad.stderr,
+          "--cluster-size with --method metis is refused")
     metrics = os.path.join(tmp, "no-store.json")
     run(mpirun(2, sar_train, "--dataset", npy, "--partition", "ptscotch", *common,
                "--metrics-out", metrics))

@@ -3,9 +3,11 @@
 // symmetric adjacency, the redistribution (the parts equal sar::relabel's), the collective
 // store write (byte for byte the store write_partition_store writes on one process, and the
 // previous store kept when a rank fails), and PT-Scotch (valid, balanced, deterministic, a
-// cut far below random's), and the parallel readers (each rank's block of every input kind
+// cut far below random's), coarsening (star clusters, their graph, a sample of its arcs, the
+// refinement, and PT-Scotch on the coarsened graph), and the parallel readers (each rank's block of every input kind
 // equals the rows of load_dataset's graph; errors found by one rank stop every rank).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/graph/generators.hpp"
+#include "sar/partition/coarsen.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -439,6 +443,143 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
   io::chunk_bytes = chunk;
 }
 
+/// The edge cut of `part` (this rank's nodes' parts) over g's arcs, on every rank.
+double edge_cut(mpi_communicator& comm, const indexed_adjacency& g, const partition_book& book,
+                const std::vector<int>& part) {
+  const std::vector<std::int64_t> wide(part.begin(), part.end());
+  const std::vector<std::int64_t> theirs = directory_lookup(comm, book, wide, g.ids);
+  std::int64_t counts[2] = {0, static_cast<std::int64_t>(g.slots.size())};
+  for (node_t r = 0; r < g.rows(); ++r)
+    for (edge_t e = g.offsets[r]; e < g.offsets[r + 1]; ++e) counts[0] += theirs[g.slots[e]] != part[r];
+  comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
+  return static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+}
+
+/// Star clusters are stars of at most the size asked, their graph keeps every weight, a sample
+/// of its arcs stays symmetric, refinement lowers a cut within the balance, and PT-Scotch on
+/// the coarsened graph keeps a cut near its cut on the graph.
+void test_coarsening(mpi_communicator& comm) {
+  const graph_dataset data = make_planted_partition({.num_nodes = 3000, .num_classes = 6,
+                                                     .average_degree = 8, .homophily = 0.9,
+                                                     .feature_dim = 0});
+  const partition_book book = block_book(data.num_nodes(), comm.size());
+  const graph_part block = block_of(data, book, comm.rank());
+  const csr adjacency = symmetric_adjacency(comm, block.in_edges, book);
+  const indexed_adjacency g = index_adjacency(adjacency);
+  const node_t first = book.begin(comm.rank()), n = data.num_nodes();
+  for (std::size_t e = 0; e < adjacency.columns.size(); ++e)
+    EXPECT(g.ids[g.slots[e]] == adjacency.columns[e], "index_adjacency: arc ", e);
+
+  const node_t most = 12;
+  const std::vector<node_t> root = star_clusters(comm, g, book, most, /*seed=*/5);
+  EXPECT(root == star_clusters(comm, g, book, most, 5), "star_clusters: deterministic");
+  // Each node's root is a root, and the node is the root or one of its neighbours.
+  std::vector<std::int64_t> own_root(root.begin(), root.end());
+  const std::vector<std::int64_t> root_of_root = directory_lookup(comm, book, own_root, root);
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(n), 0);  // per root id
+  for (node_t r = 0; r < g.rows(); ++r) {
+    EXPECT(root_of_root[r] == root[r], "star_clusters: node ", first + r, "'s root ", root[r],
+           " is in ", root_of_root[r], "'s cluster");
+    const bool adjacent = std::binary_search(adjacency.columns.begin() + adjacency.offsets[r],
+                                             adjacency.columns.begin() + adjacency.offsets[r + 1], root[r]);
+    EXPECT(root[r] == first + r || adjacent, "star_clusters: node ", first + r,
+           " is not adjacent to its root ", root[r]);
+    ++sizes[static_cast<std::size_t>(root[r])];
+  }
+  comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
+  const auto clusters = std::count_if(sizes.begin(), sizes.end(), [](std::int64_t c) { return c > 0; });
+  EXPECT(*std::max_element(sizes.begin(), sizes.end()) <= most, "star_clusters: a cluster of ",
+         *std::max_element(sizes.begin(), sizes.end()), " nodes, at most ", most, " asked");
+  EXPECT(clusters < n / 2, "star_clusters: ", clusters, " clusters of ", n, " nodes");
+
+  // The coarse graph: vertex weights sum to the nodes' weights, arc weights to the arcs
+  // between clusters; no self-loops, sorted distinct columns.
+  std::vector<std::int64_t> weights;
+  for (node_t r = 0; r < g.rows(); ++r) weights.push_back(1 + g.degree(r));
+  const coarse_graph coarse = contract(comm, g, book, root, weights);
+  EXPECT(coarse.book.num_nodes() == clusters, "contract: ", coarse.book.num_nodes(),
+         " coarse vertices for ", clusters, " clusters");
+  const std::vector<std::int64_t> neighbour_coarse = directory_lookup(
+      comm, book, std::vector<std::int64_t>(coarse.coarse_of.begin(), coarse.coarse_of.end()), g.ids);
+  std::int64_t sums[4] = {0, 0, 0, 0};  // fine weights, coarse weights, arcs across, coarse arc weights
+  for (node_t r = 0; r < g.rows(); ++r) {
+    sums[0] += weights[r];
+    for (edge_t e = g.offsets[r]; e < g.offsets[r + 1]; ++e)
+      sums[2] += neighbour_coarse[g.slots[e]] != coarse.coarse_of[r];
+  }
+  for (std::int64_t w : coarse.vertex_weights) sums[1] += w;
+  for (std::int64_t w : coarse.arc_weights) sums[3] += w;
+  const csr& ca = coarse.adjacency;
+  for (node_t r = 0; r < ca.num_rows; ++r)
+    for (edge_t e = ca.offsets[r]; e < ca.offsets[r + 1]; ++e) {
+      EXPECT(ca.columns[e] != coarse.book.begin(comm.rank()) + r, "contract: a self-loop");
+      EXPECT(e == ca.offsets[r] || ca.columns[e - 1] < ca.columns[e], "contract: row ", r, " unsorted");
+    }
+  comm.all_reduce(std::span<std::int64_t>(sums), reduce_op::sum);
+  EXPECT(sums[0] == sums[1] && sums[2] == sums[3], "contract: weights ", sums[0], " -> ", sums[1],
+         ", arcs across clusters ", sums[2], " -> ", sums[3]);
+
+  // A sample of the arcs is symmetric: every kept arc's reverse is kept, with its weight.
+  coarse_graph sampled = coarse;
+  sample_arcs(sampled, comm.rank(), 0.5, 7);
+  std::vector<std::vector<std::int64_t>> reversed(static_cast<std::size_t>(comm.size()));
+  std::vector<std::int64_t> kept;  // (row, column, weight) of this rank's arcs
+  for (node_t r = 0; r < sampled.adjacency.num_rows; ++r)
+    for (edge_t e = sampled.adjacency.offsets[r]; e < sampled.adjacency.offsets[r + 1]; ++e) {
+      const node_t u = sampled.book.begin(comm.rank()) + r, v = sampled.adjacency.columns[e];
+      kept.insert(kept.end(), {u, v, sampled.arc_weights[e]});
+      auto& to = reversed[static_cast<std::size_t>(sampled.book.owner(v))];
+      to.insert(to.end(), {v, u, sampled.arc_weights[e]});
+    }
+  std::vector<std::array<std::int64_t, 3>> mine, back;
+  for (std::size_t k = 0; k < kept.size(); k += 3) mine.push_back({kept[k], kept[k + 1], kept[k + 2]});
+  for (const auto& from : all_to_all_vectors(comm, reversed))
+    for (std::size_t k = 0; k < from.size(); k += 3) back.push_back({from[k], from[k + 1], from[k + 2]});
+  std::sort(mine.begin(), mine.end());
+  std::sort(back.begin(), back.end());
+  EXPECT(mine == back, "sample_arcs: the kept arcs are not symmetric");
+  std::int64_t arcs[2] = {ca.num_edges(), sampled.adjacency.num_edges()};
+  comm.all_reduce(std::span<std::int64_t>(arcs), reduce_op::sum);
+  EXPECT(arcs[1] > 0.3 * arcs[0] && arcs[1] < 0.7 * arcs[0], "sample_arcs: kept ", arcs[1], " of ", arcs[0]);
+
+  // Refinement from random parts: a much lower cut, parts within the balance.
+  const int parts = 6;
+  std::vector<int> part(static_cast<std::size_t>(g.rows()));
+  const counter_rng rng(3, rng_stream::partition_random);
+  for (node_t r = 0; r < g.rows(); ++r) part[r] = static_cast<int>(rng.below(parts, first + r));
+  const double before = edge_cut(comm, g, book, part);
+  refine_parts(comm, g, book, {}, parts, 0.05, part, 3, 20);
+  const double after = edge_cut(comm, g, book, part);
+  std::vector<std::int64_t> load(parts, 0);
+  for (int p : part) ++load[p];
+  comm.all_reduce(std::span<std::int64_t>(load), reduce_op::sum);
+  for (std::int64_t l : load)
+    EXPECT(l <= 1.05 * static_cast<double>(n) / parts + 1, "refine_parts: a part of ", l, " nodes");
+  EXPECT(after < 0.8 * before, "refine_parts: cut ", before, " -> ", after);
+
+  // PT-Scotch on the coarsened graph: balanced, deterministic, a cut near its plain cut.
+  for (const coarsening_options c : {coarsening_options{.cluster_size = most},
+                                     coarsening_options{.cluster_size = most, .arc_fraction = 0.5}}) {
+    graph_part copy = block;
+    const distributed_partition_options plain{.parts = parts, .seed = 2};
+    distributed_partition_options coarsened = plain;
+    coarsened.coarsening = c;
+    const std::vector<int> fine = partition_block(comm, copy, plain);
+    const std::vector<int> mine = partition_block(comm, copy, coarsened);
+    EXPECT(mine == partition_block(comm, copy, coarsened), "coarsened PT-Scotch: deterministic");
+    std::fill(load.begin(), load.end(), 0);
+    for (int p : mine) ++load[p];
+    comm.all_reduce(std::span<std::int64_t>(load), reduce_op::sum);
+    for (std::int64_t l : load)
+      EXPECT(l <= 1.05 * static_cast<double>(n) / parts + 1, "coarsened PT-Scotch: a part of ", l, " nodes");
+    const double cut = edge_cut(comm, g, book, mine), fine_cut = edge_cut(comm, g, book, fine);
+    if (comm.rank() == 0)
+      std::printf("coarsened PT-Scotch (clusters %lld, arcs %.2f): cut %.3f, on the graph %.3f\n",
+                  static_cast<long long>(c.cluster_size), c.arc_fraction, cut, fine_cut);
+    EXPECT(cut <= 1.25 * fine_cut + 0.01, "coarsened PT-Scotch: cut ", cut, " against ", fine_cut);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -464,6 +605,7 @@ int main(int argc, char** argv) {
     test_failed_write_keeps_store(comm, scratch);
     test_simple_methods(comm);
     test_ptscotch(comm);  // ptscotch_check.hpp
+    test_coarsening(comm);
     test_parallel_readers(comm, scratch);
     comm.barrier();
     if (comm.rank() == 0) {

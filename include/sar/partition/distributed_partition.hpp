@@ -7,7 +7,10 @@
 //   build       the symmetric adjacency of each rank's rows (sar::symmetric_adjacency);
 //               skipped by the methods that read no edges
 //   partition   PT-Scotch (ptscotch), or the distributed random / contiguous methods, which
-//               give exactly what partition_random / partition_contiguous give on one process
+//               give exactly what partition_random / partition_contiguous give on one process;
+//               coarsened (distributed_partition_options::coarsening), PT-Scotch partitions
+//               the graph of star clusters, or a sample of its arcs, and single nodes then
+//               move to lower the cut (sar/partition/coarsen.hpp): less memory per rank
 //   features    a .npy block's feature rows and in-edges, read now that the partitioner's
 //               memory is free
 //   redistribute every node to the rank owning its part, relabelled (sar::redistribute)
@@ -32,6 +35,7 @@
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
+#include "sar/partition/coarsen.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -130,10 +134,49 @@ struct distributed_partition_options {
   ptscotch_options ptscotch{};
   /// Edges in flight per rank and round of the graph build.
   std::int64_t round_edges = default_build_round_edges;
+  /// ptscotch: the graph PT-Scotch partitions made smaller (clusters, a sample of the arcs),
+  /// then refined (none by default).
+  coarsening_options coarsening{};
   /// ptscotch: free the block's in-edges once the adjacency is built, for a caller that
   /// reads them again after partitioning (not held during PT-Scotch's peak).
   bool release_in_edges = false;
 };
+
+namespace detail {
+/// PT-Scotch's parts of `adjacency` made smaller by `coarsening` (star clusters, a sample of
+/// the arcs), projected back to `adjacency`'s rows and refined there. Collective.
+inline std::vector<int> partition_coarsened(mpi_communicator& comm, csr adjacency,
+                                            const partition_book& book, int parts,
+                                            const ptscotch_options& options,
+                                            const coarsening_options& coarsening,
+                                            phase_meter<mpi_communicator>* meter) {
+  const indexed_adjacency g = index_adjacency(adjacency);
+  std::vector<std::int64_t> weights;  // 1 + degree when balancing nodes and edges
+  if (options.balance == ptscotch_options::balance_kind::nodes_and_edges)
+    for (node_t r = 0; r < g.rows(); ++r) weights.push_back(1 + g.degree(r));
+  adjacency = csr{};
+  const std::vector<node_t> root =
+      star_clusters(comm, g, book, std::max<node_t>(coarsening.cluster_size, 1), options.seed);
+  coarse_graph coarse = contract(comm, g, book, root, weights);
+  sample_arcs(coarse, comm.rank(), coarsening.arc_fraction, options.seed);
+  std::int64_t arcs = coarse.adjacency.num_edges();
+  comm.all_reduce(std::span<std::int64_t>(&arcs, 1), reduce_op::sum);
+  if (comm.rank() == 0)
+    log_info(message("coarsened: ", book.num_nodes(), " nodes as ", coarse.book.num_nodes(),
+                     " clusters of at most ", coarsening.cluster_size, ", ", arcs,
+                     " arcs for PT-Scotch"));
+  if (meter) meter->end("coarsen");
+  const std::vector<int> coarse_parts = partition_ptscotch(
+      comm, std::move(coarse.adjacency), coarse.book, parts, options,
+      {.vertices = std::move(coarse.vertex_weights), .arcs = std::move(coarse.arc_weights)});
+  if (meter) meter->end("partition");
+  std::vector<int> part = project(comm, coarse, coarse_parts);
+  const std::int64_t moves = refine_parts(comm, g, book, weights, parts, options.imbalance, part,
+                                          options.seed, coarsening.refine_rounds);
+  if (comm.rank() == 0) log_info(message("refined: ", moves, " single-node moves"));
+  return part;
+}
+}  // namespace detail
 
 /// The part of each of `block`'s rows (block: this rank's range of dataset ids, in a book of one
 /// range per rank) by `options.method`; block.in_edges left empty if
@@ -147,6 +190,8 @@ inline std::vector<int> partition_block(mpi_communicator& comm, graph_part& bloc
   SAR_CHECK(parts >= 1 && parts <= std::max<node_t>(n, 1), invalid_argument,
             "sar::partition_block: ", parts, " parts for ", n, " nodes");
   std::vector<int> part(static_cast<std::size_t>(block.num_local()));
+  const bool coarsened =
+      options.method == distributed_method::ptscotch && options.coarsening.enabled();
   switch (options.method) {
     case distributed_method::random: {
       const counter_rng rng(options.seed, rng_stream::partition_random);
@@ -168,7 +213,10 @@ inline std::vector<int> partition_block(mpi_communicator& comm, graph_part& bloc
       if (meter) meter->end("build");
       ptscotch_options o = options.ptscotch;
       o.seed = options.seed;
-      part = partition_ptscotch(comm, std::move(adjacency), block.book, parts, o);
+      part = coarsened
+                 ? detail::partition_coarsened(comm, std::move(adjacency), block.book, parts, o,
+                                               options.coarsening, meter)
+                 : partition_ptscotch(comm, std::move(adjacency), block.book, parts, o);
       break;
     }
   }
@@ -177,7 +225,7 @@ inline std::vector<int> partition_block(mpi_communicator& comm, graph_part& bloc
   for (const int p : part) ++sizes[static_cast<std::size_t>(p)];
   comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
   check_part_sizes(sizes, n, "sar::partition_block");
-  if (meter) meter->end("partition");
+  if (meter) meter->end(coarsened ? "refine" : "partition");
   return part;
 }
 

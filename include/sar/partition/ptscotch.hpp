@@ -52,6 +52,15 @@ struct ptscotch_options {
   std::uint64_t seed = 0;
 };
 
+/// Weights of the vertices and arcs of the graph partition_ptscotch partitions (a coarsened
+/// graph's clusters and merged arcs, sar/partition/coarsen.hpp); empty: as the options say.
+struct ptscotch_weights {
+  /// Per row of this rank: the vertex's weight (> 0); replaces ptscotch_options::balance.
+  std::vector<std::int64_t> vertices;
+  /// Per arc of this rank: the arc's weight (> 0), the same in both directions.
+  std::vector<std::int64_t> arcs;
+};
+
 /// The largest count (vertices, arcs) the linked PT-Scotch takes: its SCOTCH_Num's maximum.
 inline constexpr std::int64_t ptscotch_max_count =
     static_cast<std::int64_t>(std::numeric_limits<SCOTCH_Num>::max());
@@ -59,14 +68,16 @@ inline constexpr std::int64_t ptscotch_max_count =
 /// The part in [0, parts) of each of this rank's nodes: `adjacency` holds this rank's rows
 /// [book.begin(rank), book.end(rank)) of a symmetric graph without self-loops or duplicates
 /// (columns are global ids; sar::symmetric_adjacency builds it), freed once PT-Scotch has its
-/// copy. Any number of parts (K need not equal the number of ranks). Deterministic for a given
-/// graph, rank count and seed.
+/// copy; `weights` optional (a rank without rows or arcs may leave them empty). Any number of
+/// parts (K need not equal the number of ranks). Deterministic for a given graph, rank count
+/// and seed.
 /// Requires book.num_parts() == comm.size(), parts >= 1. Collective.
 /// Throws sar::invalid_argument (on every rank) for a graph beyond the linked PT-Scotch's
 /// index range, naming the 64-bit build, or bad arguments; sar::error if PT-Scotch fails.
 inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency,
                                            const partition_book& book, int parts,
-                                           const ptscotch_options& options = {}) {
+                                           const ptscotch_options& options = {},
+                                           ptscotch_weights weights = {}) {
   constexpr const char* where = "sar::partition_ptscotch";
   const int rank = comm.rank();
   SAR_CHECK(book.num_parts() == comm.size() && adjacency.num_rows == book.size(rank) &&
@@ -75,8 +86,27 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
             " rows of its range of ", book.size(rank), " in a book of ", book.num_parts(),
             " ranges for ", comm.size(), " ranks, ", parts, " parts, imbalance ",
             options.imbalance);
-  std::int64_t arcs = adjacency.num_edges();
-  comm.all_reduce(std::span<std::int64_t>(&arcs, 1), reduce_op::sum);
+  const auto given_for = [](const auto& values, std::int64_t count) {
+    return values.empty() || static_cast<std::int64_t>(values.size()) == count;
+  };
+  SAR_CHECK(given_for(weights.vertices, adjacency.num_rows) &&
+                given_for(weights.arcs, adjacency.num_edges()),
+            invalid_argument, where, ": rank ", rank, " gives ", weights.vertices.size(),
+            " vertex and ", weights.arcs.size(), " arc weights for ", adjacency.num_rows,
+            " rows and ", adjacency.num_edges(), " arcs");
+  const bool weighted = options.balance == ptscotch_options::balance_kind::nodes_and_edges;
+  if (weights.vertices.empty() && weighted)
+    for (node_t r = 0; r < adjacency.num_rows; ++r)
+      weights.vertices.push_back(1 + adjacency.degree(r));
+  // Counts and weight sums must fit SCOTCH_Num: arcs, then the vertices' and arcs' weights.
+  std::int64_t sums[3] = {adjacency.num_edges(), 0, 0};
+  for (std::int64_t w : weights.vertices) sums[1] += w;
+  for (std::int64_t w : weights.arcs) sums[2] += w;
+  comm.all_reduce(std::span<std::int64_t>(sums), reduce_op::sum);
+  const std::int64_t arcs = sums[0];
+  SAR_CHECK(sums[1] <= ptscotch_max_count && sums[2] <= ptscotch_max_count, invalid_argument,
+            where, ": vertex weights summing to ", sums[1], " and arc weights to ", sums[2],
+            " exceed the ", ptscotch_max_count, " that the linked PT-Scotch takes");
   SAR_CHECK(book.num_nodes() <= ptscotch_max_count && arcs <= ptscotch_max_count && parts <= ptscotch_max_count,
             invalid_argument, where, ": the graph has ", book.num_nodes(), " nodes and ", arcs,
             " arcs (2 per undirected edge), more than the ", ptscotch_max_count, " that the "
@@ -88,15 +118,22 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
   const auto rows = static_cast<std::size_t>(adjacency.num_rows);
   std::vector<SCOTCH_Num> vertices(rows + 1), arcs_local(std::max<std::size_t>(
                                                   static_cast<std::size_t>(adjacency.num_edges()), 1));
-  std::vector<SCOTCH_Num> weights(std::max<std::size_t>(rows, 1), 1);
   std::vector<SCOTCH_Num> result(std::max<std::size_t>(rows, 1), 0);
   for (std::size_t r = 0; r <= rows; ++r) vertices[r] = static_cast<SCOTCH_Num>(adjacency.offsets[r]);
   for (std::size_t e = 0; e < adjacency.columns.size(); ++e)
     arcs_local[e] = static_cast<SCOTCH_Num>(adjacency.columns[e]);
-  const bool weighted = options.balance == ptscotch_options::balance_kind::nodes_and_edges;
-  if (weighted)
-    for (std::size_t r = 0; r < rows; ++r)
-      weights[r] = static_cast<SCOTCH_Num>(1 + adjacency.degree(static_cast<node_t>(r)));
+  const auto narrowed = [](const std::vector<std::int64_t>& wide, std::size_t size) {
+    std::vector<SCOTCH_Num> out(std::max<std::size_t>(size, 1), 1);
+    std::copy(wide.begin(), wide.end(), out.begin());
+    return out;
+  };
+  std::vector<SCOTCH_Num> vertex_weights = narrowed(weights.vertices, rows);
+  std::vector<SCOTCH_Num> arc_weights = narrowed(weights.arcs, adjacency.columns.size());
+  // Optional arrays are given by every rank or by none: a rank without rows or arcs follows.
+  std::int64_t given[2] = {!weights.vertices.empty(), !weights.arcs.empty()};
+  comm.all_reduce(std::span<std::int64_t>(given), reduce_op::max);
+  const bool with_vertex_weights = given[0] != 0, with_arc_weights = given[1] != 0;
+  weights = {};
 
   SCOTCH_Dgraph graph, bound;
   SCOTCH_Context context;
@@ -113,8 +150,9 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
   adjacency = csr{};  // copied: not held during PT-Scotch's own peak
   status |= SCOTCH_dgraphBuild(&graph, 0, static_cast<SCOTCH_Num>(rows),
                                static_cast<SCOTCH_Num>(rows), vertices.data(), nullptr,
-                               weighted ? weights.data() : nullptr, nullptr, edges, edges,
-                               arcs_local.data(), nullptr, nullptr);
+                               with_vertex_weights ? vertex_weights.data() : nullptr, nullptr,
+                               edges, edges, arcs_local.data(), nullptr,
+                               with_arc_weights ? arc_weights.data() : nullptr);
   status |= SCOTCH_contextBindDgraph(&context, &graph, &bound);
   SCOTCH_stratInit(&strategy);
   status |= SCOTCH_stratDgraphMapBuild(&strategy, SCOTCH_STRATDEFAULT,
