@@ -160,7 +160,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     source = sar::message("--dataset ", p.dataset, " partitioned by ", p.partition);
     std::vector<sar::graph_part> mine = sar::partition_distributed(
         comm, std::move(block),
-        {.method = sar::distributed_method_named(p.partition), .seed = p.seed});
+        {.method = sar::distributed_method_named(p.partition), .seed = p.seed,
+         .coarsening = {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction}});
     part = std::move(mine.front());
   } else {
     sar_programs::current_phase() = "reading " + p.partitions;
@@ -299,6 +300,16 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "small edge cut; random; contiguous) and move the nodes to their parts, as "
                  "mpirun sar-partition does")
       ->check(CLI::IsMember({"ptscotch", "random", "contiguous"}));
+  app.add_option("--cluster-size", p.cluster_size,
+                 "with --partition ptscotch: partition the graph of star clusters of at most "
+                 "this many nodes, then move single nodes to lower the cut, as sar-partition "
+                 "--cluster-size does (0: the graph itself)")
+      ->check(CLI::Range(sar::node_t{0}, sar::node_t{1} << 30));
+  app.add_option("--arc-fraction", p.arc_fraction,
+                 "with --partition ptscotch: the fraction of the (clustered) graph's arcs of "
+                 "weight 1 PT-Scotch partitions, as sar-partition --arc-fraction does")
+      ->check(sar_programs::finite_number)
+      ->check(CLI::Range(0.001, 1.0));
   app.add_flag("--skip-checksums", p.skip_checksums,
                "with --partitions or --partition: do not verify the CRC-32 of the part's files (faster start; "
                "a corrupt or foreign file then goes unnoticed)");
@@ -535,6 +546,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     SAR_CHECK(p.partitions.empty() || p.partition.empty(), sar::invalid_argument,
               "sar-train: --partitions (a store) and --partition (partition --dataset in "
               "memory) exclude each other");
+    SAR_CHECK(p.partition == "ptscotch" || (p.cluster_size <= 1 && p.arc_fraction == 1),
+              sar::invalid_argument, "sar-train: --cluster-size and --arc-fraction apply to "
+              "--partition ptscotch only");
     SAR_CHECK(p.partition.empty() || p.replication == 1, sar::invalid_argument,
               "sar-train: --replication ", p.replication, " needs a partition store "
               "(--partitions); --partition makes one part per rank");

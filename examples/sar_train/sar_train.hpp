@@ -49,6 +49,8 @@ struct program_options {
   std::string partitions;               // a partition store: distributed training
   std::string partition;                // or partition --dataset in memory: ptscotch | random |
                                         // contiguous (one part per rank, no store)
+  sar::node_t cluster_size = 0;         // --partition ptscotch coarsened: star clusters
+  double arc_fraction = 1;              // and the fraction of arcs PT-Scotch gets
   bool skip_checksums = false;          // read the store without verifying its CRC-32s
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;

@@ -10,7 +10,8 @@
 - mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it),
   also coarsened (--cluster-size, --arc-fraction).
 - Exactness: GCN trained from the PT-Scotch store on 2 and 4 ranks, and with --partition
-  ptscotch (no store) on 2 ranks, gives the per-epoch losses of one process, to 1e-5.
+  ptscotch (no store, also coarsened) on 2 ranks, gives the per-epoch losses of one process,
+  to 1e-5.
 - Features stored as bf16 (--storage bf16): one process's losses within 1e-2 of fp32's, and
   on 2 (no store) and 4 ranks (the store) those of one process to 1e-5; refused with
   --minibatch; an fp32 run refuses its checkpoint.
@@ -156,12 +157,18 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
                    "--out", os.path.join(tmp, "m")])
     check(bad.returncode != 0 and "--method ptscotch only, not metis" in bad.stderr,
           "--cluster-size with --method metis is refused")
-    metrics = os.path.join(tmp, "no-store.json")
-    run(mpirun(2, sar_train, "--dataset", npy, "--partition", "ptscotch", *common,
-               "--metrics-out", metrics))
-    worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
-    check(worst <= 1e-5, f"GCN with --partition ptscotch on 2 ranks (no store): losses within "
-          f"{worst:.1e} of one process")
+    for coarsened in ([], ["--cluster-size", "16", "--arc-fraction", "0.5"]):
+        metrics = os.path.join(tmp, "no-store.json")
+        run(mpirun(2, sar_train, "--dataset", npy, "--partition", "ptscotch", *coarsened, *common,
+                   "--metrics-out", metrics))
+        worst = max(abs(a - b) for a, b in zip(losses(metrics), losses(reference)))
+        how = " ".join(["--partition ptscotch", *coarsened])
+        check(worst <= 1e-5, f"GCN with {how} on 2 ranks (no store): losses within "
+              f"{worst:.1e} of one process")
+    bad = attempt(mpirun(2, sar_train, "--dataset", npy, "--partition", "random",
+                         "--cluster-size", "16", *common))
+    check(bad.returncode == 1 and "apply to --partition ptscotch only" in bad.stderr,
+          "sar-train --cluster-size with --partition random is refused")
 
     # Features stored as bf16: exact across rank counts as fp32 is (to the order of sums), near
     # the fp32 run, and refused where it does not apply.
