@@ -556,6 +556,16 @@ void test_coarsening(mpi_communicator& comm) {
   for (std::int64_t l : load)
     EXPECT(l <= 1.05 * static_cast<double>(n) / parts + 1, "refine_parts: a part of ", l, " nodes");
   EXPECT(after < 0.8 * before, "refine_parts: cut ", before, " -> ", after);
+  // A part out of range on one rank stops every rank (no rank left in a collective).
+  std::vector<int> broken = part;
+  if (comm.rank() == 0 && !broken.empty()) broken[0] = parts;
+  bool refused = false;
+  try {
+    refine_parts(comm, g, book, {}, parts, 0.05, broken, 3, 1);
+  } catch (const invalid_argument&) {
+    refused = true;
+  }
+  EXPECT(refused, "refine_parts: a part out of range on rank 0 is refused on every rank");
 
   // PT-Scotch on the coarsened graph: balanced, deterministic, a cut near its plain cut.
   for (const coarsening_options c : {coarsening_options{.cluster_size = most},

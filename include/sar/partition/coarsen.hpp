@@ -1,13 +1,15 @@
-// Coarsening and refinement around a distributed partitioner, for graphs whose ids carry no
-// locality: there, nearly every node of the graph is a neighbour (a ghost) of every rank, and
-// PT-Scotch keeps arrays per ghost at every level, so its memory per rank stops falling with P
-// (bench/RESULTS.md §18). Partitioning the graph of small clusters instead bounds the ghosts by
-// the number of clusters; projecting the parts back and moving single nodes to the part most of
-// their neighbours are in restores what the clusters blurred.
+// Coarsening and refinement around a distributed partitioner. On a graph whose ids carry no
+// locality, PT-Scotch's memory per rank falls slowly with P: nearly every node is a ghost of
+// every rank, and the arcs do not shrink at any level of its own coarsening (about 190 bytes
+// per arc of the rank, bench/RESULTS.md §32). Handing it the graph of small clusters (ghosts at
+// most the clusters) and a sample of that graph's arcs, then projecting the parts back and
+// moving single nodes to the part most of their neighbours are in, keeps the cut and takes the
+// memory down.
 //
 //   indexed_adjacency g = index_adjacency(adjacency);       // neighbours numbered once
 //   std::vector<node_t> root = star_clusters(comm, g, book, 32, seed);
 //   coarse_graph coarse = contract(comm, g, book, root, weights);
+//   sample_arcs(coarse, comm.rank(), 0.5, seed);
 //   ... parts of the coarse graph ... -> project(comm, coarse, coarse_parts)
 //   refine_parts(comm, g, book, weights, parts, 0.03, part, seed);
 //
@@ -16,16 +18,17 @@
 // an array over all nodes: values of neighbours come from their owners (sar::directory_lookup).
 #pragma once
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 
 #include "sar/comm/communicator.hpp"
 #include "sar/comm/directory.hpp"
@@ -134,9 +137,8 @@ std::vector<node_t> star_clusters(Comm& comm, const indexed_adjacency& g,
   for (int round = 0; round < rounds; ++round) {
     std::int64_t still_free = std::count(root.begin(), root.end(), free);
     if (min_max_over_ranks(comm, still_free).second == 0) break;
-    tbb::parallel_for(std::size_t{0}, g.ids.size(), [&](std::size_t s) {
-      key[s] = detail::coarsen_key(rng, round, g.ids[s]);
-    });
+    tbb::parallel_for(std::size_t{0}, g.ids.size(),
+                      [&](std::size_t s) { key[s] = detail::coarsen_key(rng, round, g.ids[s]); });
     // Roots: a free node that may lead, with the least key among its free neighbours that may.
     std::vector<std::int64_t> state = detail::neighbour_values(comm, g, book, root);
     parallel_rows([&](node_t r) {
@@ -331,6 +333,13 @@ std::int64_t refine_parts(Comm& comm, const indexed_adjacency& g, const partitio
                 (weights.empty() || weights.size() == part.size()),
             invalid_argument, "sar::refine_parts: rank ", comm.rank(), " has ", g.rows(), " rows, ",
             part.size(), " parts, ", weights.size(), " weights");
+  // Every rank learns of a part out of range (the next steps are collective).
+  const auto outside =
+      std::find_if(part.begin(), part.end(), [&](int p) { return p < 0 || p >= parts; });
+  SAR_CHECK(min_max_over_ranks(comm, outside == part.end() ? 0 : 1).second == 0, invalid_argument,
+            "sar::refine_parts: ",
+            outside == part.end() ? std::string("another rank") : message("rank ", comm.rank()),
+            " has a node in a part outside [0, ", parts, ")");
   const auto weight = [&](node_t r) { return weights.empty() ? std::int64_t{1} : weights[r]; };
   const counter_rng rng(seed, rng_stream::partition_random, /*sub_stream=*/2);
   std::int64_t moved_total = 0;
