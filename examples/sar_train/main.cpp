@@ -97,6 +97,11 @@ sar::model_config with_graph(sar::model_config config, sar::csr& graph,
   return with_edge_width(config, edge_features, comm);
 }
 
+/// How --partition ptscotch coarsens the graph PT-Scotch sees (--cluster-size, --arc-fraction).
+sar::coarsening_options coarsening_of(const program_options& p) {
+  return {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction};
+}
+
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
@@ -161,7 +166,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     std::vector<sar::graph_part> mine = sar::partition_distributed(
         comm, std::move(block),
         {.method = sar::distributed_method_named(p.partition), .seed = p.seed,
-         .coarsening = {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction}});
+         .coarsening = coarsening_of(p)});
     part = std::move(mine.front());
   } else {
     sar_programs::current_phase() = "reading " + p.partitions;
@@ -546,7 +551,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     SAR_CHECK(p.partitions.empty() || p.partition.empty(), sar::invalid_argument,
               "sar-train: --partitions (a store) and --partition (partition --dataset in "
               "memory) exclude each other");
-    SAR_CHECK(p.partition == "ptscotch" || (p.cluster_size <= 1 && p.arc_fraction == 1),
+    SAR_CHECK(p.partition == "ptscotch" || !coarsening_of(p).enabled(),
               sar::invalid_argument, "sar-train: --cluster-size and --arc-fraction apply to "
               "--partition ptscotch only");
     SAR_CHECK(p.partition.empty() || p.replication == 1, sar::invalid_argument,

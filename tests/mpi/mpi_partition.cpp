@@ -38,6 +38,7 @@
 
 using namespace sar;
 using mpi_test::block_of;
+using mpi_test::edge_cut;
 using mpi_test::test_ptscotch;
 namespace fs = std::filesystem;
 
@@ -443,18 +444,6 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
   io::chunk_bytes = chunk;
 }
 
-/// The edge cut of `part` (this rank's nodes' parts) over g's arcs, on every rank.
-double edge_cut(mpi_communicator& comm, const indexed_adjacency& g, const partition_book& book,
-                const std::vector<int>& part) {
-  const std::vector<std::int64_t> wide(part.begin(), part.end());
-  const std::vector<std::int64_t> theirs = directory_lookup(comm, book, wide, g.ids);
-  std::int64_t counts[2] = {0, static_cast<std::int64_t>(g.slots.size())};
-  for (node_t r = 0; r < g.rows(); ++r)
-    for (edge_t e = g.offsets[r]; e < g.offsets[r + 1]; ++e) counts[0] += theirs[g.slots[e]] != part[r];
-  comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
-  return static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
-}
-
 /// Star clusters are stars of at most the size asked, their graph keeps every weight, a sample
 /// of its arcs stays symmetric, refinement lowers a cut within the balance, and PT-Scotch on
 /// the coarsened graph keeps a cut near its cut on the graph.
@@ -547,9 +536,9 @@ void test_coarsening(mpi_communicator& comm) {
   std::vector<int> part(static_cast<std::size_t>(g.rows()));
   const counter_rng rng(3, rng_stream::partition_random);
   for (node_t r = 0; r < g.rows(); ++r) part[r] = static_cast<int>(rng.below(parts, first + r));
-  const double before = edge_cut(comm, g, book, part);
+  const double before = edge_cut(comm, adjacency, book, part);
   refine_parts(comm, g, book, {}, parts, 0.05, part, 3, 20);
-  const double after = edge_cut(comm, g, book, part);
+  const double after = edge_cut(comm, adjacency, book, part);
   std::vector<std::int64_t> load(parts, 0);
   for (int p : part) ++load[p];
   comm.all_reduce(std::span<std::int64_t>(load), reduce_op::sum);
@@ -582,7 +571,8 @@ void test_coarsening(mpi_communicator& comm) {
     comm.all_reduce(std::span<std::int64_t>(load), reduce_op::sum);
     for (std::int64_t l : load)
       EXPECT(l <= 1.05 * static_cast<double>(n) / parts + 1, "coarsened PT-Scotch: a part of ", l, " nodes");
-    const double cut = edge_cut(comm, g, book, mine), fine_cut = edge_cut(comm, g, book, fine);
+    const double cut = edge_cut(comm, adjacency, book, mine);
+    const double fine_cut = edge_cut(comm, adjacency, book, fine);
     if (comm.rank() == 0)
       std::printf("coarsened PT-Scotch (clusters %lld, arcs %.2f): cut %.3f, on the graph %.3f\n",
                   static_cast<long long>(c.cluster_size), c.arc_fraction, cut, fine_cut);

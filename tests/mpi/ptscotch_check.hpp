@@ -24,6 +24,20 @@ inline graph_part block_of(const graph_dataset& data, const partition_book& book
   return b;
 }
 
+/// The edge cut of `part` (the parts of this rank's rows of `rows`, columns global ids) over
+/// `rows`' edges, on every rank. Collective.
+inline double edge_cut(mpi_communicator& comm, const csr& rows, const partition_book& book,
+                       const std::vector<int>& part) {
+  const std::vector<std::int64_t> as_values(part.begin(), part.end());
+  const auto source_parts = directory_lookup(comm, book, as_values, rows.columns);
+  std::int64_t counts[2] = {0, rows.num_edges()};
+  for (node_t r = 0; r < rows.num_rows; ++r)
+    for (edge_t e = rows.offsets[r]; e < rows.offsets[r + 1]; ++e)
+      counts[0] += source_parts[static_cast<std::size_t>(e)] != part[r];
+  comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
+  return static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+}
+
 /// PT-Scotch on a planted graph, for P and 8 parts: valid, balanced within 5%, deterministic,
 /// an edge cut below half of random's.
 inline void test_ptscotch(mpi_communicator& comm) {
@@ -45,15 +59,7 @@ inline void test_ptscotch(mpi_communicator& comm) {
     comm.all_reduce(std::span<std::int64_t>(sizes), reduce_op::sum);
     const double mean = static_cast<double>(data.num_nodes()) / parts;
     for (std::int64_t s : sizes) EXPECT(s <= 1.05 * mean + 1, "PT-Scotch: a part of ", s, " nodes, mean ", mean);
-    // The edge cut, with each node's part looked up through the directory.
-    std::vector<std::int64_t> as_values(mine.begin(), mine.end());
-    const auto source_parts = directory_lookup(comm, book, as_values, block.in_edges.columns);
-    std::int64_t counts[2] = {0, block.in_edges.num_edges()};
-    for (node_t r = 0; r < block.num_local(); ++r)
-      for (edge_t e = block.in_edges.offsets[r]; e < block.in_edges.offsets[r + 1]; ++e)
-        counts[0] += source_parts[static_cast<std::size_t>(e)] != mine[r];
-    comm.all_reduce(std::span<std::int64_t>(counts), reduce_op::sum);
-    const double cut = static_cast<double>(counts[0]) / static_cast<double>(counts[1]);
+    const double cut = edge_cut(comm, block.in_edges, book, mine);
     const double random_cut = 1.0 - 1.0 / parts;
     if (comm.rank() == 0) std::printf("PT-Scotch, %d parts: edge cut %.3f (random %.3f)\n", parts, cut, random_cut);
     EXPECT(parts == 1 || cut < 0.5 * random_cut, "PT-Scotch: cut ", cut, " against random's ", random_cut);

@@ -151,9 +151,8 @@ inline std::vector<int> partition_coarsened(mpi_communicator& comm, csr adjacenc
                                             const coarsening_options& coarsening,
                                             phase_meter<mpi_communicator>* meter) {
   const indexed_adjacency g = index_adjacency(adjacency);
-  std::vector<std::int64_t> weights;  // 1 + degree when balancing nodes and edges
-  if (options.balance == ptscotch_options::balance_kind::nodes_and_edges)
-    for (node_t r = 0; r < g.rows(); ++r) weights.push_back(1 + g.degree(r));
+  const std::vector<std::int64_t> weights =
+      balance_weights(options, g.rows(), [&](node_t r) { return g.degree(r); });
   adjacency = csr{};
   const std::vector<node_t> root =
       star_clusters(comm, g, book, std::max<node_t>(coarsening.cluster_size, 1), options.seed);

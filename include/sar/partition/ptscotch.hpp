@@ -61,6 +61,17 @@ struct ptscotch_weights {
   std::vector<std::int64_t> arcs;
 };
 
+/// The vertex weights `options.balance` asks for, of rows whose degrees degree(r) gives:
+/// 1 + degree when balancing nodes and edges; empty (every vertex weighs 1) for nodes.
+template <class Degree>
+std::vector<std::int64_t> balance_weights(const ptscotch_options& options, node_t rows,
+                                          Degree&& degree) {
+  std::vector<std::int64_t> weights;
+  if (options.balance == ptscotch_options::balance_kind::nodes_and_edges)
+    for (node_t r = 0; r < rows; ++r) weights.push_back(1 + degree(r));
+  return weights;
+}
+
 /// The largest count (vertices, arcs) the linked PT-Scotch takes: its SCOTCH_Num's maximum.
 inline constexpr std::int64_t ptscotch_max_count =
     static_cast<std::int64_t>(std::numeric_limits<SCOTCH_Num>::max());
@@ -94,10 +105,9 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
             invalid_argument, where, ": rank ", rank, " gives ", weights.vertices.size(),
             " vertex and ", weights.arcs.size(), " arc weights for ", adjacency.num_rows,
             " rows and ", adjacency.num_edges(), " arcs");
-  const bool weighted = options.balance == ptscotch_options::balance_kind::nodes_and_edges;
-  if (weights.vertices.empty() && weighted)
-    for (node_t r = 0; r < adjacency.num_rows; ++r)
-      weights.vertices.push_back(1 + adjacency.degree(r));
+  if (weights.vertices.empty())
+    weights.vertices =
+        balance_weights(options, adjacency.num_rows, [&](node_t r) { return adjacency.degree(r); });
   // Counts and weight sums must fit SCOTCH_Num: arcs, then the vertices' and arcs' weights.
   std::int64_t sums[3] = {adjacency.num_edges(), 0, 0};
   for (std::int64_t w : weights.vertices) sums[1] += w;
@@ -107,7 +117,8 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
   SAR_CHECK(sums[1] <= ptscotch_max_count && sums[2] <= ptscotch_max_count, invalid_argument,
             where, ": vertex weights summing to ", sums[1], " and arc weights to ", sums[2],
             " exceed the ", ptscotch_max_count, " that the linked PT-Scotch takes");
-  SAR_CHECK(book.num_nodes() <= ptscotch_max_count && arcs <= ptscotch_max_count && parts <= ptscotch_max_count,
+  SAR_CHECK(book.num_nodes() <= ptscotch_max_count && arcs <= ptscotch_max_count &&
+                static_cast<std::int64_t>(parts) <= ptscotch_max_count,
             invalid_argument, where, ": the graph has ", book.num_nodes(), " nodes and ", arcs,
             " arcs (2 per undirected edge), more than the ", ptscotch_max_count, " that the "
             "linked PT-Scotch (", 8 * sizeof(SCOTCH_Num), "-bit SCOTCH_Num) takes: build sar "
@@ -122,13 +133,14 @@ inline std::vector<int> partition_ptscotch(mpi_communicator& comm, csr adjacency
   for (std::size_t r = 0; r <= rows; ++r) vertices[r] = static_cast<SCOTCH_Num>(adjacency.offsets[r]);
   for (std::size_t e = 0; e < adjacency.columns.size(); ++e)
     arcs_local[e] = static_cast<SCOTCH_Num>(adjacency.columns[e]);
-  const auto narrowed = [](const std::vector<std::int64_t>& wide, std::size_t size) {
+  // A weight array in SCOTCH_Num, all 1s where none is given.
+  const auto scotch_weights = [](const std::vector<std::int64_t>& wide, std::size_t size) {
     std::vector<SCOTCH_Num> out(std::max<std::size_t>(size, 1), 1);
     std::copy(wide.begin(), wide.end(), out.begin());
     return out;
   };
-  std::vector<SCOTCH_Num> vertex_weights = narrowed(weights.vertices, rows);
-  std::vector<SCOTCH_Num> arc_weights = narrowed(weights.arcs, adjacency.columns.size());
+  std::vector<SCOTCH_Num> vertex_weights = scotch_weights(weights.vertices, rows);
+  std::vector<SCOTCH_Num> arc_weights = scotch_weights(weights.arcs, adjacency.columns.size());
   // Optional arrays are given by every rank or by none: a rank without rows or arcs follows.
   std::int64_t given[2] = {!weights.vertices.empty(), !weights.arcs.empty()};
   comm.all_reduce(std::span<std::int64_t>(given), reduce_op::max);
