@@ -33,10 +33,9 @@
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/capacity.hpp"
-#include "sar/train/full_batch.hpp"
 #include "sar/train/model_file.hpp"
-#include "sar/train/models.hpp"
 #include "sar/version.hpp"
+#include "sar_train/shared_runs.hpp"
 
 namespace {
 
@@ -186,14 +185,8 @@ void measure_model(const sar::model_config& config, const sar::graph_size& g,
     sar::matrixf no_edge_table;
     sar::prepare_model_graph(config, data.graph, no_edge_table);
     edges[k] = static_cast<double>(data.graph.num_edges());
-    sar::local_schedule graph(std::move(data.graph));
-    auto model = sar::make_model<T, sar::local_schedule>(config, features, classes, 1);
-    auto optimiser = sar::make_optimiser(config, model);
-    const sar::matrix<T> x = data.features.cast<T>();
-    const sar::train_result r = sar::train_full_batch(
-        model, graph, optimiser, sar::node_data<T>{x, data.labels, data.split},
-        {.epochs = 3, .log_progress = false, .evaluate_every = 0});
-    seconds[k] = std::min(r.history[1].seconds, r.history[2].seconds);
+    const std::vector<double> epochs = sar_train::epoch_seconds<T>(config, data, 3);
+    seconds[k] = std::min(epochs[1], epochs[2]);
   }
   rates.epoch_seconds_per_edge = std::max(0.0, (seconds[1] - seconds[0]) / (edges[1] - edges[0]));
   rates.epoch_seconds_per_node =

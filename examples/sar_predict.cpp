@@ -30,6 +30,7 @@
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/version.hpp"
+#include "sar_train/shared_runs.hpp"
 
 namespace {
 
@@ -131,21 +132,11 @@ void check_outputs(sar::task_kind task, Eigen::Index outputs, const sar::model_d
             sar::task_name(task), " task");
 }
 
-/// The predictions of `saved` on `graph` for `features`, in float, in the targets' units.
-template <class T, class Schedule>
-sar::matrixf predict_with(const sar::saved_model& saved, Schedule& graph,
-                          const sar::matrixf& features) {
-  auto model = sar::load_model<T, Schedule>(saved);
-  const sar::matrix<T> x = features.template cast<T>();
-  sar::matrix<T> y = sar::predict(model, graph, x);
-  sar::to_original_units(y, saved.description.targets);
-  return y.template cast<float>();
-}
-
 template <class Schedule>
 sar::matrixf predict(const sar::saved_model& saved, Schedule& graph, const sar::matrixf& features) {
-  return saved.scalar == sar::npy_dtype::float64 ? predict_with<double>(saved, graph, features)
-                                                 : predict_with<float>(saved, graph, features);
+  return saved.scalar == sar::npy_dtype::float64
+             ? sar_train::predict_saved<double>(saved, graph, features)
+             : sar_train::predict_saved<float>(saved, graph, features);
 }
 
 /// Rank 0 collects every rank's rows (`ids`: their dataset ids) into dataset order and writes

@@ -1,8 +1,12 @@
-// sar-train: train_distributed<double> in a translation unit of its own (see sar_train.hpp).
+// sar-train: train_distributed<double> in a translation unit of its own (see sar_train.hpp), and
+// sar-predict's prediction on P ranks (shared_runs.hpp).
 #include "training.hpp"
 
 namespace sar_train {
 template nlohmann::json train_distributed<double>(
     const program_options&, const sar::model_config&, sar::graph_part&, const std::string&,
     sar::mpi_communicator&);
+template sar::matrixf predict_saved<double, sar::distributed_schedule<sar::mpi_communicator>>(
+    const sar::saved_model&, sar::distributed_schedule<sar::mpi_communicator>&,
+    const sar::matrixf&);
 }  // namespace sar_train

@@ -1,5 +1,5 @@
 // sar-train: the runs of models on local_schedule in double (see sar_train.hpp): one process,
-// and minibatch training on P ranks.
+// and minibatch training on P ranks; sar-predict's and sar-plan's (shared_runs.hpp).
 #include "training.hpp"
 
 namespace sar_train {
@@ -9,4 +9,8 @@ template nlohmann::json train_single<double>(
 template nlohmann::json train_sampled_distributed<double>(
     const program_options&, const sar::model_config&, sar::graph_part&, const std::string&,
     sar::mpi_communicator&);
+template sar::matrixf predict_saved<double, sar::local_schedule>(
+    const sar::saved_model&, sar::local_schedule&, const sar::matrixf&);
+template std::vector<double> epoch_seconds<double>(const sar::model_config&, sar::graph_dataset&,
+                                                int);
 }  // namespace sar_train

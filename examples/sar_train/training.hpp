@@ -24,12 +24,14 @@
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/checkpoint.hpp"
+#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 #include "sar/version.hpp"
 #include "sar_train.hpp"
+#include "shared_runs.hpp"
 
 namespace sar_train {
 
@@ -542,6 +544,32 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
   part.edge_types = {};
   local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
+}
+
+template <class T, class Schedule>
+sar::matrixf predict_saved(const sar::saved_model& saved, Schedule& graph,
+                           const sar::matrixf& features) {
+  auto model = sar::load_model<T, Schedule>(saved);
+  const sar::matrix<T> x = features.template cast<T>();
+  sar::matrix<T> y = sar::predict(model, graph, x);
+  sar::to_original_units(y, saved.description.targets);
+  return y.template cast<float>();
+}
+
+template <class T>
+std::vector<double> epoch_seconds(const sar::model_config& config, sar::graph_dataset& data,
+                                  int epochs) {
+  sar::local_schedule graph(std::move(data.graph));
+  auto model = sar::make_model<T, sar::local_schedule>(config, data.feature_dim(),
+                                                       data.num_outputs(), 1);
+  auto optimiser = sar::make_optimiser(config, model);
+  const sar::matrix<T> x = data.features.cast<T>();
+  const sar::train_result r = sar::train_full_batch(
+      model, graph, optimiser, sar::node_data<T>{x, data.labels, data.split},
+      {.epochs = epochs, .log_progress = false, .evaluate_every = 0});
+  std::vector<double> seconds;
+  for (const auto& epoch : r.history) seconds.push_back(epoch.seconds);
+  return seconds;
 }
 
 }  // namespace sar_train

@@ -32,6 +32,7 @@
 #include "sar/graph/io/ogb.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
+#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
 

@@ -33,6 +33,7 @@
 #include "test_support.hpp"
 #include "sar/optim/sgd.hpp"
 #include "sar/train/checkpoint.hpp"
+#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"

@@ -1,0 +1,10 @@
+// The models on one process (make_model and load_model in float and double on
+// sar::local_schedule), compiled once for every program and test that includes
+// sar/train/compiled_models.hpp.
+#define SAR_DEFINE_COMPILED_MODELS
+#include "sar/train/compiled_models.hpp"
+
+namespace sar {
+SAR_COMPILED_MODELS(, float, local_schedule)
+SAR_COMPILED_MODELS(, double, local_schedule)
+}  // namespace sar
