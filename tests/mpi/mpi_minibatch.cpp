@@ -12,6 +12,7 @@
 //   that read edge features or relations (mpnn, GAT with edge attention, GCN weighted by an
 //   edge column, R-GCN on a heterogeneous graph: each sampled edge's row and relation fetched
 //   from the rank that owns its destination);
+// - shuffled_shares: each rank holds its slices of the one-process permutation;
 // - bad input: a replication that does not divide N is a clear error on every rank.
 // Any failure prints the rank and ends every rank with MPI_Abort.
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "sar/graph/generators.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
+#include "sar/train/compiled_models.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
@@ -101,6 +103,51 @@ void check_samples(mpi_communicator& comm, graph_type& graph, const csr& whole,
     }
   }
   if (comm.rank() == 0) std::printf("ok  samples %s\n", what.c_str());
+}
+
+/// shuffled_shares on P ranks: each rank holds exactly its slices of the one-process
+/// permutation (shuffled_nodes of every training node), for batch sizes from 1 (most ranks'
+/// slices empty) to all the training nodes, and the whole minibatches joined from the slices
+/// are the permutation's.
+void check_shares(mpi_communicator& comm, graph_type& graph, const graph_dataset& data,
+                  const std::string& what) {
+  std::vector<node_t> all;
+  for (std::size_t v = 0; v < data.split.size(); ++v)
+    if (data.split[v] == node_split::train) all.push_back(static_cast<node_t>(v));
+  const auto count = static_cast<node_t>(all.size());
+  std::vector<node_split> split(static_cast<std::size_t>(graph.num_local()));
+  for (std::size_t r = 0; r < split.size(); ++r)
+    split[r] = data.split[static_cast<std::size_t>(graph.local_ids()[r])];
+  const std::vector<node_t> mine = graph.training_nodes(split);
+  std::int64_t total = static_cast<std::int64_t>(mine.size());
+  graph.all_reduce_sum(std::span<std::int64_t>(&total, 1));
+  EXPECT(total == count, what, ": the ranks list ", total, " training nodes, not ", count);
+  const int P = comm.size();
+  for (const node_t batch : {node_t{1}, node_t{7}, node_t{64}, count})
+    for (const std::uint64_t epoch : {0u, 3u}) {
+      const std::vector<node_t> order = shuffled_nodes(all, 11, epoch);
+      const minibatch_shares got = shuffled_shares(graph, mine, count, batch, 11, epoch);
+      EXPECT(got.batches() == (count + batch - 1) / batch, what, ": ", got.batches(),
+             " minibatches of ", batch);
+      std::vector<std::vector<node_t>> shares;
+      for (node_t b = 0; b < got.batches(); ++b) {
+        const node_t size = std::min(batch, count - b * batch);
+        const auto want = std::span<const node_t>(order).subspan(
+            static_cast<std::size_t>(b * batch + size * comm.rank() / P),
+            static_cast<std::size_t>(size * (comm.rank() + 1) / P - size * comm.rank() / P));
+        const auto share = got.share(b);
+        EXPECT(std::equal(share.begin(), share.end(), want.begin(), want.end()), what,
+               ": batch size ", batch, " epoch ", epoch, ": minibatch ", b, "'s share on rank ",
+               comm.rank(), " is not the permutation's slice");
+        shares.emplace_back(share.begin(), share.end());
+      }
+      const auto whole = detail::whole_minibatches(graph, got, 0, shares);
+      for (node_t b = 0; b < got.batches(); ++b)
+        EXPECT(std::equal(whole[b].begin(), whole[b].end(), order.begin() + b * batch,
+                          order.begin() + b * batch + got.seeds(b)),
+               what, ": minibatch ", b, " joined from the shares is not the permutation's");
+    }
+  if (comm.rank() == 0) std::printf("ok  shuffled shares %s\n", what.c_str());
 }
 
 struct run_result {
@@ -261,6 +308,7 @@ int main(int argc, char** argv) {
         part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
         graph_type graph(comm, part, c, kind == sampler_kind::layer_wise);
         check_samples(comm, graph, whole, kind, name + at);
+        if (kind == sampler_kind::node_wise) check_shares(comm, graph, data, at);
         check_training<double>(comm, data, assignment, c, kind, name + " double" + at);
         check_training<float>(comm, data, assignment, c, kind, name + " float" + at);
       }

@@ -260,17 +260,20 @@ class distributed_sampling_graph {
   /// Dataset id of each local row.
   std::span<const node_t> local_ids() const { return ids_; }
 
-  /// The dataset ids of every training node (by `split` of the local rows), sorted; the
-  /// same on every rank. Collective.
-  std::vector<node_t> training_nodes(std::span<const node_split> split) {
-    std::vector<std::int64_t> mine;
+  /// The dataset ids of this rank's training nodes (by `split` of the local rows), ascending;
+  /// none on a replica (replica() > 0), so the ranks' lists are disjoint.
+  std::vector<node_t> training_nodes(std::span<const node_split> split) const {
+    std::vector<node_t> mine;
     if (replica_ == 0)
       for (std::size_t r = 0; r < split.size(); ++r)
         if (split[r] == node_split::train) mine.push_back(ids_[r]);
-    std::vector<node_t> all;
-    for (const auto& part : all_gather(mine)) all.insert(all.end(), part.begin(), part.end());
-    std::sort(all.begin(), all.end());
-    return all;
+    std::sort(mine.begin(), mine.end());
+    return mine;
+  }
+  /// per_peer[r] to rank r; returns what each rank sent this one, in rank order. Collective.
+  template <wire_scalar V>
+  std::vector<std::vector<V>> all_to_all(const std::vector<std::vector<V>>& per_peer) {
+    return all_to_all_vectors(*comm_, per_peer);
   }
 
   /// Rows `ids` (dataset ids) of a matrix whose rows are the local nodes (every rank's has
@@ -489,7 +492,7 @@ class distributed_sampling_graph {
   /// Every rank's `mine`, in rank order. Collective.
   template <class V>
   std::vector<std::vector<V>> all_gather(const std::vector<V>& mine) {
-    return all_to_all_vectors(*comm_, std::vector<std::vector<V>>(comm_->size(), mine));
+    return all_to_all(std::vector<std::vector<V>>(comm_->size(), mine));
   }
   Comm* comm_;
   int replication_ = 1, group_ = 0, replica_ = 0;

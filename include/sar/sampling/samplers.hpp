@@ -364,6 +364,11 @@ class sampling_graph {
       if (split[v] == node_split::train) out.push_back(static_cast<node_t>(v));
     return out;
   }
+  /// `per_peer` itself: one process is its only peer.
+  template <class V>
+  std::vector<std::vector<V>> all_to_all(std::vector<std::vector<V>> per_peer) const {
+    return per_peer;
+  }
   /// The rows `ids` of `local` (gather_rows).
   template <class T>
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) const {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <concepts>
@@ -75,12 +76,101 @@ inline std::vector<node_t> shuffled_nodes(std::span<const node_t> nodes, std::ui
   return order;
 }
 
+/// This rank's part of an epoch's minibatches: the training nodes of all ranks in the order
+/// shuffled_nodes gives them, cut into minibatches of batch_size seeds (the last may be
+/// smaller), and minibatch b's seeds cut into `ranks` consecutive shares, share r for rank r.
+struct minibatch_shares {
+  node_t train_count = 0;          ///< training nodes over all ranks
+  node_t batch_size = 1;           ///< seeds per minibatch (the last may have fewer)
+  int rank = 0;                    ///< this rank
+  int ranks = 1;                   ///< ranks sharing each minibatch
+  std::vector<node_t> nodes;       ///< this rank's shares, minibatch after minibatch
+  std::vector<std::size_t> start;  ///< this rank's share of minibatch b: nodes[start[b], start[b + 1])
+
+  /// Number of minibatches.
+  node_t batches() const { return (train_count + batch_size - 1) / batch_size; }
+  /// Seeds of minibatch b (all ranks' shares).
+  node_t seeds(node_t b) const { return std::min(batch_size, train_count - b * batch_size); }
+  /// Where share r of a minibatch of `size` seeds begins within it (share r ends where r + 1
+  /// begins; share `ranks` begins at `size`).
+  node_t share_begin(node_t size, int r) const { return size * r / ranks; }
+  /// This rank's share of minibatch b.
+  std::span<const node_t> share(node_t b) const {
+    return std::span<const node_t>(nodes).subspan(start[b], start[b + 1] - start[b]);
+  }
+};
+
+/// The minibatch shares of `epoch` (minibatch_shares) from this rank's training nodes
+/// `training` (every rank's disjoint from the others', train_count over all ranks): the
+/// permutation keyed by (seed, epoch, node id) sorted across ranks by key range, so no rank
+/// holds more than its share of the training nodes. Requires batch_size >= 1. Collective on a
+/// distributed graph (three all-to-alls); one process: its shares are the whole minibatches.
+template <class Graph>
+minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
+                                 node_t train_count, node_t batch_size, std::uint64_t seed,
+                                 std::uint64_t epoch) {
+  minibatch_shares out;
+  out.train_count = train_count;
+  out.batch_size = batch_size;
+  out.rank = graph.rank();
+  out.ranks = graph.size();
+  const auto ranks = static_cast<std::size_t>(out.ranks);
+  // 1. (key, id) to the rank of the key's range: keys are uniform, so ranges hold even counts.
+  const counter_rng rng(seed, rng_stream::sampling, 1);
+  std::vector<std::vector<std::int64_t>> by_range(ranks);
+  for (node_t v : training) {
+    const std::uint64_t key = rng.bits(epoch, static_cast<std::uint64_t>(v))[0];
+    const auto range = static_cast<std::size_t>(((key >> 32) * ranks) >> 32);
+    by_range[range].insert(by_range[range].end(), {std::bit_cast<std::int64_t>(key), v});
+  }
+  std::vector<std::pair<std::uint64_t, node_t>> keyed;
+  for (const auto& from : graph.all_to_all(by_range))
+    for (std::size_t i = 0; i < from.size(); i += 2)
+      keyed.emplace_back(std::bit_cast<std::uint64_t>(from[i]), from[i + 1]);
+  by_range = {};
+  std::sort(keyed.begin(), keyed.end());
+  // 2. The place of this rank's first node in the global order: the counts of lower ranges.
+  std::int64_t first = 0;
+  {
+    const auto counts = graph.all_to_all(std::vector<std::vector<std::int64_t>>(
+        ranks, std::vector<std::int64_t>{static_cast<std::int64_t>(keyed.size())}));
+    for (std::size_t r = 0; r < static_cast<std::size_t>(out.rank); ++r) first += counts[r][0];
+  }
+  // 3. Each node to the rank whose share holds its place; each rank receives its nodes in
+  //    order (ranges ascend with the rank).
+  std::vector<std::vector<std::int64_t>> to_share(ranks);
+  for (std::size_t i = 0; i < keyed.size(); ++i) {
+    const std::int64_t place = first + static_cast<std::int64_t>(i);
+    const node_t b = place / batch_size;
+    const node_t within = place - b * batch_size, size = out.seeds(b);
+    // The last r with share_begin(size, r) <= within.
+    const auto r = static_cast<std::size_t>(((within + 1) * out.ranks + size - 1) / size - 1);
+    to_share[r].push_back(keyed[i].second);
+  }
+  keyed = {};
+  for (const auto& from : graph.all_to_all(to_share))
+    out.nodes.insert(out.nodes.end(), from.begin(), from.end());
+  const node_t batches = out.batches();
+  out.start.assign(static_cast<std::size_t>(batches) + 1, 0);
+  for (node_t b = 0; b < batches; ++b) {
+    const node_t size = out.seeds(b);
+    out.start[b + 1] = out.start[b] + static_cast<std::size_t>(
+        out.share_begin(size, out.rank + 1) - out.share_begin(size, out.rank));
+  }
+  SAR_CHECK(out.start[batches] == out.nodes.size(), error, "sar::shuffled_shares: rank ",
+            out.rank, " received ", out.nodes.size(), " seeds for shares of ",
+            out.start[batches], " (are the ranks' training nodes disjoint?)");
+  return out;
+}
+
 /// What the minibatch loop and layer-wise inference read of a graph: a sampling graph
 /// (sampling_graph_of) that also tells where the node data lives: sar::sampling_graph (one
 /// process) or sar::distributed_sampling_graph (a rank's part; its calls are collective).
 /// edge_features() and edge_types() are the edge table of local_rows() (a row and a relation
 /// per entry; 0 x 0 and empty: none), has_edge_table() whether there is one (the same on every
-/// rank), gather_edges(ids) the table's rows of any edge ids the sampler gave.
+/// rank), gather_edges(ids) the table's rows of any edge ids the sampler gave,
+/// training_nodes(split) this rank's training nodes (the ranks' disjoint), all_to_all(per_peer)
+/// a vector to each rank and back.
 template <class G>
 concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.rank() } -> std::same_as<int>;
@@ -94,6 +184,9 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.edge_types() } -> std::same_as<std::span<const std::int32_t>>;
   { cg.has_edge_table() } -> std::same_as<bool>;
   { g.gather_edges(std::span<const edge_t>{}) } -> std::same_as<edge_rows>;
+  { g.training_nodes(std::span<const node_split>{}) } -> std::same_as<std::vector<node_t>>;
+  { g.all_to_all(std::vector<std::vector<std::int64_t>>{}) }
+      -> std::same_as<std::vector<std::vector<std::int64_t>>>;
   g.all_reduce_max(std::int64_t{0});
 };
 
@@ -309,6 +402,30 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   return out;
 }
 
+/// The seeds of minibatches first, first + 1, ... of `order`, given shares[b], this rank's
+/// share of minibatch first + b: every rank's shares joined in rank order. Collective.
+template <class Graph>
+std::vector<std::vector<node_t>> whole_minibatches(Graph& graph, const minibatch_shares& order,
+                                                   node_t first,
+                                                   const std::vector<std::vector<node_t>>& shares) {
+  if (order.ranks == 1) return shares;
+  std::vector<std::int64_t> mine;
+  for (const auto& share : shares) mine.insert(mine.end(), share.begin(), share.end());
+  const auto all = graph.all_to_all(
+      std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(order.ranks), mine));
+  std::vector<std::vector<node_t>> seeds(shares.size());
+  for (int r = 0; r < order.ranks; ++r) {
+    auto at = all[static_cast<std::size_t>(r)].begin();
+    for (std::size_t b = 0; b < shares.size(); ++b) {
+      const node_t size = order.seeds(first + static_cast<node_t>(b));
+      const node_t count = order.share_begin(size, r + 1) - order.share_begin(size, r);
+      seeds[b].insert(seeds[b].end(), at, at + count);
+      at += count;
+    }
+  }
+  return seeds;
+}
+
 }  // namespace detail
 
 /// Trains `model` with `optimiser` on minibatches sampled from `graph` (sampling_graph: one
@@ -345,8 +462,9 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   const node_task task = data.node_targets();
   const Eigen::Index width = model.output_dim();
   task.check(n, width, where);
-  const std::vector<node_t> training = graph.training_nodes(data.split);
-  const auto train_count = static_cast<node_t>(training.size());
+  const std::vector<node_t> training = graph.training_nodes(data.split);  // this rank's
+  std::int64_t train_count = static_cast<std::int64_t>(training.size());
+  graph.all_reduce_sum(std::span<std::int64_t>(&train_count, 1));
   double valid_count = graph.counts_in_evaluation()
       ? static_cast<double>(node_selection{data.split, node_split::valid}.count(n)) : 0.0;
   graph.all_reduce_sum(std::span<double>(&valid_count, 1));
@@ -375,29 +493,23 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
                          .targets = {data.targets.data(), 0, data.targets.cols()},
                          .target_scale = {}, .sparse_features = data.sparse_features};
 
-  const auto rank = static_cast<std::size_t>(graph.rank());
-  const auto ranks = static_cast<std::size_t>(graph.size());
   auto grads = model.parameters().grads();
   const node_t batches = (train_count + mb.batch_size - 1) / mb.batch_size;
   for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
     epoch_stats stats;
     stats.epoch = epoch;
     const auto start = clock::now();
-    const std::vector<node_t> order =
-        shuffled_nodes(training, options.seed, static_cast<std::uint64_t>(epoch));
+    const minibatch_shares order = shuffled_shares(
+        graph, training, train_count, mb.batch_size, options.seed, static_cast<std::uint64_t>(epoch));
     double loss_sum = 0;
     for (node_t first = 0; first < batches; first += mb.bulk) {
       const node_t count = std::min<node_t>(mb.bulk, batches - first);
-      std::vector<std::vector<node_t>> seeds(static_cast<std::size_t>(count));
       std::vector<std::vector<node_t>> shares(static_cast<std::size_t>(count));
       for (node_t b = 0; b < count; ++b) {
-        const auto begin = order.begin() + (first + b) * mb.batch_size;
-        const auto size = static_cast<std::size_t>(
-            std::min<node_t>(mb.batch_size, train_count - (first + b) * mb.batch_size));
-        seeds[b].assign(begin, begin + static_cast<std::ptrdiff_t>(size));
-        shares[b].assign(begin + static_cast<std::ptrdiff_t>(size * rank / ranks),
-                         begin + static_cast<std::ptrdiff_t>(size * (rank + 1) / ranks));
+        const auto share = order.share(first + b);
+        shares[b].assign(share.begin(), share.end());
       }
+      const std::vector<std::vector<node_t>> seeds = detail::whole_minibatches(graph, order, first, shares);
       auto t = clock::now();
       std::vector<minibatch_sample> samples = sampler.sample(
           graph, seeds, shares, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
