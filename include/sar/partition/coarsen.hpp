@@ -19,7 +19,9 @@
 #pragma once
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_sort.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -344,8 +346,16 @@ std::int64_t refine_parts(Comm& comm, const indexed_adjacency& g, const partitio
   const counter_rng rng(seed, rng_stream::partition_random, /*sub_stream=*/2);
   std::int64_t moved_total = 0;
   std::vector<std::int64_t> load(static_cast<std::size_t>(parts));
-  std::vector<std::int64_t> links(static_cast<std::size_t>(parts), 0);  // arcs per part, one row
-  std::vector<int> touched;
+  // A thread's scan: arcs per part of the row at hand, the parts they touch, its candidates
+  // (arcs saved, row, to).
+  using move = std::tuple<std::int64_t, node_t, int>;
+  struct scan {
+    std::vector<std::int64_t> links;
+    std::vector<int> touched;
+    std::vector<move> moves;
+  };
+  tbb::enumerable_thread_specific<scan> scans(
+      [&] { return scan{std::vector<std::int64_t>(static_cast<std::size_t>(parts), 0), {}, {}}; });
   for (int round = 0; round < rounds; ++round) {
     std::fill(load.begin(), load.end(), 0);
     for (node_t r = 0; r < g.rows(); ++r) load[part[r]] += weight(r);
@@ -356,24 +366,32 @@ std::int64_t refine_parts(Comm& comm, const indexed_adjacency& g, const partitio
         static_cast<std::int64_t>((1 + imbalance) * static_cast<double>(total) / parts);
     const std::vector<std::int64_t> neighbour_part = detail::neighbour_values(comm, g, book, part);
 
-    // Candidate moves: (arcs saved, row, to).
-    std::vector<std::tuple<std::int64_t, node_t, int>> moves;
-    for (node_t r = 0; r < g.rows(); ++r) {
-      if ((rng.bits(static_cast<std::uint64_t>(first + r), static_cast<std::uint64_t>(round))[0] &
-           1) == 0)
-        continue;
-      for (edge_t e = g.offsets[r]; e < g.offsets[r + 1]; ++e) {
-        const auto p = static_cast<int>(neighbour_part[g.slots[e]]);
-        if (links[p]++ == 0) touched.push_back(p);
+    // Candidate moves, on every thread; sorted by arcs saved, then row (a total order, so the
+    // moves are the same on any thread count).
+    tbb::parallel_for(tbb::blocked_range<node_t>(0, g.rows(), 4096), [&](const auto& range) {
+      auto& [links, touched, found] = scans.local();
+      for (node_t r = range.begin(); r < range.end(); ++r) {
+        if ((rng.bits(static_cast<std::uint64_t>(first + r),
+                      static_cast<std::uint64_t>(round))[0] & 1) == 0)
+          continue;
+        for (edge_t e = g.offsets[r]; e < g.offsets[r + 1]; ++e) {
+          const auto p = static_cast<int>(neighbour_part[g.slots[e]]);
+          if (links[p]++ == 0) touched.push_back(p);
+        }
+        int best = part[r];
+        for (int p : touched)  // ties keep the node where it is, else take the first seen
+          if (links[p] > links[best]) best = p;
+        if (best != part[r]) found.emplace_back(links[best] - links[part[r]], r, best);
+        for (int p : touched) links[p] = 0;
+        touched.clear();
       }
-      int best = part[r];
-      for (int p : touched)  // ties keep the node where it is, else take the first seen
-        if (links[p] > links[best]) best = p;
-      if (best != part[r]) moves.emplace_back(links[best] - links[part[r]], r, best);
-      for (int p : touched) links[p] = 0;
-      touched.clear();
+    });
+    std::vector<move> moves;
+    for (scan& thread : scans) {
+      moves.insert(moves.end(), thread.moves.begin(), thread.moves.end());
+      thread.moves.clear();
     }
-    std::sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) {
+    tbb::parallel_sort(moves.begin(), moves.end(), [](const move& a, const move& b) {
       return std::get<0>(a) > std::get<0>(b) ||
              (std::get<0>(a) == std::get<0>(b) && std::get<1>(a) < std::get<1>(b));
     });
