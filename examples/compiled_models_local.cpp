@@ -1,4 +1,4 @@
-// The models on one process (make_model and load_model in float and double on
+// The models on one process (make_model, load_model and train_full_batch in float and double on
 // sar::local_schedule), compiled once for every program and test that includes
 // sar/train/compiled_models.hpp.
 #define SAR_DEFINE_COMPILED_MODELS

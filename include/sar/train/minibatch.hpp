@@ -61,14 +61,29 @@ struct minibatch_options {
   node_t inference_rows = 8192;  ///< destinations per block of layer-wise inference
 };
 
+/// The keys of the training permutations: node v of `epoch` goes where its key (then its id)
+/// sorts it. shuffled_nodes and shuffled_shares draw the same order from them.
+class shuffle_keys {
+ public:
+  /// The keys of `seed`.
+  explicit shuffle_keys(std::uint64_t seed) : rng_(seed, rng_stream::sampling, 1) {}
+  /// Node v's key in `epoch`.
+  std::uint64_t operator()(std::uint64_t epoch, node_t v) const {
+    return rng_.bits(epoch, static_cast<std::uint64_t>(v))[0];
+  }
+
+ private:
+  counter_rng rng_;
+};
+
 /// `nodes` in the order of `epoch`: a permutation keyed by (seed, epoch, node id), so it does
 /// not depend on how the nodes are listed or partitioned.
 inline std::vector<node_t> shuffled_nodes(std::span<const node_t> nodes, std::uint64_t seed,
                                           std::uint64_t epoch) {
-  const counter_rng rng(seed, rng_stream::sampling, 1);
+  const shuffle_keys key_of(seed);
   std::vector<std::pair<std::uint64_t, node_t>> keyed;
   keyed.reserve(nodes.size());
-  for (node_t v : nodes) keyed.emplace_back(rng.bits(epoch, static_cast<std::uint64_t>(v))[0], v);
+  for (node_t v : nodes) keyed.emplace_back(key_of(epoch, v), v);
   std::sort(keyed.begin(), keyed.end());
   std::vector<node_t> order;
   order.reserve(keyed.size());
@@ -85,7 +100,8 @@ struct minibatch_shares {
   int rank = 0;                    ///< this rank
   int ranks = 1;                   ///< ranks sharing each minibatch
   std::vector<node_t> nodes;       ///< this rank's shares, minibatch after minibatch
-  std::vector<std::size_t> start;  ///< this rank's share of minibatch b: nodes[start[b], start[b + 1])
+  /// This rank's share of minibatch b: nodes[start[b], start[b + 1]).
+  std::vector<std::size_t> start;
 
   /// Number of minibatches.
   node_t batches() const { return (train_count + batch_size - 1) / batch_size; }
@@ -116,10 +132,10 @@ minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
   out.ranks = graph.size();
   const auto ranks = static_cast<std::size_t>(out.ranks);
   // 1. (key, id) to the rank of the key's range: keys are uniform, so ranges hold even counts.
-  const counter_rng rng(seed, rng_stream::sampling, 1);
+  const shuffle_keys key_of(seed);
   std::vector<std::vector<std::int64_t>> by_range(ranks);
   for (node_t v : training) {
-    const std::uint64_t key = rng.bits(epoch, static_cast<std::uint64_t>(v))[0];
+    const std::uint64_t key = key_of(epoch, v);
     const auto range = static_cast<std::size_t>(((key >> 32) * ranks) >> 32);
     by_range[range].insert(by_range[range].end(), {std::bit_cast<std::int64_t>(key), v});
   }
@@ -499,8 +515,9 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     epoch_stats stats;
     stats.epoch = epoch;
     const auto start = clock::now();
-    const minibatch_shares order = shuffled_shares(
-        graph, training, train_count, mb.batch_size, options.seed, static_cast<std::uint64_t>(epoch));
+    const minibatch_shares order = shuffled_shares(graph, training, train_count, mb.batch_size,
+                                                   options.seed,
+                                                   static_cast<std::uint64_t>(epoch));
     double loss_sum = 0;
     for (node_t first = 0; first < batches; first += mb.bulk) {
       const node_t count = std::min<node_t>(mb.bulk, batches - first);
@@ -509,7 +526,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         const auto share = order.share(first + b);
         shares[b].assign(share.begin(), share.end());
       }
-      const std::vector<std::vector<node_t>> seeds = detail::whole_minibatches(graph, order, first, shares);
+      const std::vector<std::vector<node_t>> seeds =
+          detail::whole_minibatches(graph, order, first, shares);
       auto t = clock::now();
       std::vector<minibatch_sample> samples = sampler.sample(
           graph, seeds, shares, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(first));
