@@ -320,6 +320,8 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
          spec, ": num_classes ", block.num_classes, " expected ", whole.num_classes);
   EXPECT(block.task == whole.task && block.targets == expected.targets, spec, ": targets");
   EXPECT(block.edge_features == expected.edge_features, spec, ": edge features");
+  EXPECT(block.schema == expected.schema && block.edge_types == expected.edge_types, spec,
+         ": schema and relations");
   block.validate("read_dataset_block");
   // The features left for later and the in-edges freed (a .npy dataset's only) are then read
   // again: the same rows.
@@ -331,6 +333,65 @@ void expect_block_matches(mpi_communicator& comm, const std::string& spec,
              same_csr(deferred.rows.in_edges, expected.in_edges) &&
              deferred.rows.edge_features == expected.edge_features,
          spec, ": features, in-edges and edge features read after the rest");
+}
+
+/// Writes the heterogeneous `data` in OGB's raw layout of ogbn-mag at `dir`: num-node-dict,
+/// one edge file per relation (ids local to their types), each type's features (its
+/// feature_dim columns) and labels where it has any, and split/s/<type>/ where it has one.
+void write_ogb_heterogeneous(const fs::path& dir, const graph_dataset& data) {
+  const graph_schema& schema = data.schema;
+  const fs::path raw = dir / "raw";
+  fs::create_directories(raw);
+  std::ofstream types(raw / "num-node-dict.csv");
+  for (std::size_t t = 0; t < schema.node_types.size(); ++t)
+    types << (t ? "," : "") << schema.node_types[t].name;
+  types << '\n';
+  for (std::size_t t = 0; t < schema.node_types.size(); ++t)
+    types << (t ? "," : "") << schema.node_types[t].count;
+  types << '\n';
+  for (std::int32_t r = 0; r < schema.num_relations(); ++r) {
+    const relation& rel = schema.relations[static_cast<std::size_t>(r)];
+    const fs::path rel_dir = raw / "relations" / schema.canonical_name(r);
+    fs::create_directories(rel_dir);
+    std::ofstream edges(rel_dir / "edge.csv");
+    edge_t count = 0;
+    for (node_t i = 0; i < data.num_nodes(); ++i)
+      for (edge_t e = data.graph.offsets[i]; e < data.graph.offsets[i + 1]; ++e)
+        if (data.edge_types[static_cast<std::size_t>(e)] == r) {
+          edges << data.graph.columns[e] - schema.type_begin(rel.source_type) << ','
+                << i - schema.type_begin(rel.destination_type) << '\n';
+          ++count;
+        }
+    std::ofstream(rel_dir / "num-edge-list.csv") << count << '\n';
+  }
+  for (std::int32_t t = 0; t < schema.num_node_types(); ++t) {
+    const node_type& type = schema.node_types[static_cast<std::size_t>(t)];
+    const node_t begin = schema.type_begin(t), end = schema.type_begin(t + 1);
+    if (type.feature_dim > 0) {
+      fs::create_directories(raw / "node-feat" / type.name);
+      std::ofstream features(raw / "node-feat" / type.name / "node-feat.csv");
+      for (node_t i = begin; i < end; ++i)
+        for (Eigen::Index c = 0; c < type.feature_dim; ++c)
+          features << data.features(i, c) << (c + 1 < type.feature_dim ? ',' : '\n');
+    }
+    if (std::any_of(data.labels.begin() + begin, data.labels.begin() + end,
+                    [](std::int32_t l) { return l >= 0; })) {
+      fs::create_directories(raw / "node-label" / type.name);
+      std::ofstream labels(raw / "node-label" / type.name / "node-label.csv");
+      for (node_t i = begin; i < end; ++i) labels << data.labels[i] << '\n';
+    }
+    if (std::any_of(data.split.begin() + begin, data.split.begin() + end,
+                    [](node_split s) { return s != node_split::none; })) {
+      const fs::path split = dir / "split" / "s" / type.name;
+      fs::create_directories(split);
+      std::ofstream train(split / "train.csv"), valid(split / "valid.csv"), test(split / "test.csv");
+      for (node_t i = begin; i < end; ++i) {
+        const node_split s = data.split[i];
+        if (s != node_split::none)
+          (s == node_split::train ? train : s == node_split::valid ? valid : test) << i - begin << '\n';
+      }
+    }
+  }
 }
 
 /// What read_dataset_block throws on this rank ("" if nothing).
@@ -401,6 +462,13 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
   expect_block_matches(comm, npy_edges.string());
   expect_block_matches(comm, npy_regress.string());
   expect_block_matches(comm, ogb.string(), {.task = task_kind::regress});
+  // A heterogeneous OGB raw directory (ogbn-mag's layout) of the planted typed graph.
+  const fs::path hetero = scratch / "ogb-hetero";
+  if (comm.rank() == 0) write_ogb_heterogeneous(hetero, make_planted_heterogeneous(
+      {.num_papers = 700, .num_authors = 300, .feature_dim = 4, .author_feature_dim = 2,
+       .degree = 3, .authors_per_paper = 2, .seed = 3}));
+  comm.barrier();
+  expect_block_matches(comm, hetero.string());
 
   // Errors: the serial loader's message on the rank that finds it, every rank stops.
   const fs::path bad = scratch / "bad.txt", sparse = scratch / "sparse.txt";

@@ -7,8 +7,10 @@
 //                    their pieces' CRC-32 into each array's (crc32_combine)
 //   OGB raw          gzip is not seekable: every rank decompresses each file and parses only
 //                    its share (its rows of the per-node files, every P-th chunk of the edge
-//                    file): reading time is the whole file's decompression on every rank,
-//                    memory its share plus buffers
+//                    file; heterogeneous: its rows of each node type's files, every P-th chunk
+//                    of each relation's edge file, typed edges built at their destinations):
+//                    reading time is the whole file's decompression on every rank, memory its
+//                    share plus buffers
 //   edge list, .mtx  every P-th chunk of lines (plain or gzip, as above); line numbers in
 //                    errors stay exact
 //   generators       built whole on every rank, then cut (tests and demos; write large graphs
@@ -249,15 +251,49 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     out.task = read.rows.task;
     out.targets = std::move(read.rows.targets);
     block.rereadable = true;
+  } else if (fs::is_directory(path, ec) && is_ogb_heterogeneous(path)) {
+    // OGB raw, heterogeneous: every rank streams every file, keeping its rows of each node
+    // type's files and every P-th chunk of each relation's edge file.
+    namespace ogb = detail::ogb;
+    const ogb_options how{.sizes = options.sizes};
+    const fs::path type_file = path / "raw" / "num-node-dict";
+    node_t n = 0;
+    detail::guarded(failure, [&] { n = ogb::declared_size(path).first; });
+    agree();
+    pr::check_same_count(comm, n, type_file.string());
+    const partition_book book = book_of(n);
+    ogb::heterogeneous_share read;
+    detail::guarded(failure, [&] {
+      read = ogb::read_heterogeneous_share(path, how,
+                                           {.first = book.begin(rank), .last = book.end(rank),
+                                            .edges = {.index = rank, .count = size}});
+      for (const ogb::relation_directory& r : read.relations)
+        SAR_CHECK(!ogb::find_csv(r.dir, "edge-feat"), io_error, where, ": ",
+                  (r.dir / "edge-feat").string(), ": the edge features of an OGB raw directory "
+                  "are read by one process for now; convert it to a .npy dataset (sar-convert), "
+                  "which the ranks read in parallel");
+    });
+    agree();
+    ogb::check_heterogeneous_share(read, how, totals);
+    detail::guarded(failure, [&] { ogb::read_heterogeneous_rows(read, path, how); });
+    agree();
+    ogb::finish_heterogeneous_rows(read, path, totals);
+    graph_dataset& rows = read.rows;
+    block.name = rows.name;
+    out.book = book;
+    out.in_edges = build_typed_block_csr(comm, read.edges, read.edge_relations, book,
+                                         out.edge_types, options.round_edges);
+    out.schema = std::move(rows.schema);
+    out.features = std::move(rows.features);
+    out.labels = std::move(rows.labels);
+    out.split = std::move(rows.split);
+    out.num_classes = rows.num_classes;
+    out.task = rows.task;
   } else if (fs::is_directory(path, ec)) {
     // OGB raw: every rank streams every file, keeping its rows and every P-th edge chunk.
     const ogb_options ogb{.sizes = options.sizes};
     node_t n = 0;
     detail::guarded(failure, [&] {
-      SAR_CHECK(!detail::ogb::find_csv(path / "raw", "num-node-dict"), io_error, where, ": ",
-                (path / "raw" / "num-node-dict").string(), ": a heterogeneous OGB raw "
-                "directory is read by one process for now; convert it to a .npy dataset "
-                "(sar-convert), which the ranks read in parallel");
       n = detail::ogb::read_count(detail::ogb::require_csv(path / "raw", "num-node-list"));
     });
     agree();

@@ -208,6 +208,281 @@ inline std::vector<relation_directory> find_relations(const std::filesystem::pat
   return found;
 }
 
+/// What a reader of a share of a heterogeneous OGB raw directory read (the counterpart of
+/// ogb_raw_share): read_heterogeneous_share the schema and the share's edges,
+/// read_heterogeneous_rows the per-node files' rows [first, last).
+struct heterogeneous_share {
+  /// name, schema (relations; node types, each feature_dim the width of its node-feat, 0
+  /// without, once the rows are read), task classify, num_classes (stated, else -1), and the
+  /// features, labels (empty if no type has node-label) and split (empty without one) of the
+  /// rows [first, last); graph empty.
+  graph_dataset rows;
+  node_t first = 0;  ///< the first row (dataset id) read
+  node_t last = 0;   ///< one past the last
+  edge_list edges;   ///< the share's edges in dataset ids, relation after relation
+  std::vector<std::int32_t> edge_relations;   ///< the relation of each
+  std::vector<relation_directory> relations;  ///< their directories, in schema order
+  /// Per relation: its edge file, its line count, the edges this share read, num-edge-list's
+  /// count (-1 without that file) and that file.
+  std::vector<std::filesystem::path> edge_files, count_files;
+  /// \var edge_lines
+  /// See edge_files.
+  /// \var edges_read
+  /// See edge_files.
+  /// \var expected_edges
+  /// See edge_files.
+  std::vector<std::int64_t> edge_lines, edges_read, expected_edges;
+  std::vector<bool> vouched;  ///< per type: a node-feat or node-label file vouches for its count
+  std::vector<label_maximum> largest;  ///< per type: its largest label among the rows read
+  bool labelled = false;               ///< some type has node-label
+  std::filesystem::path type_file;     ///< raw/num-node-dict
+};
+
+/// The schema of the heterogeneous directory `dir` and the edges `share.edges` keeps of every
+/// relation's edge file (read_heterogeneous's layout and checks, without those a share cannot
+/// make alone: check_heterogeneous_share), for the rows [share.first, share.last). Not
+/// collective.
+inline heterogeneous_share read_heterogeneous_share(const std::filesystem::path& dir,
+                                                    const ogb_options& options,
+                                                    const ogb_share& share) {
+  namespace fs = std::filesystem;
+  const fs::path raw = dir / "raw";
+  SAR_CHECK(options.deduplicate && options.self_loops == self_loop_policy::keep,
+            invalid_argument, function, ": ", dir.string(), " is a heterogeneous dataset, whose "
+            "relations are built as written (a repeat within a relation merged, self-loops "
+            "kept): ogb_options::deduplicate false and self_loops other than keep do not apply");
+  SAR_CHECK(!find_csv(raw, "num-node-list"), io_error, function, ": ", raw.string(),
+            " holds both num-node-list (a homogeneous graph) and num-node-dict (a heterogeneous "
+            "one)");
+  const dataset_sizes& stated = options.sizes;
+  SAR_CHECK(stated.task.value_or(task_kind::classify) == task_kind::classify, io_error, function,
+            ": the task ", task_name(stated.task.value_or(task_kind::classify)), " is stated, but ",
+            dir.string(), " is a heterogeneous dataset, which sar reads for node classification "
+            "only (raw/node-label/<type>)");
+
+  heterogeneous_share out;
+  graph_dataset& data = out.rows;
+  data.name = dataset_name(dir);
+  data.num_classes = stated.num_classes;
+  graph_schema& schema = data.schema;
+  out.type_file = require_csv(raw, "num-node-dict");
+  const fs::path& type_file = out.type_file;
+  schema.node_types = read_node_types(type_file);
+  const node_t n = schema.type_begin(schema.num_node_types());
+  SAR_CHECK(stated.num_nodes < 0 || n == stated.num_nodes, io_error, function, ": ",
+            type_file.string(), " declares ", n, " nodes in all, but num_nodes is ",
+            stated.num_nodes);
+  out.first = std::clamp<node_t>(share.first, 0, n);
+  out.last = share.last < 0 ? n : std::clamp<node_t>(share.last, out.first, n);
+  out.relations = find_relations(raw, schema, type_file);
+  for (const relation_directory& r : out.relations) schema.relations.push_back(r.rel);
+  const std::int32_t types = schema.num_node_types();
+  const auto type = [&](std::int32_t t) -> node_type& {
+    return schema.node_types[static_cast<std::size_t>(t)];
+  };
+
+  // Per-type files: before anything of a type's size is allocated, each must be able to hold
+  // its lines; a type without any has only num-node-dict to vouch for its count.
+  out.vouched.assign(static_cast<std::size_t>(types), false);
+  for (const char* kind : {"node-feat", "node-label"}) {
+    check_type_directories(raw / kind, schema, type_file);
+    for (std::int32_t t = 0; t < types; ++t)
+      if (const auto file = find_csv(raw / kind / type(t).name, kind)) {
+        check_line_capacity(*file, type(t).count, type_file, message("'", type(t).name, "' nodes"));
+        out.vouched[static_cast<std::size_t>(t)] = true;
+      }
+  }
+
+  // Edges in dataset ids, relation by relation (edge k of a relation: line k + 1 of its file).
+  edge_list& edges = out.edges;
+  edges.num_nodes = n;
+  for (std::int32_t r = 0; r < schema.num_relations(); ++r) {
+    const relation& rel = schema.relations[static_cast<std::size_t>(r)];
+    const fs::path& rel_dir = out.relations[static_cast<std::size_t>(r)].dir;
+    out.edge_files.push_back(require_csv(rel_dir, "edge"));
+    out.expected_edges.push_back(-1);
+    out.count_files.emplace_back();
+    if (const auto found = find_csv(rel_dir, "num-edge-list")) {
+      out.expected_edges.back() = read_count(*found);
+      out.count_files.back() = *found;
+    }
+    const std::size_t before = edges.size();
+    const node_t bounds[2] = {type(rel.source_type).count, type(rel.destination_type).count};
+    out.edge_lines.push_back(read_edge_file(out.edge_files.back(), bounds, share.edges,
+                                            out.expected_edges.back(), out.count_files.back(),
+                                            edges.src, edges.dst));
+    out.edges_read.push_back(static_cast<std::int64_t>(edges.size() - before));
+    for (std::size_t k = before; k < edges.size(); ++k) {
+      edges.src[k] += schema.type_begin(rel.source_type);
+      edges.dst[k] += schema.type_begin(rel.destination_type);
+    }
+    out.edge_relations.resize(edges.size(), r);
+  }
+  return out;
+}
+
+/// The checks of read_heterogeneous over the whole directory that the shares' edges decide,
+/// totalled by `totals` over the readers (whole_input_totals: one reader): each relation's
+/// edge count against its num-edge-list, and, when a type has no per-node file and num_nodes
+/// is not stated, the node range rule (the shares' edges and the rows [first, last) of the
+/// types with per-node files). Throws what read_heterogeneous throws for them; collective
+/// where `totals` is.
+template <class Totals>
+void check_heterogeneous_share(const heterogeneous_share& read, const ogb_options& options,
+                               Totals& totals) {
+  for (std::size_t r = 0; r < read.edge_files.size(); ++r)
+    check_edge_count(read.edge_files[r], read.edge_lines[r], totals.sum(read.edges_read[r]),
+                     read.expected_edges[r], read.count_files[r]);
+  // Before anything of the node count's size is allocated: a type without per-node files has
+  // only num-node-dict to vouch for its count, so refuse a node range that neither edges nor
+  // per-node lines mostly use.
+  if (options.sizes.num_nodes >= 0 ||
+      std::find(read.vouched.begin(), read.vouched.end(), false) == read.vouched.end())
+    return;
+  const graph_schema& schema = read.rows.schema;
+  std::vector<node_t> listed;  // this share's rows of the types with per-node files
+  std::string unvouched;
+  for (std::int32_t t = 0; t < schema.num_node_types(); ++t) {
+    if (read.vouched[static_cast<std::size_t>(t)])
+      for (node_t i = std::max(read.first, schema.type_begin(t));
+           i < std::min(read.last, schema.type_begin(t + 1)); ++i)
+        listed.push_back(i);
+    else
+      unvouched += (unvouched.empty() ? "" : ", ") + schema.node_types[static_cast<std::size_t>(t)].name;
+  }
+  const node_t n = schema.type_begin(schema.num_node_types());
+  check_mostly_used<node_t>(
+      totals, n, {read.edges.src, read.edges.dst, listed},
+      message(function, ": ", read.type_file.string(), " declares ", n, " nodes (and the types ",
+              unvouched, " have no node-feat or node-label file with a line per node)"),
+      "appear in an edge or have such a line", "num_nodes", "--num-nodes");
+}
+
+/// Reads the rows [read.first, read.last) of the per-node files of the heterogeneous directory
+/// `dir` into read.rows: features (the widest type's width; a type's rows hold its features
+/// in their first feature_dim columns, zeros after), labels (-1 for unlabelled types) and the
+/// split, as read_heterogeneous describes them; the class count is left to
+/// finish_heterogeneous_rows. Not collective. Throws as read_heterogeneous does for them.
+inline void read_heterogeneous_rows(heterogeneous_share& read, const std::filesystem::path& dir,
+                                    const ogb_options& options) {
+  namespace fs = std::filesystem;
+  const fs::path raw = dir / "raw";
+  graph_dataset& data = read.rows;
+  graph_schema& schema = data.schema;
+  const fs::path& type_file = read.type_file;
+  const std::int32_t types = schema.num_node_types();
+  const node_t first = read.first, rows = read.last - read.first;
+  // Per type: its schema entry, name in errors, per-type file `kind`, rows [lo, hi) of the
+  // type within the share, and where they start among the share's rows.
+  const auto type = [&](std::int32_t t) -> node_type& {
+    return schema.node_types[static_cast<std::size_t>(t)];
+  };
+  const auto unit = [&](std::int32_t t) { return message("'", type(t).name, "' nodes"); };
+  const auto type_file_of = [&](const char* kind, std::int32_t t) {
+    return find_csv(raw / kind / type(t).name, kind);
+  };
+  const auto lo = [&](std::int32_t t) {
+    return std::clamp<node_t>(first - schema.type_begin(t), 0, type(t).count);
+  };
+  const auto hi = [&](std::int32_t t) {
+    return std::clamp<node_t>(read.last - schema.type_begin(t), lo(t), type(t).count);
+  };
+  const auto rows_of = [&](auto& per_row, std::int32_t t) {
+    return std::span(per_row).subspan(static_cast<std::size_t>(schema.type_begin(t) + lo(t) - first),
+                                      static_cast<std::size_t>(hi(t) - lo(t)));
+  };
+  // allocate_checked for `what` of `count` `unit`s ("the labels of the 9 nodes in <file>").
+  const auto allocate_for = [&](node_t count, std::string unit) {
+    return [&type_file, count, unit](const std::string& what, double bytes, auto&& allocate) {
+      allocate_checked(function, message(what, " of the ", count, " ", unit, " in ",
+                                         type_file.string()), bytes, allocate);
+    };
+  };
+
+  // Features: each type's rows, then its leading columns of the one feature matrix.
+  std::vector<matrixf> type_features(static_cast<std::size_t>(types));
+  for (std::int32_t t = 0; t < types; ++t)
+    if (const auto file = type_file_of("node-feat", t)) {
+      matrixf& block = type_features[static_cast<std::size_t>(t)];
+      const std::string rows_unit = unit(t);
+      read_rows(*file, type(t).count, lo(t), hi(t), type_file, "feature", block,
+                allocate_for(hi(t) - lo(t), rows_unit), rows_unit.c_str());
+      type(t).feature_dim = block.cols();
+    }
+  std::int64_t width = 0;
+  for (const node_type& t : schema.node_types) width = std::max(width, t.feature_dim);
+  allocate_for(rows, message("nodes (", width, " columns: the widest type's)"))(
+      "the features", 4.0 * static_cast<double>(rows) * static_cast<double>(width),
+      [&] { data.features.setZero(rows, width); });
+  for (std::int32_t t = 0; t < types; ++t) {
+    matrixf& block = type_features[static_cast<std::size_t>(t)];
+    if (block.size() > 0)
+      data.features.block(schema.type_begin(t) + lo(t) - first, 0, block.rows(), block.cols()) =
+          block;
+    block = matrixf();
+  }
+
+  // Labels: -1 for the nodes of types without node-label.
+  read.largest.assign(static_cast<std::size_t>(types), {});
+  for (std::int32_t t = 0; t < types; ++t)
+    if (const auto file = type_file_of("node-label", t)) {
+      if (!read.labelled)
+        allocate_for(rows, "nodes")("the labels", 4.0 * static_cast<double>(rows),
+                                    [&] { data.labels.assign(static_cast<std::size_t>(rows), -1); });
+      read.labelled = true;
+      read.largest[static_cast<std::size_t>(t)] =
+          read_labels(*file, type(t).count, lo(t), rows_of(data.labels, t),
+                      options.sizes.num_classes, type_file, unit(t));
+    }
+  SAR_CHECK(read.labelled || options.sizes.num_classes < 0, io_error, function,
+            ": num_classes = ", options.sizes.num_classes, " is stated, but ", dir.string(),
+            " has no labels (raw/node-label/<type>/node-label.csv.gz)");
+
+  // Split: split/<name>/<type>/, local ids.
+  if (const fs::path split_dir = split_directory(dir, options.split_name); !split_dir.empty()) {
+    check_type_directories(split_dir, schema, type_file);
+    allocate_for(rows, "nodes")("the split", static_cast<double>(rows), [&] {
+      data.split.assign(static_cast<std::size_t>(rows), node_split::none);
+    });
+    bool any = false;
+    for (std::int32_t t = 0; t < types; ++t)
+      if (const fs::path type_dir = split_dir / type(t).name; fs::is_directory(type_dir)) {
+        read_splits(type_dir, type(t).count, lo(t), rows_of(data.split, t));
+        any = true;
+      }
+    SAR_CHECK(any, io_error, function, ": ", split_dir.string(), " holds the split of no node "
+              "type (expected ", (split_dir / "<type>").string(), "/{train,valid,test}.csv.gz)");
+  }
+}
+
+/// The class count of read_heterogeneous over the whole directory, of whose shares `totals`
+/// totals the readers' labels: read.rows.num_classes stated, else the largest label + 1 with
+/// the mostly-empty range rule (0 without labels). Throws as read_heterogeneous does;
+/// collective where `totals` is.
+template <class Totals>
+void finish_heterogeneous_rows(heterogeneous_share& read, const std::filesystem::path& dir,
+                               Totals& totals) {
+  graph_dataset& data = read.rows;
+  if (read.labelled && data.num_classes < 0) {
+    label_maximum largest;
+    std::filesystem::path largest_file;
+    for (std::int32_t t = 0; t < data.schema.num_node_types(); ++t) {
+      const auto file = find_csv(dir / "raw" / "node-label" /
+                                     data.schema.node_types[static_cast<std::size_t>(t)].name,
+                                 "node-label");
+      if (!file) continue;
+      const label_maximum& mine = read.largest[static_cast<std::size_t>(t)];
+      const auto [label, line] = totals.max_with_line(mine.label, mine.line);
+      if (label > largest.label) {
+        largest = {static_cast<std::int32_t>(label), line};
+        largest_file = *file;
+      }
+    }
+    count_classes(data, largest, largest_file, totals);
+  }
+  data.num_classes = std::max(data.num_classes, 0);
+}
+
 /// read_ogb_raw of a heterogeneous directory `dir` (OGB's raw layout of ogbn-mag):
 ///   raw/num-node-dict.csv.gz   the node types' names, comma-separated, then their counts
 ///                              (required): type t's nodes are the dataset ids
@@ -251,99 +526,17 @@ inline std::vector<relation_directory> find_relations(const std::filesystem::pat
 inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
                                         const ogb_options& options) {
   namespace fs = std::filesystem;
-  const fs::path raw = dir / "raw";
-  SAR_CHECK(options.deduplicate && options.self_loops == self_loop_policy::keep,
-            invalid_argument, function, ": ", dir.string(), " is a heterogeneous dataset, whose "
-            "relations are built as written (a repeat within a relation merged, self-loops "
-            "kept): ogb_options::deduplicate false and self_loops other than keep do not apply");
-  SAR_CHECK(!find_csv(raw, "num-node-list"), io_error, function, ": ", raw.string(),
-            " holds both num-node-list (a homogeneous graph) and num-node-dict (a heterogeneous "
-            "one)");
-  const dataset_sizes& stated = options.sizes;
-  SAR_CHECK(stated.task.value_or(task_kind::classify) == task_kind::classify, io_error, function,
-            ": the task ", task_name(stated.task.value_or(task_kind::classify)), " is stated, but ",
-            dir.string(), " is a heterogeneous dataset, which sar reads for node classification "
-            "only (raw/node-label/<type>)");
+  heterogeneous_share read = read_heterogeneous_share(dir, options, {});
+  whole_input_totals totals;
+  check_heterogeneous_share(read, options, totals);
 
-  graph_dataset data;
-  data.name = dataset_name(dir);
-  graph_schema& schema = data.schema;
-  const fs::path type_file = require_csv(raw, "num-node-dict");
-  schema.node_types = read_node_types(type_file);
-  const std::vector<node_t> begins = schema.type_begins();
-  const node_t n = begins.back();
-  SAR_CHECK(stated.num_nodes < 0 || n == stated.num_nodes, io_error, function, ": ",
-            type_file.string(), " declares ", n, " nodes in all, but num_nodes is ",
-            stated.num_nodes);
-  const std::vector<relation_directory> relations = find_relations(raw, schema, type_file);
-  for (const relation_directory& r : relations) schema.relations.push_back(r.rel);
-  const std::int32_t types = schema.num_node_types();
-
-  // Per type: its schema entry, first dataset id, name in errors, per-type file `kind`
-  // (node-feat, node-label), rows of a per-node array.
-  const auto type = [&](std::int32_t t) -> node_type& {
-    return schema.node_types[static_cast<std::size_t>(t)];
-  };
-  const auto begin = [&](std::int32_t t) { return begins[static_cast<std::size_t>(t)]; };
-  const auto unit = [&](std::int32_t t) { return message("'", type(t).name, "' nodes"); };
-  const auto type_file_of = [&](const char* kind, std::int32_t t) {
-    return find_csv(raw / kind / type(t).name, kind);
-  };
-  const auto rows_of = [&](auto& per_node, std::int32_t t) {
-    return std::span(per_node).subspan(static_cast<std::size_t>(begin(t)),
-                                       static_cast<std::size_t>(type(t).count));
-  };
-  // allocate_checked for `what` of `rows` `unit`s ("the labels of the 9 nodes in <file>").
-  const auto allocate_for = [&](node_t rows, std::string unit) {
-    return [&type_file, rows, unit](const std::string& what, double bytes, auto&& allocate) {
-      allocate_checked(function, message(what, " of the ", rows, " ", unit, " in ",
-                                         type_file.string()), bytes, allocate);
-    };
-  };
-
-  // Per-type files: before anything of a type's size is allocated, each must be able to hold
-  // its lines; a type without any has only num-node-dict to vouch for its count.
-  std::vector<bool> vouched(static_cast<std::size_t>(types), false);
-  for (const char* kind : {"node-feat", "node-label"}) {
-    check_type_directories(raw / kind, schema, type_file);
-    for (std::int32_t t = 0; t < types; ++t)
-      if (const auto file = type_file_of(kind, t)) {
-        check_line_capacity(*file, type(t).count, type_file, unit(t));
-        vouched[static_cast<std::size_t>(t)] = true;
-      }
-  }
-
-  // Edges in dataset ids, relation by relation (edge k of a relation: line k + 1 of its file),
-  // and their edge features: every relation has them, equally wide, or none.
-  edge_list edges;
-  edges.num_nodes = n;
-  std::vector<std::int32_t> edge_relations;
+  // Edge features (one reader): every relation has them, equally wide, or none.
   std::vector<matrixf> edge_rows;  // per relation, if they have edge features
   std::optional<fs::path> with_edge_features, without_edge_features;  // a relation of each
   Eigen::Index edge_width = 0;     // the edge features' width, in `width_file`
   fs::path width_file;
-  for (std::int32_t r = 0; r < schema.num_relations(); ++r) {
-    const relation& rel = schema.relations[static_cast<std::size_t>(r)];
-    const fs::path& rel_dir = relations[static_cast<std::size_t>(r)].dir;
-    const fs::path file = require_csv(rel_dir, "edge");
-    std::int64_t expected = -1;
-    fs::path count_file;
-    if (const auto found = find_csv(rel_dir, "num-edge-list")) {
-      expected = read_count(*found);
-      count_file = *found;
-    }
-    const std::size_t before = edges.size();
-    const node_t bounds[2] = {type(rel.source_type).count, type(rel.destination_type).count};
-    const std::int64_t lines =
-        read_edge_file(file, bounds, {}, expected, count_file, edges.src, edges.dst);
-    const auto read = static_cast<std::int64_t>(edges.size() - before);
-    check_edge_count(file, lines, read, expected, count_file);
-    for (std::size_t k = before; k < edges.size(); ++k) {
-      edges.src[k] += begin(rel.source_type);
-      edges.dst[k] += begin(rel.destination_type);
-    }
-    edge_relations.resize(edges.size(), r);
-
+  for (std::size_t r = 0; r < read.relations.size(); ++r) {
+    const fs::path& rel_dir = read.relations[r].dir;
     const auto feature_file = find_csv(rel_dir, "edge-feat");
     (feature_file ? with_edge_features : without_edge_features) = feature_file.value_or(rel_dir);
     SAR_CHECK(!with_edge_features || !without_edge_features, io_error, function, ": ",
@@ -351,8 +544,8 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
               without_edge_features->string(), " has no edge-feat.csv.gz: every relation has "
               "edge features, or none");
     if (!feature_file) continue;
-    edge_rows.push_back(read_edge_rows(*feature_file, read, file));
-    if (read == 0) continue;  // no row to tell the width
+    edge_rows.push_back(read_edge_rows(*feature_file, read.edges_read[r], read.edge_files[r]));
+    if (read.edges_read[r] == 0) continue;  // no row to tell the width
     if (width_file.empty()) {
       edge_width = edge_rows.back().cols();
       width_file = *feature_file;
@@ -363,89 +556,13 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
               "are equally wide");
   }
 
-  // Before anything of the node count's size is allocated: a type without per-node files has
-  // only num-node-dict to vouch for its count, so refuse a node range that neither edges nor
-  // per-node lines mostly use.
-  if (stated.num_nodes < 0 && std::find(vouched.begin(), vouched.end(), false) != vouched.end()) {
-    std::vector<node_t> listed;  // the nodes of the types with per-node files
-    std::string unvouched;
-    for (std::int32_t t = 0; t < types; ++t) {
-      if (vouched[static_cast<std::size_t>(t)])
-        for (node_t i = begin(t); i < begin(t + 1); ++i) listed.push_back(i);
-      else
-        unvouched += (unvouched.empty() ? "" : ", ") + type(t).name;
-    }
-    whole_input_totals totals;
-    check_mostly_used<node_t>(
-        totals, n, {edges.src, edges.dst, listed},
-        message(function, ": ", type_file.string(), " declares ", n, " nodes (and the types ",
-                unvouched, " have no node-feat or node-label file with a line per node)"),
-        "appear in an edge or have such a line", "num_nodes", "--num-nodes");
-  }
-
-  // Features: each type's rows, then its leading columns of the one feature matrix.
-  std::vector<matrixf> type_features(static_cast<std::size_t>(types));
-  for (std::int32_t t = 0; t < types; ++t)
-    if (const auto file = type_file_of("node-feat", t)) {
-      matrixf& rows = type_features[static_cast<std::size_t>(t)];
-      const std::string rows_unit = unit(t);
-      read_rows(*file, type(t).count, 0, type(t).count, type_file, "feature", rows,
-                allocate_for(type(t).count, rows_unit), rows_unit.c_str());
-      type(t).feature_dim = rows.cols();
-    }
-  std::int64_t width = 0;
-  for (const node_type& t : schema.node_types) width = std::max(width, t.feature_dim);
-  allocate_for(n, message("nodes (", width, " columns: the widest type's)"))(
-      "the features", 4.0 * static_cast<double>(n) * static_cast<double>(width),
-      [&] { data.features.setZero(n, width); });
-  for (std::int32_t t = 0; t < types; ++t) {
-    matrixf& rows = type_features[static_cast<std::size_t>(t)];
-    if (rows.size() > 0) data.features.block(begin(t), 0, rows.rows(), rows.cols()) = rows;
-    rows = matrixf();
-  }
-
-  // Labels: -1 for the nodes of types without node-label.
-  data.num_classes = stated.num_classes;
-  label_maximum largest;
-  fs::path largest_file;
-  for (std::int32_t t = 0; t < types; ++t)
-    if (const auto file = type_file_of("node-label", t)) {
-      if (data.labels.empty())
-        allocate_for(n, "nodes")("the labels", 4.0 * static_cast<double>(n),
-                                 [&] { data.labels.assign(static_cast<std::size_t>(n), -1); });
-      const label_maximum type_largest =
-          read_labels(*file, type(t).count, 0, rows_of(data.labels, t), stated.num_classes,
-                      type_file, unit(t));
-      if (type_largest.label > largest.label) {
-        largest = type_largest;
-        largest_file = *file;
-      }
-    }
-  SAR_CHECK(!data.labels.empty() || stated.num_classes < 0, io_error, function,
-            ": num_classes = ", stated.num_classes, " is stated, but ", dir.string(),
-            " has no labels (raw/node-label/<type>/node-label.csv.gz)");
-  whole_input_totals totals;
-  if (!data.labels.empty() && stated.num_classes < 0)
-    count_classes(data, largest, largest_file, totals);
-  data.num_classes = std::max(data.num_classes, 0);
-
-  // Split: split/<name>/<type>/, local ids.
-  if (const fs::path split_dir = split_directory(dir, options.split_name); !split_dir.empty()) {
-    check_type_directories(split_dir, schema, type_file);
-    allocate_for(n, "nodes")("the split", static_cast<double>(n), [&] {
-      data.split.assign(static_cast<std::size_t>(n), node_split::none);
-    });
-    bool any = false;
-    for (std::int32_t t = 0; t < types; ++t)
-      if (const fs::path type_dir = split_dir / type(t).name; fs::is_directory(type_dir)) {
-        read_splits(type_dir, type(t).count, 0, rows_of(data.split, t));
-        any = true;
-      }
-    SAR_CHECK(any, io_error, function, ": ", split_dir.string(), " holds the split of no node "
-              "type (expected ", (split_dir / "<type>").string(), "/{train,valid,test}.csv.gz)");
-  }
+  read_heterogeneous_rows(read, dir, options);
+  finish_heterogeneous_rows(read, dir, totals);
+  graph_dataset& data = read.rows;
 
   // The graph: every relation's edges, typed; each entry's edge features its input edge's.
+  const node_t n = data.schema.type_begin(data.schema.num_node_types());
+  const edge_list& edges = read.edges;
   const bool edge_data = with_edge_features.has_value();
   const auto m = static_cast<Eigen::Index>(edges.size());
   matrixf per_edge;  // one row per input edge
@@ -462,16 +579,16 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
     }
   }
   std::vector<edge_t> origins;
-  allocate_checked(function, message("the graph of the ", n, " nodes in ", type_file.string()),
+  allocate_checked(function, message("the graph of the ", n, " nodes in ", read.type_file.string()),
                    3.0 * sizeof(edge_t) * (static_cast<double>(n) + 1) +
                        static_cast<double>(m) * (2 * sizeof(node_t) + sizeof(std::int32_t) +
                                                  (edge_data ? sizeof(edge_t) : 0)),
                    [&] {
-                     data.graph = build_typed_csr(edges, edge_relations, data.edge_types,
+                     data.graph = build_typed_csr(edges, read.edge_relations, data.edge_types,
                                                   edge_data ? &origins : nullptr);
                    });
   if (edge_data) data.edge_features = take_edge_rows(per_edge, origins, function.data());
-  return data;
+  return std::move(data);
 }
 
 /// The node count raw/num-node-dict of the heterogeneous directory `dir` declares, and the
