@@ -8,6 +8,7 @@ send per epoch, split by kind (sar-train's sampling_bytes_per_epoch: rows of A f
 feature rows, labels, request ids) and the epoch time, against one process's epoch.
 
   bench/minibatch_traffic.py --build build [--nodes 200000] [--ranks 4] [--work DIR]
+                             [--bulks 1 8 32] [--storage fp32|bf16]
 """
 import argparse
 import json
@@ -19,6 +20,8 @@ parser.add_argument("--build", default="build", help="meson build directory")
 parser.add_argument("--nodes", type=int, default=200000, help="planted graph size")
 parser.add_argument("--ranks", type=int, default=4)
 parser.add_argument("--bulks", type=int, nargs="+", default=[1, 8, 32])
+parser.add_argument("--storage", default="fp32", choices=["fp32", "bf16"],
+                    help="how the features are held (bf16: gathered and sent as bf16)")
 parser.add_argument("--work", default="/tmp/sar-bench-traffic",
                     help="directory for the dataset, store and metrics (created)")
 args = parser.parse_args()
@@ -27,7 +30,7 @@ programs = os.path.join(args.build, "examples")
 os.makedirs(args.work, exist_ok=True)
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 model = ["--model", "sage", "--layers", "3", "--fanouts", "15,10,5", "--minibatch", "1024",
-         "--epochs", "2", "--eval-every", "0", "--quiet"]
+         "--epochs", "2", "--eval-every", "0", "--quiet", "--storage", args.storage]
 
 dataset = os.path.join(args.work, "planted-%d.npy" % args.nodes)
 if not os.path.exists(os.path.join(dataset, "meta.json")):
@@ -49,14 +52,15 @@ def run(command, name):
 
 
 train = os.path.join(programs, "sar-train")
-one = run([train, "--dataset", dataset, "--bulk", "32"] + model, "one-process")
+one = run([train, "--dataset", dataset, "--bulk", "32"] + model, "one-process-" + args.storage)
 rows = []
 for k in args.bulks:
     m = run(["mpirun", "-np", str(args.ranks), "--oversubscribe", train, "--partitions", store,
-             "--bulk", str(k)] + model, "bulk-%d" % k)
+             "--bulk", str(k)] + model, "bulk-%d-%s" % (k, args.storage))
     rows.append((k, m))
     with open(os.path.join(args.work, "results.jsonl"), "a") as f:
-        f.write(json.dumps({"bulk": k, "ranks": args.ranks, "metrics": m}) + "\n")
+        f.write(json.dumps({"bulk": k, "ranks": args.ranks, "storage": args.storage,
+                            "metrics": m}) + "\n")
 
 mb = lambda b: b / 1e6
 print("\none process, k = 32: epoch %.2f s" % one["epoch_seconds_median"])

@@ -12,7 +12,8 @@ SAR_CONVERT SAR_PREDICT [MPIRUN]).
 5. --save-model, then sar-predict on one process and on 2 ranks: the classes' test accuracy
    is the reported one; a homogeneous dataset is refused by the rgcn model.
 6. rgcn on sampled minibatches learns, and gives the same losses on 2 ranks (partitioned in
-   memory).
+   memory); so it does with fanouts per relation (--relation-fanouts, recorded in the
+   metrics), whose bad specifications are refused naming what is wrong.
 7. Clear errors: rgcn on a homogeneous dataset, --rgcn-bases on another model, both
    regularisers.
 """
@@ -123,6 +124,25 @@ with tempfile.TemporaryDirectory(prefix="sar-hetero-") as tmp:
         _, sampled2 = train(*rgcn, "--minibatch", "128", "--precision", "double",
                             "--partition", "random", launcher=two)
         assert_same_losses(sampled, sampled2)
+    # Fanouts per relation: the named relations draw their own counts, the others the layer's.
+    names = [rel["name"] for rel in meta["schema"]["relations"]]
+    per_relation = ("--minibatch", "128", "--precision", "double", "--fanouts", "10,5",
+                    "--relation-fanouts", "writes=2,agrees=0/rev_writes=-1")
+    _, by_relation = train(*rgcn, *per_relation)
+    expected = [[2 if n == "writes" else 0 if n == "agrees" else 10 for n in names],
+                [-1 if n == "rev_writes" else 5 for n in names]]
+    assert by_relation["relation_fanouts"] == expected, (by_relation["relation_fanouts"], names)
+    assert by_relation["test_acc"] > 0.8, by_relation["test_acc"]
+    if two:
+        _, by_relation2 = train(*rgcn, *per_relation, "--partition", "random", launcher=two)
+        assert_same_losses(by_relation, by_relation2)
+    for spec, why in (("writes=2", "gives 1 layers, the model has 2"),
+                      ("cites=2/", "names relation 'cites', which the graph does not have"),
+                      ("writes=x/", "is not relation=count")):
+        r, _ = train(*rgcn, "--minibatch", "128", "--relation-fanouts", spec, expect=1)
+        assert why in r.stderr, (spec, r.stderr)
+    r, _ = train(*rgcn, "--relation-fanouts", "writes=2/", expect=1)
+    assert "an option of --minibatch" in r.stderr, r.stderr
 
     # 7. Errors.
     r, _ = train("--dataset", "planted:nodes=300", "--model", "rgcn", expect=1)

@@ -374,7 +374,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
   app.add_option("--storage", p.storage,
                  "how dense input features are held: fp32 | bf16 (half the bytes; every "
-                 "forward decodes them and computes in --precision; full batch only)")
+                 "forward decodes them and computes in --precision; minibatches gather them as bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   app.option_defaults()->group("Optimisation");
   app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
@@ -410,6 +410,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "(sage; -1 = all) or nodes per layer (ladies); e.g. 15,10,5 (default: sage "
                  "25,10 for 2 layers, else 10 each; ladies 512 each)")
       ->delimiter(',');
+  app.add_option("--relation-fanouts", p.relation_fanouts,
+                 "with --minibatch on a heterogeneous graph (sage): fanouts per relation, per "
+                 "layer from the input separated by '/', e.g. writes=3,cites=10/writes=2 (a "
+                 "relation's name or src___rel___dst; 0: none, -1: all); a relation a layer "
+                 "does not name draws that layer's --fanouts over its in-edges");
   app.add_option("--sampler", p.sampler, "with --minibatch: sage (node-wise) | ladies "
                  "(layer-wise, importance sampling)")
       ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
@@ -489,11 +494,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     SAR_CHECK(!node_embeddings || p.save_model.empty(), sar::invalid_argument,
               "sar-train: --node-embeddings and --save-model: a model file holds no per-node "
               "rows (keep the run with --checkpoint)");
-    SAR_CHECK(!node_embeddings || p.minibatch == 0 || (p.partitions.empty() && p.partition.empty()),
-              sar::invalid_argument, "sar-train: --node-embeddings on minibatches trains on one "
-              "process from --dataset (a sampled block on P ranks reads nodes whose rows other "
-              "ranks hold)");
     config.node_embeddings = node_embeddings;
+    SAR_CHECK(p.relation_fanouts.empty() || p.minibatch > 0, sar::invalid_argument,
+              "sar-train: --relation-fanouts is an option of --minibatch");
     SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
               "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
     SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,
@@ -530,9 +533,6 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       if (!input_dropout) config.input_dropout = 0;
       config.aggregate_features_first = true;
     }
-    SAR_CHECK(p.storage == "fp32" || p.minibatch == 0, sar::invalid_argument,
-              "sar-train: --storage bf16 trains full batch; minibatches gather fp32 feature "
-              "rows (drop --minibatch or --storage)");
     SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
               sar::invalid_argument, "sar-train: --replication applies to minibatch training "
               "on a partition store (--minibatch with --partitions)");

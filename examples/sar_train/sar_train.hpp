@@ -59,6 +59,7 @@ struct program_options {
   int staleness = 1;                       // 1: synchronous
   sar::node_t minibatch = 0;            // seeds per minibatch; 0 = full-batch training
   std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
+  std::string relation_fanouts;         // per layer: relation=count,... separated by '/
   std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
   int bulk = 1;                         // minibatches sampled at once
   std::int64_t gather_rows = 0;         // most input rows fetched at once (0: no bound)

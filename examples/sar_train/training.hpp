@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -117,9 +118,50 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// `spec` (--relation-fanouts: per layer from the input, separated by '/', relation=count
+/// pairs separated by ',') as a fanout per relation of `schema` per layer: a relation a layer
+/// does not name draws that layer's fanout (fanouts). Throws sar::invalid_argument naming
+/// what is wrong: no heterogeneous graph, a layer count other than fanouts', an unknown
+/// relation or a pair that is not relation=count.
+inline std::vector<std::vector<sar::node_t>> relation_fanouts_of(
+    const std::string& spec, const sar::graph_schema& schema,
+    const std::vector<sar::node_t>& fanouts) {
+  constexpr const char* where = "sar-train: --relation-fanouts";
+  if (spec.empty()) return {};
+  SAR_CHECK(schema.heterogeneous(), sar::invalid_argument, where, " needs a graph with "
+            "relations (a heterogeneous dataset or store)");
+  std::vector<std::string> layers{""};
+  for (const char c : spec) {
+    if (c == '/') layers.emplace_back();
+    else layers.back() += c;
+  }
+  SAR_CHECK(layers.size() == fanouts.size(), sar::invalid_argument, where, " '", spec, "' gives ",
+            layers.size(), " layers, the model has ", fanouts.size(), " (separate layers by /)");
+  std::vector<std::vector<sar::node_t>> out;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    out.emplace_back(static_cast<std::size_t>(schema.num_relations()), fanouts[l]);
+    std::istringstream pairs(layers[l]);
+    for (std::string pair; std::getline(pairs, pair, ',');) {
+      const auto equals = pair.find('=');
+      const std::string name = pair.substr(0, equals);
+      const std::int32_t r = schema.find_relation(name);
+      SAR_CHECK(r >= 0, sar::invalid_argument, where, ": layer ", l, " names relation '", name,
+                "', which the graph does not have (", schema.num_relations(), " relations)");
+      char* end = nullptr;
+      const std::string count = equals == std::string::npos ? "" : pair.substr(equals + 1);
+      const long value = std::strtol(count.c_str(), &end, 10);
+      SAR_CHECK(!count.empty() && *end == '\0' && value >= -1, sar::invalid_argument, where,
+                ": '", pair, "' in layer ", l, " is not relation=count (a count, 0 or -1 for all)");
+      out.back()[static_cast<std::size_t>(r)] = static_cast<sar::node_t>(value);
+    }
+  }
+  return out;
+}
+
 /// The minibatch settings of p: its fanouts, or the defaults (sage: 25, 10 for two layers,
-/// else 10 per layer; ladies: 512 per layer). Throws sar::invalid_argument if the fanouts do
-/// not give one per layer.
+/// else 10 per layer; ladies: 512 per layer), and its fanouts per relation (of config's
+/// schema). Throws sar::invalid_argument if the fanouts do not give one per layer, or as
+/// relation_fanouts_of.
 inline sar::minibatch_options minibatch_options_of(const program_options& p,
                                                    const sar::model_config& config) {
   sar::minibatch_options o;
@@ -139,6 +181,8 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
             sar::invalid_argument, "sar-train: ", o.sampler.fanouts.size(),
             " fanouts for ", config.layers, " layers (--fanouts gives one per layer, from the "
             "input)");
+  o.sampler.relation_fanouts = relation_fanouts_of(p.relation_fanouts, config.schema,
+                                                   o.sampler.fanouts);
   return o;
 }
 
@@ -177,7 +221,9 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
   }
   if (p.minibatch > 0) {
     s["sampler"] = p.sampler;
-    s["fanouts"] = minibatch_options_of(p, c).sampler.fanouts;
+    const sar::minibatch_options o = minibatch_options_of(p, c);
+    s["fanouts"] = o.sampler.fanouts;
+    if (!o.sampler.relation_fanouts.empty()) s["relation_fanouts"] = o.sampler.relation_fanouts;
   }
   return s;
 }
@@ -257,10 +303,13 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   comm.broadcast(model.parameters().values(), 0);
   if (config.node_embeddings) {  // the rows of this rank's nodes (one process: every node)
     std::vector<sar::node_t> ids(static_cast<std::size_t>(local_nodes));
-    if constexpr (sampled) std::iota(ids.begin(), ids.end(), sar::node_t{0});
-    else
+    if constexpr (sampled) {
+      if (graph.local_ids().empty()) std::iota(ids.begin(), ids.end(), sar::node_t{0});
+      else ids.assign(graph.local_ids().begin(), graph.local_ids().end());
+    } else {
       for (std::size_t i = 0; i < ids.size(); ++i)
         ids[i] = graph.node_id(static_cast<sar::node_t>(i));
+    }
     model.parameters().hold_rows(ids);
   }
   auto optimiser = sar::make_optimiser(config, model);
@@ -278,9 +327,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   std::array<std::int64_t, 4> bytes_before{};
   std::int64_t sent_before = comm.bytes_sent();
   // Distributed minibatches: what the sampling graph answered, by kind (sar::sampling_traffic):
-  // rows of A (sampling), feature rows, vector entries (labels, degrees), request ids.
-  std::vector<std::array<std::int64_t, 4>> sampling_bytes;
-  std::array<std::int64_t, 4> sampling_before{};
+  // rows of A (sampling), feature rows, vector entries (labels, degrees), request ids, and
+  // the gradients of borrowed embedding rows returned to their holders.
+  std::vector<std::array<std::int64_t, 5>> sampling_bytes;
+  std::array<std::int64_t, 5> sampling_before{};
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(p.failure, e.epoch, comm);
     std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
@@ -296,10 +346,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     }
     if constexpr (requires { graph.sent().total_bytes(); }) {
       const auto& t = graph.sent();
-      const std::array<std::int64_t, 4> now{t.adjacency_bytes, t.row_bytes, t.entry_bytes,
-                                            t.request_bytes};
-      std::array<std::int64_t, 4> delta{};
-      for (std::size_t k = 0; k < 4; ++k) delta[k] = now[k] - sampling_before[k];
+      const std::array<std::int64_t, 5> now{t.adjacency_bytes, t.row_bytes, t.entry_bytes,
+                                            t.request_bytes, t.returned_bytes};
+      std::array<std::int64_t, 5> delta{};
+      for (std::size_t k = 0; k < 5; ++k) delta[k] = now[k] - sampling_before[k];
       sampling_before = now;
       comm.all_reduce(std::span<std::int64_t>(delta), sar::reduce_op::sum);
       sampling_bytes.push_back(delta);
@@ -443,6 +493,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["minibatch"] = p.minibatch;
     metrics["sampler"] = p.sampler;
     metrics["fanouts"] = minibatch.sampler.fanouts;
+    if (!minibatch.sampler.relation_fanouts.empty())
+      metrics["relation_fanouts"] = minibatch.sampler.relation_fanouts;
     metrics["bulk"] = p.bulk;
     metrics["gather_rows"] = p.gather_rows;
     metrics["sampling_seconds_median"] = median(sampling_seconds);
@@ -476,7 +528,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["train_loss"] = losses;
   // Medians over the epochs; epoch 0 also sends what is sent once (the first layer's halo
   // under an exact_first_layer exchange).
-  auto median_of = [](const std::vector<std::array<std::int64_t, 4>>& rows, auto part) {
+  auto median_of = [](const auto& rows, auto part) {  // rows: arrays of counts
     std::vector<std::int64_t> v;
     for (const auto& b : rows) v.push_back(part(b));
     std::sort(v.begin(), v.end());
@@ -494,7 +546,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
         {"adjacency_rows", median_of(sampling_bytes, column(0))},
         {"feature_rows", median_of(sampling_bytes, column(1))},
         {"entries", median_of(sampling_bytes, column(2))},
-        {"requests", median_of(sampling_bytes, column(3))}};
+        {"requests", median_of(sampling_bytes, column(3))},
+        {"returned_rows", median_of(sampling_bytes, column(4))}};
   }
   return metrics;
 }

@@ -7,7 +7,8 @@ from its last checkpoint, and must end with parameters, optimiser state and batc
 statistics bitwise identical to an uninterrupted run's, and the same loss history. A
 checkpoint taken on 2 ranks resumes on 1 and on 4 with the uninterrupted losses to 1e-5.
 R-GCN with per-node embeddings of a featureless type (rows held a part per rank) trains on 2
-ranks as on 1, and its 2-rank checkpoint resumes on 1 and on 4 with the uninterrupted losses.
+ranks as on 1, and its 2-rank checkpoint resumes on 1 and on 4 with the uninterrupted losses;
+so does it on sampled minibatches (2 ranks as 1; a 2-rank checkpoint resumed on 4).
 Settings that differ from the checkpoint's are refused, naming the setting.
 
 usage: checkpoint_test.py SAR_TRAIN SAR_PARTITION   (run by meson test in the mpi suite)
@@ -156,6 +157,24 @@ with tempfile.TemporaryDirectory(prefix="sar-checkpoint-") as tmp:
                          capture_output=True, text=True)
     check(bad.returncode != 0 and "holds no per-node" in bad.stderr,
           "--node-embeddings with --save-model is refused, saying why")
+    # On minibatches each step borrows its input nodes' rows from the ranks that hold them
+    # and returns their gradients there; a 2-rank checkpoint resumes on 4 ranks.
+    minibatch = ("--minibatch", "128", "--fanouts", "5,5", "--epochs", "6")
+    run(rgcn(1, *minibatch, "--metrics-out", os.path.join(tmp, "rgcn-mb-1.json")))
+    run(rgcn(2, *minibatch, "--metrics-out", os.path.join(tmp, "rgcn-mb-2.json")))
+    reference = losses(os.path.join(tmp, "rgcn-mb-1.json"))
+    worst = max(abs(a - b) for a, b in zip(losses(os.path.join(tmp, "rgcn-mb-2.json")), reference))
+    check(worst <= 1e-5, f"rgcn with node embeddings on minibatches: 2 ranks give the 1-process "
+          f"losses within {worst:.1e}")
+    half = os.path.join(tmp, "rgcn-mb-half")
+    run(rgcn(2, *minibatch, "--epochs", "3", "--checkpoint", half))
+    out = os.path.join(tmp, "rgcn-mb-from-2-on-4.json")
+    run(rgcn(4, *minibatch, "--resume", half, "--metrics-out", out))
+    got = losses(out)
+    worst = max(abs(a - b) for a, b in zip(got, reference))
+    check(len(got) == len(reference) and worst <= 1e-5,
+          f"rgcn with node embeddings on minibatches: a 2-rank checkpoint resumed on 4 ranks: "
+          f"losses within {worst:.1e} of the 1-process run")
 
     # Other settings are refused, naming what differs; a missing checkpoint is an error.
     bad = subprocess.run(command(1, stores, "gcn", "--resume", half, "--hidden", "32"), env=env,

@@ -11,13 +11,17 @@
 //   multi-label task (double), also when replicas measure nothing in evaluation, and models
 //   that read edge features or relations (mpnn, GAT with edge attention, GCN weighted by an
 //   edge column, R-GCN on a heterogeneous graph: each sampled edge's row and relation fetched
-//   from the rank that owns its destination);
+//   from the rank that owns its destination; also with fanouts per relation), and R-GCN
+//   with embeddings of a featureless type (each step borrows its input nodes' rows from the ranks that hold them and returns
+//   their gradients there: every rank's rows equal the one-process rows);
+// - features stored as bf16: the one-process bf16 losses, fewer bytes than fp32 rows;
 // - shuffled_shares: each rank holds its slices of the one-process permutation;
 // - bad input: a replication that does not divide N is a clear error on every rank.
 // Any failure prints the rank and ends every rank with MPI_Abort.
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -153,19 +157,32 @@ void check_shares(mpi_communicator& comm, graph_type& graph, const graph_dataset
 struct run_result {
   std::vector<double> losses, valid_score;
   std::vector<double> parameters;
+  std::map<std::pair<std::size_t, node_t>, std::vector<double>> rows;  // (table, node): row
 };
 
 /// Minibatch training on `graph` for the task of `data` (a graph_dataset or graph_part: its
 /// features, labels or targets, split).
 template <class T, class Graph, class Data>
 run_result train(Graph& graph, const model_config& config, const Data& data,
-                 const minibatch_options& mb) {
+                 const minibatch_options& mb, bool bf16 = false) {
   const matrix<T> x = data.features.template cast<T>();
+  const bf16_rows stored(bf16 ? x : matrix<T>());
   auto model = make_model<T, local_schedule>(config, x.cols(), data.num_outputs(), 7);
+  if (config.node_embeddings) {  // the rows of this rank's nodes
+    std::vector<node_t> ids;
+    if constexpr (minibatch_graph<Graph>)
+      ids.assign(graph.local_ids().begin(), graph.local_ids().end());
+    if (ids.empty()) {  // one process: row r is node r
+      ids.resize(static_cast<std::size_t>(x.rows()));
+      std::iota(ids.begin(), ids.end(), node_t{0});
+    }
+    model.parameters().hold_rows(ids);
+  }
   auto optimiser = make_optimiser(config, model);
   const train_options options{.epochs = config.epochs, .seed = 5, .log_progress = false};
   const node_data<T> nodes{x, data.labels, data.split, data.task,
-                           {data.targets.data(), data.targets.rows(), data.targets.cols()}};
+                           {data.targets.data(), data.targets.rows(), data.targets.cols()},
+                           {}, nullptr, bf16 ? &stored : nullptr};
   const auto result = train_minibatch(model, graph, optimiser, nodes, options, mb);
   run_result out;
   for (const auto& e : result.history) {
@@ -173,6 +190,13 @@ run_result train(Graph& graph, const model_config& config, const Data& data,
     out.valid_score.push_back(e.valid_score);
   }
   for (T v : model.parameters().values()) out.parameters.push_back(static_cast<double>(v));
+  for (std::size_t k = 0; k < model.parameters().table_count(); ++k) {
+    const row_table<T>& table = model.parameters().table(k);
+    for (std::size_t r = 0; r < table.ids.size(); ++r) {
+      const auto row = table.values.row(static_cast<Eigen::Index>(r));
+      out.rows[{k, table.ids[r]}] = std::vector<double>(row.begin(), row.end());
+    }
+  }
   return out;
 }
 
@@ -190,6 +214,14 @@ void expect_same_run(mpi_communicator& comm, const run_result& got, const run_re
   for (std::size_t i = 0; i < got.parameters.size(); ++i)
     EXPECT(close(got.parameters[i], reference.parameters[i], 100 * tolerance), what,
            ": parameter ", i, " ", got.parameters[i], " vs ", reference.parameters[i]);
+  for (const auto& [key, row] : got.rows) {  // this rank's embedding rows
+    const auto at = reference.rows.find(key);
+    EXPECT(at != reference.rows.end(), what, ": table ", key.first, " node ", key.second,
+           " has no row in the one-process run");
+    for (std::size_t c = 0; c < row.size(); ++c)
+      EXPECT(close(row[c], at->second[c], 100 * tolerance), what, ": table ", key.first,
+             " node ", key.second, " column ", c, " ", row[c], " vs ", at->second[c]);
+  }
   if (comm.rank() == 0)
     std::printf("ok  training %s (loss %.6f -> %.6f)\n", what.c_str(), got.losses.front(),
                 got.losses.back());
@@ -234,18 +266,45 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
   expect_same_run(comm, got, reference, std::is_same_v<T, float> ? 1e-5 : 1e-9, what);
 }
 
+/// Minibatch GraphSAGE on features stored as bf16: the one-process bf16 run, with the feature
+/// rows travelling as bf16 (fewer bytes than the fp32 run's, whose samples are the same).
+void check_bf16(mpi_communicator& comm, const graph_dataset& data,
+                const std::vector<int>& assignment, int replication, const std::string& what) {
+  model_config config = paper_defaults(model_kind::sage);
+  config.hidden = 16;
+  config.epochs = 3;
+  minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
+  mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {5, 5}, .seed = 2};
+  const csr whole = with_self_loops(data.graph, self_loop_policy::keep);
+  const run_result reference = train<float>(whole, config, data, mb, true);
+  const int groups = comm.size() / replication;
+  graph_part part = mpi_test::cut_part(data, assignment, groups, comm.rank() / replication);
+  part.in_edges = with_self_loops(part.in_edges, self_loop_policy::keep, part.first_global());
+  graph_type graph(comm, part, replication, false);
+  const run_result got = train<float>(graph, config, part, mb, true);
+  std::int64_t rows[2] = {graph.sent().row_bytes, 0};
+  (void)train<float>(graph, config, part, mb);
+  rows[1] = graph.sent().row_bytes - rows[0];
+  comm.all_reduce(std::span<std::int64_t>(rows), reduce_op::sum);
+  EXPECT(groups == 1 ? rows[0] == 0 && rows[1] == 0 : rows[0] < rows[1], what, ": bf16 rows ",
+         rows[0], " bytes, fp32 rows ", rows[1]);
+  expect_same_run(comm, got, reference, 1e-5, what);
+}
+
 /// Minibatch training of a model that reads edge features or relations (the edge rows of
 /// every sampled block fetched from the ranks that own the edges' destinations): the
 /// one-process run.
 void check_edge_model(mpi_communicator& comm, const graph_dataset& data,
                       const std::vector<int>& assignment, int replication, model_config config,
-                      const std::string& what) {
+                      const std::string& what,
+                      std::vector<std::vector<node_t>> relation_fanouts = {}) {
   config.hidden = 8;
   config.layers = 2;
   config.epochs = 3;
   config.edge_dim = data.edge_features.cols();
   minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
-  mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {5, 5}, .seed = 2};
+  mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {5, 5}, .seed = 2,
+                .relation_fanouts = std::move(relation_fanouts)};
   csr whole = data.graph;
   matrixf whole_edges = data.edge_features;
   prepare_model_graph(config, whole, whole_edges);
@@ -291,10 +350,16 @@ int main(int argc, char** argv) {
     const graph_dataset typed = make_planted_heterogeneous(
         {.num_papers = 500, .num_authors = 200, .feature_dim = 6, .author_feature_dim = 3,
          .degree = 3, .authors_per_paper = 2, .seed = 5});
-    std::vector<std::vector<int>> typed_assignment;  // for c = 1, 2
-    for (int c : {1, 2})
+    const graph_dataset featureless = make_planted_heterogeneous(  // authors: no features
+        {.num_papers = 400, .num_authors = 150, .feature_dim = 6, .author_feature_dim = 0,
+         .degree = 3, .authors_per_paper = 2, .seed = 8});
+    std::vector<std::vector<int>> typed_assignment, featureless_assignment;  // for c = 1, 2
+    for (int c : {1, 2}) {
       typed_assignment.push_back(P % c == 0 ? partition_metis(typed, P / c, {.seed = 1})
                                             : std::vector<int>());
+      featureless_assignment.push_back(
+          P % c == 0 ? partition_metis(featureless, P / c, {.seed = 1}) : std::vector<int>());
+    }
     for (int c : {1, 2}) {
       if (P % c != 0) continue;
       const std::vector<int> assignment = partition_metis(data, P / c, {.seed = 1});
@@ -312,6 +377,7 @@ int main(int argc, char** argv) {
         check_training<double>(comm, data, assignment, c, kind, name + " double" + at);
         check_training<float>(comm, data, assignment, c, kind, name + " float" + at);
       }
+      check_bf16(comm, data, assignment, c, "sage bf16" + at);
       for (const task_kind task : {task_kind::regress, task_kind::multilabel})
         check_training<double>(comm, with_task(data, task), assignment, c,
                                sampler_kind::node_wise,
@@ -327,6 +393,16 @@ int main(int argc, char** argv) {
       model_config rgcn = paper_defaults(model_kind::rgcn);
       rgcn.schema = typed.schema;
       check_edge_model(comm, typed, typed_assignment[c - 1], c, rgcn, "rgcn over relations" + at);
+      std::vector<std::vector<node_t>> per_relation(
+          2, std::vector<node_t>(static_cast<std::size_t>(typed.schema.num_relations()), 2));
+      per_relation[0][0] = 1;   // layer 0: one author per paper
+      per_relation[1][1] = -1;  // layer 1: every edge of relation 1
+      check_edge_model(comm, typed, typed_assignment[c - 1], c, rgcn,
+                       "rgcn with fanouts per relation" + at, per_relation);
+      rgcn.schema = featureless.schema;
+      rgcn.node_embeddings = true;  // the authors' rows borrowed from the ranks holding them
+      check_edge_model(comm, featureless, featureless_assignment[c - 1], c, rgcn,
+                       "rgcn with author embeddings" + at);
     }
     // A replication that does not divide the ranks: the same clear error on every rank.
     graph_part part = mpi_test::cut_part(data, std::vector<int>(700, 0), 1, 0);

@@ -291,7 +291,7 @@ TEST_CASE("node embeddings of a featureless type: rows keyed by node, gradient, 
   CHECK(store.table(0).shape.name == "type_projection.author.embedding");
   const matrixd x = testing_support::random_matrix<double>(n, 4, 6);
   matrixd y;
-  CHECK_THROWS_WITH_AS(layer.forward(whole, {}, x, y), doctest::Contains("does not hold"),
+  CHECK_THROWS_WITH_AS(layer.forward(whole, {}, x, y), doctest::Contains("neither holds nor borrowed"),
                        invalid_argument);  // hold_rows not called
   std::vector<node_t> all(static_cast<std::size_t>(n));
   std::iota(all.begin(), all.end(), node_t{0});
@@ -457,6 +457,104 @@ TEST_CASE("R-GCN on minibatches: with every neighbour and one minibatch of all t
   const matrixd y_full = full_model.forward(whole, ctx, nodes.features);
   const matrixd y_layered = infer_layer_wise(full_model, sampled, nodes.features, ctx, 97);
   CHECK((y_full - y_layered).cwiseAbs().maxCoeff() <= 1e-12 * (1 + y_full.cwiseAbs().maxCoeff()));
+}
+
+TEST_CASE("minibatch training with embeddings refuses a store that holds no rows for its "
+          "nodes, naming the rank") {
+  const graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 200, .num_authors = 60, .feature_dim = 4, .author_feature_dim = 0});
+  model_config c = paper_defaults(model_kind::rgcn);
+  c.schema = data.schema;
+  c.hidden = 8;
+  c.node_embeddings = true;
+  const node_data<double> nodes{data.features.cast<double>(), data.labels, data.split};
+  auto model = make_model<double, local_schedule>(c, data.features.cols(), 2, 2);
+  auto optimiser = make_optimiser(c, model);
+  sampling_graph sampled(data.graph, matrixf(), data.edge_types);
+  const minibatch_options mb{.batch_size = 16, .sampler = {.fanouts = {3, 3}, .seed = 3}};
+  const train_options t{.epochs = 1, .seed = 3, .log_progress = false};
+  CHECK_THROWS_WITH_AS(train_minibatch(model, sampled, optimiser, nodes, t, mb),
+                       doctest::Contains("rank 0 holds no embedding row for 60 of its nodes"),
+                       invalid_argument);
+  std::vector<node_t> all(static_cast<std::size_t>(data.num_nodes()));
+  std::iota(all.begin(), all.end(), node_t{0});
+  model.parameters().hold_rows(all);
+  const auto trained = train_minibatch(model, sampled, optimiser, nodes, t, mb);
+  CHECK(std::isfinite(trained.history.back().train_loss));
+}
+
+TEST_CASE("fanouts per relation: each node draws min(fanout, degree) in-edges of each "
+          "relation, the same in a bulk as alone; bad options are refused") {
+  const graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 400, .num_authors = 120, .feature_dim = 4, .author_feature_dim = 2, .degree = 6,
+       .authors_per_paper = 3, .seed = 2});
+  const auto relations = static_cast<std::size_t>(data.schema.num_relations());
+  REQUIRE(relations >= 4);
+  sampling_graph graph(data.graph, matrixf(), data.edge_types);
+  sampler_options o{.fanouts = {5, 5}, .seed = 9};
+  o.relation_fanouts = {std::vector<node_t>(relations, 2), std::vector<node_t>(relations, -1)};
+  o.relation_fanouts[0][0] = 0;   // layer 0: relation 0 drawn from none
+  o.relation_fanouts[0][1] = 1;
+  o.relation_fanouts[0][2] = -1;  // relation 2 drawn from all
+  bulk_sampler sampler(data.num_nodes(), o);
+  std::vector<std::vector<node_t>> batches;
+  for (node_t b = 0; b < 4; ++b) {
+    batches.emplace_back();
+    for (node_t v = 0; v < 30; ++v) batches.back().push_back((b * 97 + v * 11) % data.num_nodes());
+  }
+  const auto bulk = sampler.sample(graph, batches, batches, 2, 0);
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    const auto alone = sampler.sample(graph, std::span(batches).subspan(b, 1),
+                                      std::span(batches).subspan(b, 1), 2, b);
+    CHECK(bulk[b].ids == alone[0].ids);
+    for (std::size_t l = 0; l < 2; ++l) {
+      const sampled_block& block = bulk[b].blocks[l];
+      CHECK(block.edge_ids == alone[0].blocks[l].edge_ids);
+      for (node_t r = 0; r < block.edges.num_rows; ++r) {
+        const node_t v = block.ids[r];
+        std::vector<edge_t> degree(relations, 0), drawn(relations, 0);
+        for (edge_t e = data.graph.offsets[v]; e < data.graph.offsets[v + 1]; ++e)
+          ++degree[static_cast<std::size_t>(data.edge_types[e])];
+        std::set<edge_t> ids;
+        for (edge_t e = block.edges.offsets[r]; e < block.edges.offsets[r + 1]; ++e) {
+          const edge_t id = block.edge_ids[e];
+          REQUIRE(id >= data.graph.offsets[v]);
+          REQUIRE(id < data.graph.offsets[v + 1]);
+          CHECK(data.graph.columns[id] == block.ids[block.edges.columns[e]]);
+          ++drawn[static_cast<std::size_t>(data.edge_types[id])];
+          ids.insert(id);
+        }
+        CHECK(ids.size() == static_cast<std::size_t>(block.edges.offsets[r + 1] - block.edges.offsets[r]));
+        for (std::size_t t = 0; t < relations; ++t) {
+          const node_t f = o.relation_fanouts[l][t];
+          CHECK(drawn[t] == (f < 0 ? degree[t] : std::min<edge_t>(f, degree[t])));
+        }
+      }
+    }
+  }
+  // Refused: LADIES, a graph without relations, an edge of a relation with no fanout, a
+  // fanout below -1, more layers than fanouts.
+  CHECK_THROWS_AS(bulk_sampler(data.num_nodes(), {.kind = sampler_kind::layer_wise,
+                                                  .fanouts = {5}, .seed = 1,
+                                                  .relation_fanouts = {{1, 1}}}),
+                  invalid_argument);
+  sampling_graph untyped(data.graph);
+  CHECK_THROWS_AS(bulk_sampler(data.num_nodes(), {.fanouts = {5}, .seed = 1,
+                                                  .relation_fanouts = {{1, 1}}})
+                      .sample(untyped, std::span(batches).subspan(0, 1),
+                              std::span(batches).subspan(0, 1), 0, 0),
+                  invalid_argument);
+  CHECK_THROWS_AS(bulk_sampler(data.num_nodes(), {.fanouts = {5}, .seed = 1,
+                                                  .relation_fanouts = {{1}}})
+                      .sample(graph, std::span(batches).subspan(0, 1),
+                              std::span(batches).subspan(0, 1), 0, 0),
+                  invalid_argument);
+  CHECK_THROWS_AS(bulk_sampler(data.num_nodes(), {.fanouts = {5}, .seed = 1,
+                                                  .relation_fanouts = {{1, -2}}}),
+                  invalid_argument);
+  CHECK_THROWS_AS(bulk_sampler(data.num_nodes(), {.fanouts = {5}, .seed = 1,
+                                                  .relation_fanouts = {{1}, {1}}}),
+                  invalid_argument);
 }
 
 TEST_CASE("a partition store keeps the schema and each in-edge's relation (format 6)") {

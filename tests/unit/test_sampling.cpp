@@ -397,6 +397,39 @@ TEST_CASE("minibatch training on sparse features: the losses and scores of the d
   }
 }
 
+TEST_CASE("minibatch training on features stored as bf16: bitwise the run on the decoded "
+          "features, near the fp32 run") {
+  const auto data = make_planted_partition({.num_nodes = 2000, .feature_dim = 16, .seed = 4});
+  const bf16_rows stored(data.features);
+  const matrixf decoded = stored.decoded<float>();
+  const csr graph = with_self_loops(data.graph, self_loop_policy::add);
+  const model_config c = paper_defaults(model_kind::sage);
+  const train_options t{.epochs = 3, .seed = 3, .log_progress = false};
+  const minibatch_options mb{.batch_size = 64, .sampler = {.fanouts = {5, 5}, .seed = 3},
+                             .bulk = 2, .inference_rows = 300};
+  const auto run = [&](const node_data<float>& nodes) {
+    auto model = make_model<float, local_schedule>(c, 16, data.num_classes, 1);
+    auto optimiser = make_optimiser(c, model);
+    return train_minibatch(model, graph, optimiser, nodes, t, mb);
+  };
+  const matrixf empty;
+  const auto on_bf16 = run({.features = empty, .labels = data.labels, .split = data.split,
+                            .bf16_features = &stored});
+  const auto on_decoded = run({decoded, data.labels, data.split});
+  const auto on_fp32 = run({data.features, data.labels, data.split});
+  REQUIRE(on_bf16.history.size() == 3);
+  bool differs = false;
+  for (std::size_t e = 0; e < on_bf16.history.size(); ++e) {
+    CHECK(on_bf16.history[e].train_loss == on_decoded.history[e].train_loss);
+    CHECK(on_bf16.history[e].valid_score == on_decoded.history[e].valid_score);
+    CHECK(on_bf16.history[e].train_loss ==
+          doctest::Approx(on_fp32.history[e].train_loss).epsilon(1e-2));
+    differs |= on_bf16.history[e].train_loss != on_fp32.history[e].train_loss;
+  }
+  CHECK(differs);
+  CHECK(on_bf16.test_score == on_decoded.test_score);
+}
+
 TEST_CASE("minibatch training learns the planted graph; bad options are refused") {
   const auto data = make_planted_partition({.num_nodes = 3000, .seed = 6});
   model_config c = paper_defaults(model_kind::sage);

@@ -112,12 +112,13 @@ class bf16_rows {
 
   /// Same shape and bits.
   friend bool operator==(const bf16_rows&, const bf16_rows&) = default;
+  /// The cols() stored values of row r (0 <= r < rows()).
+  const std::uint16_t* row(Eigen::Index r) const {
+    return values_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols_);
+  }
 
  private:
   std::uint16_t* row(Eigen::Index r) {
-    return values_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols_);
-  }
-  const std::uint16_t* row(Eigen::Index r) const {
     return values_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols_);
   }
   /// f(r) for every row, over threads in ranges of at least 1024 rows.

@@ -92,11 +92,43 @@ struct row_table {
   /// The optimiser's per-value arrays of these rows (Adam: m, v; SGD: velocity), sized by its
   /// first step; they move with the rows (checkpoints).
   std::vector<matrix<T>> moments;
+  /// \var borrowed_ids
+  /// The rows a step on sampled minibatches reads (sar/train/minibatch.hpp): the dataset ids,
+  /// ascending, of its input nodes in the table's range, wherever they are held; their values
+  /// copied from the ranks that hold them, and their gradients, which the loop returns there.
+  /// Empty in full-batch training: layers then read and write the held rows.
+  std::vector<node_t> borrowed_ids;
+  /// \var borrowed_values
+  /// borrowed_ids.size() x shape.cols.
+  /// \var borrowed_grads
+  /// The gradient of borrowed_values (layers assign it in backward).
+  matrix<T> borrowed_values, borrowed_grads;
 
   /// The row of dataset id `id`, or -1 if this rank holds none.
-  Eigen::Index row_of(node_t id) const {
-    const auto at = std::lower_bound(ids.begin(), ids.end(), id);
-    return at != ids.end() && *at == id ? static_cast<Eigen::Index>(at - ids.begin()) : -1;
+  Eigen::Index row_of(node_t id) const { return find(ids, id); }
+
+  /// Where a layer reads and writes node `id`'s row: its borrowed row if there is one, else
+  /// its held row (row -1: neither).
+  struct place {
+    /// \var values
+    /// borrowed_values or values.
+    /// \var grads
+    /// borrowed_grads or grads.
+    matrix<T>*values, *grads;
+    /// The row in them (-1: none).
+    Eigen::Index row;
+  };
+  /// Where node `id`'s row is (place).
+  place locate(node_t id) {
+    const Eigen::Index b = find(borrowed_ids, id);
+    if (b >= 0) return {&borrowed_values, &borrowed_grads, b};
+    return {&values, &grads, row_of(id)};
+  }
+
+ private:
+  static Eigen::Index find(const std::vector<node_t>& sorted, node_t id) {
+    const auto at = std::lower_bound(sorted.begin(), sorted.end(), id);
+    return at != sorted.end() && *at == id ? static_cast<Eigen::Index>(at - sorted.begin()) : -1;
   }
 };
 
@@ -134,7 +166,8 @@ class parameter_store {
               shape.first_id, ", ", shape.end_id, "), ", shape.cols, " columns)",
               allocated_ ? " declared after allocate()" : "");
     tables_.push_back({.shape = std::move(shape), .ids = {}, .values = {}, .grads = {},
-                       .moments = {}});
+                       .moments = {}, .borrowed_ids = {}, .borrowed_values = {},
+                       .borrowed_grads = {}});
     return tables_.size() - 1;
   }
 
@@ -161,6 +194,9 @@ class parameter_store {
       table.values.resize(rows, table.shape.cols);
       table.grads.setZero(rows, table.shape.cols);
       table.moments.clear();
+      table.borrowed_ids.clear();
+      table.borrowed_values.resize(0, table.shape.cols);
+      table.borrowed_grads.resize(0, table.shape.cols);
       initialise_rows(k);
     }
   }

@@ -8,8 +8,8 @@
 // id (graph.node_id(row)), so the layer runs on any schedule, one process or P ranks, whole
 // graphs or sampled blocks. Row-wise: it reads no neighbours. Keeps nothing between forward
 // and backward. With embeddings, every row the layer sees must be a node whose row this rank
-// holds (parameter_store::hold_rows): whole graphs on any number of ranks, sampled blocks on
-// one process.
+// holds (parameter_store::hold_rows: whole graphs) or borrowed (row_table::borrowed_ids:
+// sampled blocks, whose input nodes the minibatch loop borrows from the ranks that hold them).
 #pragma once
 
 #include <cstddef>
@@ -101,8 +101,11 @@ class type_projection {
       if (widths_[t] == 0) {
         for (const node_t i : rows[t]) y.row(i) = b;
         if (tables_[t] >= 0) {
-          const row_table<T>& table = store_->table(static_cast<std::size_t>(tables_[t]));
-          for (const node_t i : rows[t]) y.row(i) += table.values.row(held_row(table, graph, i));
+          row_table<T>& table = store_->table(static_cast<std::size_t>(tables_[t]));
+          for (const node_t i : rows[t]) {
+            const auto at = locate(table, graph, i);
+            y.row(i) += at.values->row(at.row);
+          }
         }
         continue;
       }
@@ -132,7 +135,11 @@ class type_projection {
       if (tables_[t] >= 0) {
         row_table<T>& table = store_->table(static_cast<std::size_t>(tables_[t]));
         table.grads.setZero();
-        for (const node_t i : rows[t]) table.grads.row(held_row(table, graph, i)) += dy.row(i);
+        table.borrowed_grads.setZero();
+        for (const node_t i : rows[t]) {
+          const auto at = locate(table, graph, i);
+          at.grads->row(at.row) += dy.row(i);
+        }
       }
       if (widths_[t] == 0) continue;
       const matrix<T> xt = leading_columns(x, rows[t], widths_[t]);
@@ -159,16 +166,19 @@ class type_projection {
     }
     return out;
   }
-  /// The row of `table` holding row i's node. Throws sar::invalid_argument if none is held.
+  /// Where row i's node has its row of `table` (row_table::locate). Throws
+  /// sar::invalid_argument if this process neither holds nor borrowed it.
   template <class Schedule>
-  static Eigen::Index held_row(const row_table<T>& table, const Schedule& graph, node_t i) {
+  static typename row_table<T>::place locate(row_table<T>& table, const Schedule& graph,
+                                             node_t i) {
     const node_t id = graph.node_id(i);
-    const Eigen::Index r = table.row_of(id);
-    SAR_CHECK(r >= 0, invalid_argument, "sar::type_projection: row ", i, " is node ", id,
-              ", whose '", table.shape.name, "' row this process does not hold (",
-              table.ids.size(), " held: parameter_store::hold_rows takes the nodes a rank "
-              "holds; sampled blocks on several ranks read other ranks' nodes)");
-    return r;
+    const auto at = table.locate(id);
+    SAR_CHECK(at.row >= 0, invalid_argument, "sar::type_projection: row ", i, " is node ", id,
+              ", whose '", table.shape.name, "' row this process neither holds nor borrowed (",
+              table.ids.size(), " held, ", table.borrowed_ids.size(), " borrowed: "
+              "parameter_store::hold_rows takes the nodes a rank holds; minibatch training "
+              "borrows the rows of a step's input nodes)");
+    return at;
   }
   /// The first `width` columns of m's rows `rows`.
   static matrix<T> leading_columns(const_rows_ref<T> m, const std::vector<node_t>& rows,

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <numeric>
 #include <span>
@@ -30,6 +32,7 @@
 
 #include "sar/comm/communicator.hpp"
 #include "sar/comm/directory.hpp"
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/csr.hpp"
@@ -58,9 +61,12 @@ struct sampling_traffic {
   std::int64_t adjacency_bytes = 0;  ///< rows of A answered (sampling)
   std::int64_t row_bytes = 0;        ///< matrix rows answered (features, layer-wise inference)
   std::int64_t entry_bytes = 0;      ///< vector entries answered (labels, degrees)
+  /// Rows sent to the ranks that hold them, with their local rows (8 bytes each): the
+  /// gradients of borrowed embedding rows (scatter_rows).
+  std::int64_t returned_bytes = 0;
   /// All of it.
   std::int64_t total_bytes() const {
-    return request_bytes + adjacency_bytes + row_bytes + entry_bytes;
+    return request_bytes + adjacency_bytes + row_bytes + entry_bytes + returned_bytes;
   }
 };
 
@@ -139,10 +145,13 @@ class distributed_sampling_graph {
   node_t num_nodes() const { return book_.num_nodes(); }
 
   /// The rows of A of `ids` (dataset ids), columns as dataset ids, with edge ids if the
-  /// graph has an edge table. Collective.
-  adjacency_rows rows(std::span<const node_t> ids) {
+  /// graph has an edge table, and with `relations` each entry's relation if it has them.
+  /// Collective (every rank passes the same `relations`).
+  adjacency_rows rows(std::span<const node_t> ids, bool relations = false) {
     const bool edge_ids = has_edge_table();
-    const std::size_t head = edge_ids ? 2 : 1;  // an answer: count, [first edge id,] columns
+    const bool typed = relations && typed_;
+    const std::size_t head = edge_ids ? 2 : 1;  // an answer: count, [first edge id,] columns,
+    const std::size_t per_entry = typed ? 2 : 1;  // [relations]
     const route r = send(ids);
     const auto got = answer<std::int64_t>(r, traffic_.adjacency_bytes,
                                           [&](std::vector<std::int64_t>& reply, node_t row) {
@@ -150,10 +159,14 @@ class distributed_sampling_graph {
       reply.push_back(static_cast<std::int64_t>(cols.size()));
       if (edge_ids) reply.push_back(edge_begin_[static_cast<std::size_t>(group_)] + rows_.offsets[row]);
       reply.insert(reply.end(), cols.begin(), cols.end());
+      if (typed)
+        reply.insert(reply.end(), edge_types_.begin() + rows_.offsets[row],
+                     edge_types_.begin() + rows_.offsets[row + 1]);
     });
     std::vector<std::vector<std::size_t>> start(got.size());  // per peer: where answer k starts
     for (std::size_t q = 0; q < got.size(); ++q)
-      for (std::size_t at = 0; at < got[q].size(); at += head + static_cast<std::size_t>(got[q][at]))
+      for (std::size_t at = 0; at < got[q].size();
+           at += head + per_entry * static_cast<std::size_t>(got[q][at]))
         start[q].push_back(at);
     adjacency_rows out;
     sparse_matrix& a = out.a;
@@ -163,10 +176,13 @@ class distributed_sampling_graph {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const auto& chunk = got[r.peer[i]];
       const std::size_t at = start[r.peer[i]][r.slot[i]];
-      a.pattern.columns.insert(a.pattern.columns.end(), chunk.begin() + at + head,
-                               chunk.begin() + at + head + chunk[at]);
+      const auto columns = chunk.begin() + static_cast<std::ptrdiff_t>(at + head);
+      a.pattern.columns.insert(a.pattern.columns.end(), columns, columns + chunk[at]);
       a.pattern.offsets.push_back(static_cast<edge_t>(a.pattern.columns.size()));
       if (edge_ids) out.first_edge.push_back(chunk[at + 1]);
+      if (typed)
+        for (auto t = columns + chunk[at]; t != columns + 2 * chunk[at]; ++t)
+          out.types.push_back(static_cast<std::int32_t>(*t));
     }
     a.values.assign(a.pattern.columns.size(), 1.0);
     return out;
@@ -280,7 +296,70 @@ class distributed_sampling_graph {
   /// `cols` columns). Collective.
   template <class T>
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) {
-    return fetch_rows<T>(local, send(ids));
+    return fetch_rows<T>(send(ids), local.cols(),
+                         [&](node_t row) { return local.row(row).data(); });
+  }
+  /// Rows `ids` (dataset ids) of bf16 rows over the local nodes (the same columns on every
+  /// rank), decoded to T: they travel as bf16, two bytes a value. Collective.
+  template <class T>
+  matrix<T> gather_decoded(const bf16_rows& local, std::span<const node_t> ids) {
+    const route r = send(ids);
+    const auto bytes = static_cast<std::size_t>(local.cols()) * sizeof(std::uint16_t);
+    const auto got = answer<std::byte>(r, traffic_.row_bytes,
+                                       [&](std::vector<std::byte>& reply, node_t row) {
+      const auto* values = reinterpret_cast<const std::byte*>(local.row(row));
+      reply.insert(reply.end(), values, values + bytes);
+    });
+    matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
+    std::vector<std::uint16_t> row(static_cast<std::size_t>(local.cols()));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (bytes > 0) std::memcpy(row.data(), got[r.peer[i]].data() + r.slot[i] * bytes, bytes);
+      for (Eigen::Index c = 0; c < local.cols(); ++c)
+        out(static_cast<Eigen::Index>(i), c) =
+            static_cast<T>(float_from_bf16(row[static_cast<std::size_t>(c)]));
+    }
+    return out;
+  }
+  /// Rows `ids` (dataset ids) of a matrix over the local nodes whose local row r is the `cols`
+  /// values at row_of(r) (a const T*; the same cols on every rank). Collective.
+  template <class T, class RowOf>
+  matrix<T> gather_rows(std::span<const node_t> ids, Eigen::Index cols, RowOf&& row_of) {
+    return fetch_rows<T>(send(ids), cols, row_of);
+  }
+  /// Sends row i of `rows` (the same columns on every rank) to every replica of the group
+  /// that owns node ids[i] (dataset ids, each in [0, num_nodes())), then calls add(local row,
+  /// const T* values) for each row sent to this rank: the senders in rank order, each one's
+  /// rows in the order of its ids, so the replicas of a group add the same rows in the same
+  /// order. Collective (two all-to-alls after the id map's).
+  template <class T, class Add>
+  void scatter_rows(std::span<const node_t> ids, const_rows_ref<T> rows, Add&& add) {
+    check_ids(ids, num_nodes(), "node");
+    SAR_CHECK(rows.rows() == static_cast<Eigen::Index>(ids.size()), invalid_argument,
+              "sar::distributed_sampling_graph::scatter_rows: rank ", comm_->rank(), ": ",
+              rows.rows(), " rows for ", ids.size(), " ids");
+    const std::vector<std::int64_t> global = global_of_.lookup(*comm_, ids);
+    const auto ranks = static_cast<std::size_t>(comm_->size());
+    const auto cols = static_cast<std::size_t>(rows.cols());
+    std::vector<std::vector<std::int64_t>> at(ranks);  // local rows at each rank
+    std::vector<std::vector<T>> values(ranks);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const int group = book_.owner(global[i]);
+      for (int replica = 0; replica < replication_; ++replica) {
+        const auto q = static_cast<std::size_t>(group * replication_ + replica);
+        at[q].push_back(global[i] - book_.begin(group));
+        const T* row = rows.row(static_cast<Eigen::Index>(i)).data();
+        values[q].insert(values[q].end(), row, row + cols);
+      }
+    }
+    for (std::size_t q = 0; q < ranks; ++q)
+      if (static_cast<int>(q) != comm_->rank())
+        traffic_.returned_bytes += static_cast<std::int64_t>(
+            at[q].size() * sizeof(std::int64_t) + values[q].size() * sizeof(T));
+    const auto got_at = all_to_all_vectors(*comm_, at);
+    const auto got_values = all_to_all_vectors(*comm_, values);
+    for (std::size_t q = 0; q < ranks; ++q)
+      for (std::size_t k = 0; k < got_at[q].size(); ++k)
+        add(static_cast<node_t>(got_at[q][k]), got_values[q].data() + k * cols);
   }
   /// The edge table's features of local_rows() (a row per entry, in order; 0 x 0 on every
   /// rank: none).
@@ -293,7 +372,9 @@ class distributed_sampling_graph {
   /// Throws sar::invalid_argument naming the rank for an id outside the graph's edges.
   edge_rows gather_edges(std::span<const edge_t> ids) {
     const route r = send_edges(ids);
-    edge_rows out{fetch_rows<float>(edge_features_, r), {}};
+    edge_rows out{fetch_rows<float>(r, edge_features_.cols(),
+                                    [&](node_t entry) { return edge_features_.row(entry).data(); }),
+                  {}};
     if (typed_) {
       const auto got = answer<std::int64_t>(r, traffic_.entry_bytes,
                                             [&](std::vector<std::int64_t>& reply, node_t entry) {
@@ -380,9 +461,7 @@ class distributed_sampling_graph {
   template <class Locate>
   route send_to_owners(std::span<const std::int64_t> ids, std::int64_t count, const char* kind,
                        Locate&& locate) {
-    for (const std::int64_t v : ids)
-      SAR_CHECK(v >= 0 && v < count, invalid_argument, "sar::distributed_sampling_graph: rank ",
-                comm_->rank(), " asked for ", kind, " ", v, " outside [0, ", count, ")");
+    check_ids(ids, count, kind);
     std::vector<std::int64_t> distinct(ids.begin(), ids.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -425,15 +504,24 @@ class distributed_sampling_graph {
     }
     return all_to_all_vectors(*comm_, replies);
   }
-  /// Rows of `local` (the same columns on every rank) answered for the requests of route r.
-  /// Collective.
-  template <class T>
-  matrix<T> fetch_rows(const_rows_ref<T> local, const route& r) {
-    const auto cols = static_cast<std::size_t>(local.cols());
+  /// Throws sar::invalid_argument naming the rank and the `kind` of id unless every id is in
+  /// [0, count).
+  void check_ids(std::span<const std::int64_t> ids, std::int64_t count, const char* kind) const {
+    for (const std::int64_t v : ids)
+      SAR_CHECK(v >= 0 && v < count, invalid_argument, "sar::distributed_sampling_graph: rank ",
+                comm_->rank(), " asked for ", kind, " ", v, " outside [0, ", count, ")");
+  }
+  /// The rows answered for the requests of route r: local row `row` is the `width` values at
+  /// row_of(row) (the same width on every rank). Collective.
+  template <class T, class RowOf>
+  matrix<T> fetch_rows(const route& r, Eigen::Index width, RowOf&& row_of) {
+    const auto cols = static_cast<std::size_t>(width);
     const auto got = answer<T>(r, traffic_.row_bytes, [&](std::vector<T>& reply, node_t row) {
-      for (std::size_t c = 0; c < cols; ++c) reply.push_back(local(row, c));
+      if (cols == 0) return;  // (a matrix of no columns may have no rows either)
+      const T* values = row_of(row);
+      reply.insert(reply.end(), values, values + cols);
     });
-    matrix<T> out(static_cast<Eigen::Index>(r.peer.size()), local.cols());
+    matrix<T> out(static_cast<Eigen::Index>(r.peer.size()), width);
     for (std::size_t i = 0; i < r.peer.size(); ++i)
       for (std::size_t c = 0; c < cols; ++c)
         out(static_cast<Eigen::Index>(i), c) = got[r.peer[i]][r.slot[i] * cols + c];
@@ -479,7 +567,7 @@ class distributed_sampling_graph {
       for (std::size_t k = 0; k < order.size(); ++k)
         columns[k] = rows_.columns[static_cast<std::size_t>(order[k])];
       rows_.columns = std::move(columns);
-      if (widest > 0) edge_features_ = gather_rows<float>(table, order);
+      if (widest > 0) edge_features_ = sar::gather_rows<float>(table, order);
       if (typed_)
         for (const edge_t e : order) edge_types_.push_back(part.edge_types[static_cast<std::size_t>(e)]);
       table = matrixf();

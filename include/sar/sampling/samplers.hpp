@@ -10,7 +10,9 @@
 //   node-wise (GraphSAGE): Q has one row per (minibatch, vertex of level l + 1), a 1 in the
 //     vertex's column; P = Q A is the stacked rows of A; each row draws min(fanout, degree)
 //     distinct in-neighbours uniformly (darts, sar/sampling/darts.hpp; fanout -1: all).
-//     The block keeps the picked edges. Layers normalise a destination by its in-degree in
+//     With fanouts per relation (sampler_options::relation_fanouts), a row draws apart among
+//     its in-edges of each relation, each with its own count. The block keeps the picked
+//     edges. Layers normalise a destination by its in-degree in
 //     the block (DGL's rule); GCN a source by its out-degree in the whole graph, which the
 //     minibatch loop supplies (sampled_block::source_degrees): a source's degree within the
 //     block would depend on how a minibatch's seeds are split over ranks.
@@ -44,6 +46,7 @@
 #include <concepts>
 #include <cstdint>
 #include <iterator>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,6 +56,7 @@
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
@@ -89,6 +93,17 @@ struct sampler_options {
   std::vector<node_t> fanouts{};
   /// Keys the random numbers of the sampling.
   std::uint64_t seed = 0;
+  /// Node-wise on a graph with relations, per layer from the input (at most one list per
+  /// layer): a fanout per relation, as DGL's sample_neighbors with a fanout per edge type.
+  /// A node draws relation_fanouts[l][t] of its in-edges of relation t (-1: all of them, 0:
+  /// none), each relation apart. An empty list (or none) for layer l: fanouts[l] over all its
+  /// in-edges, whatever their relations.
+  std::vector<std::vector<node_t>> relation_fanouts{};
+
+  /// Whether layer l draws a fanout per relation.
+  bool by_relation(std::size_t l) const {
+    return l < relation_fanouts.size() && !relation_fanouts[l].empty();
+  }
 };
 
 /// Throws sar::invalid_argument naming `where` for an empty fanout list, a fanout of 0 or
@@ -100,6 +115,16 @@ inline void check_sampler_options(const char* where, const sampler_options& o) {
               invalid_argument, where, ": fanout ", o.fanouts[l], " of layer ", l,
               o.kind == sampler_kind::node_wise ? " (a positive count, or -1 for all neighbours)"
                                                 : " (a positive count of sources per layer)");
+  SAR_CHECK(o.relation_fanouts.empty() || o.kind == sampler_kind::node_wise, invalid_argument,
+            where, ": fanouts per relation are node-wise (LADIES draws sources per layer)");
+  SAR_CHECK(o.relation_fanouts.size() <= o.fanouts.size(), invalid_argument, where, ": ",
+            o.relation_fanouts.size(), " layers of fanouts per relation for ", o.fanouts.size(),
+            " layers");
+  for (std::size_t l = 0; l < o.relation_fanouts.size(); ++l)
+    for (std::size_t t = 0; t < o.relation_fanouts[l].size(); ++t)
+      SAR_CHECK(o.relation_fanouts[l][t] >= -1, invalid_argument, where, ": fanout ",
+                o.relation_fanouts[l][t], " of relation ", t, " in layer ", l,
+                " (a count, 0 for none, or -1 for all)");
 }
 
 namespace detail {
@@ -236,6 +261,9 @@ struct ladies_importance {
 struct adjacency_rows {
   sparse_matrix a;                ///< the rows of A
   std::vector<edge_t> first_edge; ///< the edge id of each row's first entry (empty: no table)
+  /// The relation of each entry of a, where they were asked for and the graph has relations
+  /// (else empty).
+  std::vector<std::int32_t> types;
 };
 
 /// Rows of a graph's edge table (sampling_graph_of::gather_edges): features (0 columns: the
@@ -245,18 +273,97 @@ struct edge_rows {
   std::vector<std::int32_t> types;    ///< one relation per edge
 };
 
+namespace detail {
+
+/// Node-wise picks of each row of `rows` drawn apart per relation: the entries of relation t
+/// draw fanouts[t] of them (-1: all, 0: none) by darts keyed by key_of(row) with the relation
+/// in the node key's bits 40 and up (node + ((t + 1) << 40): another stream than the row's
+/// draw over all relations). Returns the picks row by row, relation after relation (each
+/// relation's in its order in the row), and assigns `entries` the entry of rows.a of each
+/// pick (as sample_rows does). Throws sar::invalid_argument if rows has no relations or one
+/// has no fanout.
+template <class KeyOf>
+sparse_matrix sample_by_relation(const adjacency_rows& rows, std::span<const node_t> fanouts,
+                                 std::uint64_t seed, KeyOf&& key_of, std::vector<edge_t>& entries) {
+  constexpr const char* where = "sar::bulk_sampler";
+  const sparse_matrix& a = rows.a;
+  SAR_CHECK(rows.types.size() == a.pattern.columns.size(), invalid_argument, where,
+            ": fanouts per relation on a graph without relations");
+  // One sub-row per (row, relation present with a fanout): its entries in their row order.
+  sparse_matrix sub;
+  sub.pattern.num_rows = 0;
+  sub.pattern.num_cols = a.cols();
+  sub.pattern.offsets.assign(1, 0);
+  std::vector<edge_t> entry_of;  // the entry of a of each sub-row entry
+  std::vector<node_t> row_of, want;
+  std::vector<std::int32_t> relation_of;
+  std::vector<edge_t> order;
+  for (node_t r = 0; r < a.rows(); ++r) {
+    order.resize(static_cast<std::size_t>(a.pattern.offsets[r + 1] - a.pattern.offsets[r]));
+    std::iota(order.begin(), order.end(), a.pattern.offsets[r]);
+    std::stable_sort(order.begin(), order.end(), [&](edge_t x, edge_t y) {
+      return rows.types[static_cast<std::size_t>(x)] < rows.types[static_cast<std::size_t>(y)];
+    });
+    for (std::size_t i = 0; i < order.size();) {
+      const std::int32_t t = rows.types[static_cast<std::size_t>(order[i])];
+      SAR_CHECK(t >= 0 && static_cast<std::size_t>(t) < fanouts.size(), invalid_argument, where,
+                ": an edge of relation ", t, ", fanouts for ", fanouts.size(), " relations");
+      std::size_t end = i;
+      while (end < order.size() && rows.types[static_cast<std::size_t>(order[end])] == t) ++end;
+      if (fanouts[static_cast<std::size_t>(t)] != 0) {
+        for (std::size_t k = i; k < end; ++k) {
+          entry_of.push_back(order[k]);
+          sub.pattern.columns.push_back(a.pattern.columns[static_cast<std::size_t>(order[k])]);
+        }
+        sub.pattern.offsets.push_back(static_cast<edge_t>(sub.pattern.columns.size()));
+        row_of.push_back(r);
+        relation_of.push_back(t);
+        want.push_back(fanouts[static_cast<std::size_t>(t)]);
+        ++sub.pattern.num_rows;
+      }
+      i = end;
+    }
+  }
+  sub.values.assign(sub.pattern.columns.size(), 1.0);
+  std::vector<edge_t> sub_entries;
+  const sparse_matrix sub_picked = sample_rows(sub, want, seed, [&](node_t s) {
+    dart_key key = key_of(row_of[static_cast<std::size_t>(s)]);
+    key.node += static_cast<std::uint64_t>(relation_of[static_cast<std::size_t>(s)] + 1) << 40;
+    return key;
+  }, &sub_entries);
+  // Sub-rows are in row order: row r's picks are its sub-rows' picks, joined.
+  sparse_matrix picked;
+  picked.pattern.num_rows = a.rows();
+  picked.pattern.num_cols = a.cols();
+  picked.pattern.offsets.assign(static_cast<std::size_t>(a.rows()) + 1, 0);
+  for (node_t s = 0; s < sub.rows(); ++s)
+    picked.pattern.offsets[static_cast<std::size_t>(row_of[static_cast<std::size_t>(s)]) + 1] +=
+        sub_picked.pattern.offsets[s + 1] - sub_picked.pattern.offsets[s];
+  for (node_t r = 0; r < a.rows(); ++r) picked.pattern.offsets[r + 1] += picked.pattern.offsets[r];
+  picked.pattern.columns = sub_picked.pattern.columns;
+  picked.values = sub_picked.values;
+  entries.resize(sub_entries.size());
+  for (std::size_t j = 0; j < sub_entries.size(); ++j)
+    entries[j] = entry_of[static_cast<std::size_t>(sub_entries[j])];
+  return picked;
+}
+
+}  // namespace detail
+
 /// What a bulk sampler reads of a graph:
 ///   num_nodes()                            the graph's nodes (dataset ids [0, num_nodes()))
-///   rows(span<const node_t> ids)           -> adjacency_rows: row r = the in-neighbours of
+///   rows(span<const node_t> ids, bool relations)
+///                                          -> adjacency_rows: row r = the in-neighbours of
 ///                                          ids[r], with edge ids where the graph has an
-///                                          edge table
+///                                          edge table, and with relations, where it has
+///                                          them, each entry's relation
 ///   importance(const sparse_matrix& levels) -> ladies_importance, for levels' rows (one per
 ///                                          minibatch: ones at its level's ids, sorted)
 /// rows and importance are collective on a distributed graph (every rank calls them alike).
 template <class G>
 concept sampling_graph_of = requires(G& g, std::span<const node_t> ids, const sparse_matrix& q) {
   { g.num_nodes() } -> std::same_as<node_t>;
-  { g.rows(ids) } -> std::same_as<adjacency_rows>;
+  { g.rows(ids, true) } -> std::same_as<adjacency_rows>;
   { g.importance(q) } -> std::same_as<ladies_importance>;
 };
 
@@ -289,10 +396,11 @@ class sampling_graph {
   node_t num_nodes() const { return graph_->num_rows; }
 
   /// Row r = the in-neighbours of ids[r] (sorted; values 1), with edge ids where the graph
-  /// has an edge table (then as stored: see adjacency_rows).
-  adjacency_rows rows(std::span<const node_t> ids) const {
+  /// has an edge table (then as stored: see adjacency_rows), and with `relations` each
+  /// entry's relation where the graph has them.
+  adjacency_rows rows(std::span<const node_t> ids, bool relations = false) const {
     if (edge_features_ == nullptr && edge_types_.empty())
-      return {spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_)), {}};
+      return {spgemm(selection_matrix(ids, num_nodes()), sparse_view(*graph_)), {}, {}};
     adjacency_rows out;
     sparse_matrix& a = out.a;
     a.pattern.num_rows = static_cast<node_t>(ids.size());
@@ -305,6 +413,9 @@ class sampling_graph {
       a.pattern.columns.insert(a.pattern.columns.end(), row.begin(), row.end());
       a.pattern.offsets.push_back(static_cast<edge_t>(a.pattern.columns.size()));
       out.first_edge.push_back(graph_->offsets[v]);
+      if (relations && !edge_types_.empty())
+        out.types.insert(out.types.end(), edge_types_.begin() + graph_->offsets[v],
+                         edge_types_.begin() + graph_->offsets[v + 1]);
     }
     a.values.assign(a.pattern.columns.size(), 1.0);
     return out;
@@ -318,7 +429,7 @@ class sampling_graph {
   bool has_edge_table() const { return edge_features_ != nullptr || !edge_types_.empty(); }
   /// The edge table's rows of edge ids `ids`, in that order.
   edge_rows gather_edges(std::span<const edge_t> ids) const {
-    edge_rows out{gather_rows<float>(edge_features(), ids), {}};
+    edge_rows out{sar::gather_rows<float>(edge_features(), ids), {}};
     if (!edge_types_.empty())
       for (const edge_t e : ids) out.types.push_back(edge_types_[static_cast<std::size_t>(e)]);
     return out;
@@ -372,7 +483,35 @@ class sampling_graph {
   /// The rows `ids` of `local` (gather_rows).
   template <class T>
   matrix<T> gather(const_rows_ref<T> local, std::span<const node_t> ids) const {
-    return gather_rows<T>(local, ids);
+    return sar::gather_rows<T>(local, ids);
+  }
+  /// The rows `ids` of a matrix over the nodes whose row r is the `cols` values at row_of(r)
+  /// (a const T*).
+  template <class T, class RowOf>
+  matrix<T> gather_rows(std::span<const node_t> ids, Eigen::Index cols, RowOf&& row_of) const {
+    matrix<T> out(static_cast<Eigen::Index>(ids.size()), cols);
+    for (std::size_t i = 0; i < ids.size() && cols > 0; ++i)
+      out.row(static_cast<Eigen::Index>(i)) =
+          Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(row_of(ids[i]), cols);
+    return out;
+  }
+  /// Calls add(ids[i], row i of `rows` as a const T*) for each i in order: one process holds
+  /// every row.
+  template <class T, class Add>
+  void scatter_rows(std::span<const node_t> ids, const_rows_ref<T> rows, Add&& add) const {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      add(ids[i], rows.row(static_cast<Eigen::Index>(i)).data());
+  }
+  /// The rows `ids` of bf16 rows `local`, decoded to T.
+  template <class T>
+  matrix<T> gather_decoded(const bf16_rows& local, std::span<const node_t> ids) const {
+    matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::uint16_t* row = local.row(ids[i]);
+      for (Eigen::Index c = 0; c < local.cols(); ++c)
+        out(static_cast<Eigen::Index>(i), c) = static_cast<T>(float_from_bf16(row[c]));
+    }
+    return out;
   }
   /// The rows `ids` of sparse rows `local` (select_rows).
   template <class T>
@@ -506,7 +645,8 @@ class bulk_sampler {
       for (std::size_t b = 0; b < k; ++b)
         std::copy_n(out[b].ids.begin(), out[b].level_sizes[l + 1], stacked.begin() + row_start[b]);
       if (options_.kind == sampler_kind::node_wise)
-        sample_node_wise(graph.rows(stacked), row_start, stacked, out, l, epoch, first_minibatch);
+        sample_node_wise(graph.rows(stacked, options_.by_relation(l)), row_start, stacked, out,
+                         l, epoch, first_minibatch);
       else
         sample_layer_wise(graph, row_start, stacked, out, whole_level, l, epoch, first_minibatch);
     }
@@ -518,14 +658,19 @@ class bulk_sampler {
   void sample_node_wise(const adjacency_rows& rows_of_a, const std::vector<node_t>& row_start,
                         const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
                         std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch) {
-    const std::vector<node_t> want(stacked.size(), options_.fanouts[l]);
     const bool edge_ids = !rows_of_a.first_edge.empty();
     std::vector<edge_t> entries;  // with edge ids: the entry of rows_of_a of each pick
-    const sparse_matrix picked = sample_rows(rows_of_a.a, want, options_.seed, [&](node_t r) {
+    const auto key_of = [&](node_t r) {
       const auto b = static_cast<std::size_t>(
           std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
       return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
-    }, edge_ids ? &entries : nullptr);
+    };
+    const sparse_matrix picked =
+        options_.by_relation(l)
+            ? detail::sample_by_relation(rows_of_a, options_.relation_fanouts[l], options_.seed,
+                                         key_of, entries)
+            : sample_rows(rows_of_a.a, std::vector<node_t>(stacked.size(), options_.fanouts[l]),
+                          options_.seed, key_of, edge_ids ? &entries : nullptr);
     detail::row_marker& marker = marker_;
     tbb::parallel_for(std::size_t{0}, out.size(), [&](std::size_t b) {
       minibatch_sample& s = out[b];

@@ -3,12 +3,18 @@
 // An epoch shuffles the training nodes (a permutation keyed by (seed, epoch): the same on any
 // thread count), cuts them into minibatches of batch_size seeds (the last may be smaller),
 // samples `bulk` minibatches at a time (sar/sampling/samplers.hpp), gathers the feature rows
-// of the union of their input nodes once (in groups of at most gather_rows rows), and runs
+// of the union of their input nodes once (in groups of at most gather_rows rows; features
+// stored as bf16 travel as bf16 and are decoded where they arrive), and runs
 // for each minibatch forward, the task's loss of its seeds (sar/nn/task.hpp: cross-entropy,
 // mean squared error or binary cross-entropy) normalised by its size, backward and one
 // optimiser step. Random numbers of the layers (dropout) are keyed by
 // the step number in place of the epoch (layer_context::epoch = epoch * minibatches + m), so
 // the minibatches of an epoch draw different masks.
+//
+// Row tables (embeddings of featureless node types, sar/nn/parameters.hpp) are held by the
+// ranks that hold their nodes; each step borrows the rows of its input nodes from there and
+// returns their gradients, which the holders sum in rank order before the optimiser steps
+// (DGL's DistEmbedding does the same), so P ranks train the rows one process trains.
 //
 // Evaluation is layer-wise inference over all nodes: the model runs stage by stage (one graph
 // layer and the layers after it, model.stage_starts()), each stage over blocks of
@@ -27,6 +33,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <unordered_set>
@@ -42,6 +49,7 @@
 #include "sar/nn/layer.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
+#include "sar/nn/parameters.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/sampling/minibatch.hpp"
 #include "sar/sampling/samplers.hpp"
@@ -186,7 +194,9 @@ minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
 /// per entry; 0 x 0 and empty: none), has_edge_table() whether there is one (the same on every
 /// rank), gather_edges(ids) the table's rows of any edge ids the sampler gave,
 /// training_nodes(split) this rank's training nodes (the ranks' disjoint), all_to_all(per_peer)
-/// a vector to each rank and back.
+/// a vector to each rank and back. With row tables (embeddings) the graph also needs
+/// gather_rows(ids, cols, row_of) and scatter_rows(ids, rows, add) (detail::borrowed_rows; both
+/// graphs have them).
 template <class G>
 concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
   { cg.rank() } -> std::same_as<int>;
@@ -207,12 +217,105 @@ concept minibatch_graph = sampling_graph_of<G> && requires(G& g, const G& cg) {
 };
 
 namespace detail {
+
+/// The local row `row` of `graph` as a dataset id.
+template <class Graph>
+node_t dataset_id(const Graph& graph, node_t row) {
+  const auto ids = graph.local_ids();  // empty: row r is node r (one process)
+  return ids.empty() ? row : ids[static_cast<std::size_t>(row)];
+}
+
+/// Throws sar::invalid_argument (on every rank alike) unless every row table of `store` holds
+/// the rows of this rank's nodes in its range (parameter_store::hold_rows): a step borrows a
+/// node's row from the rank that holds the node. Collective on a distributed graph.
+template <class Graph, class T>
+void check_held_rows(Graph& graph, const parameter_store<T>& store, const char* where) {
+  std::int64_t missing[2] = {0, -1};  // count, one of them
+  for (std::size_t k = 0; k < store.table_count(); ++k) {
+    const row_table<T>& table = store.table(k);
+    for (node_t row = 0; row < graph.num_local(); ++row) {
+      const node_t id = dataset_id(graph, row);
+      if (id >= table.shape.first_id && id < table.shape.end_id && table.row_of(id) < 0) {
+        ++missing[0];
+        missing[1] = id;
+      }
+    }
+  }
+  const std::int64_t any = graph.all_reduce_max(missing[0]);
+  SAR_CHECK(any == 0, invalid_argument, where, ": rank ", graph.rank(), " holds no embedding row "
+            "for ", missing[0], " of its nodes",
+            missing[1] >= 0 ? message(" (node ", missing[1], ")") : std::string(),
+            missing[0] == 0 ? " (another rank misses some)" : "",
+            ": hold_rows takes the nodes each rank holds");
+}
+
+/// The rows of a step's input nodes borrowed into the row tables of a model's parameters
+/// (row_table::borrowed_ids) for the life of this object: their values copied from the ranks
+/// that hold the nodes, their gradients zero. Row tables are read by the layers of the model's
+/// first stage (the input projections): the rows of the input nodes are all they read.
+template <class T>
+class borrowed_rows {
+ public:
+  /// Borrows the rows of nodes `ids` (dataset ids, any order, repeats allowed) that lie in
+  /// each table's range. Requires check_held_rows to pass. Collective on a distributed graph
+  /// (one gather per table); nothing without tables.
+  template <class Graph>
+  borrowed_rows(Graph& graph, parameter_store<T>& store, std::span<const node_t> ids)
+      : store_(&store) {
+    for (std::size_t k = 0; k < store.table_count(); ++k) {
+      row_table<T>& table = store.table(k);
+      table.borrowed_ids.clear();
+      for (const node_t v : ids)
+        if (v >= table.shape.first_id && v < table.shape.end_id) table.borrowed_ids.push_back(v);
+      std::sort(table.borrowed_ids.begin(), table.borrowed_ids.end());
+      table.borrowed_ids.erase(std::unique(table.borrowed_ids.begin(), table.borrowed_ids.end()),
+                               table.borrowed_ids.end());
+      table.borrowed_values = graph.template gather_rows<T>(
+          table.borrowed_ids, table.shape.cols, [&](node_t row) {
+            return table.values.row(table.row_of(dataset_id(graph, row))).data();
+          });
+      table.borrowed_grads.setZero(table.borrowed_values.rows(), table.shape.cols);
+    }
+  }
+  borrowed_rows(const borrowed_rows&) = delete;
+  borrowed_rows& operator=(const borrowed_rows&) = delete;
+  /// Borrows nothing any more.
+  ~borrowed_rows() {
+    for (std::size_t k = 0; k < store_->table_count(); ++k) {
+      row_table<T>& table = store_->table(k);
+      table.borrowed_ids.clear();
+      table.borrowed_values.resize(0, table.shape.cols);
+      table.borrowed_grads.resize(0, table.shape.cols);
+    }
+  }
+
+  /// Sends the borrowed rows' gradients to the ranks that hold them: each held row's gradient
+  /// becomes the sum of every rank's gradient of its borrowed copy, added in rank order (so
+  /// the replicas of a group agree bitwise). Collective on a distributed graph.
+  template <class Graph>
+  void return_grads(Graph& graph) {
+    for (std::size_t k = 0; k < store_->table_count(); ++k) {
+      row_table<T>& table = store_->table(k);
+      table.grads.setZero();
+      graph.template scatter_rows<T>(
+          table.borrowed_ids, const_rows_ref<T>(table.borrowed_grads),
+          [&](node_t row, const T* grad) {
+            table.grads.row(table.row_of(dataset_id(graph, row))) +=
+                Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(grad, table.shape.cols);
+          });
+    }
+  }
+
+ private:
+  parameter_store<T>* store_;
+};
+
 /// A minibatch graph that gathers sparse feature rows too (one process's sampling graph).
 template <class Graph, class T>
 concept gathers_sparse_rows = requires(Graph& g, const sparse_rows<T>& x,
                                        const std::vector<node_t>& ids) { g.gather(x, ids); };
 
-/// infer_layer_wise on dense or sparse features.
+/// infer_layer_wise on dense, sparse or bf16 features.
 template <class Model, minibatch_graph Graph, class Features, class T = typename Model::scalar>
 matrix<T> infer_stages(Model& model, Graph& graph, const Features& features,
                        const layer_context& ctx, node_t rows_per_block) {
@@ -235,12 +338,17 @@ matrix<T> infer_stages(Model& model, Graph& graph, const Features& features,
                               [&](node_t id) { return graph.local_row(id); });
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
       // Stage 0 reads the features (dense or sparse rows), later stages the last output.
+      std::optional<borrowed_rows<T>> borrowed;  // the input projections' rows
+      if (s == 0) borrowed.emplace(graph, model.parameters(), block.ids);
       constexpr bool sparse = std::is_same_v<Features, sparse_rows<T>>;
       const bool sparse_input = sparse && s == 0;
       sparse_rows<T> sparse_x;
       matrix<T> x;
       if constexpr (sparse) {
         if (s == 0) sparse_x = graph.gather(features, block.ids);
+        else x = graph.gather(const_rows_ref<T>(h), block.ids);
+      } else if constexpr (std::is_same_v<Features, bf16_rows>) {
+        if (s == 0) x = graph.template gather_decoded<T>(features, block.ids);
         else x = graph.gather(const_rows_ref<T>(h), block.ids);
       } else {
         x = graph.gather(s == 0 ? features : const_rows_ref<T>(h), block.ids);
@@ -278,6 +386,14 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph,
 /// sar/core/sparse_rows.hpp; a graph that gathers them: one process).
 template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
 matrix<T> infer_layer_wise(Model& model, Graph& graph, const sparse_rows<T>& features,
+                           const layer_context& ctx, node_t rows_per_block = 8192) {
+  return detail::infer_stages(model, graph, features, ctx, rows_per_block);
+}
+
+/// As infer_layer_wise, on features stored as bf16 (sar/core/bf16.hpp): each block's input
+/// rows travel as bf16 and are decoded where they arrive.
+template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
+matrix<T> infer_layer_wise(Model& model, Graph& graph, const bf16_rows& features,
                            const layer_context& ctx, node_t rows_per_block = 8192) {
   return detail::infer_stages(model, graph, features, ctx, rows_per_block);
 }
@@ -403,11 +519,13 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
     std::sort(ids->begin(), ids->end());
     ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   }
-  if (data.sparse_features == nullptr) {
-    out.features = graph.gather(data.features, out.ids);
-  } else {
+  if (data.sparse_features != nullptr) {
     if constexpr (detail::gathers_sparse_rows<Graph, T>)
       out.sparse_features = graph.gather(*data.sparse_features, out.ids);
+  } else if (data.bf16_features != nullptr) {
+    out.features = graph.template gather_decoded<T>(*data.bf16_features, out.ids);
+  } else {
+    out.features = graph.gather(data.features, out.ids);
   }
   out.out_degrees = graph.out_degrees(out.ids);
   if (edge_table) out.edges = graph.gather_edges(out.edge_ids);
@@ -470,8 +588,6 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
   SAR_CHECK(data.feature_rows() == n && data.split.size() == static_cast<std::size_t>(n),
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " nodes but ",
             data.feature_rows(), " feature rows, ", data.split.size(), " split entries");
-  SAR_CHECK(data.bf16_features == nullptr, invalid_argument, where, ": features stored as "
-            "bf16 train full batch only (minibatches gather fp32 or sparse feature rows)");
   if constexpr (!detail::gathers_sparse_rows<Graph, T>)
     SAR_CHECK(data.sparse_features == nullptr, invalid_argument, where, ": sparse features on "
               "a graph that gathers dense feature rows only (a distributed sampling graph)");
@@ -493,6 +609,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
             ": ", mb.sampler.fanouts.size(), " fanouts for a model of ",
             model.stage_starts().size(), " graph layers");
   bulk_sampler sampler(graph.num_nodes(), mb.sampler);  // checks the sampler options
+  detail::check_held_rows(graph, model.parameters(), where);
 
   detail::check_train_options(options, where);
   detail::epoch_recorder recorder(options, where, true, on_epoch, score_name(task.kind));
@@ -507,7 +624,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
           ? data
           : node_data<T>{.features = data.features, .task = data.task,
                          .targets = {data.targets.data(), 0, data.targets.cols()},
-                         .target_scale = {}, .sparse_features = data.sparse_features};
+                         .target_scale = {}, .sparse_features = data.sparse_features,
+                         .bf16_features = data.bf16_features};
 
   auto grads = model.parameters().grads();
   const node_t batches = (train_count + mb.batch_size - 1) / mb.batch_size;
@@ -541,6 +659,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         if (data.sparse_features != nullptr) sparse_x = fetched.sparse_features_of(samples[b].ids);
         else x = fetched.features_of(samples[b].ids);
         const detail::seed_targets targets = fetched.targets_of(samples[b].seeds());
+        detail::borrowed_rows<T> borrowed(graph, model.parameters(), samples[b].ids);
         fetched.complete(samples[b]);
         const auto local_seeds = static_cast<node_t>(samples[b].seeds().size());
         sampled_minibatch blocks(std::move(samples[b]));
@@ -561,6 +680,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
         } else {
           std::fill(grads.begin(), grads.end(), T(0));
         }
+        borrowed.return_grads(graph);
         graph.all_reduce_sum(std::span<double>(&loss, 1));
         detail::check_loss(loss, options, where, epoch, first + b);
         graph.all_reduce_sum(grads);
@@ -578,6 +698,8 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       if (data.sparse_features != nullptr) {
         if constexpr (detail::gathers_sparse_rows<Graph, T>)
           logits = infer_layer_wise(model, graph, *data.sparse_features, eval, mb.inference_rows);
+      } else if (data.bf16_features != nullptr) {
+        logits = infer_layer_wise(model, graph, *data.bf16_features, eval, mb.inference_rows);
       } else {
         logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
       }
