@@ -387,7 +387,8 @@ inline void read_heterogeneous_rows(heterogeneous_share& read, const std::filesy
   const auto hi = [&](std::int32_t t) {
     return std::clamp<node_t>(read.last - schema.type_begin(t), lo(t), type(t).count);
   };
-  const auto rows_of = [&](auto& per_row, std::int32_t t) {
+  const auto rows_of = [&](auto& per_row, std::int32_t t) {  // empty if the share has none
+    if (hi(t) == lo(t)) return std::span(per_row).first(0);
     return std::span(per_row).subspan(static_cast<std::size_t>(schema.type_begin(t) + lo(t) - first),
                                       static_cast<std::size_t>(hi(t) - lo(t)));
   };
