@@ -469,6 +469,30 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
        .degree = 3, .authors_per_paper = 2, .seed = 3}));
   comm.barrier();
   expect_block_matches(comm, hetero.string());
+  // A malformed last line of one relation's edge file: the rank whose chunk holds it names the
+  // file and line, and every other rank stops too.
+  const fs::path bad_hetero = scratch / "ogb-hetero-bad";
+  const fs::path writes = bad_hetero / "raw" / "relations" / "author___writes___paper";
+  std::int64_t lines = 0;
+  if (comm.rank() == 0) {
+    fs::copy(hetero, bad_hetero, fs::copy_options::recursive);
+    std::ifstream edges(writes / "edge.csv");
+    for (std::string line; std::getline(edges, line);) ++lines;
+    edges.close();
+    std::ofstream(writes / "edge.csv", std::ios::app) << "7,x\n";
+    std::ofstream(writes / "num-edge-list.csv") << lines + 1 << '\n';
+  }
+  comm.all_reduce(std::span<std::int64_t>(&lines, 1), reduce_op::sum);
+  {
+    const std::string text = message(" line ", lines + 1, ": not an integer node id");
+    const std::string error = block_error(comm, bad_hetero.string());
+    std::int64_t found = error.find(text) != std::string::npos ? 1 : 0;
+    EXPECT(!error.empty(), bad_hetero.string(), ": read on rank ", comm.rank());
+    EXPECT(found || error.find("failed (rank") != std::string::npos, bad_hetero.string(), ": ",
+           error);
+    comm.all_reduce(std::span<std::int64_t>(&found, 1), reduce_op::sum);
+    EXPECT(found >= 1, bad_hetero.string(), ": no rank names the problem '", text, "'");
+  }
 
   // Errors: the serial loader's message on the rank that finds it, every rank stops.
   const fs::path bad = scratch / "bad.txt", sparse = scratch / "sparse.txt";
