@@ -62,6 +62,12 @@ std::uint16_t bf16_of(T v) {
   return bf16_from_float(detail::narrowed(v));
 }
 
+/// out[0, count) := the bf16 values in[0, count) as T (exact).
+template <class T>
+void decode_bf16(const std::uint16_t* in, Eigen::Index count, T* out) {
+  for (Eigen::Index c = 0; c < count; ++c) out[c] = static_cast<T>(float_from_bf16(in[c]));
+}
+
 /// A rows x cols row-major matrix stored as bf16: half the bytes of fp32, a quarter of
 /// double. Encoding rounds each value to the nearest bf16 (bf16_of), so the same values give
 /// the same bits whatever the threads or the rows' order; decoding is exact.
@@ -96,11 +102,7 @@ class bf16_rows {
   template <class T>
   void decode(matrix<T>& out) const {
     huge_page_resize(out, rows_, cols_);
-    for_row_ranges([&](Eigen::Index r) {
-      const std::uint16_t* in = row(r);
-      T* o = out.row(r).data();
-      for (Eigen::Index c = 0; c < cols_; ++c) o[c] = static_cast<T>(float_from_bf16(in[c]));
-    });
+    for_row_ranges([&](Eigen::Index r) { decode_bf16(row(r), cols_, out.row(r).data()); });
   }
   /// The stored values as a new matrix<T>.
   template <class T>

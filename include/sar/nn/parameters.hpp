@@ -72,6 +72,9 @@ struct row_table_shape {
   node_t first_id = 0, end_id = 0;
   /// Values per row (>= 1).
   Eigen::Index cols = 0;
+
+  /// Whether node `id` has a row: first_id <= id < end_id.
+  bool covers(node_t id) const { return id >= first_id && id < end_id; }
 };
 
 /// The rows of a row_table_shape that one rank holds: those of the nodes it was given
@@ -123,6 +126,12 @@ struct row_table {
     const Eigen::Index b = find(borrowed_ids, id);
     if (b >= 0) return {&borrowed_values, &borrowed_grads, b};
     return {&values, &grads, row_of(id)};
+  }
+  /// Drops the borrowed rows: layers read and write the held rows again.
+  void drop_borrowed() {
+    borrowed_ids.clear();
+    borrowed_values.resize(0, shape.cols);
+    borrowed_grads.resize(0, shape.cols);
   }
 
  private:
@@ -181,7 +190,7 @@ class parameter_store {
     for (std::size_t k = 0; k < tables_.size(); ++k) {
       const row_table_shape& s = tables_[k].shape;
       for (const node_t id : ids)
-        if (id >= s.first_id && id < s.end_id) held[k].push_back(id);
+        if (s.covers(id)) held[k].push_back(id);
       std::sort(held[k].begin(), held[k].end());
       const auto repeated = std::adjacent_find(held[k].begin(), held[k].end());
       SAR_CHECK(repeated == held[k].end(), invalid_argument,
@@ -194,9 +203,7 @@ class parameter_store {
       table.values.resize(rows, table.shape.cols);
       table.grads.setZero(rows, table.shape.cols);
       table.moments.clear();
-      table.borrowed_ids.clear();
-      table.borrowed_values.resize(0, table.shape.cols);
-      table.borrowed_grads.resize(0, table.shape.cols);
+      table.drop_borrowed();
       initialise_rows(k);
     }
   }

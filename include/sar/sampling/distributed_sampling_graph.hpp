@@ -312,11 +312,9 @@ class distributed_sampling_graph {
     });
     matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
     std::vector<std::uint16_t> row(static_cast<std::size_t>(local.cols()));
-    for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {  // (received bytes: copied to align them)
       if (bytes > 0) std::memcpy(row.data(), got[r.peer[i]].data() + r.slot[i] * bytes, bytes);
-      for (Eigen::Index c = 0; c < local.cols(); ++c)
-        out(static_cast<Eigen::Index>(i), c) =
-            static_cast<T>(float_from_bf16(row[static_cast<std::size_t>(c)]));
+      decode_bf16(row.data(), local.cols(), out.row(static_cast<Eigen::Index>(i)).data());
     }
     return out;
   }

@@ -506,11 +506,8 @@ class sampling_graph {
   template <class T>
   matrix<T> gather_decoded(const bf16_rows& local, std::span<const node_t> ids) const {
     matrix<T> out(static_cast<Eigen::Index>(ids.size()), local.cols());
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const std::uint16_t* row = local.row(ids[i]);
-      for (Eigen::Index c = 0; c < local.cols(); ++c)
-        out(static_cast<Eigen::Index>(i), c) = static_cast<T>(float_from_bf16(row[c]));
-    }
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      decode_bf16(local.row(ids[i]), local.cols(), out.row(static_cast<Eigen::Index>(i)).data());
     return out;
   }
   /// The rows `ids` of sparse rows `local` (select_rows).

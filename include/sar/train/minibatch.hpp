@@ -235,7 +235,7 @@ void check_held_rows(Graph& graph, const parameter_store<T>& store, const char* 
     const row_table<T>& table = store.table(k);
     for (node_t row = 0; row < graph.num_local(); ++row) {
       const node_t id = dataset_id(graph, row);
-      if (id >= table.shape.first_id && id < table.shape.end_id && table.row_of(id) < 0) {
+      if (table.shape.covers(id) && table.row_of(id) < 0) {
         ++missing[0];
         missing[1] = id;
       }
@@ -266,7 +266,7 @@ class borrowed_rows {
       row_table<T>& table = store.table(k);
       table.borrowed_ids.clear();
       for (const node_t v : ids)
-        if (v >= table.shape.first_id && v < table.shape.end_id) table.borrowed_ids.push_back(v);
+        if (table.shape.covers(v)) table.borrowed_ids.push_back(v);
       std::sort(table.borrowed_ids.begin(), table.borrowed_ids.end());
       table.borrowed_ids.erase(std::unique(table.borrowed_ids.begin(), table.borrowed_ids.end()),
                                table.borrowed_ids.end());
@@ -281,12 +281,7 @@ class borrowed_rows {
   borrowed_rows& operator=(const borrowed_rows&) = delete;
   /// Borrows nothing any more.
   ~borrowed_rows() {
-    for (std::size_t k = 0; k < store_->table_count(); ++k) {
-      row_table<T>& table = store_->table(k);
-      table.borrowed_ids.clear();
-      table.borrowed_values.resize(0, table.shape.cols);
-      table.borrowed_grads.resize(0, table.shape.cols);
-    }
+    for (std::size_t k = 0; k < store_->table_count(); ++k) store_->table(k).drop_borrowed();
   }
 
   /// Sends the borrowed rows' gradients to the ranks that hold them: each held row's gradient
