@@ -258,9 +258,9 @@ class distributed_schedule {
   /// One call: the policy picks codecs, cache and staleness; the ranks agree on shapes, reuse
   /// and staleness; the transport runs with this call's ends; the cache keeps what it asks
   /// for; the ranks agree on failures.
-  template <class T, class Call>
+  template <class T>
   void exchange(const exchange_key& key, exchange_kind kind, const const_rows_ref<T>* x,
-                rows_ref<T>* dx, Call&& call) {
+                rows_ref<T>* dx, exchange_visitor<T> call) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                   "sar::distributed_schedule moves float or double rows only.");
     static constexpr const char* names[] = {"sar::distributed_schedule::gather",
@@ -283,7 +283,7 @@ class distributed_schedule {
     const bool stale = pipe && policy_.stale(key, kind, {pipe->features_supplied(),
                                                          pipe->gradients_supplied()});
     std::optional<kept_halo> kept = cache.take(key, kind);
-    using ends = exchange_ends<T, std::remove_reference_t<Call>, request>;
+    using ends = exchange_ends<T, request>;
     std::exception_ptr failure;
     auto run_stale = [&](Eigen::Index width) {  // rows that arrived for the previous call
       ends e{*graph_, scratch_, key, kind, x, dx, width, call, fc, gc, nullptr, nullptr, nullptr,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/function_ref.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 #include "sar/distributed/distributed_graph.hpp"
@@ -57,9 +58,15 @@ class halo_scratch {
   std::vector<node_t> identity_;
 };
 
-/// One call's ends. call(block, halo*, dhalo*) runs the layer's visitor (halo null for a
-/// scatter, dhalo null for a gather's local block).
-template <class T, class Call, class Request>
+/// A layer's visitor of one exchange: call(block, halo*, dhalo*), halo null for a scatter,
+/// dhalo null for a gather's local block. A reference, so the engine is compiled once per
+/// scalar type rather than once per visitor (it calls it once per block).
+template <class T>
+using exchange_visitor =
+    function_ref<void(const graph_block&, const const_rows_ref<T>*, rows_ref<T>*)>;
+
+/// One call's ends.
+template <class T, class Request>
 struct exchange_ends {
   const distributed_graph& graph;  ///< the halo plan and blocks
   halo_scratch& scratch;            ///< the engine's reusable buffers
@@ -69,7 +76,7 @@ struct exchange_ends {
   rows_ref<T>* dx;             ///< null for a gather
   /// Values per row of the call (the agreed width; the exchange's for a call on its own).
   Eigen::Index width;
-  Call& call;          ///< the layer's visitor
+  exchange_visitor<T> call;  ///< the layer's visitor
   any_wire_codec& fc;  ///< the call's feature codec
   any_wire_codec& gc;  ///< the call's gradient codec
   kept_halo* reused;   ///< the halo every rank reuses, or null

@@ -17,6 +17,7 @@
 #include <tbb/partitioner.h>
 
 #include "sar/core/error.hpp"
+#include "sar/core/function_ref.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/row_gemm.hpp"
 
@@ -26,6 +27,26 @@ namespace detail {
 /// Whether T's products run on the row_gemm micro-kernels (float with AVX-512F or AVX2 + FMA).
 template <class T>
 inline constexpr bool uses_row_gemm = std::is_same_v<T, float> && row_gemm_available;
+
+/// The loops of for_row_chunks and for_product_chunks. They take the body by reference, so
+/// oneTBB's machinery is compiled once, not once per loop body; one indirect call per chunk
+/// of at least a grain's work costs nothing next to the chunk.
+using chunk_body = function_ref<void(Eigen::Index, Eigen::Index)>;
+
+/// body(b, e) on the scheduler's chunks of [0, rows), each at least `grain` rows.
+inline void parallel_row_chunks(Eigen::Index rows, Eigen::Index grain, chunk_body body) {
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows, grain),
+                    [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
+}
+
+/// body(k c, min(rows, (k + 1) c)) for every k, in parallel.
+inline void parallel_fixed_chunks(Eigen::Index rows, Eigen::Index c, chunk_body body) {
+  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, (rows + c - 1) / c, 1),
+                    [&](const tbb::blocked_range<Eigen::Index>& r) {
+                      for (Eigen::Index k = r.begin(); k != r.end(); ++k)
+                        body(k * c, std::min(rows, (k + 1) * c));
+                    });
+}
 }  // namespace detail
 
 /// Rows per task so that a task does at least ~16k scalar operations. work_per_row: scalar
@@ -48,8 +69,7 @@ void for_row_chunks(Eigen::Index rows, double work_per_row, Body&& body) {
     body(Eigen::Index{0}, rows);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows, grain),
-                    [&](const tbb::blocked_range<Eigen::Index>& r) { body(r.begin(), r.end()); });
+  detail::parallel_row_chunks(rows, grain, body);
 }
 
 /// m := 0 (assigns, keeps m's shape), in parallel over rows; bitwise the same for every thread
@@ -98,11 +118,7 @@ void for_product_chunks(Eigen::Index rows, Body&& body) {
     body(Eigen::Index{0}, rows);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, chunks, 1),
-                    [&](const tbb::blocked_range<Eigen::Index>& r) {
-                      for (Eigen::Index k = r.begin(); k != r.end(); ++k)
-                        body(k * c, std::min(rows, (k + 1) * c));
-                    });
+  detail::parallel_fixed_chunks(rows, c, body);
 }
 
 /// Sums per-row contributions into `width` doubles: add_row(i, acc) adds row i's contribution
