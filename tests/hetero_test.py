@@ -10,7 +10,9 @@ SAR_CONVERT SAR_PREDICT [MPIRUN]).
    in memory (--partition random), and from a store written by mpirun -np 2 sar-partition.
 4. A checkpoint taken on 2 ranks resumes on 1 with the uninterrupted losses (1e-5).
 5. --save-model, then sar-predict on one process and on 2 ranks: the classes' test accuracy
-   is the reported one; a homogeneous dataset is refused by the rgcn model.
+   is the reported one; a homogeneous dataset is refused by the rgcn model. So for a model
+   with per-node embeddings, whose file holds every author's row; a graph with another
+   author count is refused.
 6. rgcn on sampled minibatches learns, and gives the same losses on 2 ranks (partitioned in
    memory); so it does with fanouts per relation (--relation-fanouts, recorded in the
    metrics), whose bad specifications are refused naming what is wrong.
@@ -116,6 +118,38 @@ with tempfile.TemporaryDirectory(prefix="sar-hetero-") as tmp:
     r = run([sar_predict, "--model", model, "--dataset", "planted:nodes=300,features=16,classes=2",
              "--out", os.path.join(tmp, "p3")], expect=1)
     assert "was trained on 2 node types" in r.stderr, r.stderr
+
+    # A model with per-node embeddings (the authors have no features) keeps their rows in the
+    # file; sar-predict gives each rank the rows of its nodes.
+    featureless = os.path.join(tmp, "featureless.npy")
+    run([sar_convert, "--dataset", "planted-hetero:nodes=1500,authors=500,author_features=0,seed=2",
+         "--out", featureless])
+    embedded = os.path.join(tmp, "embedded.sarmodel")
+    _, saved = train("--dataset", featureless, "--model", "rgcn", "--node-embeddings", "--epochs",
+                     "30", "--save-model", embedded)
+    blob = open(embedded, "rb").read()
+    tables = json.loads(blob[24:24 + int.from_bytes(blob[16:24], "little")])["tables"]
+    assert [(t["first_id"], t["end_id"]) for t in tables] == [(0, 500)], tables
+    predicted = os.path.join(tmp, "predicted-embedded")
+    run([sar_predict, "--model", embedded, "--dataset", featureless, "--out", predicted])
+    _, classes = read_npy(os.path.join(predicted, "classes.npy"))
+    _, labels = read_npy(os.path.join(featureless, "labels.npy"))
+    _, splits = read_npy(os.path.join(featureless, "split.npy"))
+    test = [i for i in range(len(classes)) if splits[i] == 3]
+    accuracy = sum(classes[i] == labels[i] for i in test) / len(test)
+    assert abs(accuracy - saved["test_acc"]) < 1e-9, (accuracy, saved["test_acc"])
+    if two:
+        featureless_store = os.path.join(tmp, "featureless-store")
+        run([sar_partition, "--dataset", featureless, "--parts", "2", "--out", featureless_store])
+        predicted2 = os.path.join(tmp, "predicted-embedded2")
+        run([*two, sar_predict, "--model", embedded, "--partitions", featureless_store, "--out",
+             predicted2])
+        _, classes2 = read_npy(os.path.join(predicted2, "classes.npy"))
+        assert list(classes2) == list(classes)
+    r = run([sar_predict, "--model", embedded, "--dataset",
+             "planted-hetero:nodes=1200,authors=400,author_features=0,seed=2",
+             "--out", os.path.join(tmp, "p4")], expect=1)
+    assert "for nodes [0, 500)" in r.stderr, r.stderr
 
     # 6. Minibatches.
     _, sampled = train(*rgcn, "--minibatch", "128", "--precision", "double")

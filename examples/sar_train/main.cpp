@@ -340,7 +340,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(sar_programs::non_negative);
   app.add_flag("--node-embeddings", node_embeddings, "rgcn: every node of a featureless type "
                "learns its own input row (held and updated by the rank that holds the node; "
-               "kept in checkpoints, not in --save-model files); default: one learnt row per "
+               "kept in checkpoints and --save-model files); default: one learnt row per "
                "featureless type");
   app.add_option("--messages", messages, "mpnn: a node's messages are averaged (mean) or "
                  "summed (sum)")
@@ -491,9 +491,6 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     config.rgcn_blocks = rgcn_blocks;
     SAR_CHECK(!node_embeddings || p.model == "rgcn", sar::invalid_argument,
               "sar-train: --node-embeddings is an option of --model rgcn");
-    SAR_CHECK(!node_embeddings || p.save_model.empty(), sar::invalid_argument,
-              "sar-train: --node-embeddings and --save-model: a model file holds no per-node "
-              "rows (keep the run with --checkpoint)");
     config.node_embeddings = node_embeddings;
     SAR_CHECK(p.relation_fanouts.empty() || p.minibatch > 0, sar::invalid_argument,
               "sar-train: --relation-fanouts is an option of --minibatch");

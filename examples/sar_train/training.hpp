@@ -415,9 +415,11 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     standard = sar::standardise_targets(data.targets, data.split, [&](std::span<double> sums) {
       comm.all_reduce(sums, sar::reduce_op::sum);
     });
-  // --save-model: the parameters and layer state of the best epoch so far.
+  // --save-model: the parameters, layer state and this rank's embedding rows of the best epoch
+  // so far.
   std::vector<T> best_values;
   std::vector<std::vector<double>> best_state;
+  std::vector<sar::matrix<T>> best_rows;
   if (!p.save_model.empty())
     options.after_epoch = [&, checkpointing = options.after_epoch](const sar::train_result& r) {
       if (r.best_epoch >= 0 && r.best_epoch + 1 == r.epochs_done()) {
@@ -425,6 +427,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
         best_values.assign(values.begin(), values.end());
         best_state.clear();
         for (const auto s : model.state()) best_state.emplace_back(s.begin(), s.end());
+        best_rows.clear();
+        for (std::size_t k = 0; k < model.parameters().table_count(); ++k)
+          best_rows.push_back(model.parameters().table(k).values);
       }
       if (checkpointing) checkpointing(r);
     };
@@ -452,6 +457,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
       auto state = model.state();
       for (std::size_t s = 0; s < state.size(); ++s)
         std::copy(best_state[s].begin(), best_state[s].end(), state[s].begin());
+      for (std::size_t k = 0; k < best_rows.size(); ++k)
+        model.parameters().table(k).values = std::move(best_rows[k]);
     }
     const sar::model_description description{
         .config = config, .input_dim = feature_dim, .output_dim = data.num_outputs(),
@@ -603,6 +610,9 @@ template <class T, class Schedule>
 sar::matrixf predict_saved(const sar::saved_model& saved, Schedule& graph,
                            const sar::matrixf& features) {
   auto model = sar::load_model<T, Schedule>(saved);
+  std::vector<sar::node_t> ids(static_cast<std::size_t>(graph.num_destinations()));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = graph.node_id(static_cast<sar::node_t>(i));
+  sar::hold_saved_rows(model, saved, ids);  // the embeddings of this rank's nodes, if any
   const sar::matrix<T> x = features.template cast<T>();
   sar::matrix<T> y = sar::predict(model, graph, x);
   sar::to_original_units(y, saved.description.targets);

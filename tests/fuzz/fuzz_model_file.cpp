@@ -1,8 +1,9 @@
 // libFuzzer target: the model file reader and loader. An input whose first byte is odd is the
 // rest of the input with its last 4 bytes replaced by the CRC-32 of what precedes them, so the
 // header and size checks behind the checksum are reached too; an even first byte leaves it as
-// it is. A file read_model accepts is loaded (load_model) and predicts on a 3-node graph (with
-// edge types when the model has a schema).
+// it is. A file read_model accepts is loaded (load_model), given the rows of its per-node
+// embeddings if it has any (hold_saved_rows), and predicts on a 3-node graph (with edge types
+// when the model has a schema).
 // SAR_FUZZ_WRITE_SEEDS=DIR writes a valid model file of each kind as seeds.
 #include <cstring>
 #include <string>
@@ -21,17 +22,30 @@ sar::graph_schema ring_schema() {
           .relations = {{0, "writes", 1}, {1, "cites", 1}}};
 }
 
-/// A small trained-looking model of `kind` as a model file's content.
-std::string model_of(sar::model_kind kind, bool batch_norm) {
+/// The ring's node ids.
+const std::vector<sar::node_t> ring_nodes{0, 1, 2};
+
+/// A small trained-looking model of `kind` as a model file's content; `embeddings`: an rgcn
+/// whose author has no features but a learnt row.
+std::string model_of(sar::model_kind kind, bool batch_norm, bool embeddings = false) {
   sar::model_config c = sar::paper_defaults(kind);
   c.hidden = 3;
   c.heads = 2;
   c.batch_norm = batch_norm;
   if (kind == sar::model_kind::rgcn) c.schema = ring_schema();
+  if (embeddings) {
+    c.schema.node_types[0].feature_dim = 0;
+    c.node_embeddings = true;
+  }
   auto model = sar::make_model<float, sar::local_schedule>(c, 4, 2, 7);
+  model.parameters().hold_rows(ring_nodes);
+  std::vector<sar::row_table<float>> tables;  // held whole: the rows of every node
+  for (std::size_t k = 0; k < model.parameters().table_count(); ++k)
+    tables.push_back(model.parameters().table(k));
   return sar::model_file_content(
       model, {.config = c, .input_dim = 4, .output_dim = 2, .task = sar::task_kind::regress,
-              .targets = {{1.5, -2}, {0.5, 3}}});
+              .targets = {{1.5, -2}, {0.5, 3}}},
+      std::span<const sar::row_table<float>>(tables));
 }
 
 }  // namespace
@@ -50,6 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           out.put(static_cast<char>(2 * k));  // even: as written
           out << model_of(kind, bn);
         }
+      std::ofstream out(std::filesystem::path(dir) / ("seed-" + std::to_string(k++)),
+                        std::ios::binary);
+      out.put(static_cast<char>(2 * k));
+      out << model_of(sar::model_kind::rgcn, false, /*embeddings=*/true);
     }
     return true;
   }();
@@ -65,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   sar_fuzz::expect_clear_errors([&] {
     const sar::saved_model saved = sar::read_model(file);
     auto model = sar::load_model<float, sar::local_schedule>(saved);
+    sar::hold_saved_rows(model, saved, ring_nodes);
     sar::csr ring{.num_rows = 3, .num_cols = 3, .offsets = {0, 1, 2, 3}, .columns = {2, 0, 1}};
     sar::local_schedule graph =
         saved.description.config.schema.heterogeneous()

@@ -390,9 +390,75 @@ TEST_CASE("node embeddings of a featureless type: rows keyed by node, gradient, 
   store_model wrong_model{&wrong};
   CHECK_THROWS_WITH_AS(restore_checkpoint(ck, wrong_model, resumed_optimiser),
                        doctest::Contains("row table 0"), invalid_argument);
-  // A model file cannot hold per-node rows.
-  CHECK_THROWS_WITH_AS(model_file_content(whole_model, {}), doctest::Contains("per-node"),
+  // A model file holds every row of a table: a table missing, or one without a row of some
+  // node, is refused.
+  CHECK_THROWS_WITH_AS(model_file_content(whole_model, {}), doctest::Contains("1 row tables"),
                        invalid_argument);
+  const std::vector<row_table<double>> three{part.table(0)};
+  CHECK_THROWS_WITH_AS(model_file_content(whole_model, {}, std::span(three)),
+                       doctest::Contains("no rank holds the row of node 0"), invalid_argument);
+}
+
+namespace {
+/// A planted graph of 200 papers (4 features) and 60 authors without features.
+graph_dataset featureless_authors() {
+  return make_planted_heterogeneous(
+      {.num_papers = 200, .num_authors = 60, .feature_dim = 4, .author_feature_dim = 0});
+}
+
+/// R-GCN of hidden width 8 on `data` whose featureless types learn a row per node.
+model_config rgcn_with_embeddings(const graph_dataset& data) {
+  model_config c = paper_defaults(model_kind::rgcn);
+  c.schema = data.schema;
+  c.hidden = 8;
+  c.node_embeddings = true;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("a model file keeps per-node embeddings: loaded, each holder's rows predict as the "
+          "trained model; a graph with other node counts is refused") {
+  const graph_dataset data = featureless_authors();
+  const model_config c = rgcn_with_embeddings(data);
+  const node_data<float> nodes{data.features, data.labels, data.split};
+  auto model = make_model<float, local_schedule>(c, data.features.cols(), 2, 2);
+  std::vector<node_t> all(static_cast<std::size_t>(data.num_nodes()));
+  std::iota(all.begin(), all.end(), node_t{0});
+  model.parameters().hold_rows(all);
+  auto optimiser = make_optimiser(c, model);
+  local_schedule graph(csr{data.graph}, matrixf(), std::vector<std::int32_t>(data.edge_types));
+  train_full_batch(model, graph, optimiser, nodes, {.epochs = 3, .log_progress = false});
+  const layer_context eval{.training = false};
+  const matrixf expected = model.forward(graph, eval, data.features);
+
+  const testing_support::temp_dir dir("sar-embedded-model");
+  const auto file = dir.path / "m.sarmodel";
+  serial_communicator self;
+  const model_description d{.config = c, .input_dim = data.features.cols(), .output_dim = 2};
+  save_model(self, file, model, d);
+  const saved_model saved = read_model(file);
+  REQUIRE(saved.tables.size() == 1);
+  CHECK(saved.tables[0].shape.first_id == 0);
+  CHECK(saved.tables[0].shape.end_id == 60);
+  CHECK(saved.tables[0].values.size() == 60 * 8);
+  CHECK(saved.description.config.node_embeddings);
+  auto loaded = load_model<float, local_schedule>(saved);
+  hold_saved_rows(loaded, saved, all);
+  CHECK(loaded.forward(graph, eval, data.features) == expected);
+  // A rank holding some nodes gets exactly their rows.
+  auto part = load_model<float, local_schedule>(saved);
+  const std::vector<node_t> some{59, 3, 200, 17};
+  hold_saved_rows(part, saved, some);
+  const row_table<float>& held = part.parameters().table(0);
+  REQUIRE(held.ids == std::vector<node_t>{3, 17, 59});
+  for (Eigen::Index r = 0; r < 3; ++r)
+    CHECK(held.values.row(r) ==
+          model.parameters().table(0).values.row(held.ids[static_cast<std::size_t>(r)]));
+  // Another author count: the model's table does not fit.
+  saved_model other = saved;
+  other.description.config.schema.node_types[0].count = 50;
+  CHECK_THROWS_WITH_AS((load_model<float, local_schedule>(other)),
+                       doctest::Contains("for nodes [0, 60)"), invalid_argument);
 }
 
 TEST_CASE("R-GCN learns the planted heterogeneous graph; a GCN with the types erased cannot") {
@@ -461,12 +527,8 @@ TEST_CASE("R-GCN on minibatches: with every neighbour and one minibatch of all t
 
 TEST_CASE("minibatch training with embeddings refuses a store that holds no rows for its "
           "nodes, naming the rank") {
-  const graph_dataset data = make_planted_heterogeneous(
-      {.num_papers = 200, .num_authors = 60, .feature_dim = 4, .author_feature_dim = 0});
-  model_config c = paper_defaults(model_kind::rgcn);
-  c.schema = data.schema;
-  c.hidden = 8;
-  c.node_embeddings = true;
+  const graph_dataset data = featureless_authors();
+  const model_config c = rgcn_with_embeddings(data);
   const node_data<double> nodes{data.features.cast<double>(), data.labels, data.split};
   auto model = make_model<double, local_schedule>(c, data.features.cols(), 2, 2);
   auto optimiser = make_optimiser(c, model);

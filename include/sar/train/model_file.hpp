@@ -1,27 +1,34 @@
 // A trained model in one file, to load in another program and predict with: its architecture
 // (sar::model_config and the input and output widths), what its outputs mean (the task, a
 // regression's target standardisation, how the features were normalised), its parameters and
-// its layers' state (batch norm's running statistics). Format "sar-model", version 1:
+// its layers' state (batch norm's running statistics), and the rows of its per-node
+// embeddings if it learnt any. Format "sar-model", version 2:
 //   bytes 0-7        magic "SARMODEL"
-//   bytes 8-11       uint32 format version (1), little-endian like everything after
+//   bytes 8-11       uint32 format version (2), little-endian like everything after
 //   bytes 12-15      uint32 0
 //   bytes 16-23      uint64 H, the bytes of the JSON header
-//   H bytes          the header: {"format": "sar-model", "format_version": 1,
+//   H bytes          the header: {"format": "sar-model", "format_version": 2,
 //                    "scalar": "float32" | "float64", "model": {model_config's fields},
 //                    "input_dim": F, "output_dim": K, "task": "classify" | "regress" |
 //                    "multilabel", "target_mean": [...], "target_scale": [...] (regress;
 //                    else empty), "row_normalise_features": bool, "parameters": [{"name",
-//                    "rows", "cols"}, ...], "state": [sizes], "about": {free: what the
-//                    writer adds, e.g. the dataset and the scores}}
+//                    "rows", "cols"}, ...], "state": [sizes], "tables": [{"name",
+//                    "first_id", "end_id", "cols"}, ...], "about": {free: what the writer
+//                    adds, e.g. the dataset and the scores}}
 //   the parameters   packed back to back in store order, of the scalar type
 //   the state        every layer's state array in order, float64
+//   the tables       each row table (sar/nn/parameters.hpp: per-node embeddings) whole: the
+//                    rows of ids first_id .. end_id - 1 in order, cols values each, of the
+//                    scalar type
 //   4 bytes          uint32 CRC-32 (zlib) of everything before it
 // Written as an output file (sar/core/output_file.hpp: replaced whole or not at all); read
 // whole and checked (magic, version, sizes, CRC-32, every field) before anything of it is used.
+// Version 1 files (no tables) are read too.
 //
 //   sar::save_model(comm, "model.sar", model, {.input_dim = F, .task = ..., ...});  // collective
 //   const sar::saved_model saved = sar::read_model("model.sar");
 //   auto model = sar::load_model<float, Schedule>(saved);   // make_model + the parameters
+//   sar::hold_saved_rows(model, saved, ids);  // embeddings only: the rows of this rank's nodes
 //   sar::matrixf y = sar::predict(model, graph, features);  // evaluation mode
 #pragma once
 
@@ -53,7 +60,7 @@
 namespace sar {
 
 /// Version of the model file format (see the top of this file).
-inline constexpr int model_file_version = 1;
+inline constexpr int model_file_version = 2;
 
 /// What a model file says about its model besides the parameters (what the writer states).
 struct model_description {
@@ -82,7 +89,13 @@ struct saved_model {
   std::vector<checkpoint::parameter> parameters;  ///< names and shapes, in store order
   std::vector<double> values;                     ///< the parameters packed in order
   std::vector<std::vector<double>> state;         ///< model.state(), in order
-  std::uint32_t identity = 0;                     ///< the file's CRC-32
+  /// A row table of the model (its per-node embeddings): every row of its range.
+  struct table {
+    row_table_shape shape;      ///< name, id range and width
+    std::vector<double> values;  ///< (end_id - first_id) x cols, row-major, by id
+  };
+  std::vector<table> tables;   ///< the model's row tables, in store order
+  std::uint32_t identity = 0;  ///< the file's CRC-32
 };
 
 namespace detail::model_files {
@@ -115,6 +128,7 @@ inline nlohmann::json config_json(const model_config& c) {
     j["schema"] = schema_to_json(c.schema);
     j["rgcn_bases"] = c.rgcn_bases;
     j["rgcn_blocks"] = c.rgcn_blocks;
+    j["node_embeddings"] = c.node_embeddings;
   }
   return j;
 }
@@ -157,6 +171,7 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
     c.schema = schema_from_json(j.at("schema"), file);
     c.rgcn_bases = j.at("rgcn_bases").get<Eigen::Index>();
     c.rgcn_blocks = j.at("rgcn_blocks").get<Eigen::Index>();
+    c.node_embeddings = j.value("node_embeddings", false);  // absent in version 1
     try {
       c.schema.validate(c.schema.type_begin(c.schema.num_node_types()),
                         Eigen::Index{1} << 31, where);
@@ -180,22 +195,54 @@ void append(std::string& out, const T& value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
+/// Appends the rows of `t` (gathered from every rank: ids ascending, a replica's id repeated)
+/// for every id of its range, in order. Throws sar::invalid_argument naming the table and the
+/// first id without a row.
+template <class T>
+void append_whole(std::string& out, const row_table<T>& t) {
+  const row_table_shape& shape = t.shape;
+  node_t next = shape.first_id;
+  for (std::size_t r = 0; r < t.ids.size(); ++r) {
+    const node_t id = t.ids[r];
+    if (id == next - 1 && r > 0) continue;  // a replica of the row before
+    SAR_CHECK(id == next, invalid_argument, "sar::save_model: no rank holds the row of node ",
+              next, " of '", shape.name, "' (ids [", shape.first_id, ", ", shape.end_id, "))");
+    out.append(reinterpret_cast<const char*>(t.values.row(static_cast<Eigen::Index>(r)).data()),
+               static_cast<std::size_t>(shape.cols) * sizeof(T));
+    ++next;
+  }
+  SAR_CHECK(next == shape.end_id, invalid_argument, "sar::save_model: no rank holds the row of "
+            "node ", next, " of '", shape.name, "' (ids [", shape.first_id, ", ", shape.end_id,
+            "))");
+}
+
 }  // namespace detail::model_files
 
 /// The content of a model file for `model` (make_model's, or any model of the same layers)
-/// described by `d`. Requires d.config, input_dim and output_dim to be those the model was
-/// built with (load_model rebuilds it from them). Not collective. Throws
-/// sar::invalid_argument for a model with row tables (per-node embeddings: a model file holds
-/// no per-node rows; a checkpoint does).
+/// described by `d`, with `tables`: its row tables (per-node embeddings) gathered whole, in
+/// store order (detail::checkpoints::gather_tables; none for a model without). Requires
+/// d.config, input_dim and output_dim to be those the model was built with (load_model
+/// rebuilds it from them). Not collective. Throws sar::invalid_argument for a table missing,
+/// mis-shaped, or without a row of some id of its range.
 template <class Model>
-std::string model_file_content(Model& model, const model_description& d) {
+std::string model_file_content(Model& model, const model_description& d,
+                               std::span<const row_table<typename Model::scalar>> tables = {}) {
   using T = typename Model::scalar;
   namespace mf = detail::model_files;
   namespace cp = detail::checkpoints;
   const auto& store = model.parameters();
-  SAR_CHECK(store.table_count() == 0, invalid_argument, "sar::save_model: the model learnt "
-            "per-node embeddings (", store.table(0).shape.name, "); a model file holds no "
-            "per-node rows (a checkpoint does)");
+  SAR_CHECK(tables.size() == store.table_count(), invalid_argument, "sar::save_model: the "
+            "model has ", store.table_count(), " row tables (per-node embeddings), ",
+            tables.size(), " given");
+  nlohmann::json table_list = nlohmann::json::array();
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    const row_table_shape& shape = tables[k].shape;
+    SAR_CHECK(shape.name == store.table(k).shape.name && shape.cols == store.table(k).shape.cols,
+              invalid_argument, "sar::save_model: row table ", k, " given is '", shape.name,
+              "' of ", shape.cols, " columns, the model's '", store.table(k).shape.name, "'");
+    table_list.push_back({{"name", shape.name}, {"first_id", shape.first_id},
+                          {"end_id", shape.end_id}, {"cols", shape.cols}});
+  }
   nlohmann::json header{
       {"format", "sar-model"},
       {"format_version", model_file_version},
@@ -215,6 +262,7 @@ std::string model_file_content(Model& model, const model_description& d) {
   header["parameters"] = parameters;
   for (const auto s : model.state()) sizes.push_back(s.size());
   header["state"] = sizes;
+  header["tables"] = table_list;
   const std::string text = header.dump();
 
   std::string out(mf::magic, sizeof mf::magic);
@@ -226,6 +274,7 @@ std::string model_file_content(Model& model, const model_description& d) {
   out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
   for (const auto s : model.state())
     out.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(double));
+  for (const auto& t : tables) mf::append_whole(out, t);
   mf::append(out, crc32_update(0, out.data(), out.size()));
   return out;
 }
@@ -233,15 +282,23 @@ std::string model_file_content(Model& model, const model_description& d) {
 /// Writes `model` described by `d` to the model file `file` (format at the top of this file)
 /// on rank `root` of comm, as an output file (replaced whole or not at all; a link followed),
 /// every rank returning or throwing alike (the others throw sar::comm_error naming the root).
-/// Requires the parameters and state to be the same on every rank (as the training loops
-/// keep them). Collective. Throws sar::io_error naming the file.
+/// Its row tables (per-node embeddings) are gathered to the root first, so the root holds
+/// every row of them once. Requires the parameters and state to be the same on every rank (as
+/// the training loops keep them), and every row of each table held by some rank (replicas
+/// equal). Collective. Throws sar::io_error naming the file, sar::invalid_argument naming a
+/// row no rank holds.
 template <communicator Comm, class Model>
 void save_model(Comm& comm, const std::filesystem::path& file, Model& model,
                 const model_description& d, int root = 0) {
+  using T = typename Model::scalar;
+  std::vector<row_table<T>> tables;
+  if (model.parameters().table_count() > 0)  // the same on every rank
+    tables = detail::checkpoints::gather_tables(comm, model.parameters(), root);
   std::exception_ptr failure;
   if (comm.rank() == root)
     detail::guarded(failure, [&] {
-      write_output_file(file, model_file_content(model, d), "sar::save_model");
+      write_output_file(file, model_file_content(model, d, std::span<const row_table<T>>(tables)),
+                        "sar::save_model");
     });
   detail::agree_on_failure(comm, failure, "sar::save_model");
 }
@@ -274,8 +331,8 @@ inline saved_model read_model(const std::filesystem::path& file) {
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&header_bytes, bytes.data() + 16, 8);
   std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
-  SAR_CHECK(version == static_cast<std::uint32_t>(model_file_version), io_error, where, ": ",
-            name, " has format version ", version, "; this sar reads version ",
+  SAR_CHECK(version == 1 || version == static_cast<std::uint32_t>(model_file_version), io_error,
+            where, ": ", name, " has format version ", version, "; this sar reads versions 1 to ",
             model_file_version);
   const std::uint64_t body = bytes.size() - 4;
   SAR_CHECK(header_bytes <= body - mf::prefix_bytes, io_error, where, ": ", name,
@@ -285,14 +342,14 @@ inline saved_model read_model(const std::filesystem::path& file) {
             ", the file says ", crc, "): the file is corrupted or truncated");
   saved_model out;
   out.identity = crc;
-  std::uint64_t total = 0, state_total = 0;
+  std::uint64_t total = 0, state_total = 0, table_total = 0;
   std::vector<std::uint64_t> state_sizes;
   model_description& d = out.description;
   try {
     const auto j = nlohmann::json::parse(bytes.data() + mf::prefix_bytes,
                                          bytes.data() + mf::prefix_bytes + header_bytes);
     SAR_CHECK(j.is_object() && j.value("format", std::string()) == "sar-model" &&
-                  j.value("format_version", 0) == model_file_version,
+                  j.value("format_version", 0) == static_cast<int>(version),
               io_error, where, ": ", name, ": the header is not a sar model's");
     const auto scalar = j.at("scalar").get<std::string>();
     SAR_CHECK(scalar == "float32" || scalar == "float64", io_error, where, ": ", name,
@@ -346,31 +403,53 @@ inline saved_model read_model(const std::filesystem::path& file) {
                     state_total < (std::uint64_t{1} << 40),
                 io_error, where, ": ", name, ": layer state of ", state_sizes.back(), " values");
     }
+    if (version >= 2)
+      for (const auto& t : j.at("tables")) {
+        row_table_shape shape{.name = t.at("name").get<std::string>(),
+                              .first_id = t.at("first_id").get<node_t>(),
+                              .end_id = t.at("end_id").get<node_t>(),
+                              .cols = t.at("cols").get<Eigen::Index>()};
+        SAR_CHECK(shape.first_id >= 0 && shape.first_id <= shape.end_id &&
+                      shape.end_id < (node_t{1} << 40) && shape.cols >= 1 && shape.cols < limit,
+                  io_error, where, ": ", name, ": row table '", shape.name, "' has ids [",
+                  shape.first_id, ", ", shape.end_id, ") and ", shape.cols, " columns");
+        table_total += static_cast<std::uint64_t>(shape.end_id - shape.first_id) *
+                       static_cast<std::uint64_t>(shape.cols);
+        SAR_CHECK(table_total < (std::uint64_t{1} << 40), io_error, where, ": ", name,
+                  ": the row tables hold more than 2^40 values");
+        out.tables.push_back({.shape = std::move(shape), .values = {}});
+      }
   } catch (const nlohmann::json::exception& e) {
     throw io_error(message(where, ": ", name, ": malformed header: ", e.what()));
   }
   const std::uint64_t value_bytes = out.scalar == npy_dtype::float32 ? 4 : 8;
-  const std::uint64_t expected =
-      mf::prefix_bytes + header_bytes + total * value_bytes + state_total * 8 + 4;
+  const std::uint64_t expected = mf::prefix_bytes + header_bytes +
+                                 (total + table_total) * value_bytes + state_total * 8 + 4;
   SAR_CHECK(bytes.size() == expected, io_error, where, ": ", name, " holds ", bytes.size(),
             " bytes, its header implies ", expected);
   const char* at = bytes.data() + mf::prefix_bytes + header_bytes;
-  out.values.resize(static_cast<std::size_t>(total));
-  for (double& v : out.values) {
-    if (out.scalar == npy_dtype::float32) {
-      float f;
-      std::memcpy(&f, at, 4);
-      v = f;
-    } else {
-      std::memcpy(&v, at, 8);
+  auto read_values = [&](std::vector<double>& into, std::uint64_t count) {
+    into.resize(static_cast<std::size_t>(count));
+    for (double& v : into) {
+      if (out.scalar == npy_dtype::float32) {
+        float f;
+        std::memcpy(&f, at, 4);
+        v = f;
+      } else {
+        std::memcpy(&v, at, 8);
+      }
+      at += value_bytes;
     }
-    at += value_bytes;
-  }
+  };
+  read_values(out.values, total);
   for (const std::uint64_t count : state_sizes) {
     auto& s = out.state.emplace_back(static_cast<std::size_t>(count));
     std::memcpy(s.data(), at, static_cast<std::size_t>(count) * 8);
     at += count * 8;
   }
+  for (auto& t : out.tables)
+    read_values(t.values, static_cast<std::uint64_t>(t.shape.end_id - t.shape.first_id) *
+                              static_cast<std::uint64_t>(t.shape.cols));
   return out;
 }
 
@@ -394,8 +473,52 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
   auto model = make_model<T, Schedule>(d.config, d.input_dim, d.output_dim, /*seed=*/0);
   detail::checkpoints::check_fits(saved.parameters, saved.values.size(), saved.state, model,
                                   std::string(where) + ": the file");
+  const auto& store = model.parameters();
+  SAR_CHECK(store.table_count() == saved.tables.size(), invalid_argument, where, ": the file "
+            "holds ", saved.tables.size(), " row tables (per-node embeddings), its architecture ",
+            "has ", store.table_count());
+  for (std::size_t k = 0; k < saved.tables.size(); ++k) {
+    const row_table_shape &file = saved.tables[k].shape, &model_table = store.table(k).shape;
+    SAR_CHECK(file.name == model_table.name && file.first_id == model_table.first_id &&
+                  file.end_id == model_table.end_id && file.cols == model_table.cols,
+              invalid_argument, where, ": the file holds '", file.name, "' for nodes [",
+              file.first_id, ", ", file.end_id, ") of ", file.cols, " columns, the model '",
+              model_table.name, "' for nodes [", model_table.first_id, ", ", model_table.end_id,
+              ") of ", model_table.cols, " (a graph with other node counts?)");
+  }
   detail::checkpoints::put_into(model, saved.values, saved.state);
   return model;
+}
+
+/// Every row table of `model` (load_model's of `saved`) holds the rows of the dataset ids in
+/// `ids` that lie in its range (parameter_store::hold_rows) with the values `saved` holds: a
+/// rank passes the nodes it predicts on. Nothing to do for a model without tables. Not
+/// collective. Throws sar::invalid_argument for a model that is not `saved`'s, or a repeated
+/// or negative id.
+template <class Model>
+void hold_saved_rows(Model& model, const saved_model& saved, std::span<const node_t> ids) {
+  using T = typename Model::scalar;
+  auto& store = model.parameters();
+  SAR_CHECK(store.table_count() == saved.tables.size(), invalid_argument,
+            "sar::hold_saved_rows: the model has ", store.table_count(), " row tables, the ",
+            "file ", saved.tables.size());
+  if (saved.tables.empty()) return;
+  store.hold_rows(ids);
+  for (std::size_t k = 0; k < saved.tables.size(); ++k) {
+    row_table<T>& t = store.table(k);
+    const saved_model::table& from = saved.tables[k];
+    SAR_CHECK(t.shape.first_id == from.shape.first_id && t.shape.end_id == from.shape.end_id &&
+                  t.shape.cols == from.shape.cols,
+              invalid_argument, "sar::hold_saved_rows: row table '", t.shape.name,
+              "' is not the file's");
+    const Eigen::Index cols = t.shape.cols;
+    for (Eigen::Index r = 0; r < t.values.rows(); ++r) {
+      const auto at = static_cast<std::size_t>((t.ids[static_cast<std::size_t>(r)] -
+                                                t.shape.first_id) * cols);
+      for (Eigen::Index c = 0; c < cols; ++c)
+        t.values(r, c) = static_cast<T>(from.values[at + static_cast<std::size_t>(c)]);
+    }
+  }
 }
 
 /// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict):
