@@ -257,6 +257,15 @@ bool use_sparse_features(const program_options& p, const sar::matrix<T>& feature
          counts[0] <= sar::sparse_features_density * counts[1];
 }
 
+/// The dataset ids of the nodes of a full-batch schedule's rows (row i: graph.node_id(i)): the
+/// nodes whose embedding rows this rank holds.
+template <class Schedule>
+std::vector<sar::node_t> node_ids_of(const Schedule& graph) {
+  std::vector<sar::node_t> ids(static_cast<std::size_t>(graph.num_destinations()));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = graph.node_id(static_cast<sar::node_t>(i));
+  return ids;
+}
+
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
 /// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
 /// times, memory and bytes are reduced over the ranks, and rank 0 prints the progress lines.
@@ -302,13 +311,15 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
   if (config.node_embeddings) {  // the rows of this rank's nodes (one process: every node)
-    std::vector<sar::node_t> ids(static_cast<std::size_t>(local_nodes));
+    std::vector<sar::node_t> ids;
     if constexpr (sampled) {
-      if (graph.local_ids().empty()) std::iota(ids.begin(), ids.end(), sar::node_t{0});
-      else ids.assign(graph.local_ids().begin(), graph.local_ids().end());
+      ids.assign(graph.local_ids().begin(), graph.local_ids().end());
+      if (ids.empty()) {  // one process: row r is node r
+        ids.resize(static_cast<std::size_t>(local_nodes));
+        std::iota(ids.begin(), ids.end(), sar::node_t{0});
+      }
     } else {
-      for (std::size_t i = 0; i < ids.size(); ++i)
-        ids[i] = graph.node_id(static_cast<sar::node_t>(i));
+      ids = node_ids_of(graph);
     }
     model.parameters().hold_rows(ids);
   }
@@ -610,9 +621,7 @@ template <class T, class Schedule>
 sar::matrixf predict_saved(const sar::saved_model& saved, Schedule& graph,
                            const sar::matrixf& features) {
   auto model = sar::load_model<T, Schedule>(saved);
-  std::vector<sar::node_t> ids(static_cast<std::size_t>(graph.num_destinations()));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = graph.node_id(static_cast<sar::node_t>(i));
-  sar::hold_saved_rows(model, saved, ids);  // the embeddings of this rank's nodes, if any
+  if (!saved.tables.empty()) sar::hold_saved_rows(model, saved, node_ids_of(graph));
   const sar::matrix<T> x = features.template cast<T>();
   sar::matrix<T> y = sar::predict(model, graph, x);
   sar::to_original_units(y, saved.description.targets);
