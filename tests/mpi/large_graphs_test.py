@@ -3,8 +3,10 @@
 
 - mpirun -np P sar-partition --method random|contiguous writes, byte for byte, the store the
   one-process sar-partition writes, for K = P and K = 2P parts, from a .npy dataset, an OGB raw
-  directory, an edge list and a .npy dataset with sparse features (Cora's stores: sparse
-  features, format 7; the sparse rows move to their parts' ranks as they are).
+  directory, an edge list, a .npy dataset with sparse features (Cora's stores: sparse
+  features, format 7; the sparse rows move to their parts' ranks as they are) and OGB raw
+  directories, homogeneous and heterogeneous, whose edges carry features (edge-feat, with
+  repeated edges: each entry keeps the row the one-process reader gives it).
 - Sparse features: GCN and GraphSAGE trained on 2 ranks from a store with sparse features give
   the losses of the same store written and trained dense, to 1e-5.
 - mpirun -np P sar-partition --method ptscotch writes a valid store (sar-train trains on it),
@@ -67,6 +69,49 @@ def losses(metrics_file):
         return json.load(f)["train_loss"]
 
 
+def write_lines(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.writelines(f"{line}\n" for line in lines)
+
+
+def write_ogb_edge_features(tmp):
+    """An OGB raw directory whose edges carry two features each (edge-feat), with repeated
+    edges and a self-loop: the readers must give every entry the same edge's row."""
+    root, n = os.path.join(tmp, "ogb-edge-feat"), 1500
+    edges = [e for i in range(n) for e in (f"{i},{(i * 7 + 3) % n}", f"{i},{(i + 1) % n}")]
+    edges += [f"{i},{(i + 1) % n}" for i in range(0, n, 9)] + ["5,5"]
+    write_lines(os.path.join(root, "raw", "num-node-list.csv"), [n])
+    write_lines(os.path.join(root, "raw", "edge.csv"), edges)
+    write_lines(os.path.join(root, "raw", "edge-feat.csv"),
+                [f"{k},{(k % 13) * 0.5}" for k in range(len(edges))])
+    write_lines(os.path.join(root, "raw", "node-feat.csv"),
+                [f"{i % 5},{(i * 3) % 7},{i * 0.001}" for i in range(n)])
+    write_lines(os.path.join(root, "raw", "node-label.csv"), [i % 4 for i in range(n)])
+    return root
+
+
+def write_ogb_hetero_edge_features(tmp):
+    """ogbn-mag's layout: papers (features, labels) and featureless authors, two relations
+    whose edges carry features, one edge repeated."""
+    root, papers, authors = os.path.join(tmp, "ogb-hetero-edge-feat"), 900, 300
+    raw = os.path.join(root, "raw")
+    write_lines(os.path.join(raw, "num-node-dict.csv"), ["paper,author", f"{papers},{authors}"])
+    relations = {
+        "author___writes___paper":
+            [f"{a},{(a * 3 + j * 7) % papers}" for a in range(authors) for j in range(3)] + ["0,0"],
+        "paper___cites___paper": [f"{p},{(p * 11 + 1) % papers}" for p in range(papers)]}
+    for r, (name, edges) in enumerate(relations.items()):
+        write_lines(os.path.join(raw, "relations", name, "edge.csv"), edges)
+        write_lines(os.path.join(raw, "relations", name, "edge-feat.csv"),
+                    [f"{r},{k * 0.25}" for k in range(len(edges))])
+    write_lines(os.path.join(raw, "node-feat", "paper", "node-feat.csv"),
+                [f"{p % 3},{p % 5},{p % 7},{p * 0.01}" for p in range(papers)])
+    write_lines(os.path.join(raw, "node-label", "paper", "node-label.csv"),
+                [p % 3 for p in range(papers)])
+    return root
+
+
 with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
     npy = os.path.join(tmp, "planted.npy")
     run([sar_convert, "--dataset", "planted:nodes=3000,degree=8", "--out", npy])
@@ -74,7 +119,9 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
     with open(edges, "w") as f:
         for i in range(2000):
             f.write(f"{i} {(i * 7 + 3) % 2000}\n{i} {(i + 1) % 2000}\n")
-    inputs = {"npy": npy, "edge list": edges}
+    inputs = {"npy": npy, "edge list": edges,
+              "OGB raw with edge features": write_ogb_edge_features(tmp),
+              "heterogeneous OGB raw with edge features": write_ogb_hetero_edge_features(tmp)}
     cora = os.path.join(data_dir, "cora")
     if os.path.isdir(cora):
         inputs["OGB raw (Cora)"] = cora

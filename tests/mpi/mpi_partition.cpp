@@ -118,9 +118,25 @@ void test_build(mpi_communicator& comm) {
                   static_cast<node_t>(k % 7 == 0 ? rng.below(n, k, 0) : rng.below(n, k, 1)));
   const partition_book book = block_book(n, comm.size());
   edge_list mine;
+  std::vector<edge_t> mine_index;  // each edge's index in `all`
   for (std::size_t k = 0; k < all.size(); ++k)
-    if (static_cast<int>((k * 7919) % static_cast<std::size_t>(comm.size())) == comm.rank())
+    if (static_cast<int>((k * 7919) % static_cast<std::size_t>(comm.size())) == comm.rank()) {
       mine.push_back(all.src[k], all.dst[k]);
+      mine_index.push_back(static_cast<edge_t>(k));
+    }
+  // A row per edge (its index, and a second column) that travels with it.
+  const auto row_of = [](edge_t k) {
+    return std::array<float, 3>{static_cast<float>(k), 0.5f * static_cast<float>(k), -1.0f};
+  };
+  matrixf all_rows(static_cast<Eigen::Index>(all.size()), 3),
+      mine_rows(static_cast<Eigen::Index>(mine.size()), 3);
+  for (std::size_t k = 0; k < all.size(); ++k)
+    for (int c = 0; c < 3; ++c) all_rows(static_cast<Eigen::Index>(k), c) = row_of(k)[c];
+  for (std::size_t k = 0; k < mine.size(); ++k)
+    for (int c = 0; c < 3; ++c)
+      mine_rows(static_cast<Eigen::Index>(k), c) = row_of(mine_index[k])[c];
+  const edge_rows_share data{
+      .index = mine_index, .total = static_cast<edge_t>(all.size()), .rows = mine_rows};
   for (bool symmetrise : {false, true})
     for (bool deduplicate : {false, true})
       for (auto loops : {self_loop_policy::keep, self_loop_policy::remove, self_loop_policy::add}) {
@@ -137,7 +153,37 @@ void test_build(mpi_communicator& comm) {
         EXPECT(same_csr(block, expected), "build_block_csr differs from build_csr (symmetrise ",
                symmetrise, ", deduplicate ", deduplicate, ", loops ", static_cast<int>(loops), ")");
         EXPECT(block.num_cols == n, "build_block_csr: num_cols ", block.num_cols);
+        // With rows: the same graph, each entry with the row of the edge build_csr names.
+        std::vector<edge_t> origins;
+        (void)build_csr(all, options, &origins);
+        const matrixf whole_rows = take_edge_rows(all_rows, origins);
+        matrixf rows;
+        const csr with_rows = build_block_csr(comm, mine, data, book, options, rows, 97);
+        const edge_t base = whole.offsets[book.begin(comm.rank())];
+        EXPECT(same_csr(with_rows, expected) &&
+                   rows == whole_rows.middleRows(base, expected.num_edges()),
+               "build_block_csr with rows differs from build_csr's origins (symmetrise ",
+               symmetrise, ", deduplicate ", deduplicate, ", loops ", static_cast<int>(loops), ")");
       }
+  // Typed: three relations, repeats within and across them; rows as build_typed_csr's origins.
+  std::vector<std::int32_t> all_types(all.size()), mine_types;
+  for (std::size_t k = 0; k < all.size(); ++k) all_types[k] = static_cast<std::int32_t>(k % 3);
+  for (const edge_t k : mine_index) mine_types.push_back(all_types[static_cast<std::size_t>(k)]);
+  std::vector<std::int32_t> whole_types, block_types, plain_types;
+  std::vector<edge_t> origins;
+  const csr whole = build_typed_csr(all, all_types, whole_types, &origins);
+  const matrixf whole_rows = take_edge_rows(all_rows, origins);
+  matrixf rows;
+  const csr typed =
+      build_typed_block_csr(comm, mine, mine_types, data, book, block_types, rows, 97);
+  const csr plain = build_typed_block_csr(comm, mine, mine_types, book, plain_types, 97);
+  const edge_t base = whole.offsets[book.begin(comm.rank())];
+  const edge_t count = whole.offsets[book.end(comm.rank())] - base;
+  EXPECT(same_csr(typed, plain) && block_types == plain_types && typed.num_edges() == count &&
+             std::equal(block_types.begin(), block_types.end(), whole_types.begin() + base) &&
+             std::equal(typed.columns.begin(), typed.columns.end(), whole.columns.begin() + base) &&
+             rows == whole_rows.middleRows(base, count),
+         "build_typed_block_csr with rows differs from build_typed_csr's origins");
 }
 
 /// `data` as a regression dataset: two targets per node (its class and a function of its id).
@@ -469,6 +515,59 @@ void test_parallel_readers(mpi_communicator& comm, const fs::path& scratch) {
        .degree = 3, .authors_per_paper = 2, .seed = 3}));
   comm.barrier();
   expect_block_matches(comm, hetero.string());
+  // Edge features of OGB raw directories (a row of edge-feat per edge line) travel with their
+  // edges: repeats and reverses take the rows the serial reader gives them.
+  const fs::path ogb_edges = scratch / "ogb-edge-feat", hetero_edges = scratch / "ogb-hetero-ef";
+  if (comm.rank() == 0) {
+    fs::create_directories(ogb_edges / "raw");
+    fs::copy_file(ogb / "raw" / "num-node-list.csv", ogb_edges / "raw" / "num-node-list.csv");
+    std::ofstream oe(ogb_edges / "raw" / "edge.csv"), of(ogb_edges / "raw" / "edge-feat.csv");
+    std::int64_t line = 0;
+    const auto edge = [&](node_t s, node_t d) {
+      oe << s << ',' << d << '\n';
+      ++line;
+      of << line << ',' << -0.5 * static_cast<double>(line) << '\n';
+    };
+    for (node_t i = 0; i < data.num_nodes(); ++i)
+      for (node_t j : data.graph.row(i)) edge(j, i);  // each pair given both ways
+    for (node_t i = 0; i < data.num_nodes(); i += 7)
+      if (data.graph.degree(i) > 0) edge(data.graph.row(i)[0], i);  // later repeats
+    edge(7, 7);  // a self-loop
+    fs::copy(hetero, hetero_edges, fs::copy_options::recursive);
+    int relation = 0;
+    for (const auto& dir : fs::directory_iterator(hetero_edges / "raw" / "relations")) {
+      std::vector<std::string> lines;
+      {
+        std::ifstream in(dir.path() / "edge.csv");
+        for (std::string l; std::getline(in, l);) lines.push_back(l);
+      }
+      if (!lines.empty()) lines.push_back(lines.front());  // a repeat within the relation
+      std::ofstream out(dir.path() / "edge.csv"), features(dir.path() / "edge-feat.csv");
+      for (std::size_t k = 0; k < lines.size(); ++k)
+        out << lines[k] << '\n', features << relation << ',' << k << '\n';
+      std::ofstream(dir.path() / "num-edge-list.csv") << lines.size() << '\n';
+      ++relation;
+    }
+  }
+  comm.barrier();
+  expect_block_matches(comm, ogb_edges.string());
+  expect_block_matches(comm, hetero_edges.string());
+  // An edge-feat one row short: every rank stops, the one reading it naming the file.
+  if (comm.rank() == 0) {
+    std::ifstream in(ogb_edges / "raw" / "edge-feat.csv");
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    in.close();
+    std::ofstream out(ogb_edges / "raw" / "edge-feat.csv");
+    for (std::size_t k = 0; k + 1 < lines.size(); ++k) out << lines[k] << '\n';
+  }
+  comm.barrier();
+  {
+    const std::string error = block_error(comm, ogb_edges.string());
+    EXPECT(error.find("edge-feat.csv line ") != std::string::npos &&
+               error.find("file ends after") != std::string::npos,
+           "a short edge-feat: ", error);
+  }
   // A malformed last line of one relation's edge file: the rank whose chunk holds it names the
   // file and line, and every other rank stops too.
   const fs::path bad_hetero = scratch / "ogb-hetero-bad";

@@ -7,17 +7,18 @@
 //                    their pieces' CRC-32 into each array's (crc32_combine)
 //   OGB raw          gzip is not seekable: every rank decompresses each file and parses only
 //                    its share (its rows of the per-node files, every P-th chunk of the edge
-//                    file; heterogeneous: its rows of each node type's files, every P-th chunk
-//                    of each relation's edge file, typed edges built at their destinations):
-//                    reading time is the whole file's decompression on every rank, memory its
-//                    share plus buffers
+//                    file and the same lines of edge-feat; heterogeneous: its rows of each node
+//                    type's files, every P-th chunk of each relation's edge file, typed edges
+//                    built at their destinations): reading time is the whole file's
+//                    decompression on every rank, memory its share plus buffers
 //   edge list, .mtx  every P-th chunk of lines (plain or gzip, as above); line numbers in
 //                    errors stay exact
 //   generators       built whole on every rank, then cut (tests and demos; write large graphs
 //                    as a .npy dataset)
 // Edges read by a rank travel to their destination's rank in the distributed graph build
 // (sar::build_block_csr: symmetrised, deduplicated, self-loops as the serial loader keeps
-// them). A rank's memory while reading is O((n + E) / P) plus buffers.
+// them), their edge features with them. A rank's memory while reading is O((n + E) / P) plus
+// buffers.
 //
 // The checks that need the whole input (an edge count against its declaration, the
 // mostly-empty node-id and class ranges, the largest id or label, checksums) are the serial
@@ -32,6 +33,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -124,6 +126,24 @@ void check_same_count(Comm& comm, std::int64_t n, const std::string& file) {
   SAR_CHECK(lowest == highest, io_error, "sar::read_dataset_block: the ranks read node counts ",
             "from ", lowest, " to ", highest, " in ", file, " (was it replaced while they read "
             "it? every rank must read the same dataset)");
+}
+
+/// Throws sar::io_error on every rank unless every rank found `file` (has) or none did.
+/// Collective.
+template <communicator Comm>
+void check_same_files(Comm& comm, bool has, const std::string& file) {
+  const auto [lowest, highest] = min_max_over_ranks(comm, std::int64_t{has ? 1 : 0});
+  SAR_CHECK(lowest == highest, io_error, "sar::read_dataset_block: some ranks find ", file,
+            " and others do not (every rank must read the same dataset)");
+}
+
+/// Appends to `index` the input index of each edge in `ranges` (a share's edges in their
+/// file, edge k on line k + 1), `offset` added: what the rows travelling with the edges are
+/// ordered by (edge_rows_share::index).
+inline void append_edge_indices(std::vector<edge_t>& index, std::span<const io::row_range> ranges,
+                                edge_t offset) {
+  for (const io::row_range& r : ranges)
+    for (std::int64_t k = r.begin; k < r.end; ++k) index.push_back(offset + k);
 }
 
 /// Rank `rank`'s rows of the whole dataset `data`, as a block of `book`.
@@ -267,22 +287,40 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
       read = ogb::read_heterogeneous_share(path, how,
                                            {.first = book.begin(rank), .last = book.end(rank),
                                             .edges = {.index = rank, .count = size}});
-      for (const ogb::relation_directory& r : read.relations)
-        SAR_CHECK(!ogb::find_csv(r.dir, "edge-feat"), io_error, where, ": ",
-                  (r.dir / "edge-feat").string(), ": the edge features of an OGB raw directory "
-                  "are read by one process for now; convert it to a .npy dataset (sar-convert), "
-                  "which the ranks read in parallel");
     });
     agree();
     ogb::check_heterogeneous_share(read, how, totals);
+    // Edge features: each rank's rows of each relation's edge-feat, in its edges' order.
+    std::vector<std::int64_t> relation_edges = read.edges_read;  // over the ranks
+    comm.all_reduce(std::span<std::int64_t>(relation_edges), reduce_op::sum);
+    std::optional<matrixf> per_edge;
+    detail::guarded(failure, [&] {
+      per_edge = ogb::read_relation_edge_rows(read, relation_edges, path);
+    });
+    agree();
+    pr::check_same_files(comm, per_edge.has_value(),
+                         (path / "raw" / "relations" / "*" / "edge-feat").string());
     detail::guarded(failure, [&] { ogb::read_heterogeneous_rows(read, path, how); });
     agree();
     ogb::finish_heterogeneous_rows(read, path, totals);
     graph_dataset& rows = read.rows;
     block.name = rows.name;
     out.book = book;
-    out.in_edges = build_typed_block_csr(comm, read.edges, read.edge_relations, book,
-                                         out.edge_types, options.round_edges);
+    if (per_edge) {
+      std::vector<edge_t> index;  // relation r's edge k: k + the edges of relations before r
+      edge_t offset = 0;
+      for (std::size_t r = 0; r < relation_edges.size(); ++r) {
+        pr::append_edge_indices(index, read.edge_ranges[r], offset);
+        offset += relation_edges[r];
+      }
+      out.in_edges = build_typed_block_csr(
+          comm, read.edges, read.edge_relations,
+          {.index = index, .total = offset, .rows = *per_edge}, book, out.edge_types,
+          out.edge_features, options.round_edges);
+    } else {
+      out.in_edges = build_typed_block_csr(comm, read.edges, read.edge_relations, book,
+                                           out.edge_types, options.round_edges);
+    }
     out.schema = std::move(rows.schema);
     out.features = std::move(rows.features);
     out.labels = std::move(rows.labels);
@@ -301,21 +339,37 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     const partition_book book = book_of(n);
     ogb_raw_share read;
     detail::guarded(failure, [&] {
-      SAR_CHECK(!detail::ogb::find_csv(path / "raw", "edge-feat"), io_error, where, ": ",
-                (path / "raw" / "edge-feat").string(), ": the edge features of an OGB raw "
-                "directory are read by one process for now; convert it to a .npy dataset "
-                "(sar-convert), which the ranks read in parallel");
       read = read_ogb_raw_share(path, ogb,
                                 {.first = book.begin(rank), .last = book.end(rank),
                                  .edges = {.index = rank, .count = size}});
     });
     agree();
     finish_ogb_raw(read, ogb, totals);
+    // Edge features: this rank's rows of edge-feat, those of its edges' lines.
+    const auto edge_feature_file = detail::ogb::find_csv(path / "raw", "edge-feat");
+    pr::check_same_files(comm, edge_feature_file.has_value(),
+                         (path / "raw" / "edge-feat.csv.gz").string());
     graph_dataset& rows = read.rows;
     block.name = rows.name;
     out.book = book;
-    out.in_edges = build_block_csr(comm, read.edges, book, ogb_build_options(ogb),
-                                   options.round_edges);
+    if (edge_feature_file) {
+      const edge_t total = totals.sum(static_cast<std::int64_t>(read.edges.size()));
+      matrixf per_edge;
+      detail::guarded(failure, [&] {
+        per_edge = detail::ogb::read_edge_rows(*edge_feature_file, total, read.edge_ranges,
+                                               read.edge_file);
+      });
+      agree();
+      std::vector<edge_t> index;
+      pr::append_edge_indices(index, read.edge_ranges, 0);
+      out.in_edges = build_block_csr(comm, read.edges,
+                                     {.index = index, .total = total, .rows = per_edge}, book,
+                                     ogb_build_options(ogb), out.edge_features,
+                                     options.round_edges);
+    } else {
+      out.in_edges = build_block_csr(comm, read.edges, book, ogb_build_options(ogb),
+                                     options.round_edges);
+    }
     out.features = std::move(rows.features);
     out.labels = std::move(rows.labels);
     out.split = std::move(rows.split);

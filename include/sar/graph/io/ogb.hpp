@@ -214,6 +214,18 @@ inline void keep_rows(io::line_reader& reader, node_t first, node_t last) {
   });
 }
 
+/// keep_rows of the rows in `ranges` (sorted, disjoint; they must outlive the reader's use).
+inline void keep_rows(io::line_reader& reader, std::span<const io::row_range> ranges) {
+  reader.keep_chunks([ranges](std::int64_t, std::int64_t first_line, std::int64_t lines) {
+    const std::int64_t first = first_line - 1, last = first + lines;  // the chunk's rows
+    const auto hit = std::upper_bound(ranges.begin(), ranges.end(), first,
+                                      [](std::int64_t row, const io::row_range& r) {
+                                        return row < r.end;
+                                      });
+    return hit != ranges.end() && hit->begin < last;
+  });
+}
+
 /// Throws sar::io_error unless the per-node file `file`, whose reader ended at `lines` lines,
 /// has exactly n: "<file> line <l>: file ends after <lines> <what>, but <count_file> says n
 /// nodes", or "more <what> than the n nodes" at line n + 1.
@@ -265,24 +277,35 @@ inline std::int64_t row_width(const std::filesystem::path& file, std::string_vie
   return static_cast<std::int64_t>(std::count(first_line.begin(), first_line.end(), ',')) + 1;
 }
 
-/// Reads the rows [first, last) of the per-node (unit "edges": per-edge) file `file` of n
-/// lines of equally many comma-separated numbers (the width of line 1) into out (resized by
-/// `allocate`(what, bytes, f)); row i is line i + 1. `what` names a row in errors ("feature":
-/// "more feature rows than the n nodes in <count_file>"). Throws sar::io_error naming the file
-/// and line of a malformed row, a row of another width, or a line count other than n.
+/// Reads the rows in `ranges` (sorted, disjoint, within [0, n)) of the per-node (unit
+/// "edges": per-edge) file `file` of n lines of equally many comma-separated numbers (the
+/// width of line 1) into out (resized by `allocate`(what, bytes, f)), range after range; row
+/// i is line i + 1. `what` names a row in errors ("feature": "more feature rows than the n
+/// nodes in <count_file>"). Throws sar::io_error naming the file and line of a malformed row,
+/// a row of another width, or a line count other than n.
 template <class Allocate>
-void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t last,
+void read_rows(const std::filesystem::path& file, node_t n, std::span<const io::row_range> ranges,
                const std::filesystem::path& count_file, const std::string& what, matrixf& out,
                Allocate&& allocate, const char* unit = "nodes") {
-  const node_t rows = last - first;
+  std::vector<std::int64_t> starts{0};  // the output row of each range's first row
+  for (const io::row_range& r : ranges) starts.push_back(starts.back() + r.size());
+  const std::int64_t rows = starts.back();
+  const auto out_row = [&](std::int64_t row) -> std::int64_t {  // -1: a row not read
+    const auto hit = std::upper_bound(
+        ranges.begin(), ranges.end(), row,
+        [](std::int64_t x, const io::row_range& r) { return x < r.end; });
+    if (hit == ranges.end() || hit->begin > row) return -1;
+    return starts[static_cast<std::size_t>(hit - ranges.begin())] + row - hit->begin;
+  };
   io::line_reader reader(file, std::string(function));
   std::string_view first_line_text;
   if (reader.next_line(first_line_text)) {
     const std::int64_t width = row_width(file, first_line_text, n, count_file, what);
     allocate(message("the ", width, " ", what, "s"), 4.0 * static_cast<double>(rows) * width,
              [&] { out.resize(rows, width); });
-    if (first == 0 && rows > 0) parse_feature_row(first_line_text, 1, file, out.data(), width);
-    keep_rows(reader, first, last);
+    if (const std::int64_t at = out_row(0); at >= 0)
+      parse_feature_row(first_line_text, 1, file, out.data() + at * width, width);
+    keep_rows(reader, ranges);
     io::parse_chunks<int>(  // rows written in place, in parallel
         reader,
         [&](std::string_view text, std::int64_t chunk_first_line) {
@@ -293,14 +316,24 @@ void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t
                                     message("more ", what, " rows than the ", n, " ", unit,
                                             " in ", count_file.string()),
                                     io::trim(line));
-            if (row >= first && row < last)
-              parse_feature_row(line, number, file, out.data() + (row - first) * width, width);
+            if (const std::int64_t at = out_row(row); at >= 0)
+              parse_feature_row(line, number, file, out.data() + at * width, width);
           });
           return 0;
         },
         [](int&, std::string_view, std::int64_t) {});
   }
   check_line_count(file, reader.line_number(), n, (what + " rows").c_str(), count_file, unit);
+}
+
+/// read_rows of the rows [first, last).
+template <class Allocate>
+void read_rows(const std::filesystem::path& file, node_t n, node_t first, node_t last,
+               const std::filesystem::path& count_file, const std::string& what, matrixf& out,
+               Allocate&& allocate, const char* unit = "nodes") {
+  const io::row_range rows{first, last};
+  read_rows(file, n, std::span(&rows, 1), count_file, what, out,
+            std::forward<Allocate>(allocate), unit);
 }
 
 /// read_rows of the whole file (rows [0, n)) into sparse rows: each line is parsed as
@@ -388,7 +421,8 @@ inline std::string dataset_name(const std::filesystem::path& dir) {
 }
 
 /// Appends the edges of `file` ("src,dst" per line: the source in [0, bounds[0]), the
-/// destination in [0, bounds[1])) that `share` keeps to src and dst, in file order. A whole
+/// destination in [0, bounds[1])) that `share` keeps to src and dst, in file order, and their
+/// indices in the file (edge k on line k + 1) to `ranges` (io::append_rows). A whole
 /// share refuses, at its line, an edge beyond the `expected` ones that `count_file` declares
 /// (expected < 0: no declared count). Returns the file's line count. Throws sar::io_error
 /// naming the file, line and token of a malformed line or an id out of range.
@@ -396,7 +430,8 @@ inline std::int64_t read_edge_file(const std::filesystem::path& file,
                                    std::span<const node_t, 2> bounds,
                                    const io::chunk_share& share, std::int64_t expected,
                                    const std::filesystem::path& count_file,
-                                   std::vector<node_t>& src, std::vector<node_t>& dst) {
+                                   std::vector<node_t>& src, std::vector<node_t>& dst,
+                                   std::vector<io::row_range>& ranges) {
   struct chunk_edges {
     std::vector<node_t> src, dst;
   };
@@ -427,6 +462,8 @@ inline std::int64_t read_edge_file(const std::filesystem::path& file,
         }
         src.insert(src.end(), chunk.src.begin(), chunk.src.end());
         dst.insert(dst.end(), chunk.dst.begin(), chunk.dst.end());
+        io::append_rows(ranges, first_line - 1,
+                        first_line - 1 + static_cast<std::int64_t>(chunk.src.size()));
       });
   return reader.line_number();
 }
@@ -542,13 +579,15 @@ inline void read_splits(const std::filesystem::path& split_dir, node_t n, node_t
   read_split(require_csv(split_dir, "test"), node_split::test, n, first, split);
 }
 
-/// The per-edge file `file` (one row of equally many numbers per line of `edge_file`, which
-/// has `edges` lines) as a matrix of one row per edge. Throws sar::io_error as read_rows does.
+/// The rows of the edges in `ranges` (indices in `edge_file`, which has `edges` lines) of the
+/// per-edge file `file` (one row of equally many numbers per edge line), range after range.
+/// Throws sar::io_error as read_rows does.
 inline matrixf read_edge_rows(const std::filesystem::path& file, std::int64_t edges,
+                              std::span<const io::row_range> ranges,
                               const std::filesystem::path& edge_file) {
   matrixf rows;
   read_rows(
-      file, edges, 0, edges, edge_file, "edge feature", rows,
+      file, edges, ranges, edge_file, "edge feature", rows,
       [&](const std::string& what, double bytes, auto&& allocate) {
         allocate_checked(function, message(what, " of the ", edges, " edges in ",
                                            edge_file.string()), bytes, allocate);
@@ -590,6 +629,7 @@ struct ogb_raw_share {
   edge_list edges;                  ///< the share's edges as written; num_nodes = n
   std::int64_t expected_edges = -1; ///< num-edge-list's count, -1 without that file
   std::int64_t edge_lines = 0;      ///< the edge file's line count
+  std::vector<io::row_range> edge_ranges;  ///< the indices of `edges` in the edge file
   std::int32_t max_label = -1;      ///< the largest label in the rows read
   std::int64_t max_label_line = 0;  ///< and its line
   bool per_node_files = false;      ///< node-feat or node-label vouches for n
@@ -653,7 +693,7 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   out.edge_file = require_csv(raw, "edge");
   const node_t bounds[2] = {n, n};
   out.edge_lines = read_edge_file(out.edge_file, bounds, share.edges, out.expected_edges,
-                                  out.edge_count_file, edges.src, edges.dst);
+                                  out.edge_count_file, edges.src, edges.dst, out.edge_ranges);
 
   // Features: row i is line i + 1. Sparse ones (options.sparse_below) read as sparse rows,
   // kept so unless more of them are non-zero.
@@ -798,7 +838,7 @@ inline graph_dataset read_ogb_raw(const std::filesystem::path& dir, const ogb_op
   matrixf per_edge;  // one row per line of edge.csv
   if (edge_file)
     per_edge = detail::ogb::read_edge_rows(*edge_file, static_cast<std::int64_t>(read.edges.size()),
-                                           read.edge_file);
+                                           read.edge_ranges, read.edge_file);
   std::vector<edge_t> origins;
   allocate_checked(function,
                    message("the graph of the ", read.num_nodes, " nodes in ",

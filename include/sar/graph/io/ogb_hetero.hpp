@@ -232,6 +232,8 @@ struct heterogeneous_share {
   /// \var expected_edges
   /// See edge_files.
   std::vector<std::int64_t> edge_lines, edges_read, expected_edges;
+  /// Per relation: the indices in its edge file of the edges this share read.
+  std::vector<std::vector<io::row_range>> edge_ranges;
   std::vector<bool> vouched;  ///< per type: a node-feat or node-label file vouches for its count
   std::vector<label_maximum> largest;  ///< per type: its largest label among the rows read
   bool labelled = false;               ///< some type has node-label
@@ -310,7 +312,7 @@ inline heterogeneous_share read_heterogeneous_share(const std::filesystem::path&
     const node_t bounds[2] = {type(rel.source_type).count, type(rel.destination_type).count};
     out.edge_lines.push_back(read_edge_file(out.edge_files.back(), bounds, share.edges,
                                             out.expected_edges.back(), out.count_files.back(),
-                                            edges.src, edges.dst));
+                                            edges.src, edges.dst, out.edge_ranges.emplace_back()));
     out.edges_read.push_back(static_cast<std::int64_t>(edges.size() - before));
     for (std::size_t k = before; k < edges.size(); ++k) {
       edges.src[k] += schema.type_begin(rel.source_type);
@@ -484,6 +486,57 @@ void finish_heterogeneous_rows(heterogeneous_share& read, const std::filesystem:
   data.num_classes = std::max(data.num_classes, 0);
 }
 
+/// The edge features of the edges `read` holds: one row per edge of read.edges (relation after
+/// relation, each relation's rows those of read.edge_ranges), or nullopt if the relations have
+/// none. relation_edges[r] is relation r's edge count in its whole file (over all readers).
+/// Throws sar::io_error naming the files for edge features in some relations only or of
+/// differing widths, and as read_rows does. Not collective: every reader of a share decides
+/// alike.
+inline std::optional<matrixf> read_relation_edge_rows(const heterogeneous_share& read,
+                                                      std::span<const std::int64_t> relation_edges,
+                                                      const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::vector<matrixf> edge_rows;  // per relation
+  std::optional<fs::path> with_edge_features, without_edge_features;  // a relation of each
+  Eigen::Index edge_width = 0;     // the edge features' width, in `width_file`
+  fs::path width_file;
+  for (std::size_t r = 0; r < read.relations.size(); ++r) {
+    const fs::path& rel_dir = read.relations[r].dir;
+    const auto feature_file = find_csv(rel_dir, "edge-feat");
+    (feature_file ? with_edge_features : without_edge_features) = feature_file.value_or(rel_dir);
+    SAR_CHECK(!with_edge_features || !without_edge_features, io_error, function, ": ",
+              with_edge_features->string(), " gives edge features, but ",
+              without_edge_features->string(), " has no edge-feat.csv.gz: every relation has "
+              "edge features, or none");
+    if (!feature_file) continue;
+    edge_rows.push_back(read_edge_rows(*feature_file, relation_edges[r], read.edge_ranges[r],
+                                       read.edge_files[r]));
+    if (relation_edges[r] == 0) continue;  // no row to tell the width
+    if (width_file.empty()) {
+      edge_width = edge_rows.back().cols();
+      width_file = *feature_file;
+    }
+    SAR_CHECK(edge_rows.back().cols() == edge_width, io_error, function, ": ",
+              feature_file->string(), " has ", edge_rows.back().cols(), " edge features per "
+              "edge, ", width_file.string(), " ", edge_width, ": every relation's edge features "
+              "are equally wide");
+  }
+  if (!with_edge_features) return std::nullopt;
+  const auto m = static_cast<Eigen::Index>(read.edges.size());
+  matrixf per_edge;
+  allocate_checked(function, message("the ", edge_width, " edge features of the ", m,
+                                     " edges of ", dir.string()),
+                   4.0 * static_cast<double>(m) * static_cast<double>(edge_width),
+                   [&] { per_edge.resize(m, edge_width); });
+  Eigen::Index row = 0;
+  for (matrixf& rows : edge_rows) {
+    if (rows.rows() > 0) per_edge.middleRows(row, rows.rows()) = rows;
+    row += rows.rows();
+    rows = matrixf();
+  }
+  return per_edge;
+}
+
 /// read_ogb_raw of a heterogeneous directory `dir` (OGB's raw layout of ogbn-mag):
 ///   raw/num-node-dict.csv.gz   the node types' names, comma-separated, then their counts
 ///                              (required): type t's nodes are the dataset ids
@@ -532,30 +585,7 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
   check_heterogeneous_share(read, options, totals);
 
   // Edge features (one reader): every relation has them, equally wide, or none.
-  std::vector<matrixf> edge_rows;  // per relation, if they have edge features
-  std::optional<fs::path> with_edge_features, without_edge_features;  // a relation of each
-  Eigen::Index edge_width = 0;     // the edge features' width, in `width_file`
-  fs::path width_file;
-  for (std::size_t r = 0; r < read.relations.size(); ++r) {
-    const fs::path& rel_dir = read.relations[r].dir;
-    const auto feature_file = find_csv(rel_dir, "edge-feat");
-    (feature_file ? with_edge_features : without_edge_features) = feature_file.value_or(rel_dir);
-    SAR_CHECK(!with_edge_features || !without_edge_features, io_error, function, ": ",
-              with_edge_features->string(), " gives edge features, but ",
-              without_edge_features->string(), " has no edge-feat.csv.gz: every relation has "
-              "edge features, or none");
-    if (!feature_file) continue;
-    edge_rows.push_back(read_edge_rows(*feature_file, read.edges_read[r], read.edge_files[r]));
-    if (read.edges_read[r] == 0) continue;  // no row to tell the width
-    if (width_file.empty()) {
-      edge_width = edge_rows.back().cols();
-      width_file = *feature_file;
-    }
-    SAR_CHECK(edge_rows.back().cols() == edge_width, io_error, function, ": ",
-              feature_file->string(), " has ", edge_rows.back().cols(), " edge features per "
-              "edge, ", width_file.string(), " ", edge_width, ": every relation's edge features "
-              "are equally wide");
-  }
+  std::optional<matrixf> per_edge = read_relation_edge_rows(read, read.edges_read, dir);
 
   read_heterogeneous_rows(read, dir, options);
   finish_heterogeneous_rows(read, dir, totals);
@@ -564,21 +594,8 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
   // The graph: every relation's edges, typed; each entry's edge features its input edge's.
   const node_t n = data.schema.type_begin(data.schema.num_node_types());
   const edge_list& edges = read.edges;
-  const bool edge_data = with_edge_features.has_value();
+  const bool edge_data = per_edge.has_value();
   const auto m = static_cast<Eigen::Index>(edges.size());
-  matrixf per_edge;  // one row per input edge
-  if (edge_data) {
-    allocate_checked(function, message("the ", edge_width, " edge features of the ", m,
-                                       " edges of ", dir.string()),
-                     4.0 * static_cast<double>(m) * static_cast<double>(edge_width),
-                     [&] { per_edge.resize(m, edge_width); });
-    Eigen::Index row = 0;
-    for (matrixf& rows : edge_rows) {
-      if (rows.rows() > 0) per_edge.middleRows(row, rows.rows()) = rows;
-      row += rows.rows();
-      rows = matrixf();
-    }
-  }
   std::vector<edge_t> origins;
   allocate_checked(function, message("the graph of the ", n, " nodes in ", read.type_file.string()),
                    3.0 * sizeof(edge_t) * (static_cast<double>(n) + 1) +
@@ -588,7 +605,7 @@ inline graph_dataset read_heterogeneous(const std::filesystem::path& dir,
                      data.graph = build_typed_csr(edges, read.edge_relations, data.edge_types,
                                                   edge_data ? &origins : nullptr);
                    });
-  if (edge_data) data.edge_features = take_edge_rows(per_edge, origins, function.data());
+  if (edge_data) data.edge_features = take_edge_rows(*per_edge, origins, function.data());
   return std::move(data);
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
@@ -239,6 +240,22 @@ struct chunk_share {
     });
   }
 };
+
+/// Rows [begin, end) of a file with one row per line (row i on line i + 1).
+struct row_range {
+  std::int64_t begin = 0;  ///< the first row
+  std::int64_t end = 0;    ///< one past the last
+  /// The number of rows.
+  std::int64_t size() const { return end - begin; }
+};
+
+/// Appends rows [begin, end) to `ranges` (sorted, disjoint), extending the last range if it
+/// ends at `begin`.
+inline void append_rows(std::vector<row_range>& ranges, std::int64_t begin, std::int64_t end) {
+  if (begin == end) return;
+  if (!ranges.empty() && ranges.back().end == begin) ranges.back().end = end;
+  else ranges.push_back({begin, end});
+}
 
 /// Calls f(line, line_number) for every line of `text` (a chunk from line_reader::next_chunk
 /// whose first line is `first_line`), with the "\n" removed (the '\r' of "\r\n" is kept).
