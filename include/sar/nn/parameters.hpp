@@ -75,6 +75,8 @@ struct row_table_shape {
 
   /// Whether node `id` has a row: first_id <= id < end_id.
   bool covers(node_t id) const { return id >= first_id && id < end_id; }
+  /// The same name, id range and width.
+  bool operator==(const row_table_shape&) const = default;
 };
 
 /// The rows of a row_table_shape that one rank holds: those of the nodes it was given

@@ -419,14 +419,16 @@ void write(const std::filesystem::path& dir, Model& model, Optimiser& optimiser,
 }
 
 /// Every rank's rows of each row table of `store` at rank `root`, ascending by id, with as
-/// many optimiser arrays as the rank that holds the most (elsewhere: nothing). Collective.
+/// many optimiser arrays as the rank that holds the most, or none unless `with_moments`
+/// (elsewhere: nothing). Collective; every rank passes the same `with_moments`.
 template <communicator Comm, class T>
-std::vector<row_table<T>> gather_tables(Comm& comm, const parameter_store<T>& store, int root) {
+std::vector<row_table<T>> gather_tables(Comm& comm, const parameter_store<T>& store, int root,
+                                        bool with_moments = true) {
   std::vector<row_table<T>> out;
   for (std::size_t k = 0; k < store.table_count(); ++k) {
     const row_table<T>& mine = store.table(k);
-    std::int64_t arrays = static_cast<std::int64_t>(mine.moments.size());
-    comm.all_reduce(std::span<std::int64_t>(&arrays, 1), reduce_op::max);
+    std::int64_t arrays = with_moments ? static_cast<std::int64_t>(mine.moments.size()) : 0;
+    if (with_moments) comm.all_reduce(std::span<std::int64_t>(&arrays, 1), reduce_op::max);
     const auto cols = mine.shape.cols;
     const auto rows = static_cast<std::size_t>(mine.ids.size());
     // To the root: the ids, then per row its values and each optimiser array's row.

@@ -293,7 +293,8 @@ void save_model(Comm& comm, const std::filesystem::path& file, Model& model,
   using T = typename Model::scalar;
   std::vector<row_table<T>> tables;
   if (model.parameters().table_count() > 0)  // the same on every rank
-    tables = detail::checkpoints::gather_tables(comm, model.parameters(), root);
+    tables = detail::checkpoints::gather_tables(comm, model.parameters(), root,
+                                                /*with_moments=*/false);
   std::exception_ptr failure;
   if (comm.rank() == root)
     detail::guarded(failure, [&] {
@@ -479,10 +480,9 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
             "has ", store.table_count());
   for (std::size_t k = 0; k < saved.tables.size(); ++k) {
     const row_table_shape &file = saved.tables[k].shape, &model_table = store.table(k).shape;
-    SAR_CHECK(file.name == model_table.name && file.first_id == model_table.first_id &&
-                  file.end_id == model_table.end_id && file.cols == model_table.cols,
-              invalid_argument, where, ": the file holds '", file.name, "' for nodes [",
-              file.first_id, ", ", file.end_id, ") of ", file.cols, " columns, the model '",
+    SAR_CHECK(file == model_table, invalid_argument, where, ": the file holds '", file.name,
+              "' for nodes [", file.first_id, ", ", file.end_id, ") of ", file.cols,
+              " columns, the model '",
               model_table.name, "' for nodes [", model_table.first_id, ", ", model_table.end_id,
               ") of ", model_table.cols, " (a graph with other node counts?)");
   }
@@ -507,10 +507,8 @@ void hold_saved_rows(Model& model, const saved_model& saved, std::span<const nod
   for (std::size_t k = 0; k < saved.tables.size(); ++k) {
     row_table<T>& t = store.table(k);
     const saved_model::table& from = saved.tables[k];
-    SAR_CHECK(t.shape.first_id == from.shape.first_id && t.shape.end_id == from.shape.end_id &&
-                  t.shape.cols == from.shape.cols,
-              invalid_argument, "sar::hold_saved_rows: row table '", t.shape.name,
-              "' is not the file's");
+    SAR_CHECK(t.shape == from.shape, invalid_argument, "sar::hold_saved_rows: row table '",
+              t.shape.name, "' is not the file's");
     const Eigen::Index cols = t.shape.cols;
     for (Eigen::Index r = 0; r < t.values.rows(); ++r) {
       const auto at = static_cast<std::size_t>((t.ids[static_cast<std::size_t>(r)] -
