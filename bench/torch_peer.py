@@ -97,7 +97,7 @@ def blas_library():
 
 
 def read_meta(directory, example):
-    """The checked meta.json of the sar .npy dataset directory `directory` (versions 1 to 3;
+    """The checked meta.json of the sar .npy dataset directory `directory` (versions 1 to 4;
     `example`: a sar-convert --dataset spec named when the directory is missing), and its path.
     Raises PeerError naming the file and the first bad field."""
     if not os.path.isdir(directory):
@@ -116,8 +116,11 @@ def read_meta(directory, example):
     if meta.get("format") != "sar-npy-dataset":
         raise PeerError(f"{meta_path}: format is {meta.get('format')!r}, "
                         f"expected 'sar-npy-dataset'")
-    if meta.get("version") not in (1, 2, 3):
-        raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 3")
+    if meta.get("version") not in (1, 2, 3, 4):
+        raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 4")
+    if meta.get("sparse_features"):  # version 4's sparse rows (docs/npy-dataset.md)
+        raise PeerError(f"{meta_path}: the features are stored sparse; the peer reads dense "
+                        f"features.npy (sar-convert --sparse-features off)")
     for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
         if not isinstance(meta.get(key), int) or meta[key] < 0:
             raise PeerError(f"{meta_path}: '{key}' is {meta.get(key)!r}, expected an integer >= 0")

@@ -72,7 +72,7 @@ AGGREGATIONS = ("sparse", "index_add", "fused")
 
 
 def load_dataset(directory):
-    """Reads and checks a heterogeneous sar .npy dataset directory (versions 1 to 3).
+    """Reads and checks a heterogeneous sar .npy dataset directory (versions 1 to 4).
     Returns a dict of numpy arrays, the schema and meta."""
     meta, meta_path = read_meta(directory, "planted-hetero:nodes=N,authors=A")
     if meta.get("task", "classify") != "classify":
