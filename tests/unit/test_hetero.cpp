@@ -33,6 +33,7 @@
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/models.hpp"
+#include "split_schedule.hpp"
 #include "test_support.hpp"
 
 using namespace sar;
@@ -256,6 +257,27 @@ TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
   const layer_context ctx{.training = true, .seed = 1};
   std::uint64_t seed = 0;
   const auto check = [&](auto layer, local_schedule& g) { check_layer(layer, g, ctx, ++seed); };
+  // Several blocks (the sources cut at ids 30 and 60, the last range visited first): the
+  // relation means summed over the blocks before the product (whole blocks go relation by
+  // relation instead).
+  testing_support::split_schedule split(csr{d.graph}, {30, 60}, true, d.edge_types);
+  const auto check_split = [&](auto layer) { check_layer(layer, split, ctx, ++seed); };
+  check_split(rgcn_layer<double>(4, 3, R));
+  check_split(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}));
+  check_split(rgcn_layer<double>(4, 6, R, {.regulariser = rgcn_regulariser::blocks, .count = 2}));
+  check_split(rgcn_layer<double>(20, 2, R));
+  {  // and the output of the whole graph's
+    rgcn_layer<double> layer(4, 3, R);
+    parameter_store<double> store;
+    layer.declare(store);
+    store.allocate();
+    store.initialise(9);
+    const matrixd x = testing_support::random_matrix(d.num_nodes(), 4, 10);
+    matrixd on_whole, on_split;
+    layer.forward(whole, ctx, x, on_whole);
+    layer.forward(split, ctx, x, on_split);
+    CHECK((on_whole - on_split).cwiseAbs().maxCoeff() < 1e-12);
+  }
   for (local_schedule* g : {&whole, &block}) {
     check(rgcn_layer<double>(4, 3, R), *g);
     check(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}), *g);

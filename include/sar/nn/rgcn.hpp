@@ -22,6 +22,13 @@
 // Kept between forward and backward: z (destinations x R F_in; nothing destination-sized when
 // weighting first) and the counts c. Backward computes dz = dy W^T / c in z's room once dW is
 // taken, so a forward's z serves one backward.
+//
+// On a whole block (graph_block::whole: one process's graph, its only block) nothing
+// destination-sized is kept either: forward runs relation by relation, z_r = A_r x / c_r in
+// one F_in-wide buffer, y += z_r W_r; backward takes the source side, s_r = A_r^T (dy / c_r)
+// (sources x F_out), dW_r = x^T s_r, dx += s_r W_r^T: the same products, without the R F_in
+// columns per destination that z holds (they need every block's edges before the first
+// product, which a schedule of several blocks delivers one at a time).
 #pragma once
 
 #include <algorithm>
@@ -236,8 +243,25 @@ class rgcn_layer {
       z_.resize(0, 0);
       return;
     }
-    detail::resize_zero(z_, n, relations_ * in_);
-    aggregate_by_relation(graph, ctx.exchange(), x, z_, in_, where);
+    whole_ = false;
+    bool summing = false;  // z_ holds the sums of the blocks visited so far
+    graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
+      detail::check_edge_types(where, block);
+      const detail::relation_blocks parts(block, relations_, where);
+      if (block.whole) {
+        whole_ = true;
+        forward_whole(parts, x.topRows(n), halo, y, bias);
+        return;
+      }
+      if (!summing) detail::resize_zero(z_, n, relations_ * in_);
+      summing = true;
+      add_by_relation(parts, halo, z_, in_);
+    });
+    if (whole_) {
+      z_.resize(0, 0);
+      return;
+    }
+    if (!summing) detail::resize_zero(z_, n, relations_ * in_);  // no block had edges
     scale_by_counts(z_, in_);
     if (o_.self_loop)
       dense_product_sum<T>(z_, w_, x.topRows(n), store_->value(loop_), y, bias);
@@ -256,8 +280,9 @@ class rgcn_layer {
     const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
     const bool want_dx = detail::check_backward(where, store_, graph, in_, out_, x, dy, dx,
                                                 o_.self_loop || weight_first());
+    const bool kept_z = z_.rows() == n && z_.cols() == relations_ * in_;
     SAR_CHECK(counts_.size() == static_cast<std::size_t>(n * relations_) &&
-                  (weight_first() || (z_.rows() == n && z_.cols() == relations_ * in_)),
+                  (weight_first() || whole_ || kept_z),
               invalid_argument, where, ": no matching forward");
     if (o_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_)));
     if (o_.self_loop) detail::assign_transposed_product<T>(x.topRows(n), dy, store_->grad(loop_));
@@ -285,6 +310,10 @@ class rgcn_layer {
       dense_product_transposed_add<T>(dprojected, w_side_, dx);
       return;
     }
+    if (whole_) {
+      backward_whole(graph, ctx.exchange(), x, dy, dx, want_dx, start_input_gradient, where);
+      return;
+    }
     matrix<T> dw(relations_ * in_, out_);
     transposed_product<T>(z_, dy, dw);
     weight_gradients(dw);
@@ -303,24 +332,102 @@ class rgcn_layer {
   /// out (destinations x R width) += each relation's slice of the gathered rows of `x`
   /// (sources x R width when x carries a slice per relation, else sources x width, the same
   /// rows for every relation) summed over that relation's in-edges; counts_ += the edges.
-  /// Through the tiled SpMM of each relation's part of a block. Collective (one gather).
+  /// Collective (one gather).
   template <class Schedule, class X>
   void aggregate_by_relation(Schedule& graph, const exchange_key& key, const X& x, matrix<T>& out,
                              Eigen::Index width, const char* where) {
-    const bool sliced = x.cols() == relations_ * width;
     graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
       detail::check_edge_types(where, block);
+      add_by_relation(detail::relation_blocks(block, relations_, where), halo, out, width);
+    });
+  }
+  /// out += each relation's slice of `halo` (as aggregate_by_relation's x) summed over the
+  /// relation's edges of one block, through the tiled SpMM of each part; counts_ += the edges.
+  void add_by_relation(const detail::relation_blocks& parts, const_rows_ref<T> halo,
+                       matrix<T>& out, Eigen::Index width) {
+    const bool sliced = halo.cols() == relations_ * width;
+    for (std::int32_t r = 0; r < relations_; ++r) {
+      const graph_block& part = parts.block(r);
+      if (part.edges->num_edges() == 0) continue;
+      const Eigen::Index from = sliced ? r * width : 0;
+      spmm_add<T>(part, halo.middleCols(from, width), out.middleCols(r * width, width));
+      const csr& a = *part.edges;
+      for (node_t k = 0; k < a.num_rows; ++k)
+        counts_[static_cast<std::size_t>(part.local_row(k) * relations_ + r)] += a.degree(k);
+    }
+  }
+  /// 1 / c_{i,r} of every destination i (1 where relation r has no edge into i).
+  std::vector<T> inverse_counts(std::int32_t r) const {
+    const auto R = static_cast<std::size_t>(relations_);
+    std::vector<T> inverse(counts_.size() / R);
+    for (std::size_t i = 0; i < inverse.size(); ++i) {
+      const node_t c = counts_[i * R + static_cast<std::size_t>(r)];
+      inverse[i] = c > 1 ? T(1) / static_cast<T>(c) : T(1);
+    }
+    return inverse;
+  }
+  /// Forward on the whole block (`parts` of it, `halo` = every source row, x_dst the
+  /// destinations' rows): y := x_dst W_0 + b, then y += z_r W_r relation by relation, z_r =
+  /// A_r halo / c_r in one destinations x F_in buffer; counts_ := the edges.
+  void forward_whole(const detail::relation_blocks& parts, const_rows_ref<T> x_dst,
+                     const_rows_ref<T> halo, matrix<T>& y, const T* bias) {
+    if (o_.self_loop) dense_product<false, T>(x_dst, store_->value(loop_), y, bias);
+    else set_rows(y, bias);
+    matrix<T> z;
+    for (std::int32_t r = 0; r < relations_; ++r) {
+      const graph_block& part = parts.block(r);
+      if (part.edges->num_edges() == 0) continue;
+      const csr& a = *part.edges;
+      for (node_t k = 0; k < a.num_rows; ++k)
+        counts_[static_cast<std::size_t>(k * relations_ + r)] = a.degree(k);
+      if (z.rows() != y.rows()) huge_page_resize(z, y.rows(), in_);
+      spmm_assign<T>(part, halo, z, inverse_counts(r));
+      dense_product<true, T>(z, w_.middleRows(r * in_, in_), y);
+    }
+  }
+  /// Backward on the whole block, relation by relation from the source side: s_r = A_r^T (dy /
+  /// c_r), dW_r = x^T s_r and, when want_dx, dx := start() then += s_r W_r^T. x is read
+  /// throughout, so when dx is x's storage the terms gather in a buffer of their own first.
+  /// Collective (one gather_scatter, or one gather without dx).
+  template <class Schedule, class Start>
+  void backward_whole(Schedule& graph, const exchange_key& key, const_rows_ref<T> x,
+                      const_rows_ref<T> dy, matrix<T>& dx, bool want_dx, Start&& start,
+                      const char* where) {
+    matrix<T> dw = matrix<T>::Zero(relations_ * in_, out_);
+    const auto terms = [&](const graph_block& block, const_rows_ref<T> halo, rows_ref<T>* dhalo) {
+      SAR_CHECK(block.whole, invalid_argument, where, ": no matching forward (it ran on one "
+                "whole block, backward is given several)");
       const detail::relation_blocks parts(block, relations_, where);
+      matrix<T> s(halo.rows(), out_);  // dLoss/d(x W_r) of every source
       for (std::int32_t r = 0; r < relations_; ++r) {
         const graph_block& part = parts.block(r);
         if (part.edges->num_edges() == 0) continue;
-        const Eigen::Index from = sliced ? r * width : 0;
-        spmm_add<T>(part, halo.middleCols(from, width), out.middleCols(r * width, width));
-        const csr& a = *part.edges;
-        for (node_t k = 0; k < a.num_rows; ++k)
-          counts_[static_cast<std::size_t>(part.local_row(k) * relations_ + r)] += a.degree(k);
+        set_zero<T>(s);
+        spmm_add_transposed_scaled<T>(part, inverse_counts(r), dy, s);
+        transposed_product<T>(halo, s, dw.middleRows(r * in_, in_));
+        if (dhalo) dense_product_transposed_add<T>(s, w_.middleRows(r * in_, in_), *dhalo);
       }
-    });
+    };
+    if (!want_dx) {
+      graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
+        terms(block, halo, nullptr);
+      });
+    } else {
+      const bool over_x = dx.data() == x.data();
+      matrix<T> own;  // the relations' terms of dx, when dx is x's storage
+      if (over_x) own = matrix<T>::Zero(dx.rows(), dx.cols());
+      else start();
+      graph.gather_scatter(key, x, over_x ? own : dx,
+                           [&](const graph_block& block, const auto& halo, auto&& dhalo) {
+                             rows_ref<T> to(dhalo);
+                             terms(block, halo, &to);
+                           });
+      if (over_x) {
+        start();
+        dx += own;
+      }
+    }
+    weight_gradients(dw);
   }
   /// dx (sources x R width, or sources x width summing every relation) += each relation's
   /// slice of `d` (destinations x R width) carried back over that relation's in-edges, through
@@ -432,6 +539,7 @@ class rgcn_layer {
   matrix<T> w_;                  // [W_1; ...; W_R] of the last forward
   matrix<T> w_side_;             // [W_1 | ... | W_R] (weighting first)
   matrix<T> z_;                  // the relations' means, kept for backward
+  bool whole_ = false;           // the last forward ran on one whole block (nothing in z_)
   std::vector<node_t> counts_;   // c_{i,r}, destinations x R
 };
 
