@@ -15,11 +15,13 @@
 
 #include "sar/graph/generators.hpp"
 #include "sar/graph/heterogeneous.hpp"
+#include "sar/nn/dropout.hpp"
 #include "sar/nn/gat.hpp"
 #include "sar/nn/gcn.hpp"
 #include "sar/nn/relation_wise.hpp"
 #include "sar/nn/rgcn.hpp"
 #include "sar/nn/sage.hpp"
+#include "sar/nn/sequential.hpp"
 #include "sar/nn/type_projection.hpp"
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/store.hpp"
@@ -295,6 +297,26 @@ TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
   CHECK_THROWS_AS(rgcn_layer<double>(4, 3, R, {.regulariser = rgcn_regulariser::blocks, .count = 3}),
                   invalid_argument);
   CHECK_THROWS_AS(type_projection<double>(d.schema, 3, 5), invalid_argument);  // papers have 4
+}
+
+TEST_CASE("rgcn_layer without a self-connection keeps its input for backward in a model") {
+  // On a whole block backward reads x for dW_r = x^T s_r even without W_0, so a model must
+  // keep it although the layer before (dropout) does not read its output.
+  const graph_dataset d = small_typed();
+  const std::int32_t R = d.schema.num_relations();
+  local_schedule graph(csr{d.graph}, matrixf(), std::vector<std::int32_t>(d.edge_types));
+  rgcn_layer<double> layer(3, 4, R, {.self_loop = false});
+  REQUIRE_FALSE(layer.weight_first());
+  CHECK(layer.backward_reads().input);
+  sequential<dropout<double>, rgcn_layer<double>> model(dropout<double>(3, 0.5), layer);
+  model.initialise(3);
+  const matrixd x = testing_support::random_matrix(d.num_nodes(), 3, 4);
+  const matrixd dlogits = testing_support::random_matrix(d.num_nodes(), 4, 5);
+  const layer_context ctx{.training = true, .seed = 1};
+  model.forward(graph, ctx, x);
+  CHECK_NOTHROW(model.backward(graph, ctx, dlogits));
+  const auto g = model.parameters().grads();
+  CHECK(std::any_of(g.begin(), g.end(), [](double v) { return v != 0.0; }));
 }
 
 TEST_CASE("node embeddings of a featureless type: rows keyed by node, gradient, Adam, checkpoint") {

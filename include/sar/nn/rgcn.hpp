@@ -182,8 +182,11 @@ class rgcn_layer {
   Eigen::Index output_dim() const { return out_; }
   /// Number of relations R.
   std::int32_t num_relations() const { return relations_; }
-  /// Backward reads x for W_0 (the kept z for the rest); never y.
-  reads_in_backward backward_reads() const { return {.input = o_.self_loop, .output = false}; }
+  /// Backward reads x for W_0 and, aggregating first on a whole block, for dW_r = x^T s_r
+  /// (on several blocks the kept z instead; weighting first, x for the projection); never y.
+  reads_in_backward backward_reads() const {
+    return {.input = o_.self_loop || !weight_first(), .output = false};
+  }
 
   /// Declares, by regulariser: "rgcn.weight" (R F_in x F_out: W_1 on top of W_2 ...),
   /// "rgcn.bases" (B F_in x F_out) and "rgcn.coefficients" (R x B), or "rgcn.blocks"
@@ -279,7 +282,7 @@ class rgcn_layer {
     constexpr const char* where = "sar::rgcn_layer::backward";
     const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
     const bool want_dx = detail::check_backward(where, store_, graph, in_, out_, x, dy, dx,
-                                                o_.self_loop || weight_first());
+                                                o_.self_loop || weight_first() || whole_);
     const bool kept_z = z_.rows() == n && z_.cols() == relations_ * in_;
     SAR_CHECK(counts_.size() == static_cast<std::size_t>(n * relations_) &&
                   (weight_first() || whole_ || kept_z),
@@ -312,6 +315,7 @@ class rgcn_layer {
     }
     if (whole_) {
       backward_whole(graph, ctx.exchange(), x, dy, dx, want_dx, start_input_gradient, where);
+      whole_ = false;  // a forward serves one backward, as z does
       return;
     }
     matrix<T> dw(relations_ * in_, out_);

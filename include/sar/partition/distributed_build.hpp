@@ -9,6 +9,7 @@
 #include <compare>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -141,6 +142,7 @@ inline std::size_t row_words(Eigen::Index cols) { return static_cast<std::size_t
 inline void append_coded_row(std::vector<std::int64_t>& to, edge_t code, const matrixf& rows,
                              std::size_t k) {
   to.push_back(code);
+  if (rows.cols() == 0) return;
   const std::size_t at = to.size();
   to.resize(at + row_words(rows.cols()), 0);
   std::memcpy(to.data() + at, rows.row(static_cast<Eigen::Index>(k)).data(),
@@ -152,6 +154,7 @@ inline void append_coded_row(std::vector<std::int64_t>& to, edge_t code, const m
 inline matrixf unpack_rows(const std::vector<std::int64_t>& records, std::size_t stride,
                            std::size_t offset, std::span<const edge_t> origins, Eigen::Index cols) {
   matrixf out = matrixf::Zero(static_cast<Eigen::Index>(origins.size()), cols);
+  if (cols == 0) return out;
   for (std::size_t e = 0; e < origins.size(); ++e)
     if (origins[e] >= 0)
       std::memcpy(out.row(static_cast<Eigen::Index>(e)).data(),
@@ -162,18 +165,26 @@ inline matrixf unpack_rows(const std::vector<std::int64_t>& records, std::size_t
 
 /// The width of the rows of `data` every rank agrees on (the widest). Collective. Throws
 /// sar::invalid_argument on every rank unless each has an index and a row per edge of its
-/// `count` (the rank lacking them named on that rank).
+/// `count` (the rank lacking them named on that rank) and every rank with edges has rows of
+/// that width (records are packed by it).
 template <communicator Comm>
 Eigen::Index agreed_width(Comm& comm, const edge_rows_share& data, std::size_t count,
                           const char* where) {
   const bool fits =
       data.index.size() == count && static_cast<std::size_t>(data.rows.rows()) == count;
-  std::int64_t agreed[2] = {data.rows.cols(), fits ? 0 : 1};
-  comm.all_reduce(std::span<std::int64_t>(agreed, 2), reduce_op::max);
+  const std::int64_t cols = data.rows.cols();
+  // The widest rows, the narrowest of a rank with edges (negated), whether a rank lacks some.
+  std::int64_t agreed[3] = {cols, count > 0 ? -cols : std::numeric_limits<std::int64_t>::min(),
+                            fits ? 0 : 1};
+  comm.all_reduce(std::span<std::int64_t>(agreed, 3), reduce_op::max);
   SAR_CHECK(fits, invalid_argument, where, ": rank ", comm.rank(), ": ", count, " edges, ",
             data.index.size(), " indices, ", data.rows.rows(), " rows");
-  SAR_CHECK(agreed[1] == 0, invalid_argument, where, ": another rank lacks an index or a row "
+  SAR_CHECK(agreed[2] == 0, invalid_argument, where, ": another rank lacks an index or a row "
             "per edge (rank ", comm.rank(), " stops too)");
+  const bool some_edges = agreed[1] != std::numeric_limits<std::int64_t>::min();
+  SAR_CHECK(!some_edges || -agreed[1] == agreed[0], invalid_argument, where, ": rank ",
+            comm.rank(), " has rows ", cols, " wide; the ranks' rows are from ", -agreed[1],
+            " to ", agreed[0], " wide (every rank with edges needs the same width)");
   return static_cast<Eigen::Index>(agreed[0]);
 }
 

@@ -346,7 +346,11 @@ dataset_block read_dataset_block(Comm& comm, const std::string& spec,
     agree();
     finish_ogb_raw(read, ogb, totals);
     // Edge features: this rank's rows of edge-feat, those of its edges' lines.
-    const auto edge_feature_file = detail::ogb::find_csv(path / "raw", "edge-feat");
+    std::optional<fs::path> edge_feature_file;
+    detail::guarded(failure, [&] {
+      edge_feature_file = detail::ogb::find_csv(path / "raw", "edge-feat");
+    });
+    agree();
     pr::check_same_files(comm, edge_feature_file.has_value(),
                          (path / "raw" / "edge-feat.csv.gz").string());
     graph_dataset& rows = read.rows;
