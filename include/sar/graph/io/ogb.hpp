@@ -206,23 +206,31 @@ inline void read_split(const std::filesystem::path& file, node_split which, node
       });
 }
 
-/// Makes `reader` of a file with one line per node (line i + 1 is node i) pass over the
-/// chunks without a line of rows [first, last).
-inline void keep_rows(io::line_reader& reader, node_t first, node_t last) {
-  reader.keep_chunks([first, last](std::int64_t, std::int64_t first_line, std::int64_t lines) {
-    return first_line <= last && first_line + lines - 1 >= first + 1;
+/// Whether a chunk of `lines` lines from line first_line (line i + 1 is row i) holds a row of
+/// `ranges` (sorted, disjoint).
+inline bool chunk_has_rows(std::span<const io::row_range> ranges, std::int64_t first_line,
+                           std::int64_t lines) {
+  const std::int64_t first = first_line - 1, last = first + lines;  // the chunk's rows
+  const auto hit = std::upper_bound(
+      ranges.begin(), ranges.end(), first,
+      [](std::int64_t row, const io::row_range& r) { return row < r.end; });
+  return hit != ranges.end() && hit->begin < last;
+}
+
+/// Makes `reader` of a file with one line per row (line i + 1 is row i) pass over the chunks
+/// without a line of the rows in `ranges` (sorted, disjoint; they must outlive the reader's
+/// use).
+inline void keep_rows(io::line_reader& reader, std::span<const io::row_range> ranges) {
+  reader.keep_chunks([ranges](std::int64_t, std::int64_t first_line, std::int64_t lines) {
+    return chunk_has_rows(ranges, first_line, lines);
   });
 }
 
-/// keep_rows of the rows in `ranges` (sorted, disjoint; they must outlive the reader's use).
-inline void keep_rows(io::line_reader& reader, std::span<const io::row_range> ranges) {
-  reader.keep_chunks([ranges](std::int64_t, std::int64_t first_line, std::int64_t lines) {
-    const std::int64_t first = first_line - 1, last = first + lines;  // the chunk's rows
-    const auto hit = std::upper_bound(ranges.begin(), ranges.end(), first,
-                                      [](std::int64_t row, const io::row_range& r) {
-                                        return row < r.end;
-                                      });
-    return hit != ranges.end() && hit->begin < last;
+/// keep_rows of the rows [first, last).
+inline void keep_rows(io::line_reader& reader, node_t first, node_t last) {
+  reader.keep_chunks([rows = io::row_range{first, last}](std::int64_t, std::int64_t first_line,
+                                                         std::int64_t lines) {
+    return rows.size() > 0 && chunk_has_rows(std::span(&rows, 1), first_line, lines);
   });
 }
 
