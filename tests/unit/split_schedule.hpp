@@ -18,12 +18,15 @@ namespace sar::testing_support {
 /// The sources are cut by global id into ranges, one block per range, whose columns index a
 /// halo of copied rows (sorted unique ids, passed as source_ids); blocks may be visited
 /// highest range first. All nodes are local. With edge_types (one per entry of the graph),
-/// each block carries its entries' relations.
+/// each block carries its entries' relations. With compressed, blocks list only their rows
+/// with an edge, as the distributed schedules' do (graph_block's row convention).
 class split_schedule {
  public:
   split_schedule(csr graph, const std::vector<node_t>& cuts, bool reverse_order,
-                 std::vector<std::int32_t> edge_types = {})
-      : graph_(std::move(graph)), in_(sar::in_degrees(graph_)), out_(sar::out_degrees(graph_)) {
+                 std::vector<std::int32_t> types = {}, bool compressed = false)
+      : graph_(std::move(graph)), in_(sar::in_degrees(graph_)), out_(sar::out_degrees(graph_)),
+        edge_types_(std::move(types)) {
+    const auto& edge_types = edge_types_;
     const node_t n = graph_.num_rows;
     std::vector<node_t> bounds{0};
     bounds.insert(bounds.end(), cuts.begin(), cuts.end());
@@ -41,25 +44,32 @@ class split_schedule {
           halo_row[j] = static_cast<node_t>(p.ids.size());
           p.ids.push_back(j);
         }
-      p.edges.num_rows = n;
       p.edges.num_cols = static_cast<node_t>(p.ids.size());
       for (node_t i = 0; i < n; ++i) {
+        const std::size_t before = p.edges.columns.size();
         for (edge_t e = graph_.offsets[i]; e < graph_.offsets[i + 1]; ++e) {
           const node_t c = graph_.columns[e];
           if (c < lo || c >= hi) continue;
           p.edges.columns.push_back(halo_row[c]);
           if (!edge_types.empty()) p.types.push_back(edge_types[static_cast<std::size_t>(e)]);
         }
+        if (compressed && p.edges.columns.size() == before) continue;
+        p.rows.push_back(i);
         p.edges.offsets.push_back(static_cast<edge_t>(p.edges.columns.size()));
       }
+      p.edges.num_rows = static_cast<node_t>(p.rows.size());
       p.edges.validate("split_schedule");
       p.transposed = transpose(p.edges, &p.transposed_edges);
+      for (node_t& destination : p.transposed.columns) destination = p.rows[destination];
+      p.transposed.num_cols = n;
+      if (!compressed) p.rows.clear();
     }
     if (reverse_order) std::reverse(parts_.begin(), parts_.end());
     for (part& p : parts_) {
       p.block.edges = &p.edges;
       p.block.transposed = &p.transposed;
       p.block.source_ids = p.ids;
+      p.block.rows = p.rows;
       for (node_t id : p.ids) p.degrees.push_back(out_[static_cast<std::size_t>(id)]);
       p.block.source_degrees = p.degrees;
       if (edge_types.empty()) continue;
@@ -76,6 +86,7 @@ class split_schedule {
   node_t num_global() const { return graph_.num_rows; }
   std::span<const node_t> in_degrees() const { return in_; }
   std::span<const node_t> out_degrees() const { return out_; }
+  std::span<const std::int32_t> edge_types() const { return edge_types_; }
   template <class T>
   void all_reduce_sum(std::span<T>) {}
   std::size_t num_blocks() const { return parts_.size(); }
@@ -121,6 +132,7 @@ class split_schedule {
  private:
   struct part {
     std::vector<node_t> ids, degrees;  // dataset id and out-degree of each halo row
+    std::vector<node_t> rows;          // the destination row of each edges row (compressed)
     std::vector<std::int32_t> types;   // the relation of each entry of edges
     std::vector<edge_t> transposed_edges;
     csr edges, transposed;
@@ -136,6 +148,7 @@ class split_schedule {
   }
   csr graph_;
   std::vector<node_t> in_, out_;
+  std::vector<std::int32_t> edge_types_;  // one per entry of graph_ (empty: none)
   std::vector<part> parts_;
 };
 

@@ -222,6 +222,21 @@ TEST_CASE("rgcn_layer equals x_i W_0 + sum_r mean over N_r(i) of x_j W_r + b") {
   local_schedule untyped(csr{d.graph});
   CHECK_THROWS_WITH_AS(layer.forward(untyped, {}, x, y), doctest::Contains("no edge types"),
                        invalid_argument);
+  // So is a relation outside [0, R), on one block or several, and no backward follows it.
+  std::vector<std::int32_t> bad_types = d.edge_types;
+  bad_types.back() = R;
+  local_schedule bad_whole(csr{d.graph}, matrixf(), std::vector<std::int32_t>(bad_types));
+  testing_support::split_schedule bad_split(csr{d.graph}, {n / 2}, false, bad_types, true);
+  const auto forward_fails = [&](auto& graph) {
+    const std::string named = message("has relation ", R, " of ", R);
+    CHECK_THROWS_WITH_AS(layer.forward(graph, {}, x, y), doctest::Contains(named.c_str()),
+                         invalid_argument);
+    matrixd dx;
+    CHECK_THROWS_WITH_AS(layer.backward(graph, {}, x, y, matrixd::Ones(n, 2), dx),
+                         doctest::Contains("no matching forward"), invalid_argument);
+  };
+  forward_fails(bad_whole);
+  forward_fails(bad_split);
 }
 
 TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
@@ -259,16 +274,18 @@ TEST_CASE("rgcn_layer and type_projection pass the gradient checker") {
   const layer_context ctx{.training = true, .seed = 1};
   std::uint64_t seed = 0;
   const auto check = [&](auto layer, local_schedule& g) { check_layer(layer, g, ctx, ++seed); };
-  // Several blocks (the sources cut at ids 30 and 60, the last range visited first): the
-  // relation means summed over the blocks before the product (whole blocks go relation by
-  // relation instead).
-  testing_support::split_schedule split(csr{d.graph}, {30, 60}, true, d.edge_types);
-  const auto check_split = [&](auto layer) { check_layer(layer, split, ctx, ++seed); };
-  check_split(rgcn_layer<double>(4, 3, R));
-  check_split(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}));
-  check_split(rgcn_layer<double>(4, 6, R, {.regulariser = rgcn_regulariser::blocks, .count = 2}));
-  check_split(rgcn_layer<double>(20, 2, R));
-  {  // and the output of the whole graph's
+  // Several blocks (the sources cut at ids 30 and 60, the last range visited first), with
+  // every row in each block or only those with an edge from it (as distributed blocks): each
+  // block's relation means multiplied on their own, backward from the source side.
+  for (const bool compressed : {false, true}) {
+    CAPTURE(compressed);
+    testing_support::split_schedule split(csr{d.graph}, {30, 60}, true, d.edge_types, compressed);
+    const auto check_split = [&](auto layer) { check_layer(layer, split, ctx, ++seed); };
+    check_split(rgcn_layer<double>(4, 3, R));
+    check_split(rgcn_layer<double>(4, 3, R, {.self_loop = false, .bias = false}));
+    check_split(rgcn_layer<double>(4, 6, R, {.regulariser = rgcn_regulariser::blocks, .count = 2}));
+    check_split(rgcn_layer<double>(20, 2, R));
+    // and the output of the whole graph's
     rgcn_layer<double> layer(4, 3, R);
     parameter_store<double> store;
     layer.declare(store);

@@ -10,30 +10,33 @@
 //
 // How it runs. The aggregation is linear per relation, so the layer aggregates first: one
 // gather of x (F_in columns cross the network, once for every relation: one halo plan with
-// typed edges) sums each neighbour into its relation's slice of a row of R x F_in,
-// z_i = [mean of x_j over N_1(i) | ... | mean over N_R(i)], then y = z W + x_dst W_0 + b with
-// W = [W_1; ...; W_R] in one product. When R x F_out < F_in (a narrow last layer) it weighs
-// first instead: [x W_1 | ... | x W_R] crosses the network, R F_out columns, and is averaged
-// per relation. Each relation's part of a block runs through the tiled SpMM kernels
-// (detail::relation_blocks). Backward scatters dz = dy W^T / c to the neighbours (no source
-// features needed: no rematerialisation), through each part's transpose (no atomics: the same
-// result on any thread count).
-//
-// Kept between forward and backward: z (destinations x R F_in; nothing destination-sized when
-// weighting first) and the counts c. Backward computes dz = dy W^T / c in z's room once dW is
-// taken, so a forward's z serves one backward.
-//
-// On a whole block (graph_block::whole: one process's graph, its only block) nothing
-// destination-sized is kept either: forward runs relation by relation, z_r = A_r x / c_r in
-// one F_in-wide buffer, y += z_r W_r; backward takes the source side, s_r = A_r^T (dy / c_r)
-// (sources x F_out), dW_r = x^T s_r, dx += s_r W_r^T: the same products, without the R F_in
-// columns per destination that z holds (they need every block's edges before the first
-// product, which a schedule of several blocks delivers one at a time).
+// typed edges) and, block by block and relation by relation, y += (A_r x / c_r) W_r, the mean
+// in a buffer of the block's destination rows with relation-r edges (F_in wide), multiplied
+// at once. Backward takes the source side: s_r = A_r^T (dy / c_r) (the block's halo rows x
+// F_out), dW_r += halo^T s_r, dhalo += s_r W_r^T, from the halo gathered again
+// (gather_scatter: rematerialised by the sequential schedule, kept by keep_halo; without dx,
+// a first layer's backward, a plain gather that fetches it anew on every schedule). Nothing
+// destination-sized is kept between forward and backward but the inverse counts 1 / c_{i,r}
+// (R per destination), which come from the schedule's edge table (edge_types() in the order
+// of in_degrees()) before the first block arrives. The trade: on several blocks each block's
+// product covers only its destination rows with an edge of that relation, more rows in all
+// than one product per relation (at most one per block and row), and backward fetches the
+// halo again (the layer moves x twice and its gradient once an epoch, where keeping the means
+// moved x once and their gradient once: 1.5x); in return nothing of R x F_in columns per
+// destination is ever held (what the mean of every relation, z, would be).
+// When R x F_out < F_in (a narrow last layer) it weighs first instead: [x W_1 | ... | x W_R]
+// crosses the network, R F_out columns, is averaged per relation and summed, and backward
+// scatters dy / c_r to the sources (no source rows needed again). Each relation's part of a
+// block runs through the tiled SpMM kernels (detail::relation_blocks), backward through the
+// transposes (no atomics: the same result on any thread count).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,55 +81,45 @@ inline void check_edge_types(const char* where, const graph_block& block) {
             "heterogeneous graph (sar/graph/schema.hpp) and a schedule built with its edge types");
 }
 
-/// A block's edges split by relation: block(r) is a graph_block over the same destination and
-/// halo rows (compressed as the parent's) holding relation r's edges alone, with their
-/// transpose, so each relation runs through the tiled SpMM kernels. Built in
-/// O(edges + relations x (rows + halo rows)). Throws sar::invalid_argument naming `where`
-/// for an edge whose relation is outside [0, relations).
+/// Which products a block's relation parts serve: forward's (the edges) or backward's (their
+/// transposes).
+enum class relation_side { forward, backward };
+
+/// A block's edges split by relation, one side of them: block(r) is a graph_block over the
+/// same destination and halo rows holding relation r's edges alone, so each relation runs
+/// through the tiled SpMM kernels. Forward: the edges (transposed null), uncompressed for an
+/// uncompressed parent, else compressed to the rows with an edge of the relation. Backward:
+/// the transposes alone (edges null). Built in O(edges + relations x rows), in parallel over
+/// rows. Throws sar::invalid_argument naming `where` for an edge whose relation is outside
+/// [0, relations).
 class relation_blocks {
  public:
-  relation_blocks(const graph_block& parent, std::int32_t relations, const char* where)
-      : edges_(static_cast<std::size_t>(relations)), transposed_(edges_.size()),
-        blocks_(edges_.size(), parent) {
-    const csr& a = *parent.edges;
-    const csr& t = *parent.transposed;
-    for (std::size_t r = 0; r < edges_.size(); ++r) {
-      edges_[r] = {a.num_rows, a.num_cols, std::vector<edge_t>(static_cast<std::size_t>(a.num_rows) + 1, 0), {}};
-      transposed_[r] = {t.num_rows, t.num_cols, std::vector<edge_t>(static_cast<std::size_t>(t.num_rows) + 1, 0), {}};
-    }
+  relation_blocks(const graph_block& parent, std::int32_t relations, relation_side side,
+                  const char* where)
+      : parts_(static_cast<std::size_t>(relations)), rows_(parts_.size()),
+        blocks_(parts_.size(), parent) {
     const auto relation_of = [&](edge_t e) {
       const std::int32_t r = parent.edge_type(e);
       SAR_CHECK(r >= 0 && r < relations, invalid_argument, where, ": edge ", e, " has relation ",
                 r, " of ", relations);
       return static_cast<std::size_t>(r);
     };
-    for (node_t k = 0; k < a.num_rows; ++k)
-      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e) ++edges_[relation_of(e)].offsets[k + 1];
-    for (node_t h = 0; h < t.num_rows; ++h)
-      for (edge_t s = t.offsets[h]; s < t.offsets[h + 1]; ++s)
-        ++transposed_[relation_of(parent.transposed_edges[static_cast<std::size_t>(s)])].offsets[h + 1];
-    for (std::size_t r = 0; r < edges_.size(); ++r) {
-      for (csr* c : {&edges_[r], &transposed_[r]}) {
-        for (std::size_t i = 1; i < c->offsets.size(); ++i) c->offsets[i] += c->offsets[i - 1];
-        c->columns.resize(static_cast<std::size_t>(c->offsets.back()));
-      }
+    const bool forward = side == relation_side::forward;
+    if (forward) {
+      split(*parent.edges, relation_of, parts_);
+      if (parent.compressed())
+        for (std::size_t r = 0; r < parts_.size(); ++r) keep_rows_with_edges(parent, r);
+    } else {
+      split(*parent.transposed, [&](edge_t s) {
+        return relation_of(parent.transposed_edges[static_cast<std::size_t>(s)]);
+      }, parts_);
     }
-    std::vector<edge_t> cursor(edges_.size(), 0);
-    for (node_t k = 0; k < a.num_rows; ++k)  // rows in order: each relation's rows fill in order
-      for (edge_t e = a.offsets[k]; e < a.offsets[k + 1]; ++e) {
-        const std::size_t r = relation_of(e);
-        edges_[r].columns[static_cast<std::size_t>(cursor[r]++)] = a.columns[e];
-      }
-    std::fill(cursor.begin(), cursor.end(), 0);
-    for (node_t h = 0; h < t.num_rows; ++h)
-      for (edge_t s = t.offsets[h]; s < t.offsets[h + 1]; ++s) {
-        const std::size_t r = relation_of(parent.transposed_edges[static_cast<std::size_t>(s)]);
-        transposed_[r].columns[static_cast<std::size_t>(cursor[r]++)] = t.columns[s];
-      }
-    for (std::size_t r = 0; r < edges_.size(); ++r) {
+    for (std::size_t r = 0; r < parts_.size(); ++r) {
       graph_block& b = blocks_[r];
-      b.edges = &edges_[r];
-      b.transposed = &transposed_[r];
+      b.rows = forward && parent.compressed() ? std::span<const node_t>(rows_[r])
+                                              : std::span<const node_t>();
+      b.edges = forward ? &parts_[r] : nullptr;
+      b.transposed = forward ? nullptr : &parts_[r];
       b.edge_tiles = b.transposed_tiles = nullptr;  // the parent's tilings are of its edges
       b.whole = false;
       b.edge_features = nullptr;
@@ -138,11 +131,62 @@ class relation_blocks {
   relation_blocks(const relation_blocks&) = delete;
   relation_blocks& operator=(const relation_blocks&) = delete;
 
-  /// Relation r's part of the block.
+  /// Relation r's part of the block (see the class); skip it when empty(r): it may have no
+  /// rows at all.
   const graph_block& block(std::int32_t r) const { return blocks_[static_cast<std::size_t>(r)]; }
+  /// Whether relation r has no edge in the block.
+  bool empty(std::int32_t r) const { return parts_[static_cast<std::size_t>(r)].num_edges() == 0; }
 
  private:
-  std::vector<csr> edges_, transposed_;
+  /// out[r] := the entries e of c with relation(e) == r, over c's rows and columns, each row's
+  /// in c's order. Parallel over rows; the same on any thread count. Throws what relation
+  /// throws.
+  template <class Relation>
+  static void split(const csr& c, const Relation& relation, std::vector<csr>& out) {
+    const std::size_t R = out.size();
+    for (csr& part : out)
+      part = {c.num_rows, c.num_cols,
+              std::vector<edge_t>(static_cast<std::size_t>(c.num_rows) + 1), {}};
+    const double per_row = c.num_rows > 0 ? static_cast<double>(c.num_edges()) / c.num_rows : 0;
+    for_row_chunks(c.num_rows, per_row, [&](Eigen::Index begin, Eigen::Index end) {
+      std::vector<edge_t> count(R);
+      for (Eigen::Index k = begin; k < end; ++k) {  // each row's counts, into its own cells
+        std::fill(count.begin(), count.end(), 0);
+        for (edge_t e = c.offsets[k]; e < c.offsets[k + 1]; ++e) ++count[relation(e)];
+        for (std::size_t r = 0; r < R; ++r)
+          out[r].offsets[static_cast<std::size_t>(k) + 1] = count[r];
+      }
+    });
+    tbb::parallel_for(std::size_t{0}, R, [&](std::size_t r) {
+      std::partial_sum(out[r].offsets.begin(), out[r].offsets.end(), out[r].offsets.begin());
+      out[r].columns.resize(static_cast<std::size_t>(out[r].offsets.back()));
+    });
+    for_row_chunks(c.num_rows, per_row, [&](Eigen::Index begin, Eigen::Index end) {
+      std::vector<edge_t> next(R);
+      for (Eigen::Index k = begin; k < end; ++k) {
+        for (std::size_t r = 0; r < R; ++r) next[r] = out[r].offsets[static_cast<std::size_t>(k)];
+        for (edge_t e = c.offsets[k]; e < c.offsets[k + 1]; ++e) {
+          const std::size_t r = relation(e);
+          out[r].columns[static_cast<std::size_t>(next[r]++)] = c.columns[e];
+        }
+      }
+    });
+  }
+  /// Drops relation r's rows without an edge, rows_[r] := the destination rows of those left.
+  void keep_rows_with_edges(const graph_block& parent, std::size_t r) {
+    csr& a = parts_[r];
+    node_t kept = 0;
+    for (node_t k = 0; k < a.num_rows; ++k) {
+      if (a.offsets[k + 1] == a.offsets[k]) continue;
+      rows_[r].push_back(parent.local_row(k));
+      a.offsets[++kept] = a.offsets[k + 1];
+    }
+    a.num_rows = kept;
+    a.offsets.resize(static_cast<std::size_t>(kept) + 1);
+  }
+
+  std::vector<csr> parts_;                 // each relation's edges, or their transpose
+  std::vector<std::vector<node_t>> rows_;  // each part's destination rows (compressed parents)
   std::vector<graph_block> blocks_;
 };
 
@@ -182,11 +226,9 @@ class rgcn_layer {
   Eigen::Index output_dim() const { return out_; }
   /// Number of relations R.
   std::int32_t num_relations() const { return relations_; }
-  /// Backward reads x for W_0 and, aggregating first on a whole block, for dW_r = x^T s_r
-  /// (on several blocks the kept z instead; weighting first, x for the projection); never y.
-  reads_in_backward backward_reads() const {
-    return {.input = o_.self_loop || !weight_first(), .output = false};
-  }
+  /// Backward reads x (for W_0, for dW_r and, weighting first, for the projection's
+  /// gradient); never y.
+  reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
   /// Declares, by regulariser: "rgcn.weight" (R F_in x F_out: W_1 on top of W_2 ...),
   /// "rgcn.bases" (B F_in x F_out) and "rgcn.coefficients" (R x B), or "rgcn.blocks"
@@ -216,13 +258,14 @@ class rgcn_layer {
   }
 
   /// True when the relation weights are applied before aggregating (R F_out < F_in: what
-  /// crosses the network and what forward keeps are then R F_out wide, and nothing
-  /// destination-sized is kept).
+  /// crosses the network is then R F_out wide, and backward needs no halo again).
   bool weight_first() const { return relations_ * out_ < in_; }
 
   /// y := the layer's output (top of this file). Requires x: graph.num_sources() x F_in and a
-  /// graph whose blocks carry edge types below num_relations(). Throws sar::invalid_argument
-  /// otherwise. Collective (one gather).
+  /// graph whose blocks carry edge types below num_relations(), with its edge table
+  /// (graph.edge_types(), one relation per in-edge in the order of graph.in_degrees()). Throws
+  /// sar::invalid_argument otherwise (a bad edge table inside the gather, so that every rank
+  /// throws). Collective (one gather).
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, matrix<T>& y) {
     constexpr const char* where = "sar::rgcn_layer::forward";
@@ -230,63 +273,64 @@ class rgcn_layer {
     detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), in_);
     const Eigen::Index n = graph.num_destinations();
     weights();
-    counts_.assign(static_cast<std::size_t>(n * relations_), 0);
+    std::exception_ptr bad_table;  // thrown in the gather, where the schedule agrees on it
+    try {
+      count_relations(graph.in_degrees(), graph.edge_types(), where);
+    } catch (const invalid_argument&) {
+      inverse_.clear();
+      bad_table = std::current_exception();
+    }
+    const auto check_table = [&] {
+      if (bad_table) std::rethrow_exception(bad_table);
+    };
     const T* bias = o_.bias ? store_->value(bias_).data() : nullptr;
     huge_page_resize(y, n, out_);
+    if (o_.self_loop) dense_product<false, T>(x.topRows(n), store_->value(loop_), y, bias);
+    else set_rows(y, bias);
     if (weight_first()) {
       // [x W_1 | ... | x W_R] for every source, gathered, each slice summed over its relation.
       matrix<T> projected, sums;
       detail::product<T>(x, w_side_, projected);
       detail::resize_zero(sums, n, relations_ * out_);
-      aggregate_by_relation(graph, ctx.exchange(), projected, sums, out_, where);
+      graph.gather(ctx.exchange(), projected, [&](const graph_block& block, const auto& halo) {
+        check_table();
+        detail::check_edge_types(where, block);
+        const detail::relation_blocks parts(block, relations_, detail::relation_side::forward,
+                                            where);
+        for (std::int32_t r = 0; r < relations_; ++r)
+          if (!parts.empty(r))
+            spmm_add<T>(parts.block(r), halo.middleCols(r * out_, out_),
+                        sums.middleCols(r * out_, out_));
+      });
+      check_table();  // a rank that visited no block
       scale_by_counts(sums, out_);
-      if (o_.self_loop) dense_product<false, T>(x.topRows(n), store_->value(loop_), y, bias);
-      else set_rows(y, bias);
       for (std::int32_t r = 0; r < relations_; ++r) y += sums.middleCols(r * out_, out_);
-      z_.resize(0, 0);
       return;
     }
-    whole_ = false;
-    bool summing = false;  // z_ holds the sums of the blocks visited so far
+    matrix<T> mean, product;  // one relation's means over a block and their product with W_r
     graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
+      check_table();
       detail::check_edge_types(where, block);
-      const detail::relation_blocks parts(block, relations_, where);
-      if (block.whole) {
-        whole_ = true;
-        forward_whole(parts, x.topRows(n), halo, y, bias);
-        return;
-      }
-      if (!summing) detail::resize_zero(z_, n, relations_ * in_);
-      summing = true;
-      add_by_relation(parts, halo, z_, in_);
+      const detail::relation_blocks parts(block, relations_, detail::relation_side::forward,
+                                          where);
+      for (std::int32_t r = 0; r < relations_; ++r)
+        if (!parts.empty(r)) add_relation_product(parts.block(r), r, halo, y, mean, product);
     });
-    if (whole_) {
-      z_.resize(0, 0);
-      return;
-    }
-    if (!summing) detail::resize_zero(z_, n, relations_ * in_);  // no block had edges
-    scale_by_counts(z_, in_);
-    if (o_.self_loop)
-      dense_product_sum<T>(z_, w_, x.topRows(n), store_->value(loop_), y, bias);
-    else
-      dense_product<false, T>(z_, w_, y, bias);
+    check_table();
   }
 
   /// Given the x of the matching forward and dy: assigns the parameter gradients and ASSIGNS
-  /// dLoss/dx to dx unless dx is empty (then, aggregating first, skips the scatter and its
-  /// exchange; every rank must pass an empty dx or none). Throws sar::invalid_argument on a
-  /// shape mismatch or a backward without forward. Collective (at most one scatter).
+  /// dLoss/dx to dx unless dx is empty (then skips its exchange terms; every rank must pass an
+  /// empty dx or none). Throws sar::invalid_argument on a shape mismatch or a backward without
+  /// forward. Collective (one gather_scatter, or one gather or scatter).
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const_rows_ref<T> x, const_rows_ref<T>,
                 const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::rgcn_layer::backward";
     const Eigen::Index n = graph.num_destinations(), m = graph.num_sources();
-    const bool want_dx = detail::check_backward(where, store_, graph, in_, out_, x, dy, dx,
-                                                o_.self_loop || weight_first() || whole_);
-    const bool kept_z = z_.rows() == n && z_.cols() == relations_ * in_;
-    SAR_CHECK(counts_.size() == static_cast<std::size_t>(n * relations_) &&
-                  (weight_first() || whole_ || kept_z),
-              invalid_argument, where, ": no matching forward");
+    const bool want_dx = detail::check_backward(where, store_, graph, in_, out_, x, dy, dx, true);
+    SAR_CHECK(inverse_.size() == static_cast<std::size_t>(n * relations_), invalid_argument,
+              where, ": no matching forward");
     if (o_.bias) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_)));
     if (o_.self_loop) detail::assign_transposed_product<T>(x.topRows(n), dy, store_->grad(loop_));
     // The first write of dx, after the last read of x: zeros, plus the self-loop's term.
@@ -301,7 +345,15 @@ class rgcn_layer {
       matrix<T> spread(n, relations_ * out_), dprojected = matrix<T>::Zero(m, relations_ * out_);
       for (std::int32_t r = 0; r < relations_; ++r) spread.middleCols(r * out_, out_) = dy;
       scale_by_counts(spread, out_);
-      scatter_by_relation(graph, ctx.exchange(), spread, dprojected, out_, where);
+      graph.scatter(ctx.exchange(), dprojected, [&](const graph_block& block, auto&& dhalo) {
+        detail::check_edge_types(where, block);
+        const detail::relation_blocks parts(block, relations_, detail::relation_side::backward,
+                                            where);
+        for (std::int32_t r = 0; r < relations_; ++r)
+          if (!parts.empty(r))
+            spmm_add_transposed<T>(parts.block(r), spread.middleCols(r * out_, out_),
+                                   dhalo.middleCols(r * out_, out_));
+      });
       matrix<T> dw_side(in_, relations_ * out_);
       transposed_product<T>(x, dprojected, dw_side);
       matrix<T> dw(relations_ * in_, out_);
@@ -313,152 +365,120 @@ class rgcn_layer {
       dense_product_transposed_add<T>(dprojected, w_side_, dx);
       return;
     }
-    if (whole_) {
-      backward_whole(graph, ctx.exchange(), x, dy, dx, want_dx, start_input_gradient, where);
-      whole_ = false;  // a forward serves one backward, as z does
-      return;
-    }
-    matrix<T> dw(relations_ * in_, out_);
-    transposed_product<T>(z_, dy, dw);
-    weight_gradients(dw);
-    if (want_dx) {
-      start_input_gradient();
-      // dLoss/dz = dy W^T / c in z's room (z is read no more), each relation's slice to its
-      // edges' sources.
-      detail::product_transposed<T>(dy, w_, z_);
-      scale_by_counts(z_, in_);
-      scatter_by_relation(graph, ctx.exchange(), z_, dx, in_, where);
-    }
-    z_ = matrix<T>();  // a backward uses its forward's z once
-  }
-
- private:
-  /// out (destinations x R width) += each relation's slice of the gathered rows of `x`
-  /// (sources x R width when x carries a slice per relation, else sources x width, the same
-  /// rows for every relation) summed over that relation's in-edges; counts_ += the edges.
-  /// Collective (one gather).
-  template <class Schedule, class X>
-  void aggregate_by_relation(Schedule& graph, const exchange_key& key, const X& x, matrix<T>& out,
-                             Eigen::Index width, const char* where) {
-    graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
-      detail::check_edge_types(where, block);
-      add_by_relation(detail::relation_blocks(block, relations_, where), halo, out, width);
-    });
-  }
-  /// out += each relation's slice of `halo` (as aggregate_by_relation's x) summed over the
-  /// relation's edges of one block, through the tiled SpMM of each part; counts_ += the edges.
-  void add_by_relation(const detail::relation_blocks& parts, const_rows_ref<T> halo,
-                       matrix<T>& out, Eigen::Index width) {
-    const bool sliced = halo.cols() == relations_ * width;
-    for (std::int32_t r = 0; r < relations_; ++r) {
-      const graph_block& part = parts.block(r);
-      if (part.edges->num_edges() == 0) continue;
-      const Eigen::Index from = sliced ? r * width : 0;
-      spmm_add<T>(part, halo.middleCols(from, width), out.middleCols(r * width, width));
-      const csr& a = *part.edges;
-      for (node_t k = 0; k < a.num_rows; ++k)
-        counts_[static_cast<std::size_t>(part.local_row(k) * relations_ + r)] += a.degree(k);
-    }
-  }
-  /// 1 / c_{i,r} of every destination i (1 where relation r has no edge into i).
-  std::vector<T> inverse_counts(std::int32_t r) const {
-    const auto R = static_cast<std::size_t>(relations_);
-    std::vector<T> inverse(counts_.size() / R);
-    for (std::size_t i = 0; i < inverse.size(); ++i) {
-      const node_t c = counts_[i * R + static_cast<std::size_t>(r)];
-      inverse[i] = c > 1 ? T(1) / static_cast<T>(c) : T(1);
-    }
-    return inverse;
-  }
-  /// Forward on the whole block (`parts` of it, `halo` = every source row, x_dst the
-  /// destinations' rows): y := x_dst W_0 + b, then y += z_r W_r relation by relation, z_r =
-  /// A_r halo / c_r in one destinations x F_in buffer; counts_ := the edges.
-  void forward_whole(const detail::relation_blocks& parts, const_rows_ref<T> x_dst,
-                     const_rows_ref<T> halo, matrix<T>& y, const T* bias) {
-    if (o_.self_loop) dense_product<false, T>(x_dst, store_->value(loop_), y, bias);
-    else set_rows(y, bias);
-    matrix<T> z;
-    for (std::int32_t r = 0; r < relations_; ++r) {
-      const graph_block& part = parts.block(r);
-      if (part.edges->num_edges() == 0) continue;
-      const csr& a = *part.edges;
-      for (node_t k = 0; k < a.num_rows; ++k)
-        counts_[static_cast<std::size_t>(k * relations_ + r)] = a.degree(k);
-      if (z.rows() != y.rows()) huge_page_resize(z, y.rows(), in_);
-      spmm_assign<T>(part, halo, z, inverse_counts(r));
-      dense_product<true, T>(z, w_.middleRows(r * in_, in_), y);
-    }
-  }
-  /// Backward on the whole block, relation by relation from the source side: s_r = A_r^T (dy /
-  /// c_r), dW_r = x^T s_r and, when want_dx, dx := start() then += s_r W_r^T. x is read
-  /// throughout, so when dx is x's storage the terms gather in a buffer of their own first.
-  /// Collective (one gather_scatter, or one gather without dx).
-  template <class Schedule, class Start>
-  void backward_whole(Schedule& graph, const exchange_key& key, const_rows_ref<T> x,
-                      const_rows_ref<T> dy, matrix<T>& dx, bool want_dx, Start&& start,
-                      const char* where) {
-    matrix<T> dw = matrix<T>::Zero(relations_ * in_, out_);
+    // Source side, relation by relation: s_r = A_r^T (dy / c_r), dW_r += halo^T s_r and, with
+    // dx, dhalo += s_r W_r^T.
+    matrix<T> dw = matrix<T>::Zero(relations_ * in_, out_), dw_r(in_, out_);
     const auto terms = [&](const graph_block& block, const_rows_ref<T> halo, rows_ref<T>* dhalo) {
-      SAR_CHECK(block.whole, invalid_argument, where, ": no matching forward (it ran on one "
-                "whole block, backward is given several)");
-      const detail::relation_blocks parts(block, relations_, where);
-      matrix<T> s(halo.rows(), out_);  // dLoss/d(x W_r) of every source
+      detail::check_edge_types(where, block);
+      const detail::relation_blocks parts(block, relations_, detail::relation_side::backward,
+                                          where);
+      matrix<T> s(halo.rows(), out_);  // dLoss/d(x W_r) of the block's halo rows
       for (std::int32_t r = 0; r < relations_; ++r) {
-        const graph_block& part = parts.block(r);
-        if (part.edges->num_edges() == 0) continue;
+        if (parts.empty(r)) continue;
         set_zero<T>(s);
-        spmm_add_transposed_scaled<T>(part, inverse_counts(r), dy, s);
-        transposed_product<T>(halo, s, dw.middleRows(r * in_, in_));
+        spmm_add_transposed_scaled<T>(parts.block(r), inverse(r), dy, s);
+        transposed_product<T>(halo, s, dw_r);
+        dw.middleRows(r * in_, in_) += dw_r;
         if (dhalo) dense_product_transposed_add<T>(s, w_.middleRows(r * in_, in_), *dhalo);
       }
     };
     if (!want_dx) {
-      graph.gather(key, x, [&](const graph_block& block, const auto& halo) {
+      graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
         terms(block, halo, nullptr);
       });
     } else {
+      // x is read throughout, so when dx is its storage the terms gather apart first.
       const bool over_x = dx.data() == x.data();
-      matrix<T> own;  // the relations' terms of dx, when dx is x's storage
+      matrix<T> own;
       if (over_x) own = matrix<T>::Zero(dx.rows(), dx.cols());
-      else start();
-      graph.gather_scatter(key, x, over_x ? own : dx,
+      else start_input_gradient();
+      graph.gather_scatter(ctx.exchange(), x, over_x ? own : dx,
                            [&](const graph_block& block, const auto& halo, auto&& dhalo) {
                              rows_ref<T> to(dhalo);
                              terms(block, halo, &to);
                            });
       if (over_x) {
-        start();
+        start_input_gradient();
         dx += own;
       }
     }
     weight_gradients(dw);
   }
-  /// dx (sources x R width, or sources x width summing every relation) += each relation's
-  /// slice of `d` (destinations x R width) carried back over that relation's in-edges, through
-  /// the transposes (no atomics). Collective (one scatter).
-  template <class Schedule>
-  void scatter_by_relation(Schedule& graph, const exchange_key& key, const matrix<T>& d,
-                           matrix<T>& dx, Eigen::Index width, const char* where) {
-    const bool sliced = dx.cols() == relations_ * width && relations_ > 1;
-    graph.scatter(key, dx, [&](const graph_block& block, auto&& dhalo) {
-      detail::check_edge_types(where, block);
-      const detail::relation_blocks parts(block, relations_, where);
-      for (std::int32_t r = 0; r < relations_; ++r) {
-        const graph_block& part = parts.block(r);
-        if (part.edges->num_edges() == 0) continue;
-        spmm_add_transposed<T>(part, d.middleCols(r * width, width),
-                               dhalo.middleCols(sliced ? r * width : 0, width));
+
+ private:
+  /// inverse_ := 1 / c_{i,r} for every relation r and destination i (relation-major; 1 where
+  /// relation r has no edge into i), from the schedule's edge table: `types` holds the
+  /// relation of every in-edge, degrees[0] of destination 0's first, then destination 1's.
+  /// Throws sar::invalid_argument naming `where` when the table does not match the degrees or
+  /// names a relation outside [0, R).
+  void count_relations(std::span<const node_t> degrees, std::span<const std::int32_t> types,
+                       const char* where) {
+    const auto n = static_cast<Eigen::Index>(degrees.size());
+    std::vector<edge_t> first(degrees.size() + 1, 0);  // each destination's first entry
+    for (std::size_t i = 0; i < degrees.size(); ++i) first[i + 1] = first[i] + degrees[i];
+    SAR_CHECK(first.back() == 0 || !types.empty(), invalid_argument, where,
+              ": the graph has no edge types (relations): R-GCN needs a heterogeneous graph "
+              "(sar/graph/schema.hpp) and a schedule built with its edge types");
+    SAR_CHECK(static_cast<std::size_t>(first.back()) == types.size(), invalid_argument, where,
+              ": the graph's edge table holds ", types.size(), " relations for ", first.back(),
+              " in-edges");
+    std::vector<T> inverse(static_cast<std::size_t>(n * relations_), T(0));
+    tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, n), [&](const auto& range) {
+      for (Eigen::Index i = range.begin(); i != range.end(); ++i) {
+        const auto row = static_cast<std::size_t>(i);
+        for (edge_t e = first[row]; e < first[row + 1]; ++e) {
+          const std::int32_t r = types[static_cast<std::size_t>(e)];
+          SAR_CHECK(r >= 0 && r < relations_, invalid_argument, where, ": in-edge ", e,
+                    " of destination row ", i, " has relation ", r, " of ", relations_);
+          inverse[static_cast<std::size_t>(r * n + i)] += T(1);
+        }
+        for (std::int32_t r = 0; r < relations_; ++r) {
+          T& c = inverse[static_cast<std::size_t>(r * n + i)];
+          c = c > T(1) ? T(1) / c : T(1);
+        }
       }
     });
+    inverse_ = std::move(inverse);
   }
-  /// Each relation's slice (width columns) of each row of m divided by its count (at least 1).
+  /// 1 / c_{i,r} of every destination i.
+  std::span<const T> inverse(std::int32_t r) const {
+    const std::size_t n = inverse_.size() / static_cast<std::size_t>(relations_);
+    return std::span<const T>(inverse_).subspan(static_cast<std::size_t>(r) * n, n);
+  }
+  /// y += (A_r halo / c_r) W_r over one relation's forward part of a block (with edges): the
+  /// means of its rows in `mean` (destination-sized when the part is uncompressed, else its
+  /// rows alone), multiplied into y directly or through `product` and added to their rows.
+  void add_relation_product(const graph_block& part, std::int32_t r, const_rows_ref<T> halo,
+                            matrix<T>& y, matrix<T>& mean, matrix<T>& product) const {
+    const auto w = w_.middleRows(r * in_, in_);
+    if (!part.compressed()) {
+      if (mean.rows() != y.rows()) huge_page_resize(mean, y.rows(), in_);
+      spmm_assign<T>(part, halo, mean, inverse(r));
+      dense_product<true, T>(mean, w, y);
+      return;
+    }
+    const std::span<const node_t> rows = part.rows;
+    const auto k = static_cast<Eigen::Index>(rows.size());
+    std::vector<T> scale(rows.size());
+    const std::span<const T> all = inverse(r);
+    for (std::size_t i = 0; i < rows.size(); ++i) scale[i] = all[static_cast<std::size_t>(rows[i])];
+    graph_block own_rows = part;  // edges row i into row i of mean
+    own_rows.rows = {};
+    if (mean.rows() < k) huge_page_resize(mean, k, in_);  // grown only: a block's parts reuse it
+    if (product.rows() < k) huge_page_resize(product, k, out_);
+    spmm_assign<T>(own_rows, halo, mean.topRows(k), scale);
+    dense_product<false, T>(mean.topRows(k), w, product.topRows(k));
+    for_row_chunks(k, static_cast<double>(out_), [&](Eigen::Index begin, Eigen::Index end) {
+      for (Eigen::Index i = begin; i < end; ++i)
+        y.row(rows[static_cast<std::size_t>(i)]) += product.row(i);
+    });
+  }
+  /// Each relation's slice (width columns) of each row of m times its inverse count.
   void scale_by_counts(matrix<T>& m, Eigen::Index width) const {
     tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, m.rows()), [&](const auto& range) {
       for (Eigen::Index i = range.begin(); i != range.end(); ++i)
-        for (std::int32_t r = 0; r < relations_; ++r) {
-          const node_t c = counts_[static_cast<std::size_t>(i * relations_ + r)];
-          if (c > 1) m.row(i).segment(r * width, width) /= static_cast<T>(c);
-        }
+        for (std::int32_t r = 0; r < relations_; ++r)
+          m.row(i).segment(r * width, width) *= inverse(r)[static_cast<std::size_t>(i)];
     });
   }
   /// Every row of y := bias (zeros without one).
@@ -542,9 +562,7 @@ class rgcn_layer {
   std::size_t weight_ = 0, coefficients_ = 0, loop_ = 0, bias_ = 0;
   matrix<T> w_;                  // [W_1; ...; W_R] of the last forward
   matrix<T> w_side_;             // [W_1 | ... | W_R] (weighting first)
-  matrix<T> z_;                  // the relations' means, kept for backward
-  bool whole_ = false;           // the last forward ran on one whole block (nothing in z_)
-  std::vector<node_t> counts_;   // c_{i,r}, destinations x R
+  std::vector<T> inverse_;       // 1 / c_{i,r}, relation-major (R x destinations)
 };
 
 }  // namespace sar

@@ -220,8 +220,8 @@ inline model_memory estimate_model_memory(const model_config& c, double features
           : c.rgcn_blocks > 0 ? relations * hidden * out / static_cast<double>(c.rgcn_blocks)
                               : relations * hidden * out;
       parameters += relation_weights + hidden * out + out;
-      // Output and its gradient; the kept relation means and their gradient (R x H each).
-      const double layer = nodes * (2 * out + 2 * relations * hidden);
+      // Output and its gradient, and the inverse relation counts (R per node, rgcn.hpp).
+      const double layer = nodes * (2 * out + relations);
       activations = layer_by_layer ? std::max(activations, layer) : activations + layer;
     }
     return {4 * parameters * value_bytes, activations * value_bytes};
