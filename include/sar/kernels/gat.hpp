@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "sar/core/types.hpp"
 #include "sar/graph/block.hpp"
 #include "sar/kernels/dense.hpp"
+#include "sar/kernels/prefetch.hpp"
 #include "sar/kernels/spmm.hpp"
 
 namespace sar {
@@ -97,6 +99,26 @@ class gat_attention_dropout {
 };
 
 namespace detail {
+/// Prefetches, for the edge edge_row_prefetcher::distance edges ahead in a CSR, the id of its
+/// column: ids[columns[e + distance]] (a block's source or destination ids, read at random
+/// rows; a distributed block has them, a whole graph's are its row numbers). Nothing when
+/// ids is empty.
+class edge_id_prefetcher {
+ public:
+  /// Requires columns[e] < ids.size() for every e < end (when ids is not empty).
+  edge_id_prefetcher(std::span<const node_t> ids, const node_t* columns, edge_t end)
+      : ids_(ids.empty() ? nullptr : ids.data()), columns_(columns), end_(end) {}
+  [[gnu::always_inline]] void operator()(edge_t e) const {
+    constexpr edge_t distance = edge_row_prefetcher<float>::distance;
+    if (ids_ != nullptr && e + distance < end_) prefetch_line(ids_ + columns_[e + distance]);
+  }
+
+ private:
+  const node_t* ids_;
+  const node_t* columns_;
+  edge_t end_;
+};
+
 template <class T>
 inline T leaky_relu(T v, T slope) {
   return v > T(0) ? v : slope * v;
@@ -269,6 +291,9 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
     std::vector<T> pre;  // el_j + er_i + ee_ij of one row's edges (degree x H), for the slopes
     const detail::edge_row_prefetcher<T> prefetch(halo, edges.columns.data(),
                                                   edges.offsets[range.end()]);
+    // The halo rows' ids key the attention dropout: read at random rows too.
+    const detail::edge_id_prefetcher prefetch_id(block.source_ids, edges.columns.data(),
+                                                 edges.offsets[range.end()]);
     for (node_t k = range.begin(); k != range.end(); ++k) {
       const auto sources = edges.row(k);
       const node_t i = block.local_row(k);
@@ -282,6 +307,7 @@ void gat_forward_block(const graph_block& block, const_rows_ref<T> halo, const_r
       for (std::size_t e = 0; e < degree; ++e) {
         const edge_t entry = edges.offsets[k] + static_cast<edge_t>(e);
         prefetch(entry);
+        prefetch_id(entry);
         const T* el = halo.row(sources[e]).data() + HF;
         T* pre_e = pre.data() + e * H;
         // Without an edge term pre_e starts at +0 (so it is never -0, as before).
@@ -452,6 +478,8 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
                                                           by_source.columns.data(), end);
       const detail::edge_row_prefetcher<T> prefetch_dout(rows.dout, by_source.columns.data(),
                                                          end);
+      const detail::edge_id_prefetcher prefetch_id(block.destination_ids,
+                                                   by_source.columns.data(), end);
       for (node_t j = range.begin(); j != range.end(); ++j) {
         const auto destinations = by_source.row(j);
         if (destinations.empty()) continue;
@@ -464,6 +492,7 @@ void gat_backward_block(const graph_block& block, const_rows_ref<T> halo, rows_r
           const edge_t edge = first + static_cast<edge_t>(e);
           prefetch_terms(edge);
           prefetch_dout(edge);
+          prefetch_id(edge);
           const T* terms = rows.node_terms.row(destinations[e]).data();  // [er | log-norm. | ..]
           [[maybe_unused]] T* ee_e = nullptr;
           if constexpr (EdgeTerm) {
