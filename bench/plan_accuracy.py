@@ -2,18 +2,19 @@
 """sar-plan against sar-train: per-rank peak memory, halo bytes and epoch time (issue 36).
 
 For each planted graph size N, model and rank count P: sar-train runs (one process for P = 1,
-mpirun -np P on a METIS store otherwise, 1 thread per rank) and sar-plan plans the same run
-from the same dataset or store, calibrated once per model on this machine (sar-plan
---calibrate with the model: its kernel rates and its own epoch on small planted graphs).
+mpirun -np P on a METIS store otherwise, 1 thread per rank, every rank on this machine) and
+sar-plan plans the same run from the same dataset or store, calibrated once per model and size
+on this machine (sar-plan --calibrate with the model and every P: its kernel rates, its own
+epoch on small planted graphs, and on planted graphs of each P's part, P copies at once, as
+--ranks-per-machine P says the runs share this machine).
 Prints one Markdown table (bench/RESULTS.md §26) and writes every run's metrics under --out.
 
   /usr/bin/python3 bench/plan_accuracy.py --out /tmp/plan-accuracy
   /usr/bin/python3 bench/plan_accuracy.py --sizes 200000 --ranks 1 2 --models gcn
 
 Graphs, stores, runs and calibrations already under --out are reused (--force reruns the runs
-and calibrations, --recalibrate the calibrations alone). Ranks beyond
-the machine's cores share them (--oversubscribe): their epoch times are marked, since the plan
-assumes a core per rank.
+and calibrations, --recalibrate the calibrations alone). Ranks beyond the machine's cores share
+them (--oversubscribe), and so do the calibration's copies: such rows are marked.
 """
 import argparse
 import json
@@ -58,7 +59,8 @@ def program(name):
 os.makedirs(args.out, exist_ok=True)
 
 rows = []
-calibrated = set()  # models calibrated by this run
+calibrated = set()  # (model, size) calibrated by this run
+ranks_list = ",".join(str(p) for p in args.ranks)
 for n in args.sizes:
     dataset = os.path.join(args.out, f"planted-{n}.npy")
     if not os.path.isdir(dataset):
@@ -72,15 +74,16 @@ for n in args.sizes:
         source = ["--dataset", dataset] if p == 1 else ["--partitions", store]
         for model in args.models:
             options = ["--model", model] + widths[model]
-            # The kernel rates and the model's own epoch on this machine (one file per model:
-            # every graph here has the same widths).
-            rates = os.path.join(args.out, f"rates-{model}.json")
-            if model not in calibrated and (args.force or args.recalibrate or
-                                            not os.path.exists(rates)):
+            # The kernel rates and the model's own epoch on this machine, on small graphs and
+            # on every P's part, all ranks on this machine (one file per model and size).
+            rates = os.path.join(args.out, f"rates-{model}-{n}.json")
+            if (model, n) not in calibrated and (args.force or args.recalibrate or
+                                                 not os.path.exists(rates)):
                 run([program("sar-plan"), "--dataset", dataset] + options +
-                    ["--calibrate", "--calibration", rates + ".tmp"], rates + ".log")
+                    ["--ranks", ranks_list, "--ranks-per-machine", str(max(args.ranks)),
+                     "--calibrate", "--calibration", rates + ".tmp"], rates + ".log")
                 os.replace(rates + ".tmp", rates)
-            calibrated.add(model)
+            calibrated.add((model, n))
             metrics = os.path.join(args.out, f"{model}-{n}-{p}.json")
             if args.force or not os.path.exists(metrics):
                 train = [program("sar-train")] + source + options + [
@@ -91,8 +94,9 @@ for n in args.sizes:
                 run(train, metrics + ".log")
                 os.replace(metrics + ".tmp", metrics)
             plan_out = subprocess.run(
-                [program("sar-plan")] + source + options + ["--ranks", str(p), "--calibration",
-                                                            rates, "--json"],
+                [program("sar-plan")] + source + options +
+                ["--ranks", str(p), "--ranks-per-machine", str(p), "--calibration", rates,
+                 "--json"],
                 capture_output=True, text=True, env=env, check=True).stdout
             plan = json.loads(plan_out)
             plan = plan[0] if isinstance(plan, list) else plan

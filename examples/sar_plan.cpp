@@ -12,19 +12,26 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include "program_support.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/output_file.hpp"
+#include "sar/core/rng.hpp"
+#include "sar/distributed/wire_codec.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/load.hpp"
@@ -48,7 +55,7 @@ struct settings {
   double hidden = 0;
   bool batch_norm = false, calibrate = false, json = false;
   std::string schedule = "sequential", precision = "float", storage = "fp32";
-  int halo_bits = 32, gradient_bits = 32, prefetch = 1;
+  int halo_bits = 32, gradient_bits = 32, prefetch = 1, ranks_per_machine = 1;
   double link_gbit = 0, latency_us = 0;
 };
 
@@ -160,37 +167,179 @@ nlohmann::json model_signature(const sar::model_config& c, const sar::graph_size
           {"outputs", g.outputs}, {"precision", precision}};
 }
 
-/// rates.epoch_seconds_per_node / _per_edge := one epoch of `config` (g.features inputs,
-/// g.outputs classes) on one core, split into a cost per node and per in-edge: 3 epochs on
-/// planted graphs of 100k nodes (beyond the caches, as the graphs planned for) at average
-/// degrees 10 and 30 (the faster of epochs 2 and 3 of each), the difference giving the edges'
-/// share. Throws sar::invalid_argument if that needs more memory than is available.
+/// The bytes one timed copy of `config` on a planted graph of `nodes` nodes and `edges`
+/// in-edges needs: the model's parameters and activations, the features twice (the dataset's
+/// and the model's copy) and the graph.
+double copy_bytes(const sar::model_config& config, const sar::graph_size& g, double nodes,
+                  double edges, std::size_t value_bytes) {
+  const auto classes = static_cast<std::int32_t>(std::max(2.0, g.outputs));
+  const sar::model_memory need = sar::estimate_model_memory(
+      config, g.features, classes, static_cast<sar::node_t>(nodes), value_bytes);
+  return need.parameters + need.activations + 2.0 * nodes * g.features * value_bytes +
+         16.0 * edges + 32.0 * nodes;
+}
+
+/// Runs body(c) for c = 0, ..., copies - 1 at once, each on a thread and one core of its own
+/// (a task arena of one thread: as that many ranks of 1 thread share a machine). Rethrows the
+/// first copy's failure once all have ended.
+template <class Body>
+void run_at_once(int copies, Body&& body) {
+  std::vector<std::exception_ptr> failed(static_cast<std::size_t>(copies));
+  const auto run_copy = [&](std::size_t c) {
+    try {
+      tbb::task_arena one_core(1, 1);  // no workers: the copy's own thread alone
+      one_core.execute([&] { body(c); });
+    } catch (...) {
+      failed[c] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t c = 1; c < failed.size(); ++c) threads.emplace_back(run_copy, c);
+  run_copy(0);
+  for (auto& t : threads) t.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
+/// The mean of `values`.
+double mean(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+/// The wall seconds of one epoch of `config` (g.features inputs, g.outputs classes) on a
+/// planted graph of `nodes` nodes with about `degree` in-edges per node before the model's
+/// self-loops (seed 5), in `copies` copies at once (run_at_once): the mean over the copies of
+/// their fastest epoch after the first of `epochs`. Also sets *edges to one copy's in-edges,
+/// the self-loops included.
 template <class T>
-void measure_model(const sar::model_config& config, const sar::graph_size& g,
-                   sar::calibration& rates) {
-  const tbb::global_control one_core(tbb::global_control::max_allowed_parallelism, 1);
+double time_copies(const sar::model_config& config, const sar::graph_size& g, sar::node_t nodes,
+                   double degree, int copies, int epochs, double* edges) {
   const auto features = static_cast<std::int32_t>(g.features);
   const auto classes = static_cast<std::int32_t>(std::max(2.0, g.outputs));
-  double seconds[2] = {0, 0}, edges[2] = {0, 0};
-  constexpr sar::node_t nodes = 100000;
-  const sar::model_memory need =
-      sar::estimate_model_memory(config, g.features, classes, nodes, sizeof(T));
-  sar::check_memory<sar::invalid_argument>(
-      "sar-plan --calibrate", sar::message("timing the model on ", nodes, " nodes"),
-      need.parameters + need.activations + 2.0 * nodes * g.features * sizeof(T));
-  for (int k = 0; k < 2; ++k) {
+  std::vector<double> seconds(static_cast<std::size_t>(copies)), copy_edges(seconds.size());
+  run_at_once(copies, [&](std::size_t c) {
     sar::graph_dataset data = sar::make_planted_partition(
-        {.num_nodes = nodes, .num_classes = classes, .average_degree = k == 0 ? 10.0 : 30.0,
+        {.num_nodes = nodes, .num_classes = classes, .average_degree = degree,
          .feature_dim = features, .seed = 5});
     sar::matrixf no_edge_table;
     sar::prepare_model_graph(config, data.graph, no_edge_table);
-    edges[k] = static_cast<double>(data.graph.num_edges());
-    const std::vector<double> epochs = sar_train::epoch_seconds<T>(config, data, 3);
-    seconds[k] = std::min(epochs[1], epochs[2]);
-  }
+    copy_edges[c] = static_cast<double>(data.graph.num_edges());
+    const std::vector<double> epoch = sar_train::epoch_seconds<T>(config, data, epochs);
+    seconds[c] = *std::min_element(epoch.begin() + 1, epoch.end());
+  });
+  *edges = copy_edges[0];
+  return mean(seconds);
+}
+
+/// scale.feature_seconds_per_byte and gradient_seconds_per_byte := what the exchange's own
+/// copies cost per wire byte with the plain codec, in `copies` copies at once (run_at_once),
+/// on halo blocks of a quarter of a 400k x `width` matrix's rows at random (beyond the caches,
+/// as a part's are): features are encoded, then copied once (the transport: Open MPI's shared
+/// memory or a socket copies the bytes at least once) and read in place; gradients have their
+/// wire buffer zeroed (the visitor adds into it), are copied once and decoded into the
+/// owner's rows. The fastest of 3 each. Throws sar::invalid_argument if the copies need more
+/// memory than is available.
+template <class T>
+void time_halo_copies(int copies, Eigen::Index width, sar::epoch_scale& scale) {
+  constexpr sar::node_t rows = 400000;
+  sar::check_memory<sar::invalid_argument>(
+      "sar-plan --calibrate", sar::message("timing ", copies, " copies of the exchange's copies"),
+      copies * 2.5 * static_cast<double>(rows * width) * sizeof(T));
+  std::vector<double> feature(static_cast<std::size_t>(copies)), gradient(feature.size());
+  run_at_once(copies, [&](std::size_t c) {
+    const sar::matrix<T> x = sar::matrix<T>::Random(rows, width);
+    sar::matrix<T> dx = sar::matrix<T>::Zero(rows, width);
+    std::vector<sar::node_t> block;  // the rows of one peer's halo, ascending
+    const sar::counter_rng pick(5 + c, sar::rng_stream::generator_edges);
+    for (sar::node_t r = 0; r < rows; ++r)
+      if (pick.uniform(static_cast<std::uint64_t>(r)) < 0.25) block.push_back(r);
+    const sar::plain_codec codec;
+    const sar::codec_context ctx;
+    std::vector<std::byte> wire;
+    std::vector<std::byte> copied(
+        codec.wire_bytes<T>(static_cast<Eigen::Index>(block.size()), width));
+    sar::rows_ref<T> out(dx);
+    using clock = std::chrono::steady_clock;
+    const auto since = [](clock::time_point t) {
+      return std::chrono::duration<double>(clock::now() - t).count();
+    };
+    double best_feature = 1e300, best_gradient = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t = clock::now();
+      codec.encode<T>(x, block, ctx, wire);
+      std::memcpy(copied.data(), wire.data(), wire.size());
+      best_feature = std::min(best_feature, since(t));
+      t = clock::now();
+      std::memset(wire.data(), 0, wire.size());
+      std::memcpy(copied.data(), wire.data(), wire.size());
+      codec.decode_add<T>(copied, block, ctx, out);
+      best_gradient = std::min(best_gradient, since(t));
+    }
+    feature[c] = best_feature / static_cast<double>(wire.size());
+    gradient[c] = best_gradient / static_cast<double>(wire.size());
+  });
+  scale.feature_seconds_per_byte = mean(feature);
+  scale.gradient_seconds_per_byte = mean(gradient);
+}
+
+/// rates.epoch_seconds_per_node / _per_edge := one epoch of `config` (g.features inputs,
+/// g.outputs classes) on one core, split into a cost per node and per in-edge: 3 epochs on
+/// planted graphs of 100k nodes (beyond the caches, as the graphs planned for) at average
+/// degrees 10 and 30, the difference giving the edges' share. Throws sar::invalid_argument if
+/// that needs more memory than is available.
+template <class T>
+void measure_model(const sar::model_config& config, const sar::graph_size& g,
+                   sar::calibration& rates) {
+  constexpr sar::node_t nodes = 100000;
+  sar::check_memory<sar::invalid_argument>(
+      "sar-plan --calibrate", sar::message("timing the model on ", nodes, " nodes"),
+      copy_bytes(config, g, nodes, 31.0 * nodes, sizeof(T)));
+  double seconds[2] = {0, 0}, edges[2] = {0, 0};
+  for (int k = 0; k < 2; ++k)
+    seconds[k] = time_copies<T>(config, g, nodes, k == 0 ? 10.0 : 30.0, 1, 3, &edges[k]);
   rates.epoch_seconds_per_edge = std::max(0.0, (seconds[1] - seconds[0]) / (edges[1] - edges[0]));
   rates.epoch_seconds_per_node =
       std::max(0.0, (seconds[0] - edges[0] * rates.epoch_seconds_per_edge) / nodes);
+}
+
+/// Adds to rates.epoch_scales the model's epoch on a planted graph of a planned rank's part
+/// (`part` nodes and in-edges, self-loops included), `ranks_per_machine` copies at once, 3
+/// epochs as measure_model's; fewer nodes (the same degree, at least 100k or the part's) where
+/// the copies would not fit in 70 % of the memory available; and, for a part of several
+/// ranks, the exchange's copies (time_halo_copies). Requires measure_model's costs in rates.
+/// Nothing when a scale of about that size (within 5 %) and sharing is there already. Throws
+/// sar::invalid_argument if even the fewest nodes do not fit.
+template <class T>
+void measure_scale(const sar::model_config& config, const sar::graph_size& g,
+                   const sar::partition_size& part, int ranks_per_machine,
+                   sar::calibration& rates) {
+  const double degree = part.edges / part.nodes;
+  // The copies' bytes grow about linearly with the nodes: as many as 70 % of what is free holds.
+  const double budget =
+      0.7 * static_cast<double>(sar::available_memory_bytes()) / ranks_per_machine;
+  const double need = copy_bytes(config, g, part.nodes, part.edges, sizeof(T));
+  const double nodes = std::max(std::min(part.nodes, 1e5),
+                                std::floor(part.nodes * std::min(1.0, budget / need)));
+  for (const sar::epoch_scale& s : rates.epoch_scales)
+    if (s.ranks_per_machine == ranks_per_machine && std::abs(s.nodes - nodes) <= 0.05 * nodes)
+      return;
+  sar::check_memory<sar::invalid_argument>(
+      "sar-plan --calibrate", sar::message("timing ", ranks_per_machine, " copies of the model "
+                                           "on ", nodes, " nodes"),
+      ranks_per_machine * copy_bytes(config, g, nodes, degree * nodes, sizeof(T)));
+  const bool self_loops = config.kind != sar::model_kind::sage;  // prepare_model_graph's
+  double edges = 0;
+  const double seconds =
+      time_copies<T>(config, g, static_cast<sar::node_t>(nodes),
+                     std::max(1.0, degree - (self_loops ? 1 : 0)), ranks_per_machine, 3, &edges);
+  const double expected =
+      nodes * rates.epoch_seconds_per_node + edges * rates.epoch_seconds_per_edge;
+  sar::epoch_scale scale{nodes, ranks_per_machine, expected > 0 ? seconds / expected : 1};
+  // The exchanged rows as wide as a hidden layer's (GAT: every head's).
+  const Eigen::Index width =
+      config.hidden * (config.kind == sar::model_kind::gat ? config.heads : 1);
+  if (part.ranks > 1) time_halo_copies<T>(ranks_per_machine, width, scale);
+  rates.epoch_scales.push_back(scale);
 }
 
 nlohmann::json rates_json(const sar::calibration& c, const nlohmann::json& model) {
@@ -202,6 +351,12 @@ nlohmann::json rates_json(const sar::calibration& c, const nlohmann::json& model
     j["model"] = model;
     j["epoch_seconds_per_node"] = c.epoch_seconds_per_node;
     j["epoch_seconds_per_edge"] = c.epoch_seconds_per_edge;
+    j["epoch_scales"] = nlohmann::json::array();
+    for (const sar::epoch_scale& s : c.epoch_scales)
+      j["epoch_scales"].push_back({{"nodes", s.nodes}, {"ranks_per_machine", s.ranks_per_machine},
+                                   {"factor", s.factor},
+                                   {"feature_seconds_per_byte", s.feature_seconds_per_byte},
+                                   {"gradient_seconds_per_byte", s.gradient_seconds_per_byte}});
   }
   return j;
 }
@@ -225,6 +380,16 @@ sar::calibration read_rates(const std::string& file, const nlohmann::json& model
   if (j.contains("model") && j["model"] == model && j.value("epoch_seconds_per_node", 0.0) > 0) {
     c.epoch_seconds_per_node = j["epoch_seconds_per_node"].get<double>();
     c.epoch_seconds_per_edge = std::max(0.0, j.value("epoch_seconds_per_edge", 0.0));
+    for (const auto& e : j.value("epoch_scales", nlohmann::json::array())) {
+      SAR_CHECK(e.is_object() && e.value("nodes", 0.0) > 0 &&
+                    e.value("ranks_per_machine", 0) >= 1 && e.value("factor", 0.0) > 0,
+                sar::io_error, "sar-plan: ", file, ": an epoch scale needs nodes, "
+                "ranks_per_machine and factor, all positive: ", e.dump());
+      c.epoch_scales.push_back({e["nodes"].get<double>(), e["ranks_per_machine"].get<int>(),
+                                e["factor"].get<double>(),
+                                std::max(0.0, e.value("feature_seconds_per_byte", 0.0)),
+                                std::max(0.0, e.value("gradient_seconds_per_byte", 0.0))});
+    }
   }
   return c;
 }
@@ -272,9 +437,14 @@ int run(int argc, char** argv) {
                  "memory, no link term)")->check(sar_programs::non_negative);
   app.add_option("--latency-us", s.latency_us, "link latency per message, microseconds")
       ->check(sar_programs::non_negative);
+  app.add_option("--ranks-per-machine", s.ranks_per_machine, "ranks sharing one machine: its "
+                 "memory bandwidth (--calibrate times that many copies at once) and its link "
+                 "(default 1)")->check(CLI::Range(1, 1 << 20));
   app.add_flag("--calibrate", s.calibrate, "measure this machine's rates (a few seconds) and, "
-               "given a graph, time the model itself on small planted graphs (its epoch per "
-               "node and edge); with --calibration FILE write them there");
+               "given a graph, time the model itself: on small planted graphs (its epoch per "
+               "node and edge), then on one of each planned P's part, --ranks-per-machine "
+               "copies at once (1 to 4 minutes at 1M nodes); with --calibration FILE write "
+               "them there");
   app.add_option("--calibration", s.calibration_file, "the rates --calibrate wrote: with them "
                  "the plan gives epoch times");
   app.add_flag("--json", s.json, "print one JSON object instead of the table");
@@ -310,14 +480,37 @@ int run(int argc, char** argv) {
   std::vector<int> ranks = s.ranks;
   if (ranks.empty()) ranks.push_back(src.store_parts > 0 ? src.store_parts : 1);
 
-  // With --calibrate and a graph, the kernel rates and the model's own epoch on this machine.
+  // The cut and the largest rank's part of each rank count.
+  const auto cut_of = [&](int P) {
+    return s.edge_cut >= 0                               ? s.edge_cut
+           : src.store_parts == P && src.store_cut >= 0 ? src.store_cut
+                                                        : 1.0 - 1.0 / P;
+  };
+  const auto part_of = [&](int P) {
+    sar::partition_size part = sar::estimate_partition(graph, P, cut_of(P));
+    if (src.store_parts == P) {  // the store's largest part
+      part.nodes = src.largest_part_nodes;
+      part.edges = src.largest_part_edges +
+                   (run.model.kind != sar::model_kind::sage ? part.nodes : 0);
+    }
+    return part;
+  };
+  const auto sharing = [&](int P) { return std::min(P, s.ranks_per_machine); };
+
+  // With --calibrate and a graph, the kernel rates and the model's own epoch on this machine:
+  // on small graphs, then on each planned rank's part with its machine's ranks at once.
   const nlohmann::json signature = model_signature(run.model, src.graph, s.precision);
   sar::calibration rates;
   bool calibrated = false;
   if (s.calibrate) {
     rates = measure_rates();
-    if (s.precision == "double") measure_model<double>(run.model, src.graph, rates);
+    const bool wide = s.precision == "double";
+    if (wide) measure_model<double>(run.model, src.graph, rates);
     else measure_model<float>(run.model, src.graph, rates);
+    for (const int P : ranks) {
+      if (wide) measure_scale<double>(run.model, src.graph, part_of(P), sharing(P), rates);
+      else measure_scale<float>(run.model, src.graph, part_of(P), sharing(P), rates);
+    }
     calibrated = true;
     if (!s.calibration_file.empty())
       sar::write_output_file(s.calibration_file, rates_json(rates, signature).dump(2) + "\n",
@@ -331,19 +524,14 @@ int run(int argc, char** argv) {
 
   nlohmann::json plans = nlohmann::json::array();
   for (const int P : ranks) {
-    const double cut = s.edge_cut >= 0 ? s.edge_cut
-                       : src.store_parts == P && src.store_cut >= 0 ? src.store_cut
-                                                                    : 1.0 - 1.0 / P;
-    sar::partition_size part = sar::estimate_partition(graph, P, cut);
-    if (src.store_parts == P) {  // the store's largest part
-      part.nodes = src.largest_part_nodes;
-      part.edges = src.largest_part_edges +
-                   (run.model.kind != sar::model_kind::sage ? part.nodes : 0);
-    }
+    const double cut = cut_of(P);
+    const sar::partition_size part = part_of(P);
+    run.ranks_per_machine = sharing(P);
     const sar::run_plan plan = sar::plan_run(graph, part, run, rates, calibrated);
     nlohmann::json terms = nlohmann::json::object();
     for (const auto& t : plan.memory) terms[t.name] = t.bytes;
-    plans.push_back({{"ranks", P}, {"edge_cut_fraction", cut},
+    plans.push_back({{"ranks", P}, {"ranks_per_machine", run.ranks_per_machine},
+                     {"edge_cut_fraction", cut},
                      {"feature_density", graph.feature_density}, {"storage", s.storage},
                      {"peak_memory_bytes_per_rank", plan.peak_memory_bytes},
                      {"memory_terms", terms},

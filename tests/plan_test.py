@@ -9,7 +9,13 @@
    and a faster link gives a shorter one. With a graph and a model, --calibrate also times the
    model: a plan of that model scales its measured epoch (longer than the kernel rates'
    bound, and growing with the graph), a plan of another model falls back to the bound.
-5. Clear errors: no sizes, a calibration file that is not one.
+   With --ranks 1,2 --ranks-per-machine 2 it also times the model on each P's part, with 2
+   copies at once for P = 2, and the exchange's copies: the file keeps one scale per P. A
+   plan multiplies the small graphs' costs by the scale of its part's size (interpolated in
+   log(nodes) between the sizes timed) and ranks per machine, and adds the halo bytes the rank
+   sends at the measured costs (checked on a calibration file written by hand).
+5. Clear errors: no sizes, a calibration file that is not one, an epoch scale without its
+   fields.
 6. Sparse features: bag-of-words features (--feature-density, or a store's or .npy dataset's
    sparse features) are planned as sparse rows, a fraction of the dense features' bytes.
 7. --storage bf16 halves the features' bytes; the decoded copy is the input dropout's.
@@ -104,6 +110,47 @@ with tempfile.TemporaryDirectory(prefix="sar-plan-") as tmp:
     other = json.loads(run(*small, "--model", "gcn", "--hidden", "16", "--calibration",
                            model_rates, "--json").stdout)
     assert not other["epoch_seconds_measured_model"], other
+
+    # Scales: timed on each P's part (2 copies at once for P = 2), kept in the file.
+    scaled_rates = os.path.join(tmp, "scaled-rates.json")
+    run(*small, "--model", "sage", "--hidden", "16", "--ranks", "1,2", "--ranks-per-machine", "2",
+        "--calibrate", "--calibration", scaled_rates)
+    scales = json.load(open(scaled_rates))["epoch_scales"]
+    assert [(s["nodes"], s["ranks_per_machine"]) for s in scales] == [(1000, 1), (500, 2)], scales
+    assert all(s["factor"] > 0 for s in scales), scales
+    assert scales[0]["feature_seconds_per_byte"] == 0 and scales[1]["feature_seconds_per_byte"] > 0
+    assert scales[1]["gradient_seconds_per_byte"] > 0, scales
+
+    # The arithmetic, on rates written by hand: 1e-6 s per node, 1e-8 per edge; scales of 1 at
+    # 1000 nodes and 3 at 4000 (one rank per machine), 5 at 2000 nodes with 2 per machine and
+    # 1e-9 s per halo byte.
+    sizes = ("--nodes", "2000", "--edges", "20000", "--features", "16", "--classes", "4")
+    model = ("--model", "sage", "--hidden", "16")
+    base = json.load(open(model_rates))
+    base.update(epoch_seconds_per_node=1e-6, epoch_seconds_per_edge=1e-8, epoch_scales=[
+        {"nodes": 1000, "ranks_per_machine": 1, "factor": 1},
+        {"nodes": 4000, "ranks_per_machine": 1, "factor": 3},
+        {"nodes": 2000, "ranks_per_machine": 2, "factor": 5, "feature_seconds_per_byte": 1e-9,
+         "gradient_seconds_per_byte": 1e-9}])
+    hand = os.path.join(tmp, "hand-rates.json")
+    json.dump(base, open(hand, "w"))
+    unscaled = 2000 * 1e-6 + 20000 * 1e-8  # the part of P = 1: every node and edge
+    alone = json.loads(run(*sizes, *model, "--calibration", hand, "--json").stdout)
+    assert abs(alone["epoch_seconds"] / unscaled - 2) < 1e-9, alone  # log-midpoint of 1 and 3
+    shared = json.loads(run(*sizes, *model, "--ranks", "2", "--ranks-per-machine", "2",
+                            "--calibration", hand, "--json").stdout)
+    assert shared["ranks_per_machine"] == 2, shared
+    # 5 x the half of P = 1 (the scale at 2000 nodes holds below it), plus the halo's copies.
+    copies = shared["halo_bytes_per_epoch"] / 2 * 1e-9
+    assert copies > 0 and abs(shared["epoch_seconds"] - (5 * unscaled / 2 + copies)) < 1e-12, shared
+    # A plan of 2 ranks, one per machine, takes the scales of 1 per machine (nearest count):
+    # its 1000 nodes scale by 1, and no halo costs were measured there.
+    apart = json.loads(run(*sizes, *model, "--ranks", "2", "--calibration", hand, "--json").stdout)
+    assert abs(apart["epoch_seconds"] / (unscaled / 2) - 1) < 1e-9, apart
+    base["epoch_scales"] = [{"nodes": 1000, "factor": 1}]
+    json.dump(base, open(hand, "w"))
+    r = run(*sizes, *model, "--calibration", hand, expect=1)
+    assert "an epoch scale needs nodes, ranks_per_machine and factor" in r.stderr, r.stderr
 
     r = run("--model", "gcn", expect=1)
     assert "the graph needs nodes, edges, features and classes" in r.stderr, r.stderr

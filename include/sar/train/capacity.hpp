@@ -69,6 +69,23 @@ inline partition_size estimate_partition(const graph_size& g, int ranks, double 
   return p;
 }
 
+/// The model's epoch on one rank's part, timed by sar-plan --calibrate: how much longer it
+/// took than the small graphs' costs per node and edge say (a larger graph misses the caches
+/// and the TLB more; ranks on one machine share its memory bandwidth); and what the exchange
+/// costs a rank per halo byte it sends, beyond the link: the plain codec's copies timed with
+/// as many copies at once.
+struct epoch_scale {
+  double nodes = 0;           ///< the timed graph's nodes (a planned rank's part)
+  int ranks_per_machine = 1;  ///< copies timed at once (as many ranks share the machine)
+  double factor = 1;          ///< measured epoch / (nodes x per node + edges x per edge)
+  /// A feature byte: encoded (gathered into the wire buffer), copied once (the transport),
+  /// read where it arrives as a view. 0: not measured.
+  double feature_seconds_per_byte = 0;
+  /// A gradient byte: its wire buffer zeroed (the visitor adds into it), copied once,
+  /// decoded and added into the owner's rows. 0: not measured.
+  double gradient_seconds_per_byte = 0;
+};
+
 /// The machine's rates, measured by sar-plan --calibrate, and the link between ranks.
 struct calibration {
   double spmm_seconds_per_value = 0;  ///< one edge x one column of an aggregation
@@ -81,7 +98,34 @@ struct calibration {
   /// 0: not measured, and the epoch is the kernel rates' lower bound.
   double epoch_seconds_per_node = 0;
   double epoch_seconds_per_edge = 0;  ///< see epoch_seconds_per_node
+  /// The same model timed on parts of the planned size (empty: the small graphs' costs hold).
+  std::vector<epoch_scale> epoch_scales;
 };
+
+/// The epoch_scale for a rank of `nodes` nodes among `ranks_per_machine` on its machine: of
+/// the scales measured at that many ranks per machine (else at the nearest count measured),
+/// interpolated in log(nodes) between the two around `nodes` and held beyond them; factor 1
+/// and no halo costs with none.
+inline epoch_scale epoch_scale_at(const calibration& rates, double nodes, int ranks_per_machine) {
+  int nearest = 0;
+  for (const epoch_scale& s : rates.epoch_scales)
+    if (nearest == 0 || std::abs(s.ranks_per_machine - ranks_per_machine) <
+                            std::abs(nearest - ranks_per_machine))
+      nearest = s.ranks_per_machine;
+  const epoch_scale *below = nullptr, *above = nullptr;
+  for (const epoch_scale& s : rates.epoch_scales) {
+    if (s.ranks_per_machine != nearest || s.nodes <= 0) continue;
+    if (s.nodes <= nodes && (below == nullptr || s.nodes > below->nodes)) below = &s;
+    if (s.nodes >= nodes && (above == nullptr || s.nodes < above->nodes)) above = &s;
+  }
+  if (below == nullptr || above == nullptr || below->nodes == above->nodes)
+    return below != nullptr ? *below : above != nullptr ? *above : epoch_scale{};
+  const double t = std::log(nodes / below->nodes) / std::log(above->nodes / below->nodes);
+  const auto between = [t](double a, double b) { return a + t * (b - a); };
+  return {nodes, nearest, between(below->factor, above->factor),
+          between(below->feature_seconds_per_byte, above->feature_seconds_per_byte),
+          between(below->gradient_seconds_per_byte, above->gradient_seconds_per_byte)};
+}
 
 /// What a run is: the model (widths, layers, heads, batch norm), the schedule and codecs.
 struct run_settings {
@@ -92,6 +136,9 @@ struct run_settings {
   int prefetch = 1;         ///< blocks fetched ahead by the sequential ring
   double value_bytes = 4;   ///< float 4, double 8
   double feature_bytes = 4;  ///< per dense input feature held: fp32 4, bf16 storage 2
+  /// Ranks on one machine: they share its cores' memory bandwidth (the epoch_scale measured
+  /// at that many) and its link (each sends its halo over it).
+  int ranks_per_machine = 1;
 };
 
 /// One term of a plan's memory: its bytes and where in the code the allocation is.
@@ -107,9 +154,10 @@ struct run_plan {
   double peak_memory_bytes = 0;     ///< the largest rank's peak resident memory
   double halo_bytes_per_epoch = 0;  ///< sent by all ranks together, training (fwd + bwd)
   /// The epoch of a rank of 1 thread: from the model's own measured costs per node and edge
-  /// (epoch_measured), else the aggregations and dense products at the calibrated kernel
-  /// rates, a lower bound (0.1-0.45 of measured epochs, bench/RESULTS.md §26). Both add the
-  /// halo over the link. NaN: no calibration.
+  /// times the epoch_scale of its part's size and ranks per machine, plus the exchange's
+  /// copies of what it sends (epoch_measured; within 30 % here, bench/RESULTS.md §38), else
+  /// the aggregations and dense products at the calibrated kernel rates, a lower bound
+  /// (0.1-0.45 of measured epochs, §26). Both add the halo over the link. NaN: no calibration.
   double epoch_seconds = std::numeric_limits<double>::quiet_NaN();
   bool epoch_measured = false;  ///< epoch_seconds scales the model's measured epoch
 };
@@ -202,11 +250,12 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   constexpr const char* where = "sar::plan_run";
   SAR_CHECK(g.nodes > 0 && g.edges >= 0 && g.features >= 0 && g.outputs >= 1 && p.ranks >= 1 &&
                 p.nodes > 0 && s.model.layers >= 1 && s.value_bytes > 0 &&
+                s.ranks_per_machine >= 1 &&
                 s.feature_bytes > 0 && s.feature_bytes <= 4 &&
                 g.feature_density > 0 && g.feature_density <= 1,
             invalid_argument, where, ": ", g.nodes, " nodes, ", g.edges, " edges, ", g.outputs,
-            " outputs, feature density ", g.feature_density, ", ", p.ranks, " ranks, ",
-            s.model.layers, " layers");
+            " outputs, feature density ", g.feature_density, ", ", p.ranks, " ranks (",
+            s.ranks_per_machine, " per machine), ", s.model.layers, " layers");
   SAR_CHECK(s.schedule == "sequential" || s.schedule == "keep_halo" || s.schedule == "one_shot",
             invalid_argument, where, ": unknown schedule '", s.schedule, "'");
   const double n = p.nodes, m = p.edges, h = p.halo_rows, vb = s.value_bytes;
@@ -302,14 +351,25 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
     plan.halo_bytes_per_epoch = p.all_halo_rows * (forward_values * bytes(s.halo_bits) +
                                                    backward_values * bytes(s.gradient_bits));
   }
+  const int sharing = std::clamp(s.ranks_per_machine, 1, p.ranks);
   if (calibrated) {
     plan.epoch_measured = rates.epoch_seconds_per_node > 0;
-    plan.epoch_seconds = plan.epoch_measured ? n * rates.epoch_seconds_per_node +
-                                                   m * rates.epoch_seconds_per_edge
+    const epoch_scale scale = epoch_scale_at(rates, n, sharing);
+    plan.epoch_seconds = plan.epoch_measured ? (n * rates.epoch_seconds_per_node +
+                                                m * rates.epoch_seconds_per_edge) *
+                                                   scale.factor
                                              : kernel_seconds;
+    // The exchange's copies of what the rank sends (what it receives costs the sender's
+    // peers the same), per value as the plain codec's: other codecs compute more per value.
+    if (distributed)
+      plan.epoch_seconds += p.all_halo_rows / p.ranks * vb *
+                            (forward_values * scale.feature_seconds_per_byte +
+                             backward_values * scale.gradient_seconds_per_byte);
   }
+  // A machine's ranks send their halos over its one link.
   if (calibrated && distributed && rates.link_bytes_per_second > 0)
-    plan.epoch_seconds += plan.halo_bytes_per_epoch / p.ranks / rates.link_bytes_per_second +
+    plan.epoch_seconds += plan.halo_bytes_per_epoch / p.ranks * sharing /
+                              rates.link_bytes_per_second +
                           static_cast<double>(layers.size()) * 3 * (p.ranks - 1) *
                               rates.link_latency_seconds;
   return plan;
