@@ -2,7 +2,7 @@
 # The whole test suite (unit + mpi) on a fresh machine: installs, builds, runs, summarises.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/build.sh -Dbenchmarks=false
 status=0
 meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
 # One plain closing line for tools that read it (meson's own summary has another format).
