@@ -2,22 +2,30 @@
 # The unit and mpi test programs built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (clang, -O1, -march=native, assertions on) in build-sanitize/, then run: any sanitizer report
 # fails its test.
+# With --quick (CI's run) without the three MPI programs that train on P ranks (mpi-training,
+# mpi-low-bit, mpi-minibatch: with the distributed models they link, half of the sanitized
+# build and suite; bench/RESULTS.md §39), in build-sanitize-quick/. Every layer still runs
+# under the distributed schedules there (mpi-schedules). Run without it after changing the
+# distributed training path.
 # With --programs also sar-train, sar-partition, ... and the examples, and the tests that drive
 # them (build-sanitize-programs/; twice the build time). Open MPI's own allocations at exit are
 # not ours, so leak detection is off (ASan still finds use-after-free, overflows, double frees).
-#   usage: bash scripts/sanitize.sh [--programs] [MESON TEST ARGUMENTS...]
+#   usage: bash scripts/sanitize.sh [--quick | --programs] [MESON TEST ARGUMENTS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=build-sanitize programs=false
+dir=build-sanitize programs=false training=true
 if [[ ${1:-} == --programs ]]; then
   dir=build-sanitize-programs programs=true
+  shift
+elif [[ ${1:-} == --quick ]]; then
+  dir=build-sanitize-quick training=false
   shift
 fi
 bash scripts/install-deps.sh --fuzz   # clang
 if [ ! -f "$dir/build.ninja" ]; then
   # b_lundef=false: clang links the sanitizer runtimes into executables only.
   CXX=clang++ meson setup "$dir" --buildtype=plain -Dexamples=$programs -Dbenchmarks=false \
-    -Db_sanitize=address,undefined -Db_lundef=false -Db_ndebug=false \
+    -Dmpi_training_tests=$training -Db_sanitize=address,undefined -Db_lundef=false -Db_ndebug=false \
     -Dcpp_args='-O1 -g1 -fno-omit-frame-pointer' >/dev/null
 fi
 ninja -C "$dir"

@@ -31,7 +31,7 @@ namespace {
 
 /// Values in [-2, 3): rows whose minimum is not 0 and whose range is not 1.
 template <class T>
-matrix<T> random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+matrix<T> spread_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
   return testing_support::random_matrix<T>(rows, cols, seed, -2, 3);
 }
 
@@ -92,7 +92,7 @@ void check_stochastic_packing() {
     if (f > 1) CHECK(round_trip<T>(codec, two_level, context(0, ids)) == two_level);
 
     // Random rows: every value decodes to m + q R / L with 0 <= q <= L, within one step of x.
-    const matrix<T> x = random_matrix<T>(n, f, 100 + f);
+    const matrix<T> x = spread_matrix<T>(n, f, 100 + f);
     std::vector<std::byte> wire;
     const matrix<T> y = round_trip<T>(codec, x, context(4, ids), &wire);
     for (Eigen::Index i = 0; i < n; ++i) {
@@ -139,7 +139,7 @@ void check_unbiased() {
   stochastic_codec<B> codec;
   constexpr int draws = 10000;
   constexpr Eigen::Index f = 37;
-  const matrixf x = random_matrix<float>(1, f, 5);
+  const matrixf x = spread_matrix<float>(1, f, 5);
   const std::vector<node_t> ids = {12345};
   Eigen::ArrayXd sum = Eigen::ArrayXd::Zero(f), sum_sq = Eigen::ArrayXd::Zero(f);
   std::vector<std::byte> wire;
@@ -191,7 +191,7 @@ TEST_CASE("stochastic codecs: unbiased, and the one-bit variance is (x - m)(m + 
 }
 
 TEST_CASE("stochastic codecs: the noise is keyed, not drawn: same bytes on 1 and 2 threads") {
-  const matrixf x = random_matrix<float>(3000, 45, 8);
+  const matrixf x = spread_matrix<float>(3000, 45, 8);
   std::vector<node_t> ids(3000);
   for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<node_t>(7 * k + 3);
   stochastic_codec<2> codec;
@@ -208,7 +208,7 @@ TEST_CASE("stochastic codecs: the noise is keyed, not drawn: same bytes on 1 and
 }
 
 TEST_CASE("stochastic codecs: a non-finite value throws naming layer, rank and row") {
-  matrixf x = random_matrix<float>(4, 10, 9);
+  matrixf x = spread_matrix<float>(4, 10, 9);
   x(2, 5) = std::numeric_limits<float>::quiet_NaN();
   const std::vector<node_t> ids = {40, 41, 42, 43};
   stochastic_codec<1> codec;

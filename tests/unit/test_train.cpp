@@ -71,13 +71,7 @@ csr small_gcn_graph(bool symmetric) {
   return build_csr(e, {.symmetrise = symmetric});
 }
 
-matrixd random_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  matrixd m(rows, cols);
-  for (Eigen::Index k = 0; k < m.size(); ++k) m.data()[k] = u(gen);
-  return m;
-}
+using testing_support::random_matrix;
 
 /// D_in^-1/2 A D_out^-1/2 X W + b with plain dense Eigen matrices (A[i][j] = edges j -> i).
 matrixd dense_gcn(const csr& g, const matrixd& x, const matrixd& w, const matrixd& b) {
