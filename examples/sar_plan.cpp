@@ -201,6 +201,11 @@ void run_at_once(int copies, Body&& body) {
     if (e) std::rethrow_exception(e);
 }
 
+/// Whether a model of `c` adds a self-loop per node to the graph it reads (prepare_model_graph).
+bool adds_self_loops(const sar::model_config& c) {
+  return sar::model_self_loops(c) == sar::self_loop_policy::add;
+}
+
 /// The mean of `values`.
 double mean(const std::vector<double>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
@@ -327,11 +332,10 @@ void measure_scale(const sar::model_config& config, const sar::graph_size& g,
       "sar-plan --calibrate", sar::message("timing ", ranks_per_machine, " copies of the model "
                                            "on ", nodes, " nodes"),
       ranks_per_machine * copy_bytes(config, g, nodes, degree * nodes, sizeof(T)));
-  const bool self_loops = config.kind != sar::model_kind::sage;  // prepare_model_graph's
   double edges = 0;
-  const double seconds =
-      time_copies<T>(config, g, static_cast<sar::node_t>(nodes),
-                     std::max(1.0, degree - (self_loops ? 1 : 0)), ranks_per_machine, 3, &edges);
+  const double seconds = time_copies<T>(config, g, static_cast<sar::node_t>(nodes),
+                                        std::max(1.0, degree - (adds_self_loops(config) ? 1 : 0)),
+                                        ranks_per_machine, 3, &edges);
   const double expected =
       nodes * rates.epoch_seconds_per_node + edges * rates.epoch_seconds_per_edge;
   sar::epoch_scale scale{nodes, ranks_per_machine, expected > 0 ? seconds / expected : 1};
@@ -476,7 +480,7 @@ int run(int argc, char** argv) {
   run.feature_bytes = s.storage == "bf16" ? 2 : 4;
   // The stored edges plus the self-loops GCN and GAT add.
   sar::graph_size graph = src.graph;
-  if (run.model.kind != sar::model_kind::sage) graph.edges += graph.nodes;
+  if (adds_self_loops(run.model)) graph.edges += graph.nodes;
   std::vector<int> ranks = s.ranks;
   if (ranks.empty()) ranks.push_back(src.store_parts > 0 ? src.store_parts : 1);
 
@@ -490,8 +494,7 @@ int run(int argc, char** argv) {
     sar::partition_size part = sar::estimate_partition(graph, P, cut_of(P));
     if (src.store_parts == P) {  // the store's largest part
       part.nodes = src.largest_part_nodes;
-      part.edges = src.largest_part_edges +
-                   (run.model.kind != sar::model_kind::sage ? part.nodes : 0);
+      part.edges = src.largest_part_edges + (adds_self_loops(run.model) ? part.nodes : 0);
     }
     return part;
   };
