@@ -3,9 +3,10 @@
 # With --bench also what the benchmarks in bench/ need: PyTorch for the peer (with OpenBLAS:
 # Debian's torch otherwise runs its matrix products on the reference BLAS, ~10x slower),
 # matplotlib for the plots, jq for the shell scripts, perf for the profiles RESULTS.md records.
-# With --fuzz also clang and its libFuzzer runtime (scripts/fuzz.sh). python3 and procps (pgrep, pkill) run the program-level tests,
-# cmake and git the consumers test (find_package, a Meson wrap-git), doxygen the API reference
-# (built with everything; an undocumented public name fails the build). With --plot matplotlib
+# With --fuzz also clang and its libFuzzer runtime (scripts/fuzz.sh). python3 and procps
+# (pgrep, pkill) run the program-level tests, cmake and git the consumers test (find_package, a
+# Meson wrap-git), doxygen the API reference (built with everything; an undocumented public
+# name fails the build). With --plot matplotlib
 # (the main job's training plot).
 set -euo pipefail
 packages=(g++ meson ninja-build pkg-config libeigen3-dev libtbb-dev libboost-mpi-dev
