@@ -370,6 +370,11 @@ TEST_CASE("a product with a tile cache settles on a tried span and is bitwise on
   CHECK(product(std::nullopt, &cache) == one_pass);  // uses the tuned span
   CHECK(cache.tuned_span(128 * sizeof(float)) == tuned);
   CHECK_FALSE(cache.tuned_span(8 * sizeof(float)).has_value());  // per row width
+  // A cache that tiles no rows narrower than 129 floats gives the same product untiled.
+  spmm_tile_cache lean;
+  lean.set_min_tiled_row_bytes(129 * sizeof(float));
+  CHECK(product(std::nullopt, &lean) == one_pass);
+  CHECK_FALSE(lean.tuned_span(128 * sizeof(float)).has_value());  // nothing tried or kept
 }
 
 TEST_CASE("spmm_assign (assign, sum, scale rows in one pass) is bitwise zero, add, scale") {

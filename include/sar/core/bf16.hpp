@@ -7,6 +7,8 @@
 //   bf16_from_float(f)   round to nearest even; NaN stays NaN, +-inf stay +-inf
 //   float_from_bf16(h)   exact
 //   bf16_rows            a rows x cols matrix stored so, encoded and decoded over threads
+//   bf16_input<T>        bf16 rows as a model's first layer reads them: decoded as read, an
+//                        input dropout applied as a mask of bits, no fp32 copy of the rows
 #pragma once
 
 #include <bit>
@@ -15,6 +17,10 @@
 #include <cstdint>
 #include <type_traits>
 #include <vector>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -76,8 +82,8 @@ class bf16_rows {
   bf16_rows() = default;
   /// x's values rounded to bf16. Parallel over rows.
   template <class T>
-  explicit bf16_rows(const_rows_ref<T> x)
-      : rows_(x.rows()), cols_(x.cols()), values_(static_cast<std::size_t>(x.size())) {
+  explicit bf16_rows(const_rows_ref<T> x) : rows_(x.rows()), cols_(x.cols()) {
+    huge_page_resize(values_, static_cast<std::size_t>(x.size()));  // rows are gathered
     for_row_ranges([&](Eigen::Index r) {
       std::uint16_t* out = row(r);
       const T* in = x.row(r).data();
@@ -92,8 +98,8 @@ class bf16_rows {
   Eigen::Index rows() const { return rows_; }
   /// Columns (the feature width).
   Eigen::Index cols() const { return cols_; }
-  /// Bytes of the values (their capacity).
-  std::size_t memory_bytes() const { return values_.capacity() * sizeof(std::uint16_t); }
+  /// Bytes of the values.
+  std::size_t memory_bytes() const { return values_.size() * sizeof(std::uint16_t); }
   /// The stored values, row after row.
   const std::vector<std::uint16_t>& values() const { return values_; }
 
@@ -134,6 +140,85 @@ class bf16_rows {
 
   Eigen::Index rows_ = 0, cols_ = 0;
   std::vector<std::uint16_t> values_;
+};
+
+/// The input of a model's first layer with parameters when the features are stored as bf16
+/// (sar/nn/sequential.hpp): entry (i, c) is T(float_from_bf16(stored(i, c))) times, when a
+/// mask is kept, `scale` if bit c of row i's mask is set and 0 if not. That is bitwise what an
+/// input dropout (sar/nn/dropout.hpp) writes over the decoded rows, so a layer that decodes
+/// the rows it needs as it reads them computes what it would on the decoded matrix, without
+/// the rows x cols matrix in T.
+template <class T>
+struct bf16_input {
+  const bf16_rows* values = nullptr;  ///< the stored rows (must outlive this)
+  /// Row i's mask: words [i w, (i + 1) w) with w = ceil(cols / 64), bit c of the row's bits
+  /// for column c; empty when no dropout applies.
+  std::vector<std::uint64_t> kept;
+  T scale = T(1);  ///< the factor of a kept entry
+
+  Eigen::Index rows() const { return values->rows(); }
+  Eigen::Index cols() const { return values->cols(); }
+  /// Words of one row's mask.
+  Eigen::Index mask_words() const { return (cols() + 63) / 64; }
+
+  /// out[0, count) := entries [c, c + count) of row i. Requires 0 <= i < rows() and
+  /// 0 <= c <= c + count <= cols().
+  void decode(Eigen::Index i, Eigen::Index c, Eigen::Index count, T* out) const {
+    const std::uint16_t* in = values->row(i) + c;
+    if (kept.empty()) return decode_bf16(in, count, out);
+    const std::uint64_t* bits = kept.data() + i * mask_words();
+    Eigen::Index k = 0;
+#if defined(__AVX512F__)
+    // 16 columns a vector, their 16 mask bits the lanes that get `scale` (else 0): the
+    // product dropout's forward computes (sar/nn/dropout.hpp: apply_kept).
+    if constexpr (std::is_same_v<T, float>) {
+      const __m512 factor = _mm512_set1_ps(scale);
+      for (; k + 16 <= count && (c + k) % 64 <= 48; k += 16) {
+        const Eigen::Index column = c + k;
+        const auto lanes = static_cast<__mmask16>(bits[column / 64] >> (column % 64));
+        const __m512i wide =
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k)));
+        const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+        _mm512_storeu_ps(out + k, _mm512_mul_ps(v, _mm512_maskz_mov_ps(lanes, factor)));
+      }
+    }
+#elif defined(__AVX2__)
+    // 8 columns a vector: their mask byte's bits select `scale` or 0 lane by lane.
+    if constexpr (std::is_same_v<T, float>) {
+      const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m256 factor = _mm256_set1_ps(scale);
+      for (; k + 8 <= count && (c + k) % 8 == 0; k += 8) {
+        const Eigen::Index column = c + k;
+        const auto byte = static_cast<int>((bits[column / 64] >> (column % 64)) & 0xffu);
+        const __m256i set = _mm256_and_si256(_mm256_set1_epi32(byte), lane_bit);
+        const __m256 kept_factor =
+            _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit)), factor);
+        const __m256i wide =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k)));
+        const __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+        _mm256_storeu_ps(out + k, _mm256_mul_ps(v, kept_factor));
+      }
+    }
+#endif
+    for (; k < count; ++k) {
+      const Eigen::Index column = c + k;
+      const T factor = ((bits[column / 64] >> (column % 64)) & 1u) ? scale : T(0);
+      out[k] = static_cast<T>(float_from_bf16(in[k])) * factor;
+    }
+  }
+  /// out[0, (end - begin) cols()) := rows [begin, end), row after row.
+  void decode_rows(Eigen::Index begin, Eigen::Index end, T* out) const {
+    for (Eigen::Index i = begin; i < end; ++i) decode(i, 0, cols(), out + (i - begin) * cols());
+  }
+  /// The whole input as a matrix (what a layer that cannot read it row by row computes on).
+  matrix<T> decoded() const {
+    matrix<T> out(rows(), cols());
+    tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, rows(), 1024),
+                      [&](const tbb::blocked_range<Eigen::Index>& r) {
+                        decode_rows(r.begin(), r.end(), out.row(r.begin()).data());
+                      });
+    return out;
+  }
 };
 
 }  // namespace sar

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 #include <tbb/partitioner.h>
@@ -150,13 +151,45 @@ std::vector<double> reduce_rows(Eigen::Index rows, Eigen::Index width, AddRow&& 
 }
 
 namespace detail {
-/// y (+)= x1 w1 (+ x2 w2 when x2 is not null) (+ b): the body of dense_product and
-/// dense_product_sum, shapes checked by them. With row_gemm both terms are one product of
-/// [x1 | x2] and [w1 ; w2], so y is written once.
-template <bool Add, class T>
-void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_ref<T>* x2,
-                  const const_rows_ref<T>* w2, rows_ref<T> y, const T* b,
-                  const row_finisher* finish) {
+/// The rows [begin, end) of x as a view: the left operand of a row-chunked product read in
+/// place.
+template <class T>
+struct rows_in_place {
+  const_rows_ref<T> x;
+  const_rows_ref<T> operator()(Eigen::Index begin, Eigen::Index end) const {
+    return x.middleRows(begin, end - begin);
+  }
+};
+
+/// The left operand of a row-chunked product made chunk by chunk: fill(begin, end, out)
+/// writes rows [begin, end) of a rows x cols matrix into out (row-major, stride cols), a
+/// buffer of the calling thread's that is reused by its next chunk.
+template <class T, class Fill>
+class rows_filled {
+ public:
+  rows_filled(Eigen::Index cols, Fill& fill) : cols_(cols), fill_(fill) {}
+  const_rows_ref<T> operator()(Eigen::Index begin, Eigen::Index end) const {
+    matrix<T>& buffer = buffers_.local();
+    if (buffer.rows() < end - begin || buffer.cols() != cols_) buffer.resize(end - begin, cols_);
+    fill_(begin, end, buffer.data());
+    return buffer.topRows(end - begin);
+  }
+
+ private:
+  Eigen::Index cols_;
+  Fill& fill_;
+  mutable tbb::enumerable_thread_specific<matrix<T>> buffers_;
+};
+
+/// y (+)= x1 w1 (+ x2 w2 when x2 is not null) (+ b) on `rows` rows, x1's rows [begin, end)
+/// given by left1(begin, end) (rows_in_place, rows_filled): the body of dense_product,
+/// dense_product_sum and dense_product_of_rows, shapes checked by them. With row_gemm both
+/// terms are one product of [x1 | x2] and [w1 ; w2], so y is written once. A chunk's result
+/// depends on its rows' values only, not on where they are read from.
+template <bool Add, class T, class Left>
+void product_rows(Eigen::Index num_rows, const Left& left1, const_rows_ref<T> w1,
+                  const const_rows_ref<T>* x2, const const_rows_ref<T>* w2, rows_ref<T> y,
+                  const T* b, const row_finisher* finish) {
 #if SAR_ROW_GEMM
   if constexpr (uses_row_gemm<T>) {
     packed_right packed;
@@ -168,8 +201,9 @@ void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_r
       packed.pack(stacked.data(), stacked.outerStride(), stacked.rows(), stacked.cols(), b);
     }
     const Eigen::Index steps = w1.rows() + (x2 != nullptr ? w2->rows() : 0);
-    for_product_chunks(x1.rows(), [&](Eigen::Index begin, Eigen::Index end) {
-      gemm_left rows{x1.data() + begin * x1.outerStride(), x1.outerStride(), 1};
+    for_product_chunks(num_rows, [&](Eigen::Index begin, Eigen::Index end) {
+      const const_rows_ref<T> x1 = left1(begin, end);
+      gemm_left rows{x1.data(), x1.outerStride(), 1};
       if (x2 != nullptr) {
         rows.rest = x2->data() + begin * x2->outerStride();
         rows.split = w1.rows();
@@ -182,12 +216,12 @@ void product_rows(const_rows_ref<T> x1, const_rows_ref<T> w1, const const_rows_r
     return;
   }
 #endif
-  for_product_chunks(x1.rows(), [&](Eigen::Index begin, Eigen::Index end) {
+  for_product_chunks(num_rows, [&](Eigen::Index begin, Eigen::Index end) {
     auto rows = y.middleRows(begin, end - begin);
     if constexpr (Add)
-      rows.noalias() += x1.middleRows(begin, end - begin) * w1;
+      rows.noalias() += left1(begin, end) * w1;
     else
-      rows.noalias() = x1.middleRows(begin, end - begin) * w1;
+      rows.noalias() = left1(begin, end) * w1;
     if (x2 != nullptr) rows.noalias() += x2->middleRows(begin, end - begin) * *w2;
     if (b != nullptr) rows.rowwise() += Eigen::Map<const row_vector<T>>(b, w1.cols());
     if (finish != nullptr) (*finish)(begin, end);
@@ -208,7 +242,8 @@ void dense_product(const_rows_ref<T> x, const_rows_ref<T> w, rows_ref<T> y,
   SAR_CHECK(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols(),
             invalid_argument, "sar::dense_product: shapes ", x.rows(), "x", x.cols(), " * ",
             w.rows(), "x", w.cols(), " -> ", y.rows(), "x", y.cols());
-  detail::product_rows<Add, T>(x, w, nullptr, nullptr, y, b, finish);
+  detail::product_rows<Add, T>(x.rows(), detail::rows_in_place<T>{x}, w, nullptr, nullptr, y, b,
+                               finish);
 }
 
 /// y = x1 w1 + x2 w2 (+ b): the product of [x1 | x2] and [w1 ; w2] without forming either, in
@@ -225,7 +260,23 @@ void dense_product_sum(const_rows_ref<T> x1, const_rows_ref<T> w1, const_rows_re
             invalid_argument, "sar::dense_product_sum: shapes ", x1.rows(), "x", x1.cols(), " * ",
             w1.rows(), "x", w1.cols(), " + ", x2.rows(), "x", x2.cols(), " * ", w2.rows(), "x",
             w2.cols(), " -> ", y.rows(), "x", y.cols());
-  detail::product_rows<false, T>(x1, w1, &x2, &w2, y, b, finish);
+  detail::product_rows<false, T>(x1.rows(), detail::rows_in_place<T>{x1}, w1, &x2, &w2, y, b,
+                                 finish);
+}
+
+/// y = x w (+ b) for a rows x w.rows() matrix x that is never formed whole: fill(begin, end,
+/// out) writes its rows [begin, end) (row-major, stride w.rows()) into a per-thread buffer of
+/// up to product_chunk_rows rows, just before they are multiplied. Bitwise dense_product on
+/// x, with its requirements and finish; fill runs concurrently on disjoint chunks. Requires y
+/// sized rows x w.cols(); throws sar::invalid_argument otherwise, y untouched.
+template <class T, class Fill>
+void dense_product_of_rows(Eigen::Index rows, Fill&& fill, const_rows_ref<T> w, rows_ref<T> y,
+                           const T* b = nullptr, const row_finisher* finish = nullptr) {
+  SAR_CHECK(y.rows() == rows && y.cols() == w.cols(), invalid_argument,
+            "sar::dense_product_of_rows: shapes ", rows, "x", w.rows(), " * ", w.rows(), "x",
+            w.cols(), " -> ", y.rows(), "x", y.cols());
+  const detail::rows_filled<T, std::remove_reference_t<Fill>> left(w.rows(), fill);
+  detail::product_rows<false, T>(rows, left, w, nullptr, nullptr, y, b, finish);
 }
 
 /// y = x w^T (Add = false) or y += x w^T (Add = true), parallel over fixed chunks of rows of
@@ -280,30 +331,35 @@ void reduce_row_chunks(Eigen::Index rows, rows_ref<T> out, AddRows&& add_rows) {
       tbb::simple_partitioner());
 }
 
+/// acc += [a_0 | a_1 | ...]^T b for one chunk of rows (every operand that chunk's rows).
+template <class T>
+void add_transposed_chunk(std::span<const const_rows_ref<T>> a, const_rows_ref<T> b,
+                          rows_ref<T> acc) {
+#if SAR_ROW_GEMM
+  if constexpr (uses_row_gemm<T>) {
+    std::vector<transposed_left> parts;
+    for (const auto& part : a) parts.push_back({part.data(), part.outerStride(), part.cols()});
+    row_gemm_transposed_add(parts, b.data(), b.outerStride(), acc.data(), acc.outerStride(),
+                            b.rows(), b.cols());
+    return;
+  }
+#endif
+  Eigen::Index first = 0;
+  for (const auto& part : a) {
+    acc.middleRows(first, part.cols()).noalias() += part.transpose() * b;
+    first += part.cols();
+  }
+}
+
 /// out = [a_0 | a_1 | ...]^T b, a deterministic reduction over row chunks: the body of
 /// transposed_product, shapes checked by it.
 template <class T>
 void transposed_product_parts(std::span<const const_rows_ref<T>> a, const_rows_ref<T> b,
                               rows_ref<T> out) {
-  // acc += a^T b over rows [begin, end).
   reduce_row_chunks<T>(b.rows(), out, [&](Eigen::Index begin, Eigen::Index end, rows_ref<T> acc) {
-    const Eigen::Index len = end - begin;
-#if SAR_ROW_GEMM
-    if constexpr (uses_row_gemm<T>) {
-      std::vector<transposed_left> parts;
-      for (const auto& part : a)
-        parts.push_back({part.data() + begin * part.outerStride(), part.outerStride(), part.cols()});
-      row_gemm_transposed_add(parts, b.data() + begin * b.outerStride(), b.outerStride(),
-                              acc.data(), acc.outerStride(), len, b.cols());
-      return;
-    }
-#endif
-    Eigen::Index first = 0;
-    for (const auto& part : a) {
-      acc.middleRows(first, part.cols()).noalias() +=
-          part.middleRows(begin, len).transpose() * b.middleRows(begin, len);
-      first += part.cols();
-    }
+    std::vector<const_rows_ref<T>> rows;
+    for (const auto& part : a) rows.push_back(part.middleRows(begin, end - begin));
+    add_transposed_chunk<T>(rows, b.middleRows(begin, end - begin), acc);
   });
 }
 }  // namespace detail
@@ -319,6 +375,25 @@ void transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, rows_ref<T> ou
             ")^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x", out.cols());
   const std::array<const_rows_ref<T>, 1> parts{a};
   detail::transposed_product_parts<T>(parts, b, out);
+}
+
+/// out = a^T b for an n x out.rows() matrix a that is never formed whole: fill(begin, end,
+/// rows) writes its rows [begin, end) (row-major, stride out.rows()) into a per-thread buffer
+/// of up to 4096 rows, just before they are used. Bitwise transposed_product on a, with its
+/// determinism; fill runs concurrently on disjoint chunks. Throws sar::invalid_argument unless
+/// out.cols() == b.cols(), out untouched.
+template <class T, class Fill>
+void transposed_product_of_rows(Fill&& fill, const_rows_ref<T> b, rows_ref<T> out) {
+  SAR_CHECK(out.cols() == b.cols(), invalid_argument, "sar::transposed_product_of_rows: shapes (",
+            b.rows(), "x", out.rows(), ")^T * ", b.rows(), "x", b.cols(), " -> ", out.rows(), "x",
+            out.cols());
+  const detail::rows_filled<T, std::remove_reference_t<Fill>> a(out.rows(), fill);
+  detail::reduce_row_chunks<T>(b.rows(), out,
+                               [&](Eigen::Index begin, Eigen::Index end, rows_ref<T> acc) {
+                                 const std::array<const_rows_ref<T>, 1> rows{a(begin, end)};
+                                 detail::add_transposed_chunk<T>(
+                                     rows, b.middleRows(begin, end - begin), acc);
+                               });
 }
 
 /// out = [a1 | a2]^T b (out: (p1 + p2) x q, a1^T b on top), with one read of b for both and

@@ -246,6 +246,22 @@ class spmm_tile_cache {
     return *tilings_.back().second;
   }
 
+  /// Products through this cache of rows narrower than `bytes` make no tiling (span 0): a
+  /// tiling is kept for the whole run, 4 bytes per edge and 8 per row and tile, as much for a
+  /// narrow product as for a wide one, and the narrow one is the cheap one. For runs that want
+  /// bytes more than speed (a GCN's 8-wide last layer at 1M nodes, 20M edges: a 132 MB tiling,
+  /// 11 % of a bf16 run's peak, for ~4 % of its epoch; bench/RESULTS.md §40). Default 0: every
+  /// width may be tiled.
+  void set_min_tiled_row_bytes(std::size_t bytes) {
+    const std::lock_guard lock(mutex_);
+    min_tiled_row_bytes_ = bytes;
+  }
+  /// See set_min_tiled_row_bytes.
+  std::size_t min_tiled_row_bytes() {
+    const std::lock_guard lock(mutex_);
+    return min_tiled_row_bytes_;
+  }
+
   /// The tile span a product with `row_bytes`-byte source rows settled on, if one has.
   std::optional<node_t> tuned_span(std::size_t row_bytes) {
     const std::lock_guard lock(mutex_);
@@ -264,6 +280,7 @@ class spmm_tile_cache {
   const csr* csr_ = nullptr;  // the CSR the tilings are of
   std::vector<std::pair<node_t, std::unique_ptr<const detail::source_tiles>>> tilings_;
   std::vector<std::pair<std::size_t, node_t>> tuned_;  // (row bytes, span)
+  std::size_t min_tiled_row_bytes_ = 0;
 };
 
 }  // namespace sar

@@ -40,7 +40,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <numeric>
 #include <optional>
@@ -48,6 +50,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/block.hpp"
@@ -84,22 +87,27 @@ class edge_row_prefetcher {
   /// Requires columns[e] < rows.rows() for every e < end (the caller's last edge + 1).
   edge_row_prefetcher(const_rows_ref<T> rows, const Index* columns, edge_t end,
                       const T* per_row = nullptr)
-      : data_(rows.data()), stride_(rows.outerStride()),
-        bytes_(static_cast<std::size_t>(rows.cols()) * sizeof(T)), columns_(columns),
-        per_row_(per_row), end_(end) {}
+      : edge_row_prefetcher(rows.data(), static_cast<std::size_t>(rows.outerStride()) * sizeof(T),
+                            static_cast<std::size_t>(rows.cols()) * sizeof(T), columns, end,
+                            per_row) {}
+  /// The same for rows of row_bytes bytes, row j at data + j * stride bytes.
+  edge_row_prefetcher(const void* data, std::size_t stride, std::size_t row_bytes,
+                      const Index* columns, edge_t end, const T* per_row = nullptr)
+      : data_(static_cast<const char*>(data)), stride_(stride), bytes_(row_bytes),
+        columns_(columns), per_row_(per_row), end_(end) {}
   /// Prefetches for edge e + distance, if that edge is before the end. Always inlined: GCC
   /// left it out of line in sar-train's scaled SpMM (perf showed the call, 3.5% of a GCN
   /// run), and a call inside an edge loop would spill the vector registers holding the sums.
   [[gnu::always_inline]] void operator()(edge_t e) const {
     if (e + distance >= end_) return;
-    const auto j = static_cast<Eigen::Index>(columns_[e + distance]);
+    const auto j = static_cast<std::size_t>(columns_[e + distance]);
     if (bytes_ > 0) prefetch_bytes(data_ + j * stride_, bytes_);
     if (per_row_ != nullptr) prefetch_line(per_row_ + j);
   }
 
  private:
-  const T* data_;
-  Eigen::Index stride_;
+  const char* data_;
+  std::size_t stride_;
   std::size_t bytes_;
   const Index* columns_;
   const T* per_row_;
@@ -150,6 +158,77 @@ inline void check_spmm_assign(const char* where, const graph_block& block, std::
 /// weights[j] for source row j.
 enum class row_scale { none, by_edge, by_source };
 
+/// Where row_summer reads source rows: a matrix's rows, in place.
+template <class T>
+class dense_rows {
+ public:
+  explicit dense_rows(const_rows_ref<T> x) : x_(x) {}
+  Eigen::Index cols() const { return x_.cols(); }
+  /// Entries [c, c + count) of row j, where they are.
+  const T* row(Eigen::Index j, Eigen::Index c, Eigen::Index) const {
+    return x_.data() + j * x_.outerStride() + c;
+  }
+  /// What prefetches the rows (and per_row entries) of edges ahead.
+  template <class Index>
+  edge_row_prefetcher<T, Index> prefetcher_of(const Index* columns, edge_t end,
+                                              const T* per_row) const {
+    return {x_, columns, end, per_row};
+  }
+
+ private:
+  const_rows_ref<T> x_;
+};
+
+/// Source rows stored as bf16 (sar/core/bf16.hpp: bf16_input), decoded as they are read into
+/// a scratch row of the summer's own (one per thread), so each summed value is bitwise the
+/// decoded matrix's.
+template <class T>
+class bf16_source_rows {
+ public:
+  /// The widest block row_summer reads at once: 16 packets.
+  static constexpr Eigen::Index max_block =
+      16 * Eigen::internal::unpacket_traits<typename Eigen::internal::packet_traits<T>::type>::size;
+  explicit bf16_source_rows(const bf16_input<T>& x) : x_(&x) {}
+  Eigen::Index cols() const { return x_->cols(); }
+  /// Entries [c, c + count) of row j, decoded (count <= max_block); valid until the next call.
+  const T* row(Eigen::Index j, Eigen::Index c, Eigen::Index count) const {
+    x_->decode(j, c, count, scratch_.data());
+    return scratch_.data();
+  }
+  /// Prefetches, for the edge edge_row_prefetcher::distance edges ahead, its stored row, its
+  /// mask's words and per_row[its source]: a gathered row's mask is a second random access.
+  template <class Index>
+  class prefetcher {
+   public:
+    prefetcher(const bf16_input<T>& x, const Index* columns, edge_t end, const T* per_row)
+        : rows_(x.values->values().data(), static_cast<std::size_t>(x.cols()) * 2,
+                static_cast<std::size_t>(x.cols()) * 2, columns, end, per_row),
+          mask_(x.kept.empty() ? nullptr : x.kept.data()), words_(x.mask_words()),
+          columns_(columns), end_(end) {}
+    [[gnu::always_inline]] void operator()(edge_t e) const {
+      rows_(e);
+      constexpr edge_t distance = edge_row_prefetcher<T, Index>::distance;
+      if (mask_ != nullptr && e + distance < end_)
+        prefetch_line(mask_ + static_cast<Eigen::Index>(columns_[e + distance]) * words_);
+    }
+
+   private:
+    edge_row_prefetcher<T, Index> rows_;
+    const std::uint64_t* mask_;
+    Eigen::Index words_;
+    const Index* columns_;
+    edge_t end_;
+  };
+  template <class Index>
+  prefetcher<Index> prefetcher_of(const Index* columns, edge_t end, const T* per_row) const {
+    return {*x_, columns, end, per_row};
+  }
+
+ private:
+  const bf16_input<T>* x_;
+  mutable std::array<T, max_block> scratch_{};
+};
+
 /// Sums source rows into one destination row at a time: out.row(d) += x.row(j) (times its
 /// row_scale weight) for each edge e = (d, j) of a CSR row, in CSR order. The columns
 /// go in blocks of up to 16 SIMD packets whose sums stay in registers over all the row's edges
@@ -166,7 +245,8 @@ enum class row_scale { none, by_edge, by_source };
 // alignment attributes do not enter the argument (as Eigen does, the warning is silenced).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
-template <class T, row_scale Scale, class Index = node_t>
+// Rows: where the source rows are read (dense_rows, bf16_source_rows).
+template <class T, row_scale Scale, class Index = node_t, class Rows = dense_rows<T>>
 class row_summer {
   using packet = typename Eigen::internal::packet_traits<T>::type;
   static constexpr int lanes = Eigen::internal::unpacket_traits<packet>::size;
@@ -175,9 +255,13 @@ class row_summer {
  public:
   /// prefetch_end: the first edge not to prefetch (the end of the caller's rows).
   row_summer(const_rows_ref<T> x, const Index* columns, const T* weights, edge_t prefetch_end)
-      : x_(x.data()), stride_(x.outerStride()), width_(x.cols()), columns_(columns),
-        weights_(weights),
-        prefetch_(x, columns, prefetch_end, Scale == row_scale::by_source ? weights : nullptr) {}
+    requires std::same_as<Rows, dense_rows<T>>
+      : row_summer(Rows(x), columns, weights, prefetch_end) {}
+  /// The same, on rows read from `rows`.
+  row_summer(Rows rows, const Index* columns, const T* weights, edge_t prefetch_end)
+      : rows_(std::move(rows)), width_(rows_.cols()), columns_(columns), weights_(weights),
+        prefetch_(rows_.prefetcher_of(columns, prefetch_end,
+                                      Scale == row_scale::by_source ? weights : nullptr)) {}
 
   /// destination[0, width) := (destination (0 when assign) + the sum over edges [begin, end))
   /// times *scale (when not null).
@@ -204,8 +288,9 @@ class row_summer {
   }
 
  private:
-  const T* source(edge_t e) const {
-    return x_ + static_cast<Eigen::Index>(columns_[e]) * stride_;
+  /// Entries [c, c + count) of the source row of edge e.
+  const T* source(edge_t e, Eigen::Index c, Eigen::Index count) const {
+    return rows_.row(static_cast<Eigen::Index>(columns_[e]), c, count);
   }
   T weight(edge_t e) const {
     return Scale == row_scale::by_edge ? weights_[e] : weights_[columns_[e]];
@@ -240,7 +325,7 @@ class row_summer {
     });
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch_(e);
-      const T* row = source(e) + c;
+      const T* row = source(e, c, Packets * lanes);
       if constexpr (Scale != row_scale::none) {
         const P w = pset1<P>(weight(e));
         unrolled<Packets>([&](int j) {
@@ -264,21 +349,22 @@ class row_summer {
     if (assign) std::fill(destination + c, destination + width_, T(0));
     for (edge_t e = begin; e < end; ++e) {
       if (prefetching) prefetch_(e);
-      const T* row = source(e);
+      const T* row = source(e, c, width_ - c);  // row[k - c] is column k
       for (Eigen::Index k = c; k < width_; ++k) {
-        if constexpr (Scale != row_scale::none) destination[k] += weight(e) * row[k];
-        else destination[k] += row[k];
+        if constexpr (Scale != row_scale::none) destination[k] += weight(e) * row[k - c];
+        else destination[k] += row[k - c];
       }
     }
     if (scale != nullptr)
       for (Eigen::Index k = c; k < width_; ++k) destination[k] *= *scale;
   }
 
-  const T* x_;
-  Eigen::Index stride_, width_;
+  Rows rows_;
+  Eigen::Index width_;
   const Index* columns_;
   const T* weights_;
-  edge_row_prefetcher<T, Index> prefetch_;  // the rows (and by_source scales) of edges ahead
+  // The rows (and by_source scales) of edges ahead.
+  decltype(std::declval<const Rows&>().template prefetcher_of<Index>(nullptr, 0, nullptr)) prefetch_;
 };
 #pragma GCC diagnostic pop
 
@@ -334,7 +420,8 @@ std::optional<node_t> try_tile_spans(const csr& a, std::vector<node_t> candidate
 /// sources (source_tiles), so its gathers hit the cache instead of memory: ~1.5x on a 100 MB
 /// x and a 32 MB cache. Each row still gets its edges' additions in CSR order, and its partial
 /// sum is stored and reloaded exactly between passes, so the result is bitwise that of one
-/// pass. Without a span given, the span is spmm_tile_span's or, with a cache, tuned: the first
+/// pass. Without a span given, the span is spmm_tile_span's or, with a cache, 0 for rows
+/// narrower than its min_tiled_row_bytes() and otherwise tuned: the first
 /// product of a row width runs one pass of each of spmm_tile_span_candidates (try_tile_spans)
 /// and the cache keeps the fastest for the next products. The tiling comes from `cache` when
 /// given, else is made for this call (4 bytes per edge and 8 per row and tile).
@@ -370,6 +457,7 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
   };
   const std::size_t row_bytes = static_cast<std::size_t>(x.cols()) * sizeof(T);
   std::optional<node_t> span = Scale == row_scale::by_edge ? 0 : tile_span;
+  if (!span && cache != nullptr && row_bytes < cache->min_tiled_row_bytes()) span = 0;
   if (!span && cache != nullptr) {
     span = cache->tuned_span(row_bytes);
     if (!span) {  // the first product of this row width through the cache
@@ -532,6 +620,33 @@ void spmm_assign_scaled(const graph_block& block, std::span<const T> src,
   detail::spmm_rows_add<detail::row_scale::by_source, T>(a, nullptr, src.data(), halo, out,
                                                          block.edge_tiles, std::nullopt,
                                                          {.assign = true, .scale = dst.data()});
+}
+
+/// Rows [begin, end) of diag(dst) A diag(src) x, row i of them written to out + (i - begin)
+/// out_stride, on the calling thread; x's rows read through `rows` (detail::dense_rows,
+/// detail::bf16_source_rows). With edge_weights (one per edge of a, CSR order; then src is
+/// not read) the rows of diag(dst) A_w x. Each row is bitwise the one spmm_assign_scaled
+/// (with weights: spmm_add_weighted into zeros, then the rows scaled by dst) computes, so a
+/// caller can make a product's rows chunk by chunk instead of holding it whole. Requires a
+/// valid CSR, 0 <= begin <= end <= a.num_rows, src (or edge_weights) and dst covering a's
+/// columns and rows. Does not throw.
+template <class T, class Rows>
+void spmm_assign_rows(const csr& a, node_t begin, node_t end, const Rows& rows, const T* src,
+                      const T* edge_weights, const T* dst, T* out, Eigen::Index out_stride) {
+  if (begin >= end) return;
+  const auto sum = [&]<detail::row_scale Scale>(const T* weights) {
+    const detail::row_summer<T, Scale, node_t, Rows> summer(rows, a.columns.data(), weights,
+                                                            a.offsets[end]);
+    for (node_t i = begin; i < end; ++i) {
+      T* destination = out + (i - begin) * out_stride;
+      if (a.offsets[i] < a.offsets[i + 1])
+        summer.sum(destination, a.offsets[i], a.offsets[i + 1], true, dst + i);
+      else
+        std::fill_n(destination, rows.cols(), T(0));
+    }
+  };
+  if (edge_weights != nullptr) sum.template operator()<detail::row_scale::by_edge>(edge_weights);
+  else sum.template operator()<detail::row_scale::by_source>(src);
 }
 
 /// out += A_w x with weights[e] scaling edge e (CSR order). Requires everything spmm_add does

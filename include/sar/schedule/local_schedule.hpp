@@ -146,6 +146,15 @@ class local_schedule {
   std::span<const double> destination_scales() const { return destination_scales_; }
   /// The in-edges (destinations x sources).
   const csr& graph() const { return graph_; }
+  /// Products on this graph of rows narrower than `bytes` make no tiling
+  /// (spmm_tile_cache::set_min_tiled_row_bytes): fewer bytes kept, for some speed.
+  void set_min_tiled_row_bytes(std::size_t bytes) {
+    edge_tiles_->set_min_tiled_row_bytes(bytes);
+    transposed_tiles_->set_min_tiled_row_bytes(bytes);
+  }
+  /// The one block every gather visits (graph_block::whole), so a layer may read it without
+  /// a gather (whole_block_schedule).
+  const graph_block& whole_block() const { return block_; }
   /// The edge features (row e: entry e of graph()), or 0 x 0 when it has none.
   const matrixf& edge_features() const { return edge_features_; }
   /// The relation of each entry of graph(), or empty when it has none.
