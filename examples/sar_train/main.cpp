@@ -373,8 +373,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_option("--precision", p.precision, "float | double")
       ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
   app.add_option("--storage", p.storage,
-                 "how dense input features are held: fp32 | bf16 (half the bytes; every "
-                 "forward decodes them and computes in --precision; minibatches gather them as bf16)")
+                 "how dense input features are held: fp32 | bf16 (half the bytes, computed in "
+                 "--precision; a GCN on one process reads them row by row and keeps no first-layer "
+                 "aggregate, other runs decode them every forward; minibatches gather them as bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   app.option_defaults()->group("Optimisation");
   app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")

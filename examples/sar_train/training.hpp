@@ -301,7 +301,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   if (sparse && comm.rank() == 0 && !p.quiet)
     sar::log_info(sar::message("sparse features: ", sparse->non_zeros(), " non-zeros on rank 0 "
                                "(density ", sparse->density(), ")"));
-  // --storage bf16: dense features held as bf16, decoded by every forward (sparse ones stay).
+  // --storage bf16: dense features held as bf16, read row by row by a GCN on one process and
+  // decoded by every forward otherwise (sparse ones stay).
   std::optional<sar::bf16_rows> bf16;
   if (p.storage == "bf16" && !sparse) {
     bf16.emplace(features);
@@ -586,6 +587,8 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
     return train<T>(p, config, sampled, data, comm);
   }
   sar::local_schedule schedule(std::move(graph), std::move(edge_features), std::move(edge_types));
+  // bf16 storage asks for bytes before speed: no tilings of rows narrower than a cache line.
+  if (p.storage == "bf16") schedule.set_min_tiled_row_bytes(64);
   return train<T>(p, config, schedule, data, comm);
 }
 

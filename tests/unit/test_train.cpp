@@ -1275,6 +1275,78 @@ TEST_CASE("bf16 storage rounds to nearest even, decodes exactly, and trains bitw
   CHECK(stored.decoded<float>() == decoded);  // the stored rows are never written
 }
 
+TEST_CASE("a GCN reads bf16 features row by row on one process: bitwise the model on the "
+          "decoded matrix (W first or after, edge weights, training and evaluation)") {
+  planted_partition_options o;
+  o.num_nodes = 9000;  // more rows than a reduction chunk (4096) and many product chunks (512)
+  o.num_classes = 3;
+  o.feature_dim = 24;
+  o.seed = 4;
+  graph_dataset data = make_planted_partition(o);
+  const bf16_rows stored(data.features);
+  const matrixf decoded = stored.decoded<float>();
+  // Edge weights: one column of positive weights, the self-loops 1.
+  csr looped = with_self_loops(data.graph, self_loop_policy::add);
+  matrixf weights(looped.num_edges(), 1);
+  for (Eigen::Index e = 0; e < weights.rows(); ++e) weights(e, 0) = 0.5f + 0.01f * float(e % 37);
+  local_schedule graph(std::move(looped), std::move(weights));
+
+  // dropout -> GCN (aggregate first, 24 -> 32, or weight first, 24 -> 16) -> relu -> GCN.
+  const auto make = [](Eigen::Index hidden, Eigen::Index edge_weight) {
+    std::vector<any_layer<float, local_schedule>> layers;
+    layers.emplace_back(dropout<float>(24, 0.4));
+    layers.emplace_back(gcn_layer<float>(24, hidden, true, false, edge_weight));
+    layers.emplace_back(relu_dropout<float>(hidden, 0.2));
+    layers.emplace_back(gcn_layer<float>(hidden, 3));
+    dynamic_sequential<float, local_schedule> model(std::move(layers));
+    model.initialise(7);
+    return model;
+  };
+  for (const Eigen::Index hidden : {32, 16})
+    for (const Eigen::Index edge_weight : {-1, 0}) {
+      CAPTURE(hidden);
+      CAPTURE(edge_weight);
+      auto on_bf16 = make(hidden, edge_weight), on_decoded = make(hidden, edge_weight);
+      REQUIRE(on_bf16.reads_bf16_input());
+      for (const bool training : {true, false}) {
+        const layer_context ctx{.training = training, .seed = 3, .epoch = 2};
+        const matrixf logits = on_bf16.forward(graph, ctx, stored);
+        CHECK(logits == on_decoded.forward(graph, ctx, const_rows_ref<float>(decoded)));
+        if (!training) continue;
+        const matrixf dlogits = matrixf::Constant(logits.rows(), logits.cols(), 0.01f) + logits;
+        on_bf16.backward(graph, ctx, dlogits);
+        on_decoded.backward(graph, ctx, dlogits);
+        const auto& a = on_bf16.parameters();
+        const auto& b = on_decoded.parameters();
+        for (std::size_t k = 0; k < a.size(); ++k) CHECK(a.grad(k) == b.grad(k));
+      }
+    }
+
+  // Models that cannot read bf16 rows say so, and training decodes the features for them.
+  std::vector<any_layer<float, local_schedule>> sage;
+  sage.emplace_back(dropout<float>(24, 0.4));
+  sage.emplace_back(sage_mean_layer<float>(24, 3));
+  dynamic_sequential<float, local_schedule> sage_model(std::move(sage));
+  CHECK_FALSE(sage_model.reads_bf16_input());
+  CHECK_THROWS_AS(sage_model.forward(graph, layer_context{}, stored), invalid_argument);
+  std::vector<any_layer<float, local_schedule>> two;
+  two.emplace_back(dropout<float>(24, 0.4));
+  two.emplace_back(dropout<float>(24, 0.4));
+  two.emplace_back(gcn_layer<float>(24, 3));
+  dynamic_sequential<float, local_schedule> two_dropouts(std::move(two));
+  CHECK_THROWS_AS(two_dropouts.forward(graph, layer_context{.training = true}, stored),
+                  invalid_argument);
+  // No input gradient of bf16 features.
+  gcn_layer<float> alone(24, 8);
+  parameter_store<float> store;
+  alone.declare(store);
+  store.allocate();
+  matrixf y, dx(decoded.rows(), 24);
+  const bf16_input<float> input{.values = &stored, .kept = {}};
+  alone.forward(graph, layer_context{}, input, y);
+  CHECK_THROWS_AS(alone.backward(graph, layer_context{}, input, y, y, dx), invalid_argument);
+}
+
 TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninterrupted run ends "
           "(GCN with batch norm and dropout, Adam, patience state); checkpoints refuse what does "
           "not fit them") {

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
@@ -83,6 +84,23 @@ class any_layer {
     self_->forward(graph, ctx, x, y);
   }
 
+  /// As the held layer's forward on features stored as bf16 (traits().bf16_input); throws
+  /// sar::invalid_argument for a layer without it.
+  void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x, matrix<T>& y) {
+    self_->forward(graph, ctx, x, y);
+  }
+  /// As the held layer's backward after that forward (dx empty); throws as forward.
+  void backward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+    self_->backward(graph, ctx, x, y, dy, dx);
+  }
+  /// As the held layer's forward from bf16 input to bf16 input (traits().bf16_to_bf16);
+  /// throws sar::invalid_argument for a layer without it.
+  void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+               bf16_input<T>& y) {
+    self_->forward(graph, ctx, x, y);
+  }
+
   /// The held layer if it is an L, else nullptr (like std::function::target).
   template <class L>
   L* target() {
@@ -116,6 +134,12 @@ class any_layer {
                           const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) = 0;
     virtual void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
                          sparse_rows<T>& y) = 0;
+    virtual void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                         matrix<T>& y) = 0;
+    virtual void backward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                          const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) = 0;
+    virtual void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                         bf16_input<T>& y) = 0;
     virtual const std::type_info& type() const = 0;
   };
 
@@ -124,16 +148,20 @@ class any_layer {
     explicit model(L l) : layer(std::move(l)) {}
     Eigen::Index input_dim() const override { return layer.input_dim(); }
     Eigen::Index output_dim() const override { return layer.output_dim(); }
-    // Whether L reads sparse input features (into a dense output, or into sparse rows).
+    // Whether L reads input X (sparse rows, bf16 input) into Y (a dense output, or an X).
+    template <class X, class Y>
+    static constexpr bool reads = requires(L& l, Schedule& g, const layer_context& c,
+                                           const X& x, Y& y) { l.forward(g, c, x, y); };
     template <class Y>
-    static constexpr bool reads_sparse = requires(L& l, Schedule& g, const layer_context& c,
-                                                  const sparse_rows<T>& x, Y& y) {
-      l.forward(g, c, x, y);
-    };
+    static constexpr bool reads_sparse = reads<sparse_rows<T>, Y>;
+    template <class Y>
+    static constexpr bool reads_bf16 = reads<bf16_input<T>, Y>;
     detail::layer_traits traits() const override {
       detail::layer_traits t = detail::traits_of(layer);
       t.sparse_input = reads_sparse<matrix<T>>;
       t.sparse_to_sparse = reads_sparse<sparse_rows<T>>;
+      t.bf16_input = reads_bf16<matrix<T>>;
+      t.bf16_to_bf16 = reads_bf16<bf16_input<T>>;
       return t;
     }
     void declare(parameter_store<T>& store) override { layer.declare(store); }
@@ -161,9 +189,25 @@ class any_layer {
       if constexpr (reads_sparse<sparse_rows<T>>) layer.forward(graph, ctx, x, y);
       else no_sparse_input();
     }
-    [[noreturn]] static void no_sparse_input() {
-      throw invalid_argument(message("sar::any_layer: ", typeid(L).name(),
-                                     " does not run on sparse input features"));
+    void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                 matrix<T>& y) override {
+      if constexpr (reads_bf16<matrix<T>>) layer.forward(graph, ctx, x, y);
+      else no_input("features stored as bf16");
+    }
+    void backward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                  const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) override {
+      if constexpr (reads_bf16<matrix<T>>) layer.backward(graph, ctx, x, y, dy, dx);
+      else no_input("features stored as bf16");
+    }
+    void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                 bf16_input<T>& y) override {
+      if constexpr (reads_bf16<bf16_input<T>>) layer.forward(graph, ctx, x, y);
+      else no_input("features stored as bf16");
+    }
+    [[noreturn]] static void no_sparse_input() { no_input("sparse input features"); }
+    [[noreturn]] static void no_input(const char* kind) {
+      throw invalid_argument(message("sar::any_layer: ", typeid(L).name(), " does not run on ",
+                                     kind));
     }
     const std::type_info& type() const override { return typeid(L); }
     L layer;
@@ -269,12 +313,24 @@ class dynamic_sequential : public detail::model_base<T> {
   template <class Graph>
     requires std::same_as<schedule_type_t<Graph>, Schedule>
   const matrix<T>& forward(Graph& graph, const layer_context& ctx, const sparse_rows<T>& x) {
-    return this->run_forward_sparse(
-        graph, ctx, x, layer_forward(graph),
-        [&](std::size_t k, const layer_context& c, const sparse_rows<T>& in, matrix<T>& out) {
-          layers_[k].forward(this->schedule_for(graph, k), c, in, out);
-        },
-        sparse_prefix(graph), "sar::dynamic_sequential::forward");
+    return this->run_forward_rows(graph, ctx, x, layer_forward(graph), rows_forward<matrix<T>>(graph),
+                                  rows_forward<sparse_rows<T>>(graph), this->sparse_kept_,
+                                  this->sparse_input_, "sar::dynamic_sequential::forward");
+  }
+  /// As forward, on features stored as bf16 (sar/core/bf16.hpp) on one process: the layers
+  /// before the first one with parameters must run on them (dropout, as a mask) and that one
+  /// must read them (gcn_layer on a whole_block_schedule), which decodes rows as it reads
+  /// them; the numbers are bitwise those of forward on x.decoded<T>(). x must stay alive and
+  /// unchanged until the matching backward. Throws sar::invalid_argument, naming the layer,
+  /// for a model that cannot (reads_bf16_input()), or on a shape mismatch.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  const matrix<T>& forward(Graph& graph, const layer_context& ctx, const bf16_rows& x) {
+    this->bf16_given_ = bf16_input<T>{.values = &x, .kept = {}, .scale = T(1)};
+    return this->run_forward_rows(graph, ctx, this->bf16_given_, layer_forward(graph),
+                                  rows_forward<matrix<T>>(graph),
+                                  rows_forward<bf16_input<T>>(graph), this->bf16_kept_,
+                                  this->bf16_input_, "sar::dynamic_sequential::forward");
   }
   /// As infer on layers [0, end), on sparse input features (see forward on them). Throws as
   /// that forward does.
@@ -288,7 +344,7 @@ class dynamic_sequential : public detail::model_base<T> {
     const std::size_t s = this->first_trainable();
     sparse_rows<T> kept;
     const sparse_rows<T>& input =
-        this->run_sparse_prefix(graph, ctx, x, sparse_prefix(graph), kept, where);
+        this->run_prefix(graph, ctx, x, rows_forward<sparse_rows<T>>(graph), kept, where);
     const Eigen::Map<const matrix<T>> none(nullptr, x.rows(), x.cols());  // read by no layer
     return this->run_layers(
         graph, ctx, none, 0, end,
@@ -307,6 +363,13 @@ class dynamic_sequential : public detail::model_base<T> {
       if (!this->traits_[k].sparse_to_sparse) return false;
     return this->traits_[s].sparse_input;
   }
+  /// Whether forward on features stored as bf16 can run this model (see that forward).
+  bool reads_bf16_input() const {
+    const std::size_t s = this->first_trainable();
+    for (std::size_t k = 0; k < s; ++k)
+      if (!this->traits_[k].bf16_to_bf16) return false;
+    return this->traits_[s].bf16_input;
+  }
 
   /// As sequential::backward: ASSIGNS every parameter gradient; layers before the first
   /// one with parameters are skipped and that one computes no input gradient. Throws
@@ -321,6 +384,8 @@ class dynamic_sequential : public detail::model_base<T> {
             const_rows_ref<T> dy, matrix<T>& dx) {
           if (k == first && this->sparse_input_ != nullptr)
             layers_[k].backward(this->schedule_for(graph, k), c, *this->sparse_input_, y, dy, dx);
+          else if (k == first && this->bf16_input_ != nullptr)
+            layers_[k].backward(this->schedule_for(graph, k), c, *this->bf16_input_, y, dy, dx);
           else
             layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, dx);
         },
@@ -328,12 +393,12 @@ class dynamic_sequential : public detail::model_base<T> {
   }
 
  private:
-  /// Layer k's forward from sparse rows to sparse rows (the layers before the first one with
-  /// parameters).
-  template <class Graph>
-  auto sparse_prefix(Graph& graph) {
-    return [this, &graph](std::size_t k, const layer_context& c, const sparse_rows<T>& in,
-                          sparse_rows<T>& out) {
+  /// Layer k's forward from rows that are not a dense matrix (sparse rows, bf16 input) to Y:
+  /// a dense output (the first layer with parameters), or rows of the same kind (the layers
+  /// before it).
+  template <class Y, class Graph>
+  auto rows_forward(Graph& graph) {
+    return [this, &graph](std::size_t k, const layer_context& c, const auto& in, Y& out) {
       layers_[k].forward(this->schedule_for(graph, k), c, in, out);
     };
   }

@@ -22,6 +22,7 @@
 #include <immintrin.h>
 #endif
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
@@ -333,6 +334,33 @@ class dropout : public detail::dropout_parameters {
         }
       }
     });
+  }
+
+  /// As forward, on features stored as bf16 (sar/core/bf16.hpp): y reads x's rows with, in
+  /// training, this layer's mask and factor, so a layer decoding y's rows reads what forward
+  /// on the decoded matrix writes (the same entries dropped, the kept ones times the same
+  /// factor). Keeps no mask of its own, as on sparse rows. Throws sar::invalid_argument if, in
+  /// training, x already has a mask (a second dropout before the first layer).
+  template <class Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+               bf16_input<T>& y) const {
+    check(x.cols(), "forward: x");
+    y.values = x.values;
+    if (!ctx.training || p_ == 0) {
+      y.kept = x.kept;
+      y.scale = x.scale;
+      return;
+    }
+    SAR_CHECK(x.kept.empty(), invalid_argument, "sar::dropout::forward: features stored as "
+              "bf16 take one dropout before the first layer with parameters, not two");
+    const dropout_mask mask(ctx, p_);
+    const Eigen::Index words = dropout_mask::words_for(dim_);
+    huge_page_resize(y.kept, static_cast<std::size_t>(x.rows() * words));  // read at random
+    for_row_chunks(x.rows(), 8.0 * static_cast<double>(dim_), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i)
+        mask.node_bits(graph.node_id(i), dim_, y.kept.data() + i * words);
+    });
+    y.scale = static_cast<T>(mask.kept_scale());
   }
 
   /// dx += dy * mask / (1 - p) in training, dx += dy otherwise; when dx is dy, dx := those

@@ -19,15 +19,23 @@
 // Sparse input features (sar/core/sparse_rows.hpp): forward and backward take them as x too;
 // W is then applied first whatever the widths, and no input gradient is computed.
 //
+// Features stored as bf16 (sar/core/bf16.hpp: bf16_input, an input dropout as a mask) are read
+// on one process (a whole_block_schedule) without a decoded copy: the rows are decoded as the
+// products read them, so the numbers are bitwise those on the decoded matrix; no input
+// gradient is computed.
+//
 // Kept between forward and backward: nothing when W is applied first; the aggregated input
 // Z = D_in^-1/2 A D_out^-1/2 X (num_local x F_in) when W is applied after aggregating (it is
-// needed for dW, and recomputing it would cost a second gather).
+// needed for dW, and recomputing it would cost a second gather). On bf16 input nothing: the
+// output is made chunk by chunk from the chunk's aggregate, and backward aggregates each chunk
+// again for dW (a second SpMM instead of num_local x F_in values kept).
 #pragma once
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
+#include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
@@ -163,6 +171,35 @@ class gcn_layer {
     backward_weight_first(graph, ctx, x, dy, dx, false);
   }
 
+  /// As forward, on features stored as bf16 (see the top of this file), on one process;
+  /// bitwise forward on x.decoded(). Same requirements and throws.
+  template <whole_block_schedule Schedule>
+  void forward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x, matrix<T>& y) {
+    constexpr const char* where = "sar::gcn_layer::forward";
+    detail::check_declared(where, store_);
+    detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
+    if (weight_first()) return forward_weight_first(graph, ctx, x, y);
+    const aggregator aggregate(*this, graph, x);
+    huge_page_resize(y, graph.num_destinations(), output_dim_);
+    dense_product_of_rows<T>(graph.num_destinations(), aggregate, store_->value(weight_), y,
+                             bias_ ? store_->value(bias_id_).data() : nullptr, ctx.finish_rows);
+    aggregated_.resize(0, 0);
+  }
+  /// As backward, after the forward on bf16 input: dx must be empty (no input gradient of
+  /// features). With W after aggregating, dW is summed over chunks of rows aggregated again,
+  /// bitwise backward after the forward on x.decoded(). Same throws.
+  template <whole_block_schedule Schedule>
+  void backward(Schedule& graph, const layer_context& ctx, const bf16_input<T>& x,
+                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
+    constexpr const char* where = "sar::gcn_layer::backward";
+    detail::check_sparse_backward(where, dx);
+    detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    if (weight_first()) return backward_weight_first(graph, ctx, x, dy, dx, false);
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
+    const aggregator aggregate(*this, graph, x);
+    transposed_product_of_rows<T>(aggregate, dy, rows_ref<T>(store_->grad(weight_)));
+  }
+
  private:
   /// forward with W first: y = Dd A Ds (x W) + b (x dense or sparse rows).
   template <class Schedule, class X>
@@ -197,6 +234,33 @@ class gcn_layer {
     detail::assign_transposed_product<T>(x, dh, store_->grad(weight_));
     if (want_dx) dense_product_transposed<false, T>(dh, store_->value(weight_), dx);
   }
+
+  /// fill(begin, end, out) writes rows [begin, end) of Z = D_in^-1/2 A D_out^-1/2 x (with
+  /// the edge weights when the layer has them) for bf16 input x on one process, each row
+  /// bitwise the one aggregate() writes from x.decoded() (spmm_assign_rows).
+  class aggregator {
+   public:
+    template <class Schedule>
+    aggregator(const gcn_layer& layer, const Schedule& graph, const bf16_input<T>& x)
+        : block_(graph.whole_block()), rows_(x),
+          src_(detail::scales_or_inverse_sqrt<T>(block_.source_scales, block_.source_degrees)),
+          dst_(detail::gcn_destination_scales<T>(graph)) {
+      if (layer.edge_weight_ >= 0)
+        weights_ = detail::edge_weights<T>("sar::gcn_layer", block_, layer.edge_weight_, false,
+                                           src_.data());
+    }
+    void operator()(Eigen::Index begin, Eigen::Index end, T* out) const {
+      spmm_assign_rows<T>(*block_.edges, begin, end, rows_, src_.data(),
+                          weights_.empty() ? nullptr : weights_.data(), dst_.data(), out,
+                          rows_.cols());
+    }
+
+   private:
+    const graph_block& block_;
+    detail::bf16_source_rows<T> rows_;  // copied per call: each thread decodes into its own
+    column_vector<T> src_, dst_;
+    std::vector<T> weights_;
+  };
 
   /// dhalo += A_block^T dout, with the edge weights when the layer has them.
   template <class DHalo>

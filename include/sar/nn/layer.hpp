@@ -233,8 +233,9 @@ namespace detail {
 /// The backward of a layer on sparse input features computes no input gradient: throws
 /// sar::invalid_argument naming `where` unless dx is empty.
 inline void check_sparse_backward(const char* where, const auto& dx) {
-  SAR_CHECK(dx.size() == 0, invalid_argument, where, ": sparse input features have no input "
-            "gradient, but dx is ", dx.rows(), " x ", dx.cols(), " (pass an empty dx)");
+  SAR_CHECK(dx.size() == 0, invalid_argument, where, ": input features given sparse or as bf16 "
+            "have no input gradient, but dx is ", dx.rows(), " x ", dx.cols(),
+            " (pass an empty dx)");
 }
 }  // namespace detail
 

@@ -22,6 +22,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
+#include "sar/core/bf16.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/kernels/dense.hpp"
@@ -131,6 +132,9 @@ struct layer_traits {
   /// forward(graph, ctx, const sparse_rows<T>&, sparse_rows<T>&): a layer without parameters
   /// that may run on sparse input features before the first layer with parameters (dropout).
   bool sparse_to_sparse = false;
+  /// The same two for features stored as bf16 (sar/core/bf16.hpp: bf16_input<T>).
+  bool bf16_input = false;
+  bool bf16_to_bf16 = false;
 };
 template <class L>
 layer_traits traits_of(const L& l) {
@@ -301,7 +305,7 @@ class model_base {
 
   /// call(k, ctx_k, x_k, y_k) for k = first, first + 1, ..., layer k's output getting the rows
   /// of its schedule's destinations; returns the last output. x (layer `first`'s input; the
-  /// layers before it have run: run_forward_sparse) is read where it is (the caller's memory:
+  /// layers before it have run: run_forward_rows) is read where it is (the caller's memory:
   /// no copy) and kept as a view for backward. `reuse`, if given, is x's storage, which layer
   /// `first` (in place) may take as its output. Throws sar::invalid_argument if x does
   /// not have the first schedule's source rows and input_dim() columns, or a layered graph
@@ -320,6 +324,7 @@ class model_base {
     input_.reset();
     input_owned_ = false;
     sparse_input_ = nullptr;
+    bf16_input_ = nullptr;
     for (auto& y : outputs_) give(y);
     for (std::size_t k = first; k < num_layers(); ++k) {
       input_rows_[k] = k == first ? x.rows() : outputs_[k - 1].rows();
@@ -362,57 +367,64 @@ class model_base {
     return outputs_.back();
   }
 
-  /// run_forward on sparse input features (sar/core/sparse_rows.hpp): the layers before the
-  /// first one with parameters run as prefix(k, ctx_k, x_k, y_k) from sparse rows to sparse
-  /// rows (dropout; their output is kept, in sparse_kept_, for backward), the first with
-  /// parameters as sparse(k, ctx_k, x_k, y_k) from sparse rows to its dense output, the rest
-  /// as run_forward does. x must stay alive and unchanged until the matching backward. Throws
+  /// run_forward on input features that are not a dense matrix: sparse rows
+  /// (sar/core/sparse_rows.hpp) or rows stored as bf16 (sar/core/bf16.hpp: bf16_input). The
+  /// layers before the first one with parameters run as prefix(k, ctx_k, x_k, y_k) from such
+  /// rows to such rows (dropout; their output is kept, in `kept`, for backward), the first with
+  /// parameters as first_layer(k, ctx_k, x_k, y_k) from them to its dense output, the rest as
+  /// run_forward does. x must stay alive and unchanged until the matching backward. Returns the
+  /// logits and sets `read` to what the first layer with parameters read. Throws
   /// sar::invalid_argument, naming the layer, if a layer before the first with parameters
-  /// cannot run on sparse rows or the first with parameters cannot read them, or if x does
-  /// not have the first schedule's source rows and input_dim() columns.
-  template <class Graph, class Call, class Sparse, class Prefix>
-  const matrix<T>& run_forward_sparse(Graph& graph, const layer_context& ctx,
-                                      const sparse_rows<T>& x, Call&& call, Sparse&& sparse,
-                                      Prefix&& prefix, const char* where) {
+  /// cannot run on such rows or the first with parameters cannot read them, or if x does not
+  /// have the first schedule's source rows and input_dim() columns.
+  template <class Graph, class Input, class Call, class FirstLayer, class Prefix>
+  const matrix<T>& run_forward_rows(Graph& graph, const layer_context& ctx, const Input& x,
+                                    Call&& call, FirstLayer&& first_layer, Prefix&& prefix,
+                                    Input& kept, const Input*& read, const char* where) {
     const std::size_t s = first_trainable();
-    const sparse_rows<T>& input = run_sparse_prefix(graph, ctx, x, prefix, sparse_kept_, where);
+    const Input& input = run_prefix(graph, ctx, x, prefix, kept, where);
     // Layer s reads `input`; the dense view run_forward checks and keeps has x's shape and no
     // memory (nothing reads it).
     const Eigen::Map<const matrix<T>> none(nullptr, x.rows(), x.cols());
     const matrix<T>& logits = run_forward(
         graph, ctx, none,
         [&](std::size_t k, const layer_context& c, const_rows_ref<T> in, matrix<T>& out) {
-          if (k == s) sparse(k, c, input, out);
+          if (k == s) first_layer(k, c, input, out);
           else call(k, c, in, out);
         },
         where, nullptr, s);
-    sparse_input_ = &input;
+    read = &input;
     return logits;
   }
 
-  /// The layers before the first one with parameters on sparse rows x: prefix(k, ctx_k, x_k,
-  /// y_k), each output in `kept`. Returns what the first layer with parameters reads: x, or
-  /// kept. Throws sar::invalid_argument, naming the layer, if one of those layers cannot run
-  /// on sparse rows or the first with parameters cannot read them, or if x does not have the
-  /// first schedule's source rows and input_dim() columns.
-  template <class Graph, class Prefix>
-  const sparse_rows<T>& run_sparse_prefix(Graph& graph, const layer_context& ctx,
-                                          const sparse_rows<T>& x, Prefix&& prefix,
-                                          sparse_rows<T>& kept, const char* where) const {
+  /// The layers before the first one with parameters on rows x that are not a dense matrix
+  /// (see run_forward_rows): prefix(k, ctx_k, x_k, y_k), each output in `kept`. Returns what
+  /// the first layer with parameters reads: x, or kept. Throws sar::invalid_argument, naming
+  /// the layer, if one of those layers cannot run on such rows or the first with parameters
+  /// cannot read them, or if x does not have the first schedule's source rows and input_dim()
+  /// columns.
+  template <class Graph, class Input, class Prefix>
+  const Input& run_prefix(Graph& graph, const layer_context& ctx, const Input& x,
+                          Prefix&& prefix, Input& kept, const char* where) const {
+    constexpr bool sparse = std::is_same_v<Input, sparse_rows<T>>;
+    constexpr const char* kind = sparse ? "sparse input features" : "features stored as bf16";
     const std::size_t s = first_trainable();
-    for (std::size_t k = 0; k <= s; ++k)
-      SAR_CHECK(k < s ? traits_[k].sparse_to_sparse : traits_[k].sparse_input, invalid_argument,
-                where, ": layer ", k, k < s ? " (before the first layer with parameters) cannot "
-                "run on sparse input features" : " (the first with parameters) cannot read "
-                "sparse input features", "; pass them dense (sar::to_dense)");
+    for (std::size_t k = 0; k <= s; ++k) {
+      const layer_traits& t = traits_[k];
+      SAR_CHECK(k < s ? (sparse ? t.sparse_to_sparse : t.bf16_to_bf16)
+                      : (sparse ? t.sparse_input : t.bf16_input),
+                invalid_argument, where, ": layer ", k, k < s ? " (before the first layer with "
+                "parameters) cannot run on " : " (the first with parameters) cannot read ", kind,
+                sparse ? "; pass them dense (sar::to_dense)" : "; pass them decoded");
+    }
     const node_t num_input = schedule_for(graph, 0).num_sources();
-    SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where,
-              ": sparse x is ", x.rows(), " x ", x.cols(), ", expected ", num_input, " x ",
+    SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where, ": ",
+              kind, " are ", x.rows(), " x ", x.cols(), ", expected ", num_input, " x ",
               input_dim());
-    const sparse_rows<T>* input = &x;
+    const Input* input = &x;
     for (std::size_t k = 0; k < s; ++k) {  // from x (or the last prefix's output) to kept
       if (input == &kept) {
-        sparse_rows<T> y;
+        Input y;
         prefix(k, context_of(ctx, k), *input, y);
         kept = std::move(y);
       } else {
@@ -499,10 +511,13 @@ class model_base {
   std::vector<matrix<T>> outputs_;
   std::vector<Eigen::Index> input_rows_;  // rows of layer k's input in the last forward
   std::unique_ptr<const_rows_ref<T>> input_;  // the last forward's input (a view)
-  // The last forward's sparse input features as the first layer with parameters read them
-  // (null: dense), and the prefix layers' output they may point to (run_forward_sparse).
+  // The last forward's sparse (or bf16) input features as the first layer with parameters
+  // read them (null: dense), and the prefix layers' output they may point to
+  // (run_forward_rows); bf16_given_ is the input as given (its values the caller's).
   const sparse_rows<T>* sparse_input_ = nullptr;
   sparse_rows<T> sparse_kept_;
+  const bf16_input<T>* bf16_input_ = nullptr;
+  bf16_input<T> bf16_given_, bf16_kept_;
   bool input_owned_ = false;                 // it is owned_input_
   matrix<T> owned_input_;  // the input of a forward given by value
   const T* owned_data_ = nullptr;  // its buffer, wherever it moved

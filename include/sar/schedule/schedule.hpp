@@ -121,4 +121,12 @@ struct schedule_type<G> {
 template <class G>
 using schedule_type_t = typename schedule_type<G>::type;
 
+/// A schedule whose gathers visit one whole block (graph_block::whole) that a layer may also
+/// read without a gather: one process (local_schedule). A layer reading its input row by row
+/// from elsewhere than a matrix (sar::bf16_input) aggregates on such a schedule alone.
+template <class S>
+concept whole_block_schedule = requires(const S& s) {
+  { s.whole_block() } -> std::same_as<const graph_block&>;
+};
+
 }  // namespace sar

@@ -261,7 +261,14 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   const double n = p.nodes, m = p.edges, h = p.halo_rows, vb = s.value_bytes;
   const bool distributed = p.ranks > 1;
   const bool sparse = detail::capacity::sparse_input(g, s.model);
-  const auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs, sparse);
+  auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs, sparse);
+  // bf16 storage with a GCN on one process: the first layer reads the stored rows as it needs
+  // them (sar/nn/gcn.hpp: no decoded copy, and when it aggregates first no aggregate kept for
+  // dW and no tiling; an input dropout is a mask of bits): measured 1.1 outputs of its width
+  // at the peak, sar-train tiling no narrow rows (bench/RESULTS.md §40).
+  const bool reads_bf16 = !distributed && !sparse && s.feature_bytes < 4 &&
+                          s.model.kind == model_kind::gcn;
+  if (reads_bf16 && layers.front().input <= layers.front().output) layers.front().kept = 1.1;
   // Bytes of the features as sparse rows of values of `value` bytes: offsets, columns, values.
   const auto sparse_bytes = [&](double value) {
     return n * (8 + g.features * g.feature_density * (4 + value));
@@ -277,7 +284,8 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
         "the part's sparse rows of float features (sar-train casts a copy for double)");
   else if (s.feature_bytes < 4)
     add("features", n * g.features * s.feature_bytes,
-        "the features stored as bf16 (sar/core/bf16.hpp; every forward decodes them)");
+        "the features stored as bf16 (sar/core/bf16.hpp; a GCN on one process reads them row by "
+        "row, other runs decode them every forward)");
   else
     add("features", n * g.features * 4 + (vb > 4 ? n * g.features * vb : 0),
         "the part's float features (sar-train casts a copy for double)");
@@ -325,7 +333,9 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   // bf16 storage decodes the features into a matrix that an input dropout then overwrites
   // (the same copy), else the first layer reads.
   const bool dropout = s.model.first_dropout() > 0, decoded = !sparse && s.feature_bytes < 4;
-  if ((dropout || decoded) && !(dropout && output_over_dropout))
+  if (reads_bf16)
+    activations += dropout ? n * std::ceil(g.features / 64) * 8 : 0;  // the mask's bits
+  else if ((dropout || decoded) && !(dropout && output_over_dropout))
     activations += sparse ? sparse_bytes(vb) : n * g.features * vb;  // sparse: masked rows
   add("activations", activations, "the model's outputs, kept aggregates and gradients "
       "(per-layer multiples measured: bench/RESULTS.md §26)");

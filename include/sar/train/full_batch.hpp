@@ -173,10 +173,11 @@ struct node_data {
   /// whose first layers read them (reads_sparse_input()) trains on them as on the dense.
   const sparse_rows<T>* sparse_features = nullptr;
   /// Or the features stored as bf16 (sar/core/bf16.hpp; then `features` is ignored and may be
-  /// empty), or null. Same shape; must outlive the node_data. Each forward decodes them into
-  /// a matrix the model takes over (its input dropout, or a first layer writing its output over
-  /// its input, reuses that buffer), so the numbers are bitwise those of training on the
-  /// decoded features.
+  /// empty), or null. Same shape; must outlive the node_data. A dynamic_sequential whose first
+  /// layers read them (reads_bf16_input(): a GCN on one process) decodes rows as it reads
+  /// them; otherwise each forward decodes them into a matrix the model takes over (its input
+  /// dropout, or a first layer writing its output over its input, reuses that buffer). Either
+  /// way the numbers are bitwise those of training on the decoded features.
   const bf16_rows* bf16_features = nullptr;
 
   /// Rows of the features (dense, sparse or bf16).
@@ -190,7 +191,11 @@ struct node_data {
   template <class Model, class Graph>
   const matrix<T>& forward(Model& model, Graph& graph, const layer_context& ctx) const {
     if (sparse_features != nullptr) return forward_sparse(model, graph, ctx, *sparse_features);
-    if (bf16_features != nullptr) return model.forward(graph, ctx, bf16_features->decoded<T>());
+    if (bf16_features != nullptr) {
+      if constexpr (requires { model.reads_bf16_input(); })
+        if (model.reads_bf16_input()) return model.forward(graph, ctx, *bf16_features);
+      return model.forward(graph, ctx, bf16_features->decoded<T>());
+    }
     return model.forward(graph, ctx, features);
   }
 

@@ -86,6 +86,17 @@ void product(const sparse_rows<T>& a, const_rows_ref<T> b, matrix<T>& out, const
   sparse_product<T>(a, b, out, bias, finish);
 }
 
+/// out := a b (+ bias) for features stored as bf16 (sar/core/bf16.hpp), decoded chunk by
+/// chunk as they are multiplied (dense_product_of_rows): bitwise the product of a.decoded().
+template <class T>
+void product(const bf16_input<T>& a, const_rows_ref<T> b, matrix<T>& out, const T* bias = nullptr,
+             const row_finisher* finish = nullptr) {
+  huge_page_resize(out, a.rows(), b.cols());
+  dense_product_of_rows<T>(
+      a.rows(), [&](Eigen::Index begin, Eigen::Index end, T* rows) { a.decode_rows(begin, end, rows); },
+      b, out, bias, finish);
+}
+
 /// The weight of every entry of block.edges (transposed: of block.transposed) for a layer
 /// weighting edges by column `column` of the edge table, times source_scale[the entry's halo
 /// row] unless source_scale is null. Throws sar::invalid_argument naming `where` if the block
@@ -169,6 +180,16 @@ template <class T, class View>
 void assign_transposed_product(const_rows_ref<T> a, const_rows_ref<T> b, View&& grad) {
   rows_ref<T> out(grad);
   transposed_product<T>(a, b, out);
+}
+
+/// grad := a^T b for features stored as bf16 (assigned), decoded chunk by chunk: bitwise the
+/// product of a.decoded().
+template <class T, class View>
+void assign_transposed_product(const bf16_input<T>& a, const_rows_ref<T> b, View&& grad) {
+  rows_ref<T> out(grad);
+  transposed_product_of_rows<T>(
+      [&](Eigen::Index begin, Eigen::Index end, T* rows) { a.decode_rows(begin, end, rows); }, b,
+      out);
 }
 
 /// grad := a^T b for sparse input features a (assigned), deterministic over threads.
