@@ -156,7 +156,9 @@ struct bf16_input {
   std::vector<std::uint64_t> kept;
   T scale = T(1);  ///< the factor of a kept entry
 
+  /// Rows (nodes).
   Eigen::Index rows() const { return values->rows(); }
+  /// Columns (the feature width).
   Eigen::Index cols() const { return values->cols(); }
   /// Words of one row's mask.
   Eigen::Index mask_words() const { return (cols() + 63) / 64; }
