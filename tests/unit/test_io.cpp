@@ -1528,6 +1528,8 @@ TEST_CASE("check_memory and format_bytes") {
   CHECK(format_bytes(512) == "512 B");
   CHECK(format_bytes(1536) == "1.5 KiB");
   CHECK(format_bytes(3.0 * (1 << 30)) == "3 GiB");
+  CHECK(format_bytes(1000.0 * (1 << 20)) == "1000 MiB");  // not "1e+03 MiB"
+  CHECK(format_bytes(123.4 * (1 << 20)) == "123 MiB");
   CHECK(available_memory_bytes() > 0);
   CHECK(available_memory_bytes() <= physical_memory_bytes());
   CHECK_NOTHROW(check_memory<sar::invalid_argument>("here", "a little", 1024));

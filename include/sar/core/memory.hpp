@@ -47,8 +47,8 @@ inline std::uint64_t physical_memory_bytes() {
                                : 0;
 }
 
-/// `bytes` in binary units with three significant digits: "512 B", "1.50 KiB", "23.5 GiB",
-/// "7.28e+06 TiB" (units up to TiB).
+/// `bytes` in binary units with three significant digits, or the whole number from 100 on:
+/// "512 B", "1.5 KiB", "23.5 GiB", "1000 MiB", "7280000 TiB" (units up to TiB).
 inline std::string format_bytes(double bytes) {
   static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
@@ -57,7 +57,8 @@ inline std::string format_bytes(double bytes) {
     ++unit;
   }
   char text[48];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", bytes, units[unit]);
+  std::snprintf(text, sizeof text, unit == 0 || bytes >= 100 ? "%.0f %s" : "%.3g %s", bytes,
+                units[unit]);
   return text;
 }
 
