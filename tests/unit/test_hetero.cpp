@@ -211,7 +211,15 @@ TEST_CASE("rgcn_layer equals x_i W_0 + sum_r mean over N_r(i) of x_j W_r + b") {
     return layer.weight_first();
   };
   CHECK_FALSE(check_formula(3, 2, 4));  // aggregating first
-  CHECK(check_formula(8, 2, 5));        // weighting first (R F_out < F_in)
+  CHECK(check_formula(8, 2, 5));        // weighting first (R F_out < F_in), on the kept parts
+  // The schedule keeps its block's relation parts: the same ones for every later product.
+  const graph_block& whole = graph.whole_block();
+  REQUIRE(whole.relation_parts != nullptr);
+  const auto parts_of = [&](detail::relation_side side) {
+    return &whole.relation_parts->parts(whole, R, side, "test");
+  };
+  CHECK(parts_of(detail::relation_side::forward) == parts_of(detail::relation_side::forward));
+  CHECK(parts_of(detail::relation_side::forward) != parts_of(detail::relation_side::backward));
   // A schedule without edge types is refused by name.
   rgcn_layer<double> layer(3, 2, R);
   parameter_store<double> store;

@@ -27,8 +27,9 @@
 // When R x F_out < F_in (a narrow last layer) it weighs first instead: [x W_1 | ... | x W_R]
 // crosses the network, R F_out columns, is averaged per relation and summed, and backward
 // scatters dy / c_r to the sources (no source rows needed again). Each relation's part of a
-// block runs through the tiled SpMM kernels (detail::relation_blocks), backward through the
-// transposes (no atomics: the same result on any thread count).
+// block runs through the tiled SpMM kernels (detail::relation_blocks, kept by the schedule where
+// it offers relation_parts_cache), backward through the transposes (no atomics: the same result
+// on any thread count).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +48,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
+#include "sar/graph/relation_parts.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 #include "sar/nn/detail/graph_conv.hpp"
@@ -80,115 +83,6 @@ inline void check_edge_types(const char* where, const graph_block& block) {
             invalid_argument, where, ": the graph has no edge types (relations): R-GCN needs a "
             "heterogeneous graph (sar/graph/schema.hpp) and a schedule built with its edge types");
 }
-
-/// Which products a block's relation parts serve: forward's (the edges) or backward's (their
-/// transposes).
-enum class relation_side { forward, backward };
-
-/// A block's edges split by relation, one side of them: block(r) is a graph_block over the
-/// same destination and halo rows holding relation r's edges alone, so each relation runs
-/// through the tiled SpMM kernels. Forward: the edges (transposed null), uncompressed for an
-/// uncompressed parent, else compressed to the rows with an edge of the relation. Backward:
-/// the transposes alone (edges null). Built in O(edges + relations x rows), in parallel over
-/// rows. Throws sar::invalid_argument naming `where` for an edge whose relation is outside
-/// [0, relations).
-class relation_blocks {
- public:
-  relation_blocks(const graph_block& parent, std::int32_t relations, relation_side side,
-                  const char* where)
-      : parts_(static_cast<std::size_t>(relations)), rows_(parts_.size()),
-        blocks_(parts_.size(), parent) {
-    const auto relation_of = [&](edge_t e) {
-      const std::int32_t r = parent.edge_type(e);
-      SAR_CHECK(r >= 0 && r < relations, invalid_argument, where, ": edge ", e, " has relation ",
-                r, " of ", relations);
-      return static_cast<std::size_t>(r);
-    };
-    const bool forward = side == relation_side::forward;
-    if (forward) {
-      split(*parent.edges, relation_of, parts_);
-      if (parent.compressed())
-        for (std::size_t r = 0; r < parts_.size(); ++r) keep_rows_with_edges(parent, r);
-    } else {
-      split(*parent.transposed, [&](edge_t s) {
-        return relation_of(parent.transposed_edges[static_cast<std::size_t>(s)]);
-      }, parts_);
-    }
-    for (std::size_t r = 0; r < parts_.size(); ++r) {
-      graph_block& b = blocks_[r];
-      b.rows = forward && parent.compressed() ? std::span<const node_t>(rows_[r])
-                                              : std::span<const node_t>();
-      b.edges = forward ? &parts_[r] : nullptr;
-      b.transposed = forward ? nullptr : &parts_[r];
-      b.edge_tiles = b.transposed_tiles = nullptr;  // the parent's tilings are of its edges
-      b.whole = false;
-      b.edge_features = nullptr;
-      b.edge_types = {};
-      b.edge_rows = {};
-      b.transposed_edges = {};
-    }
-  }
-  relation_blocks(const relation_blocks&) = delete;
-  relation_blocks& operator=(const relation_blocks&) = delete;
-
-  /// Relation r's part of the block (see the class); skip it when empty(r): it may have no
-  /// rows at all.
-  const graph_block& block(std::int32_t r) const { return blocks_[static_cast<std::size_t>(r)]; }
-  /// Whether relation r has no edge in the block.
-  bool empty(std::int32_t r) const { return parts_[static_cast<std::size_t>(r)].num_edges() == 0; }
-
- private:
-  /// out[r] := the entries e of c with relation(e) == r, over c's rows and columns, each row's
-  /// in c's order. Parallel over rows; the same on any thread count. Throws what relation
-  /// throws.
-  template <class Relation>
-  static void split(const csr& c, const Relation& relation, std::vector<csr>& out) {
-    const std::size_t R = out.size();
-    for (csr& part : out)
-      part = {c.num_rows, c.num_cols,
-              std::vector<edge_t>(static_cast<std::size_t>(c.num_rows) + 1), {}};
-    const double per_row = c.num_rows > 0 ? static_cast<double>(c.num_edges()) / c.num_rows : 0;
-    for_row_chunks(c.num_rows, per_row, [&](Eigen::Index begin, Eigen::Index end) {
-      std::vector<edge_t> count(R);
-      for (Eigen::Index k = begin; k < end; ++k) {  // each row's counts, into its own cells
-        std::fill(count.begin(), count.end(), 0);
-        for (edge_t e = c.offsets[k]; e < c.offsets[k + 1]; ++e) ++count[relation(e)];
-        for (std::size_t r = 0; r < R; ++r)
-          out[r].offsets[static_cast<std::size_t>(k) + 1] = count[r];
-      }
-    });
-    tbb::parallel_for(std::size_t{0}, R, [&](std::size_t r) {
-      std::partial_sum(out[r].offsets.begin(), out[r].offsets.end(), out[r].offsets.begin());
-      out[r].columns.resize(static_cast<std::size_t>(out[r].offsets.back()));
-    });
-    for_row_chunks(c.num_rows, per_row, [&](Eigen::Index begin, Eigen::Index end) {
-      std::vector<edge_t> next(R);
-      for (Eigen::Index k = begin; k < end; ++k) {
-        for (std::size_t r = 0; r < R; ++r) next[r] = out[r].offsets[static_cast<std::size_t>(k)];
-        for (edge_t e = c.offsets[k]; e < c.offsets[k + 1]; ++e) {
-          const std::size_t r = relation(e);
-          out[r].columns[static_cast<std::size_t>(next[r]++)] = c.columns[e];
-        }
-      }
-    });
-  }
-  /// Drops relation r's rows without an edge, rows_[r] := the destination rows of those left.
-  void keep_rows_with_edges(const graph_block& parent, std::size_t r) {
-    csr& a = parts_[r];
-    node_t kept = 0;
-    for (node_t k = 0; k < a.num_rows; ++k) {
-      if (a.offsets[k + 1] == a.offsets[k]) continue;
-      rows_[r].push_back(parent.local_row(k));
-      a.offsets[++kept] = a.offsets[k + 1];
-    }
-    a.num_rows = kept;
-    a.offsets.resize(static_cast<std::size_t>(kept) + 1);
-  }
-
-  std::vector<csr> parts_;                 // each relation's edges, or their transpose
-  std::vector<std::vector<node_t>> rows_;  // each part's destination rows (compressed parents)
-  std::vector<graph_block> blocks_;
-};
 
 }  // namespace detail
 
@@ -295,8 +189,9 @@ class rgcn_layer {
       graph.gather(ctx.exchange(), projected, [&](const graph_block& block, const auto& halo) {
         check_table();
         detail::check_edge_types(where, block);
-        const detail::relation_blocks parts(block, relations_, detail::relation_side::forward,
-                                            where);
+        std::optional<detail::relation_blocks> made;
+        const detail::relation_blocks& parts = detail::relation_parts_of(
+            block, relations_, detail::relation_side::forward, where, made);
         for (std::int32_t r = 0; r < relations_; ++r)
           if (!parts.empty(r))
             spmm_add<T>(parts.block(r), halo.middleCols(r * out_, out_),
@@ -311,8 +206,9 @@ class rgcn_layer {
     graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
       check_table();
       detail::check_edge_types(where, block);
-      const detail::relation_blocks parts(block, relations_, detail::relation_side::forward,
-                                          where);
+      std::optional<detail::relation_blocks> made;
+      const detail::relation_blocks& parts = detail::relation_parts_of(
+          block, relations_, detail::relation_side::forward, where, made);
       for (std::int32_t r = 0; r < relations_; ++r)
         if (!parts.empty(r)) add_relation_product(parts.block(r), r, halo, y, mean, product);
     });
@@ -347,8 +243,9 @@ class rgcn_layer {
       scale_by_counts(spread, out_);
       graph.scatter(ctx.exchange(), dprojected, [&](const graph_block& block, auto&& dhalo) {
         detail::check_edge_types(where, block);
-        const detail::relation_blocks parts(block, relations_, detail::relation_side::backward,
-                                            where);
+        std::optional<detail::relation_blocks> made;
+        const detail::relation_blocks& parts = detail::relation_parts_of(
+            block, relations_, detail::relation_side::backward, where, made);
         for (std::int32_t r = 0; r < relations_; ++r)
           if (!parts.empty(r))
             spmm_add_transposed<T>(parts.block(r), spread.middleCols(r * out_, out_),
@@ -370,8 +267,9 @@ class rgcn_layer {
     matrix<T> dw = matrix<T>::Zero(relations_ * in_, out_), dw_r(in_, out_);
     const auto terms = [&](const graph_block& block, const_rows_ref<T> halo, rows_ref<T>* dhalo) {
       detail::check_edge_types(where, block);
-      const detail::relation_blocks parts(block, relations_, detail::relation_side::backward,
-                                          where);
+      std::optional<detail::relation_blocks> made;
+      const detail::relation_blocks& parts = detail::relation_parts_of(
+          block, relations_, detail::relation_side::backward, where, made);
       matrix<T> s(halo.rows(), out_);  // dLoss/d(x W_r) of the block's halo rows
       for (std::int32_t r = 0; r < relations_; ++r) {
         if (parts.empty(r)) continue;

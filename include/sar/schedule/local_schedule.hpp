@@ -13,6 +13,7 @@
 #include "sar/graph/block.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
+#include "sar/graph/relation_parts.hpp"
 #include "sar/kernels/source_tiles.hpp"
 #include "sar/schedule/schedule.hpp"
 
@@ -97,6 +98,7 @@ class local_schedule {
     block_.source_degrees = out_degrees_;
     if (edge_features_given) block_.edge_features = &edge_features_;
     block_.edge_types = edge_types_;
+    if (!edge_types_.empty()) block_.relation_parts = relation_parts_.get();
     if (edge_data) block_.transposed_edges = transposed_edges_;
   }
 
@@ -201,6 +203,7 @@ class local_schedule {
   std::vector<double> source_scales_, destination_scales_;
   std::unique_ptr<spmm_tile_cache> edge_tiles_ = std::make_unique<spmm_tile_cache>(),
                                    transposed_tiles_ = std::make_unique<spmm_tile_cache>();
+  std::unique_ptr<relation_parts_cache> relation_parts_ = std::make_unique<relation_parts_cache>();
   graph_block block_;
 };
 
