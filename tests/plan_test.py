@@ -18,7 +18,8 @@
    fields.
 6. Sparse features: bag-of-words features (--feature-density, or a store's or .npy dataset's
    sparse features) are planned as sparse rows, a fraction of the dense features' bytes.
-7. --storage bf16 halves the features' bytes; the decoded copy is the input dropout's.
+7. --storage bf16 halves the features' bytes; GAT's decoded copy is the input dropout's, a GCN
+   on one process keeps fewer activations.
 """
 import json
 import os
@@ -42,15 +43,19 @@ for key in ("peak_memory_bytes_per_rank", "halo_bytes_per_epoch", "epoch_seconds
 assert one["epoch_seconds"] is None and one["halo_bytes_per_epoch"] == 0, one
 assert abs(sum(one["memory_terms"].values()) - one["peak_memory_bytes_per_rank"]) < 1, one
 
-# bf16 storage: the features at 2 bytes each; the decoded copy is the input dropout's, so no
-# other term changes.
+# bf16 storage: the features at 2 bytes each. GAT decodes them into the input dropout's copy, so
+# no other term changes; a GCN on one process reads them row by row (no decoded copy, no first-
+# layer aggregate kept, a mask of bits): fewer activations.
 for model in ("gcn", "gat"):
     fp32 = json.loads(run(*graph, "--model", model, "--json").stdout)
     bf16 = json.loads(run(*graph, "--model", model, "--storage", "bf16", "--json").stdout)
     assert fp32["storage"] == "fp32" and bf16["storage"] == "bf16", (fp32, bf16)
     terms, halved = fp32["memory_terms"], bf16["memory_terms"]
     assert halved["features"] == terms["features"] / 2 == 200000 * 128 * 2, (terms, halved)
-    assert halved["activations"] == terms["activations"], (terms, halved)
+    if model == "gat":
+        assert halved["activations"] == terms["activations"], (terms, halved)
+    else:
+        assert halved["activations"] < terms["activations"], (terms, halved)
 run(*graph, "--model", "gcn", "--storage", "fp16", expect=1)
 
 plans = json.loads(run(*graph, "--model", "sage", "--ranks", "1,2,4,8", "--json").stdout)["plans"]
