@@ -25,6 +25,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "sar/core/kept_bits.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
 
@@ -171,42 +172,29 @@ struct bf16_input {
     const std::uint64_t* bits = kept.data() + i * mask_words();
     Eigen::Index k = 0;
 #if defined(__AVX512F__)
-    // 16 columns a vector, their 16 mask bits the lanes that get `scale` (else 0): the
-    // product dropout's forward computes (sar/nn/dropout.hpp: apply_kept).
+    // 16 columns a vector, multiplied by their factors as dropout's forward does.
     if constexpr (std::is_same_v<T, float>) {
       const __m512 factor = _mm512_set1_ps(scale);
       for (; k + 16 <= count && (c + k) % 64 <= 48; k += 16) {
-        const Eigen::Index column = c + k;
-        const auto lanes = static_cast<__mmask16>(bits[column / 64] >> (column % 64));
         const __m512i wide =
             _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k)));
         const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-        _mm512_storeu_ps(out + k, _mm512_mul_ps(v, _mm512_maskz_mov_ps(lanes, factor)));
+        _mm512_storeu_ps(out + k, _mm512_mul_ps(v, detail::kept_factors16(bits, c + k, factor)));
       }
     }
 #elif defined(__AVX2__)
-    // 8 columns a vector: their mask byte's bits select `scale` or 0 lane by lane.
     if constexpr (std::is_same_v<T, float>) {
-      const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
       const __m256 factor = _mm256_set1_ps(scale);
       for (; k + 8 <= count && (c + k) % 8 == 0; k += 8) {
-        const Eigen::Index column = c + k;
-        const auto byte = static_cast<int>((bits[column / 64] >> (column % 64)) & 0xffu);
-        const __m256i set = _mm256_and_si256(_mm256_set1_epi32(byte), lane_bit);
-        const __m256 kept_factor =
-            _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit)), factor);
         const __m256i wide =
             _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + k)));
         const __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-        _mm256_storeu_ps(out + k, _mm256_mul_ps(v, kept_factor));
+        _mm256_storeu_ps(out + k, _mm256_mul_ps(v, detail::kept_factors8(bits, c + k, factor)));
       }
     }
 #endif
-    for (; k < count; ++k) {
-      const Eigen::Index column = c + k;
-      const T factor = ((bits[column / 64] >> (column % 64)) & 1u) ? scale : T(0);
-      out[k] = static_cast<T>(float_from_bf16(in[k])) * factor;
-    }
+    for (; k < count; ++k)
+      out[k] = static_cast<T>(float_from_bf16(in[k])) * detail::kept_factor(bits, c + k, scale);
   }
   /// out[0, (end - begin) cols()) := rows [begin, end), row after row.
   void decode_rows(Eigen::Index begin, Eigen::Index end, T* out) const {

@@ -264,9 +264,16 @@ class row_summer {
                                       Scale == row_scale::by_source ? weights : nullptr)) {}
 
   /// destination[0, width) := (destination (0 when assign) + the sum over edges [begin, end))
-  /// times *scale (when not null).
+  /// times *scale (when not null). A row without edges is filled with 0 (assign) or only
+  /// scaled, without the summing passes.
   void sum(T* destination, edge_t begin, edge_t end, bool assign = false,
            const T* scale = nullptr) const {
+    if (begin == end) {
+      if (assign) std::fill_n(destination, width_, T(0));
+      else if (scale != nullptr)
+        for (Eigen::Index k = 0; k < width_; ++k) destination[k] *= *scale;
+      return;
+    }
     // Only the first pass over the edges prefetches (the rows of the edges `distance` ahead).
     bool first = true;
     Eigen::Index c = 0;
@@ -441,13 +448,8 @@ void spmm_rows_add(const csr& a, const node_t* rows, const T* weights, const_row
       for (node_t i = begin; i < end; ++i) {
         const node_t row = rows != nullptr ? rows[i] : i;
         T* destination = out.data() + row * out.outerStride();
-        const T* scale = scaling ? epilogue.scale + row : nullptr;
-        if (offsets[i] < offsets[i + 1])
-          summer.sum(destination, offsets[i], offsets[i + 1], assign, scale);
-        else if (assign)
-          std::fill_n(destination, x.cols(), T(0));
-        else if (scale != nullptr)
-          for (Eigen::Index k = 0; k < x.cols(); ++k) destination[k] *= *scale;
+        summer.sum(destination, offsets[i], offsets[i + 1], assign,
+                   scaling ? epilogue.scale + row : nullptr);
       }
     });
   };
@@ -637,13 +639,8 @@ void spmm_assign_rows(const csr& a, node_t begin, node_t end, const Rows& rows, 
   const auto sum = [&]<detail::row_scale Scale>(const T* weights) {
     const detail::row_summer<T, Scale, node_t, Rows> summer(rows, a.columns.data(), weights,
                                                             a.offsets[end]);
-    for (node_t i = begin; i < end; ++i) {
-      T* destination = out + (i - begin) * out_stride;
-      if (a.offsets[i] < a.offsets[i + 1])
-        summer.sum(destination, a.offsets[i], a.offsets[i + 1], true, dst + i);
-      else
-        std::fill_n(destination, rows.cols(), T(0));
-    }
+    for (node_t i = begin; i < end; ++i)
+      summer.sum(out + (i - begin) * out_stride, a.offsets[i], a.offsets[i + 1], true, dst + i);
   };
   if (edge_weights != nullptr) sum.template operator()<detail::row_scale::by_edge>(edge_weights);
   else sum.template operator()<detail::row_scale::by_source>(src);

@@ -24,6 +24,7 @@
 
 #include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
+#include "sar/core/kept_bits.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/sparse_rows.hpp"
@@ -153,13 +154,11 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
   Eigen::Index c = 0;
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
-    // 16 columns a vector: their 16 bits are the lane mask that selects `scale` or 0.
     const __m512 factor = _mm512_set1_ps(scale);
     for (; c + 16 <= width; c += 16) {
-      const auto lanes = static_cast<__mmask16>(bits[c / 64] >> (c % 64));
       __m512 v = _mm512_loadu_ps(in + c);
       if constexpr (Relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);  // NaN: v
-      v = _mm512_mul_ps(v, _mm512_maskz_mov_ps(lanes, factor));
+      v = _mm512_mul_ps(v, kept_factors16(bits, c, factor));
       if (add) v = _mm512_add_ps(_mm512_loadu_ps(out + c), v);
       _mm512_storeu_ps(out + c, v);
     }
@@ -167,18 +166,11 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
 #endif
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<T, float>) {
-    // Byte k of the words holds columns 8k .. 8k + 7 (x86 is little-endian): broadcast it,
-    // keep lane l's bit l, and turn the set lanes into `scale`, the others into 0.
-    const auto* bytes = reinterpret_cast<const unsigned char*>(bits);
-    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     const __m256 factor = _mm256_set1_ps(scale);
     for (; c + 8 <= width; c += 8) {
-      const __m256i set = _mm256_and_si256(_mm256_set1_epi32(bytes[c / 8]), lane_bit);
-      const __m256 kept =
-          _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit)), factor);
       __m256 v = _mm256_loadu_ps(in + c);
       if constexpr (Relu) v = _mm256_max_ps(_mm256_setzero_ps(), v);  // NaN: v
-      v = _mm256_mul_ps(v, kept);
+      v = _mm256_mul_ps(v, kept_factors8(bits, c, factor));
       if (add) v = _mm256_add_ps(_mm256_loadu_ps(out + c), v);
       _mm256_storeu_ps(out + c, v);
     }
@@ -187,7 +179,7 @@ void apply_kept(const std::uint64_t* bits, const T* in, T scale, T* out, Eigen::
   for (; c < width; ++c) {
     T v = in[c];
     if constexpr (Relu) v = v < T(0) ? T(0) : v;
-    const T factor = ((bits[c / 64] >> (c % 64)) & 1u) ? scale : T(0);
+    const T factor = kept_factor(bits, c, scale);
     if (add) out[c] += v * factor;
     else out[c] = v * factor;
   }
