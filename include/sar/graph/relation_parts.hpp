@@ -13,6 +13,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <tbb/parallel_for.h>
@@ -33,17 +34,20 @@ enum class relation_side { forward, backward };
 
 /// A block's edges split by relation, one side of them: block(r) is a graph_block over the
 /// same destination and halo rows holding relation r's edges alone, so each relation runs
-/// through the tiled SpMM kernels. Forward: the edges (transposed null), uncompressed for an
-/// uncompressed parent, else compressed to the rows with an edge of the relation. Backward:
-/// the transposes alone (edges null). Built in O(edges + relations x rows), in parallel over
-/// rows. Throws sar::invalid_argument naming `where` for an edge whose relation is outside
-/// [0, relations).
+/// through the tiled SpMM kernels. Forward: the edges (transposed null); for a compressed
+/// parent, compressed to the rows with an edge of the relation. Backward: the transposes
+/// alone (edges null). Every other part covers only the span of its side's rows (destinations
+/// forward, halo rows backward) from the first with an edge of the relation to the last
+/// (covered(r, m): the rows of a side-sized m that part r's row k is row k of), so a relation
+/// into one node type of a type-ordered graph costs that type's rows, not all. Built in
+/// O(edges + relations x rows), in parallel over rows. Throws sar::invalid_argument naming
+/// `where` for an edge whose relation is outside [0, relations).
 class relation_blocks {
  public:
   relation_blocks(const graph_block& parent, std::int32_t relations, relation_side side,
                   const char* where)
       : parts_(static_cast<std::size_t>(relations)), rows_(parts_.size()),
-        blocks_(parts_.size(), parent) {
+        span_(parts_.size(), {0, -1}), blocks_(parts_.size(), parent) {
     const auto relation_of = [&](edge_t e) {
       const std::int32_t r = parent.edge_type(e);
       SAR_CHECK(r >= 0 && r < relations, invalid_argument, where, ": edge ", e, " has relation ",
@@ -60,6 +64,8 @@ class relation_blocks {
         return relation_of(parent.transposed_edges[static_cast<std::size_t>(s)]);
       }, parts_);
     }
+    if (!forward || !parent.compressed())
+      for (std::size_t r = 0; r < parts_.size(); ++r) keep_span_with_edges(r);
     for (std::size_t r = 0; r < parts_.size(); ++r) {
       graph_block& b = blocks_[r];
       b.rows = forward && parent.compressed() ? std::span<const node_t>(rows_[r])
@@ -83,6 +89,15 @@ class relation_blocks {
   const graph_block& block(std::int32_t r) const { return blocks_[static_cast<std::size_t>(r)]; }
   /// Whether relation r has no edge in the block.
   bool empty(std::int32_t r) const { return parts_[static_cast<std::size_t>(r)].num_edges() == 0; }
+  /// The rows of m (a matrix or block with a row per row of the part's side) that block(r)'s
+  /// rows are, in order: all of m for a compressed part (its `rows` name them).
+  /// The side's row that block(r)'s row 0 is (0 for a compressed part).
+  node_t first_row(std::int32_t r) const { return span_[static_cast<std::size_t>(r)].first; }
+  template <class Rows>
+  auto covered(std::int32_t r, Rows&& m) const {
+    const auto [first, count] = span_[static_cast<std::size_t>(r)];
+    return m.middleRows(first, count < 0 ? m.rows() : count);
+  }
 
  private:
   /// out[r] := the entries e of c with relation(e) == r, over c's rows and columns, each row's
@@ -132,8 +147,24 @@ class relation_blocks {
     a.offsets.resize(static_cast<std::size_t>(kept) + 1);
   }
 
+  /// Drops relation r's rows before its first and after its last with an edge (all when it
+  /// has none): span_[r] := the first row kept and their count.
+  void keep_span_with_edges(std::size_t r) {
+    csr& a = parts_[r];
+    const auto& o = a.offsets;
+    node_t first = 0, last = a.num_rows;
+    while (first < last && o[static_cast<std::size_t>(first) + 1] == 0) ++first;
+    while (last > first && o[static_cast<std::size_t>(last) - 1] == o.back()) --last;
+    // The rows before `first` hold no entry, so the kept offsets still start at 0.
+    a.offsets.erase(a.offsets.begin() + last + 1, a.offsets.end());
+    a.offsets.erase(a.offsets.begin(), a.offsets.begin() + first);
+    a.num_rows = last - first;
+    span_[r] = {first, last - first};
+  }
+
   std::vector<csr> parts_;                 // each relation's edges, or their transpose
   std::vector<std::vector<node_t>> rows_;  // each part's destination rows (compressed parents)
+  std::vector<std::pair<node_t, node_t>> span_;  // each part's first row and count (-1: all)
   std::vector<graph_block> blocks_;
 };
 

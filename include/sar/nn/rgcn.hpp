@@ -29,7 +29,7 @@
 // scatters dy / c_r to the sources (no source rows needed again). Each relation's part of a
 // block runs through the tiled SpMM kernels (detail::relation_blocks, kept by the schedule where
 // it offers relation_parts_cache), backward through the transposes (no atomics: the same result
-// on any thread count).
+// on any thread count), each over the span of rows its relation's edges touch.
 #pragma once
 
 #include <algorithm>
@@ -195,7 +195,7 @@ class rgcn_layer {
         for (std::int32_t r = 0; r < relations_; ++r)
           if (!parts.empty(r))
             spmm_add<T>(parts.block(r), halo.middleCols(r * out_, out_),
-                        sums.middleCols(r * out_, out_));
+                        parts.covered(r, sums.middleCols(r * out_, out_)));
       });
       check_table();  // a rank that visited no block
       scale_by_counts(sums, out_);
@@ -210,7 +210,7 @@ class rgcn_layer {
       const detail::relation_blocks& parts = detail::relation_parts_of(
           block, relations_, detail::relation_side::forward, where, made);
       for (std::int32_t r = 0; r < relations_; ++r)
-        if (!parts.empty(r)) add_relation_product(parts.block(r), r, halo, y, mean, product);
+        if (!parts.empty(r)) add_relation_product(parts, r, halo, y, mean, product);
     });
     check_table();
   }
@@ -249,7 +249,7 @@ class rgcn_layer {
         for (std::int32_t r = 0; r < relations_; ++r)
           if (!parts.empty(r))
             spmm_add_transposed<T>(parts.block(r), spread.middleCols(r * out_, out_),
-                                   dhalo.middleCols(r * out_, out_));
+                                   parts.covered(r, dhalo.middleCols(r * out_, out_)));
       });
       matrix<T> dw_side(in_, relations_ * out_);
       transposed_product<T>(x, dprojected, dw_side);
@@ -270,14 +270,17 @@ class rgcn_layer {
       std::optional<detail::relation_blocks> made;
       const detail::relation_blocks& parts = detail::relation_parts_of(
           block, relations_, detail::relation_side::backward, where, made);
-      matrix<T> s(halo.rows(), out_);  // dLoss/d(x W_r) of the block's halo rows
+      matrix<T> s_all(halo.rows(), out_);  // dLoss/d(x W_r) of the halo rows relation r covers
       for (std::int32_t r = 0; r < relations_; ++r) {
         if (parts.empty(r)) continue;
+        auto s = parts.covered(r, s_all);
         set_zero<T>(s);
         spmm_add_transposed_scaled<T>(parts.block(r), inverse(r), dy, s);
-        transposed_product<T>(halo, s, dw_r);
+        transposed_product<T>(parts.covered(r, halo), s, dw_r);
         dw.middleRows(r * in_, in_) += dw_r;
-        if (dhalo) dense_product_transposed_add<T>(s, w_.middleRows(r * in_, in_), *dhalo);
+        if (dhalo)
+          dense_product_transposed_add<T>(s, w_.middleRows(r * in_, in_),
+                                          parts.covered(r, *dhalo));
       }
     };
     if (!want_dx) {
@@ -344,15 +347,21 @@ class rgcn_layer {
     return std::span<const T>(inverse_).subspan(static_cast<std::size_t>(r) * n, n);
   }
   /// y += (A_r halo / c_r) W_r over one relation's forward part of a block (with edges): the
-  /// means of its rows in `mean` (destination-sized when the part is uncompressed, else its
-  /// rows alone), multiplied into y directly or through `product` and added to their rows.
-  void add_relation_product(const graph_block& part, std::int32_t r, const_rows_ref<T> halo,
-                            matrix<T>& y, matrix<T>& mean, matrix<T>& product) const {
+  /// means of its rows in `mean` (the rows it covers when the part is uncompressed, else its
+  /// rows alone), multiplied into those rows of y directly or through `product` and added to
+  /// their rows.
+  void add_relation_product(const detail::relation_blocks& parts, std::int32_t r,
+                            const_rows_ref<T> halo, matrix<T>& y, matrix<T>& mean,
+                            matrix<T>& product) const {
+    const graph_block& part = parts.block(r);
     const auto w = w_.middleRows(r * in_, in_);
-    if (!part.compressed()) {
-      if (mean.rows() != y.rows()) huge_page_resize(mean, y.rows(), in_);
-      spmm_assign<T>(part, halo, mean, inverse(r));
-      dense_product<true, T>(mean, w, y);
+    if (!part.compressed()) {  // the span of rows relation r covers
+      const Eigen::Index k = part.edges->num_rows;
+      if (mean.rows() < k) huge_page_resize(mean, k, in_);  // grown only, as below
+      spmm_assign<T>(part, halo, mean.topRows(k),
+                     inverse(r).subspan(static_cast<std::size_t>(parts.first_row(r)),
+                                        static_cast<std::size_t>(k)));
+      dense_product<true, T>(mean.topRows(k), w, parts.covered(r, y));
       return;
     }
     const std::span<const node_t> rows = part.rows;
