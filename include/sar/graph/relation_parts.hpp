@@ -89,10 +89,10 @@ class relation_blocks {
   const graph_block& block(std::int32_t r) const { return blocks_[static_cast<std::size_t>(r)]; }
   /// Whether relation r has no edge in the block.
   bool empty(std::int32_t r) const { return parts_[static_cast<std::size_t>(r)].num_edges() == 0; }
-  /// The rows of m (a matrix or block with a row per row of the part's side) that block(r)'s
-  /// rows are, in order: all of m for a compressed part (its `rows` name them).
   /// The side's row that block(r)'s row 0 is (0 for a compressed part).
   node_t first_row(std::int32_t r) const { return span_[static_cast<std::size_t>(r)].first; }
+  /// The rows of m (a matrix or block with a row per row of the part's side) that block(r)'s
+  /// rows are, in order: all of m for a compressed part (its `rows` name them).
   template <class Rows>
   auto covered(std::int32_t r, Rows&& m) const {
     const auto [first, count] = span_[static_cast<std::size_t>(r)];
