@@ -109,6 +109,25 @@ concept point_to_point_communicator =
     } && detail::point_to_point_of<C, float> && detail::point_to_point_of<C, double> &&
     detail::point_to_point_of<C, std::int64_t> && detail::point_to_point_of<C, std::byte>;
 
+/// A point-to-point communicator that can also pace a send (mpi_communicator does):
+///   isend_paced(span<const byte>, peer, tag, chunk_bytes) -> C::request
+///                             sends in chunks of chunk_bytes, each posted once the earlier
+///                             ones were received (a few at a time), so that later messages
+///                             to the same peer do not queue behind the whole span; progress()
+///                             advances it, wait() completes it
+///   irecv_paced(span<byte>, peer, tag, chunk_bytes) -> C::request
+///                             receives what isend_paced sent with the same chunk_bytes
+///   progress()                advances the transfers in flight (thread-safe)
+template <class C>
+concept paced_communicator =
+    point_to_point_communicator<C> &&
+    requires(C& comm, std::span<const std::byte> send, std::span<std::byte> recv, int peer,
+             int tag, std::size_t chunk_bytes) {
+      { comm.isend_paced(send, peer, tag, chunk_bytes) } -> std::same_as<typename C::request>;
+      { comm.irecv_paced(recv, peer, tag, chunk_bytes) } -> std::same_as<typename C::request>;
+      comm.progress();
+    };
+
 namespace detail {
 /// Throws sar::invalid_argument unless counts has `size` non-negative entries; returns their sum.
 inline std::int64_t checked_total(std::span<const std::int64_t> counts, int size,

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <span>
@@ -69,6 +70,14 @@ MPI_Datatype mpi_type() {
   else if constexpr (std::same_as<T, std::byte>) return MPI_BYTE;
   else return MPI_INT64_T;
 }
+/// A send of mpi_communicator::isend_paced: its bytes, the next chunk to post, the chunks
+/// posted and not yet known to be received.
+struct mpi_paced_send {
+  const std::byte* data;
+  std::int64_t size, next, chunk;
+  int peer, tag;
+  std::vector<MPI_Request> in_flight;
+};
 inline MPI_Op mpi_op(reduce_op op) {
   switch (op) {
     case reduce_op::sum: return MPI_SUM;
@@ -94,6 +103,8 @@ class mpi_communicator {
   struct request {
     /// One MPI request per chunk (empty: complete).
     std::vector<MPI_Request> handles;
+    /// A paced send's chunks (isend_paced), while some are not yet posted; null otherwise.
+    std::shared_ptr<detail::mpi_paced_send> paced;
   };
 
   /// Requires MPI to be initialised (by mpi_environment or by the caller); duplicates `comm`.
@@ -283,6 +294,7 @@ class mpi_communicator {
 
   /// Completes a request. Throws sar::comm_error if MPI reports an error.
   void wait(request& r) {
+    take_over(r);
     wait_handles(r.handles);
     r.handles.clear();
   }
@@ -290,27 +302,139 @@ class mpi_communicator {
   /// MPI reports an error.
   void wait_all(std::span<request> requests) {
     std::vector<MPI_Request> all;
-    for (auto& r : requests) all.insert(all.end(), r.handles.begin(), r.handles.end());
+    for (auto& r : requests) {
+      take_over(r);
+      all.insert(all.end(), r.handles.begin(), r.handles.end());
+    }
     wait_handles(all);
     for (auto& r : requests) r.handles.clear();
   }
 
-  /// Lets MPI advance the transfers in flight (one MPI_Iprobe, which runs Open MPI's progress
-  /// engine); receives nothing. Thread-safe: progress_thread calls it beside the main
-  /// thread's calls (MPI_THREAD_MULTIPLE). Throws sar::comm_error if MPI reports an error.
+  /// Starts sending `data` to `peer` in chunks of chunk_bytes, each its own message (the
+  /// receiver posts irecv_paced with the same chunk_bytes), at most paced_window chunks to one
+  /// peer unreceived at a time: each chunk is a synchronous-mode send (MPI_Issend, complete
+  /// once the receiver matched it), and progress() posts the next ones as earlier ones
+  /// complete. So a message sent later to the same peer (a collective's) queues behind at most
+  /// paced_window chunks of it on the connection, not behind the whole of `data`: what a
+  /// transfer meant to overlap compute needs (bench/RESULTS.md §42). wait() posts what is left
+  /// at once. The span must stay alive and unchanged until the request completes; progress()
+  /// must be called meanwhile (a progress_thread) for the chunks to advance. Requires
+  /// chunk_bytes >= 1; throws as isend.
+  request isend_paced(std::span<const std::byte> data, int peer, int tag, std::size_t chunk_bytes) {
+    check_peer(peer, tag, "isend_paced");
+    SAR_CHECK(chunk_bytes >= 1, invalid_argument, "sar::mpi_communicator::isend_paced: chunk of ",
+              chunk_bytes, " bytes on rank ", rank_);
+    request r;
+    if (peer != rank_) bytes_sent_ += static_cast<std::int64_t>(data.size_bytes());
+    if (data.empty()) return r;
+    r.paced = std::make_shared<detail::mpi_paced_send>(detail::mpi_paced_send{
+        data.data(), static_cast<std::int64_t>(data.size()), 0,
+        std::min<std::int64_t>(static_cast<std::int64_t>(chunk_bytes), max_elements_), peer, tag,
+        {}});
+    std::lock_guard lock(paced().mutex);
+    pacing_->sends.push_back(r.paced);
+    pump_locked();
+    return r;
+  }
+
+  /// Starts receiving exactly data.size() bytes from `peer` sent with isend_paced with the
+  /// same chunk_bytes. Throws as isend_paced.
+  request irecv_paced(std::span<std::byte> data, int peer, int tag, std::size_t chunk_bytes) {
+    check_peer(peer, tag, "irecv_paced");
+    SAR_CHECK(chunk_bytes >= 1, invalid_argument, "sar::mpi_communicator::irecv_paced: chunk of ",
+              chunk_bytes, " bytes on rank ", rank_);
+    request r;
+    post(r.handles, data.data(), static_cast<std::int64_t>(data.size()), peer, true, comm_, tag,
+         static_cast<std::int64_t>(chunk_bytes));
+    return r;
+  }
+
+  /// Chunks of paced sends to one peer that may be unreceived at once (isend_paced).
+  static constexpr int paced_window = 2;
+
+  /// Lets MPI advance the transfers in flight: posts the next chunks of the paced sends whose
+  /// earlier chunks were received, then one MPI_Iprobe, which runs Open MPI's progress engine;
+  /// receives nothing. Thread-safe: progress_thread calls it beside the main thread's calls
+  /// (MPI_THREAD_MULTIPLE). Throws sar::comm_error if MPI reports an error.
   void progress() const {
+    {
+      std::lock_guard lock(paced().mutex);
+      pump_locked();
+    }
     int found = 0;
     check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, native(), &found, MPI_STATUS_IGNORE),
           "MPI_Iprobe");
   }
 
  private:
+  /// The paced sends still posting chunks, in the order they started.
+  struct pacing {
+    std::mutex mutex;
+    std::vector<std::shared_ptr<detail::mpi_paced_send>> sends;
+  };
+
+  /// Completes the paced sends' chunks that were received and posts the next ones, at most
+  /// paced_window unreceived per peer, earlier sends first; drops the sends fully posted and
+  /// received. Requires paced().mutex held.
+  void pump_locked() const {
+    std::vector<int> unreceived(static_cast<std::size_t>(size_), 0);
+    for (auto& s : pacing_->sends) {
+      auto& in_flight = s->in_flight;
+      if (!in_flight.empty()) {
+        int done = 0;
+        std::vector<int> indices(in_flight.size());
+        check(MPI_Testsome(static_cast<int>(in_flight.size()), in_flight.data(), &done,
+                           indices.data(), MPI_STATUSES_IGNORE),
+              "MPI_Testsome");
+        std::erase(in_flight, MPI_REQUEST_NULL);
+      }
+      int& budget = unreceived[static_cast<std::size_t>(s->peer)];
+      budget += static_cast<int>(in_flight.size());
+      while (budget < paced_window && s->next < s->size) {
+        post_chunk(*s, /*synchronous=*/true);
+        ++budget;
+      }
+    }
+    std::erase_if(pacing_->sends, [](const auto& s) { return s->next == s->size && s->in_flight.empty(); });
+  }
+
+  /// Posts the next chunk of s (MPI_Issend if synchronous, else MPI_Isend).
+  void post_chunk(detail::mpi_paced_send& s, bool synchronous) const {
+    const int count = static_cast<int>(std::min(s.chunk, s.size - s.next));
+    MPI_Request h;
+    void* at = const_cast<std::byte*>(s.data + s.next);
+    check(synchronous ? MPI_Issend(at, count, MPI_BYTE, s.peer, s.tag, native(), &h)
+                      : MPI_Isend(at, count, MPI_BYTE, s.peer, s.tag, native(), &h),
+          synchronous ? "MPI_Issend" : "MPI_Isend");
+    s.in_flight.push_back(h);
+    s.next += count;
+  }
+
+  /// Makes r a plain request: posts a paced send's remaining chunks now (MPI_Isend) and takes
+  /// its chunks in flight into r.handles.
+  void take_over(request& r) {
+    if (!r.paced) return;
+    std::lock_guard lock(paced().mutex);
+    detail::mpi_paced_send& s = *r.paced;
+    while (s.next < s.size) post_chunk(s, /*synchronous=*/false);
+    r.handles.insert(r.handles.end(), s.in_flight.begin(), s.in_flight.end());
+    s.in_flight.clear();
+    std::erase(pacing_->sends, r.paced);
+    r.paced.reset();
+  }
+
   static boost::mpi::communicator duplicate(MPI_Comm comm) {
     boost::mpi::communicator dup(comm, boost::mpi::comm_duplicate);
     // Errors come back as codes and become sar::comm_error instead of killing the job
     // silently.
     MPI_Comm_set_errhandler(static_cast<MPI_Comm>(dup), MPI_ERRORS_RETURN);
     return dup;
+  }
+
+  pacing& paced() const {
+    SAR_CHECK(pacing_ != nullptr, comm_error,
+              "sar::mpi_communicator: used after it was moved from");
+    return *pacing_;
   }
 
   mpi_watchdog& watchdog() const {
@@ -333,18 +457,21 @@ class mpi_communicator {
               what, ": peer ", peer, " (of ", size_, ") or tag ", tag, " invalid on rank ", rank_);
   }
 
-  // Calls f(first, count) for consecutive chunks of at most max_elements_ covering [0, n).
+  // Calls f(first, count) for consecutive chunks of at most min(limit, max_elements_)
+  // elements covering [0, n).
   template <class F>
-  void for_each_chunk(std::size_t n, F&& f) const {
-    for (std::int64_t first = 0; first < static_cast<std::int64_t>(n); first += max_elements_)
-      f(first, static_cast<int>(std::min<std::int64_t>(max_elements_, n - first)));
+  void for_each_chunk(std::size_t n, F&& f, std::int64_t limit = INT64_MAX) const {
+    const std::int64_t chunk = std::min(limit, max_elements_);
+    for (std::int64_t first = 0; first < static_cast<std::int64_t>(n); first += chunk)
+      f(first, static_cast<int>(std::min<std::int64_t>(chunk, n - first)));
   }
 
-  // Posts Isend/Irecv of n elements at data, one per chunk (chunks of one pair and tag arrive
-  // in order: MPI's non-overtaking rule). n == 0 posts nothing.
+  // Posts Isend/Irecv of n elements at data, one per chunk of at most min(limit,
+  // max_elements_) (chunks of one pair and tag arrive in order: MPI's non-overtaking rule).
+  // n == 0 posts nothing.
   template <class T>
   void post(std::vector<MPI_Request>& handles, T* data, std::int64_t n, int peer, bool receive,
-            const boost::mpi::communicator& on, int tag = 0) const {
+            const boost::mpi::communicator& on, int tag = 0, std::int64_t limit = INT64_MAX) const {
     const MPI_Comm comm = static_cast<MPI_Comm>(on);
     for_each_chunk(static_cast<std::size_t>(n), [&](std::int64_t first, int count) {
       MPI_Request h;
@@ -355,7 +482,7 @@ class mpi_communicator {
         check(MPI_Isend(data + first, count, detail::mpi_type<T>(), peer, tag, comm, &h),
               "MPI_Isend");
       handles.push_back(h);
-    });
+    }, limit);
   }
 
   void wait_handles(std::vector<MPI_Request>& handles) const {
@@ -371,10 +498,11 @@ class mpi_communicator {
   int size_ = 1;
   std::int64_t max_elements_ = INT_MAX;
   std::int64_t bytes_sent_ = 0;
+  std::unique_ptr<pacing> pacing_ = std::make_unique<pacing>();
   std::unique_ptr<mpi_watchdog> watchdog_;  // destroyed (thread joined) before the duplicates
 };
 
-static_assert(point_to_point_communicator<mpi_communicator>);
+static_assert(paced_communicator<mpi_communicator>);
 
 /// "<program>: <what>" for an exception that ended a program's work ("out of memory (peak
 /// <N> resident)" for std::bad_alloc, whose what() says nothing); what() already starting

@@ -6,7 +6,8 @@
 // (begin() .. end()), this thread calls poll() every `interval` (an MPI_Iprobe under
 // mpi_communicator::progress, which drives the progress engine; MPI_THREAD_MULTIPLE), and
 // otherwise sleeps until one opens, so it costs nothing between exchanges of a synchronous
-// run. docs/exchange-engine.md says why the exchange engine leaves it off by default.
+// run. mpi_communicator::progress() also posts the next chunks of paced sends.
+// docs/exchange-engine.md says when the exchange engine runs it.
 #pragma once
 
 #include <chrono>
