@@ -7,8 +7,9 @@
 //  - a stale call makes no collective of its own: a visitor that throws, or a mis-shaped x, in
 //    a stale call on one rank is reported on every rank at the next all_reduce_sum;
 //  - with 2-bit codecs, the stale gather_scatter visits bitwise the rows its gather visited;
+//  - the same with the stale transfers paced in small chunks (many per block);
 //  - training (SAGE and GAT on Cora, METIS parts) with 1-bit halos and S = 5 is bitwise
-//    reproducible, also on 1 and 2 threads per rank, and learns;
+//    reproducible, also on 1 and 2 threads per rank and with paced transfers, and learns;
 //  - traffic: at hidden width 128, 1-bit halos send at most 1/20 of the halo bytes (features
 //    plus gradients) that fp32 sends, per epoch, with the first layer exact in both.
 // Any failure prints the rank and ends every rank with MPI_Abort (exit code non-zero).
@@ -79,13 +80,16 @@ void add_gradients(const schedule& s, const graph_block& b, DHalo& dhalo, std::u
 }
 
 /// The rows and gradients every call sees under staleness S = 3; with progress_us > 0 the same
-/// while a progress thread polls MPI (and it does poll).
-void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, int progress_us) {
+/// while a progress thread polls MPI (and it does poll); with pace_chunk_bytes > 0 the same
+/// with the stale transfers paced in chunks of that many bytes.
+void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, int progress_us,
+                               std::size_t pace_chunk_bytes = 0) {
   constexpr int S = 3;
   constexpr Eigen::Index W = 5;
   exchange_options o;
   o.policy.staleness = S;
   o.transport.progress_interval_us = progress_us;
+  o.transport.pace_chunk_bytes = pace_chunk_bytes;
   schedule stale(comm, part, std::move(o));
   schedule sync(comm, part);
   const node_t n = stale.num_local();
@@ -143,7 +147,8 @@ void check_staleness_semantics(mpi_communicator& comm, const graph_part& part, i
          comm.rank(), ": ", stale.progress_polls(), " progress polls with an interval of ",
          progress_us, " us");
   if (comm.rank() == 0)
-    std::printf("ok  staleness semantics (S = %d, progress thread every %d us)\n", S, progress_us);
+    std::printf("ok  staleness semantics (S = %d, progress thread every %d us, paced in %zu-byte "
+                "chunks)\n", S, progress_us, pace_chunk_bytes);
 }
 
 /// A stale call runs without agreements: what fails in it on the last rank (its visitor
@@ -248,12 +253,17 @@ void check_training(mpi_communicator& comm, const graph_dataset& cora) {
     const run_result a = train(comm, part, c, low_bit_exchange(1, 1, 5), 1);
     const run_result b = train(comm, part, c, low_bit_exchange(1, 1, 5), 1);
     const run_result two = train(comm, part, c, low_bit_exchange(1, 1, 5), 2);
+    exchange_options paced = low_bit_exchange(1, 1, 5);
+    paced.transport.progress_interval_us = 50;
+    paced.transport.pace_chunk_bytes = 64;
+    const run_result paced_run = train(comm, part, c, std::move(paced), 1);
     EXPECT(a.losses == b.losses, name, ": two 1-bit stale runs differ");
     EXPECT(a.losses == two.losses, name, ": 1 and 2 threads per rank differ");
+    EXPECT(a.losses == paced_run.losses, name, ": paced stale transfers changed the losses");
     EXPECT(a.losses.back() < 0.8 * a.losses.front(), name, ": 1-bit stale training did not learn (",
            a.losses.front(), " -> ", a.losses.back(), ")");
     if (comm.rank() == 0)
-      std::printf("ok  %s 1-bit S=5: bitwise reproducible on 1 and 2 threads; loss %.3f -> %.3f\n",
+      std::printf("ok  %s 1-bit S=5: bitwise reproducible on 1 and 2 threads and paced; loss %.3f -> %.3f\n",
                   name.c_str(), a.losses.front(), a.losses.back());
   }
   // Traffic at hidden width 128 (3 SAGE layers: the hidden layers exchange 128 wide rows),
@@ -293,6 +303,7 @@ int main(int argc, char** argv) {
           rmat, partition_random(rmat.num_nodes(), P, 2), P, comm.rank());
       check_staleness_semantics(comm, part, 0);
       check_staleness_semantics(comm, part, 100);
+      check_staleness_semantics(comm, part, 100, 24);  // blocks of 5 doubles: many chunks each
       check_lossy_backward_rows(comm, part);
       check_stale_failures(comm, part);
     }

@@ -240,15 +240,17 @@ class distributed_schedule {
   }
 
   /// The transport options, once every rank has checked its own: prefetch_depth >= 0,
-  /// progress_interval_us >= 0, staleness >= 1 (collective).
+  /// progress_interval_us >= 0 (> 0 if pace_chunk_bytes > 0), staleness >= 1 (collective).
   static transport_options agreed(Comm& comm, const exchange_options& o) {
     std::exception_ptr failure;
     detail::guarded(failure, [&] {
       SAR_CHECK(o.transport.prefetch_depth >= 0 && o.transport.progress_interval_us >= 0 &&
+                    (o.transport.pace_chunk_bytes == 0 || o.transport.progress_interval_us > 0) &&
                     o.policy.staleness >= 1,
                 invalid_argument, "sar::distributed_schedule: prefetch_depth ",
                 o.transport.prefetch_depth, " (>= 0), progress_interval_us ",
-                o.transport.progress_interval_us, " (>= 0), staleness ", o.policy.staleness,
+                o.transport.progress_interval_us, " (>= 0; > 0 with pace_chunk_bytes ",
+                o.transport.pace_chunk_bytes, "), staleness ", o.policy.staleness,
                 " (>= 1) on rank ", comm.rank());
     });
     detail::agree_on_failure(comm, failure, "sar::distributed_schedule");

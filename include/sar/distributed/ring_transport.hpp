@@ -17,7 +17,9 @@
 // progress_interval_us > 0 and a communicator that offers progress() (mpi_communicator), a
 // progress_thread polls MPI during every call (so a prefetched block arrives while the one
 // before it is visited) and while pipelined transfers are in flight (so they arrive while the
-// rank computes the rest of the epoch).
+// rank computes the rest of the epoch). With pace_chunk_bytes > 0 as well and a
+// paced_communicator, pipelined blocks travel in chunks the progress thread posts a few at a
+// time, so the epoch's collectives pass them (docs/exchange-engine.md, "Paced transfers").
 //
 // The transport is a piece of the exchange engine that a schedule takes as a template
 // argument; sar::halo_transport (below) states what the engine asks of one.
@@ -51,9 +53,17 @@ struct transport_options {
   bool all_at_once = false;
   /// Microseconds between two polls of MPI by the progress thread while transfers are in
   /// flight (see the top of this file); 0 (default): no thread, transfers move only inside MPI
-  /// calls. Off by default: on a shared TCP link it gains nothing measurable, because the
-  /// epoch's small collectives wait behind the bulk bytes in flight (bench/RESULTS.md §20-21).
+  /// calls. Off by default: alone, on a shared TCP link, it gains little, because the epoch's
+  /// small collectives wait behind the bulk bytes in flight (bench/RESULTS.md §20-21); with
+  /// pace_chunk_bytes it lets stale transfers overlap the next epoch (§42).
   int progress_interval_us = 0;
+  /// Pipelined transfers only: bytes per chunk of a paced send (0, the default: unpaced).
+  /// With a paced_communicator, each pipelined block travels in chunks, a few in flight per
+  /// peer at a time, posted by the progress thread as the earlier ones are received, so the
+  /// synchronous messages of the epoch (the parameter all-reduce) pass them instead of
+  /// waiting behind whole blocks on the shared connection (bench/RESULTS.md §42). Requires
+  /// progress_interval_us > 0 (the thread posts the chunks).
+  std::size_t pace_chunk_bytes = 0;
 };
 
 /// Payload bytes this rank sent to other ranks through a schedule (what the wire carried,
@@ -172,12 +182,16 @@ template <point_to_point_communicator Comm>
 class ring_transport {
  public:
   /// Requires options.prefetch_depth >= 0 (throws sar::invalid_argument naming the rank).
-  /// Requires options.progress_interval_us >= 0 (likewise). Starts the progress thread if
+  /// Requires options.progress_interval_us >= 0, and > 0 if options.pace_chunk_bytes > 0
+  /// (likewise). Starts the progress thread if
   /// the interval is positive, there are peers and Comm offers progress().
   ring_transport(Comm& comm, transport_options options) : comm_(&comm), options_(options) {
-    SAR_CHECK(options.prefetch_depth >= 0 && options.progress_interval_us >= 0,
+    SAR_CHECK(options.prefetch_depth >= 0 && options.progress_interval_us >= 0 &&
+                  (options.pace_chunk_bytes == 0 || options.progress_interval_us > 0),
               invalid_argument, "sar::ring_transport: prefetch_depth ", options.prefetch_depth,
-              ", progress_interval_us ", options.progress_interval_us, " on rank ", comm.rank());
+              ", progress_interval_us ", options.progress_interval_us, ", pace_chunk_bytes ",
+              options.pace_chunk_bytes, " (pacing needs the progress thread) on rank ",
+              comm.rank());
     if constexpr (requires(const Comm& c) { c.progress(); })
       if (options.progress_interval_us > 0 && comm.size() > 1)
         progress_ = std::make_unique<progress_thread>(
@@ -299,11 +313,10 @@ class ring_transport {
         auto& in = h.incoming_features[static_cast<std::size_t>(q)];
         auto& out = h.outgoing_features[static_cast<std::size_t>(q)];
         huge_page_resize(in, ends.incoming_feature_bytes(q));
-        if (!in.empty())
-          h.feature_requests[2 * q] = comm_->irecv(std::span<std::byte>(in), q, tag);
+        if (!in.empty()) h.feature_requests[2 * q] = receive_pipelined(in, q, tag);
         ends.encode_features(q, out);
         if (!out.empty()) {
-          h.feature_requests[2 * q + 1] = comm_->isend(std::span<const std::byte>(out), q, tag);
+          h.feature_requests[2 * q + 1] = send_pipelined(out, q, tag);
           count(traffic_.feature_bytes, out.size());
         }
       }
@@ -323,7 +336,7 @@ class ring_transport {
       auto& out = h.outgoing_gradients[static_cast<std::size_t>(q)];
       ends.visit(q, h.features[static_cast<std::size_t>(q)], out);
       if (gradients && !out.empty()) {
-        h.gradient_requests[2 * q + 1] = comm_->isend(std::span<const std::byte>(out), q, tag + 1);
+        h.gradient_requests[2 * q + 1] = send_pipelined(out, q, tag + 1);
         count(traffic_.gradient_bytes, out.size());
       }
     }
@@ -332,8 +345,7 @@ class ring_transport {
         if (q == p) continue;
         auto& in = h.incoming_gradients[static_cast<std::size_t>(q)];
         huge_page_resize(in, ends.incoming_gradient_bytes(q));
-        if (!in.empty())
-          h.gradient_requests[2 * q] = comm_->irecv(std::span<std::byte>(in), q, tag + 1);
+        if (!in.empty()) h.gradient_requests[2 * q] = receive_pipelined(in, q, tag + 1);
       }
       set_in_flight(h.gradients_in_flight, true);
       if (h.has_gradients)
@@ -389,6 +401,21 @@ class ring_transport {
     const bool was = std::exchange(flag, now);
     if (progress_ && was != now) now ? progress_->begin() : progress_->end();
     return was;
+  }
+
+  /// Starts a pipelined transfer of `out` to q / of `in` from q: paced where Comm can pace
+  /// and options().pace_chunk_bytes > 0, plain otherwise.
+  typename Comm::request send_pipelined(const std::vector<std::byte>& out, int q, int tag) {
+    if constexpr (paced_communicator<Comm>)
+      if (options_.pace_chunk_bytes > 0)
+        return comm_->isend_paced(std::span<const std::byte>(out), q, tag, options_.pace_chunk_bytes);
+    return comm_->isend(std::span<const std::byte>(out), q, tag);
+  }
+  typename Comm::request receive_pipelined(std::vector<std::byte>& in, int q, int tag) {
+    if constexpr (paced_communicator<Comm>)
+      if (options_.pace_chunk_bytes > 0)
+        return comm_->irecv_paced(std::span<std::byte>(in), q, tag, options_.pace_chunk_bytes);
+    return comm_->irecv(std::span<std::byte>(in), q, tag);
   }
 
   static constexpr int feature_tag = 0x5a01;
