@@ -223,7 +223,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                : p.low_bit() ? sar::message("schedule low-bit: halos ",
                                                             p.halo_bits, " bits, gradients ",
                                                             p.gradient_bits, " bits, staleness ",
-                                                            p.staleness)
+                                                            p.staleness, ", progress every ",
+                                                            p.progress_us, " us, paced in ",
+                                                            p.pace_kib, " KiB chunks")
                                              : "schedule " + p.schedule));
   sar_programs::current_phase() = "building the model and training";
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
@@ -272,7 +274,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   // An option given twice takes its last value (so wrappers like scripts/main.sh can be
   // overridden by appending arguments).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::optional<int> layers, epochs, patience;
+  std::optional<int> layers, epochs, patience, progress_us, pace_kib;
   std::optional<Eigen::Index> hidden, heads;
   std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
   bool batch_norm = false;
@@ -434,11 +436,16 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(sar_programs::non_negative)->capture_default_str();
-  app.add_option("--progress-us", p.progress_us,
+  app.add_option("--progress-us", progress_us,
                  "with --partitions: microseconds between two polls of MPI by the progress "
                  "thread while halo transfers are in flight (0: no thread; transfers then move "
-                 "only inside MPI calls)")
-      ->check(CLI::Range(0, 1000000))->capture_default_str();
+                 "only inside MPI calls) [default: 1000 with --staleness > 1, else 0]")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--pace-kib", pace_kib,
+                 "with --staleness > 1: stale halo transfers travel in chunks of this many KiB, "
+                 "a few in flight per peer, so the epoch's collectives pass them (needs "
+                 "--progress-us > 0; 0: unpaced) [default: 64 with --staleness > 1, else 0]")
+      ->check(CLI::Range(0, 1 << 20));
   const auto bits = CLI::IsMember({32, 16, 8, 4, 2, 1});
   app.add_option("--halo-bits", p.halo_bits,
                  "with --partitions: bits per halo feature value on the wire: 32 (exact), 16 "
@@ -531,6 +538,13 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       if (!input_dropout) config.input_dropout = 0;
       config.aggregate_features_first = true;
     }
+    // Stale transfers overlap the next epoch's compute only if something moves them.
+    p.progress_us = progress_us.value_or(p.staleness > 1 ? 1000 : 0);
+    p.pace_kib = pace_kib.value_or(p.staleness > 1 && p.progress_us > 0 ? 64 : 0);
+    SAR_CHECK(p.pace_kib == 0 || (p.staleness > 1 && p.progress_us > 0),
+              sar::invalid_argument, "sar-train: --pace-kib ", p.pace_kib, " paces stale "
+              "transfers: it needs --staleness > 1 and --progress-us > 0 (the thread that posts "
+              "the chunks)");
     SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
               sar::invalid_argument, "sar-train: --replication applies to minibatch training "
               "on a partition store (--minibatch with --partitions)");

@@ -55,6 +55,7 @@ struct program_options {
   std::string schedule = "sequential";  // sequential | keep_halo | one_shot
   int prefetch = 1;
   int progress_us = 0;                  // progress thread's poll interval (0: no thread)
+  int pace_kib = 0;                     // KiB per chunk of a paced stale transfer (0: unpaced)
   int halo_bits = 32, gradient_bits = 32;  // per value on the wire (32: plain rows)
   int staleness = 1;                       // 1: synchronous
   sar::node_t minibatch = 0;            // seeds per minibatch; 0 = full-batch training

@@ -612,6 +612,7 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
                   : sar::named_exchange(p.schedule, p.prefetch);
   exchange.transport.progress_interval_us = p.progress_us;
+  exchange.transport.pace_chunk_bytes = static_cast<std::size_t>(p.pace_kib) * 1024;
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));
   part.in_edges = {};  // the schedule holds its shard (and its copy of the edge table) now
   part.edge_features = {};
