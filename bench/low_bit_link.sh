@@ -9,7 +9,9 @@
 #   1-bit + stale S=5       both
 # each with the progress thread polling every P microseconds for every P in $PROGRESS_US
 # (default "0 1000"; 0: no thread, transfers move only inside MPI calls). Evaluation runs
-# after the last epoch only. Prints one Markdown row per (rate, exchange, P): median epoch
+# after the last epoch only. Stale exchanges also run with their transfers paced in chunks of K
+# KiB for every K in $PACE_KIB (default "0": unpaced; K > 0 runs only with P > 0, the thread
+# that posts the chunks). Prints one Markdown row per (rate, exchange, P, K): median epoch
 # seconds, halo MiB sent per epoch (all ranks), test accuracy. Needs root (unshare -n, tc).
 # Usage: bench/low_bit_link.sh BUILD [nodes=200000] [epochs=6] [rates="none 1gbit 200mbit"] [OUT.jsonl]
 #        (EXCHANGES="fp32 sequential|1-bit sync" selects exchanges by name, '|'-separated;
@@ -29,11 +31,13 @@ declare -A exchanges=(
 )
 order=("fp32 sequential" "1-bit sync" "fp32 stale S=5" "1-bit + stale S=5")
 [[ -n ${EXCHANGES:-} ]] && IFS='|' read -r -a order <<< "$EXCHANGES"
-echo "| link | exchange | progress us | epoch seconds (median) | halo MiB per epoch | test accuracy |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| link | exchange | progress us | pace KiB | epoch seconds (median) | halo MiB per epoch | test accuracy |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for rate in $rates; do
   for name in "${order[@]}"; do
    for progress in ${PROGRESS_US:-0 1000}; do
+   for pace in ${PACE_KIB:-0}; do
+    [[ $pace != 0 && ( $progress == 0 || $name != *stale* ) ]] && continue
     metrics="$work/m.json"
     shaping="true"
     [[ $rate != none ]] && shaping="tc qdisc add dev lo root tbf rate $rate burst 256kb latency 50ms"
@@ -42,20 +46,22 @@ for rate in $rates; do
       --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ${MPIRUN_ARGS:-} \
       '$build/examples/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
       --input-dropout 0 --epochs $epochs --patience 0 --threads 1 --quiet \
-      --eval-every $epochs --progress-us $progress \
+      --eval-every $epochs --progress-us $progress --pace-kib $pace \
       ${exchanges[$name]} --metrics-out '$metrics'" >/dev/null 2>"$work/err" ||
       { cat "$work/err" >&2; exit 1; }
-    python3 - "$metrics" "$rate" "$name" "$progress" "$out" <<'PY'
+    python3 - "$metrics" "$rate" "$name" "$progress" "$pace" "$out" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-rate, name, progress, out = sys.argv[2:6]
+rate, name, progress, pace, out = sys.argv[2:7]
 halo = (m["halo_feature_bytes_per_epoch"] + m["halo_gradient_bytes_per_epoch"]) / 2**20
-print(f"| {rate} | {name} | {progress} | {m['epoch_seconds_median']:.3f} | {halo:.1f} | "
+print(f"| {rate} | {name} | {progress} | {pace} | {m['epoch_seconds_median']:.3f} | {halo:.1f} | "
       f"{m['test_acc']:.4f} |", flush=True)
 if out:
     with open(out, "a") as f:
-        f.write(json.dumps({"rate": rate, "exchange": name, "progress_us": int(progress), **m}) + "\n")
+        f.write(json.dumps({"rate": rate, "exchange": name, "progress_us": int(progress),
+                            "pace_kib": int(pace), **m}) + "\n")
 PY
+   done
    done
   done
 done
