@@ -522,7 +522,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   if constexpr (requires { graph.feature_codec_name(); }) {
     metrics["halo_codec"] = graph.feature_codec_name();
     metrics["gradient_codec"] = graph.gradient_codec_name();
-    metrics["staleness"] = graph.staleness();
+    metrics["staleness"] = graph.policy().staleness;
     metrics["progress_polls"] = graph.progress_polls();
   }
   metrics["epochs"] = result.history.size();

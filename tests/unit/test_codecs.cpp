@@ -21,6 +21,7 @@
 #include <tbb/global_control.h>
 
 #include "sar/comm/progress_thread.hpp"
+#include "sar/comm/serial.hpp"
 #include "sar/distributed/codecs.hpp"
 #include "sar/distributed/exchange_policy.hpp"
 #include "test_support.hpp"
@@ -349,6 +350,42 @@ TEST_CASE("exchange options: the factories set one piece each") {
   CHECK(low.gradient_codec.name() == "stochastic4");
   CHECK((low.policy.staleness == 3 && low.policy.exact_first_layer && low.policy.exact_evaluation));
   CHECK_THROWS_AS(named_exchange("ring"), invalid_argument);
+}
+
+TEST_CASE("exchange agreements: options checked on every rank, a stale call's own check, "
+          "stale calls' failures deferred to the next collective") {
+  serial_communicator comm;
+  CHECK_NOTHROW(check_exchange_options(comm, low_bit_exchange(1, 1, 5)));
+  exchange_options paced = sequential_exchange();
+  paced.transport.pace_chunk_bytes = 65536;  // pacing needs the progress thread
+  CHECK_THROWS_WITH_AS(check_exchange_options(comm, paced),
+                       doctest::Contains("pace_chunk_bytes 65536"), invalid_argument);
+  paced.transport.progress_interval_us = 1000;
+  CHECK_NOTHROW(check_exchange_options(comm, paced));
+  CHECK_THROWS_WITH_AS(check_exchange_options(comm, sequential_exchange(-1)),
+                       doctest::Contains("prefetch_depth -1"), invalid_argument);
+  exchange_options unstale;
+  unstale.policy.staleness = 0;
+  CHECK_THROWS_WITH_AS(check_exchange_options(comm, unstale), doctest::Contains("staleness 0"),
+                       invalid_argument);
+
+  CHECK_NOTHROW(check_stale_call("f", 0, 10, 10, true, 4, 4));
+  CHECK_THROWS_WITH_AS(check_stale_call("f", 3, 9, 10, true, 4, 4),
+                       doctest::Contains("rank 3 passes 9 rows"), invalid_argument);
+  CHECK_THROWS_WITH_AS(check_stale_call("f", 0, 10, 10, true, 5, 4),
+                       doctest::Contains("expected 10 rows and 4 columns"), invalid_argument);
+  CHECK_THROWS_WITH_AS(check_stale_call("f", 0, 10, 10, false, 4, 4),
+                       doctest::Contains("dx not shaped like x"), invalid_argument);
+
+  deferred_failures deferred;
+  CHECK_NOTHROW(deferred.agree(comm, "w"));  // no call ran on its own
+  deferred.record(nullptr);
+  CHECK_NOTHROW(deferred.agree(comm, "w"));  // one did, and did not fail
+  deferred.record(nullptr);
+  deferred.record(std::make_exception_ptr(invalid_argument("the first failure")));
+  deferred.record(std::make_exception_ptr(invalid_argument("a later one")));
+  CHECK_THROWS_WITH_AS(deferred.agree(comm, "w"), "the first failure", invalid_argument);
+  CHECK_NOTHROW(deferred.agree(comm, "w"));  // agreed on once, then forgotten
 }
 
 // --- the progress thread (sar/comm/progress_thread.hpp) ---

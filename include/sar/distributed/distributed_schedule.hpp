@@ -1,32 +1,23 @@
-// The exchange engine: distributed_schedule<Comm, Transport> composes five pieces
-// (docs/exchange-engine.md) and does nothing else:
-//   distributed_graph  the halo plan: what rows go where, and what the layers need to know of
-//                      the halo rows (ids, degrees, blocks), built once
-//   transport          moves encoded blocks (ring_transport.hpp: the SAR ring with prefetch,
-//                      or all at once; pipelined for staleness; a progress thread)
-//   wire codec         rows <-> bytes, one for features and one for gradients
-//                      (wire_codec.hpp: plain rows by default)
-//   halo cache policy  fetch a call's halo or reuse a kept one (halo_cache.hpp: keep nothing
-//                      by default)
+// The exchange engine: distributed_schedule<Comm, Transport> composes five pieces and does
+// nothing else (docs/exchange-engine.md):
+//   distributed_graph  the halo plan: which rows go where; the halo rows' ids, degrees, blocks
+//   transport          moves encoded blocks (ring_transport.hpp: the SAR ring with prefetch or
+//                      all at once; pipelined for staleness, paced, a progress thread)
+//   wire codec         rows <-> bytes, for features and for gradients (wire_codec.hpp)
+//   halo cache policy  fetch a call's halo or reuse a kept one (halo_cache.hpp)
 //   exchange policy    per call: exact or coded, which cache, synchronous or stale
-//                      (exchange_policy.hpp, which also has exchange_options and the usual
-//                      combinations: sequential, keep_halo, one_shot, low_bit)
+//                      (exchange_policy.hpp, with exchange_options and the usual combinations)
 // exchange_ends.hpp answers the transport's callbacks. Codecs and caches are chosen at run
-// time (any_wire_codec, any_halo_cache) and work on whole blocks, so a layer's visitor still
-// inlines into gather / scatter / gather_scatter.
+// time and work on whole blocks, so a layer's visitor still inlines into the calls.
 //
-// Collectives: gather, scatter, gather_scatter and all_reduce_sum are collective; every rank
-// makes the same calls in the same order with the same keys, also with zero local rows. Each
-// exchange makes one small all_reduce before moving data (agree_on_call: shapes, reuse,
-// staleness; a bad argument on one rank throws on every rank instead of hanging) and one
-// after (an exception of a visitor or codec on one rank is rethrown there, the other ranks
-// throw sar::comm_error naming it). A stale call whose halo no cache keeps (bounded
-// staleness, exchange_policy.hpp) makes neither: its shapes are checked against its exchange's
-// earlier calls on each rank, the decision to go stale is the same on every rank (it depends
-// on the keys and the order of the calls only), and a failure in it is agreed on at the next
-// collective of the schedule (all_reduce_sum or a call that is not stale), so that only the
-// bulk transfers, not small collectives queued behind them, are in flight during a stale
-// epoch. A sar::comm_error inside the exchange leaves the job unusable; end it.
+// Collectives: gather, scatter, gather_scatter and all_reduce_sum; every rank makes the same
+// calls in the same order with the same keys, also with zero local rows. A call agrees on
+// shapes, reuse and staleness before it moves data and on failures after (a bad argument or a
+// visitor's exception on one rank throws on every rank). A stale call whose halo no cache
+// keeps makes no collective: its shapes are checked against its exchange's earlier calls and
+// its failures are agreed on at the schedule's next collective (deferred_failures), so only
+// bulk transfers are in flight during a stale epoch. A sar::comm_error inside the exchange
+// leaves the job unusable; end it.
 #pragma once
 
 #include <cstdint>
@@ -67,8 +58,8 @@ class distributed_schedule {
   using transport_type = Transport;  ///< the transport type
 
   /// Collective. Builds (and owns) this rank's distributed_graph from part. Requires
-  /// part.part == comm.rank(), part.book.num_parts() == comm.size() and valid options (see
-  /// agreed()). Throws on every rank if any rank's part or options are invalid.
+  /// part.part == comm.rank(), part.book.num_parts() == comm.size() and valid options
+  /// (check_exchange_options). Throws on every rank if any rank's part or options are invalid.
   distributed_schedule(Comm& comm, const graph_part& part, exchange_options options = {})
       : distributed_schedule(comm, std::move(options), [&] {
           return std::make_unique<distributed_graph>(comm, part);
@@ -135,7 +126,7 @@ class distributed_schedule {
   /// Throws on every rank first if a stale call since the last agreement failed on one.
   template <reducible_scalar T>
   void all_reduce_sum(std::span<T> values) {
-    agree_on_earlier_calls("sar::distributed_schedule (a stale call before all_reduce_sum)");
+    deferred_.agree(*comm_, "sar::distributed_schedule (a stale call before all_reduce_sum)");
     comm_->all_reduce(values, reduce_op::sum);
     if (comm_->size() > 1) transport_.count_reduction(values.size_bytes());
   }
@@ -198,9 +189,7 @@ class distributed_schedule {
   std::string feature_codec_name() const { return feature_codec_.name(); }
   /// Name of the gradient codec.
   std::string gradient_codec_name() const { return gradient_codec_.name(); }
-  /// 1: synchronous; S > 1: bounded staleness (see exchange_policy::staleness).
-  int staleness() const { return policy_.staleness; }
-  /// The per-call decisions.
+  /// The per-call decisions (staleness 1: synchronous; S > 1: bounded staleness).
   const exchange_policy& policy() const { return policy_; }
   /// The halo cache policy (e.g. to clear it or reach it through target()).
   any_halo_cache& cache() { return cache_; }
@@ -230,7 +219,7 @@ class distributed_schedule {
   template <class MakeGraph>
   distributed_schedule(Comm& comm, exchange_options options, MakeGraph&& make_graph)
       : comm_(&comm),
-        transport_(comm, agreed(comm, options)),
+        transport_(comm, (check_exchange_options(comm, options), options.transport)),
         feature_codec_(std::move(options.feature_codec)),
         gradient_codec_(std::move(options.gradient_codec)),
         cache_(std::move(options.cache)),
@@ -239,32 +228,12 @@ class distributed_schedule {
     graph_ = owned_graph_.get();
   }
 
-  /// The transport options, once every rank has checked its own: prefetch_depth >= 0,
-  /// progress_interval_us >= 0 (> 0 if pace_chunk_bytes > 0), staleness >= 1 (collective).
-  static transport_options agreed(Comm& comm, const exchange_options& o) {
-    std::exception_ptr failure;
-    detail::guarded(failure, [&] {
-      SAR_CHECK(o.transport.prefetch_depth >= 0 && o.transport.progress_interval_us >= 0 &&
-                    (o.transport.pace_chunk_bytes == 0 || o.transport.progress_interval_us > 0) &&
-                    o.policy.staleness >= 1,
-                invalid_argument, "sar::distributed_schedule: prefetch_depth ",
-                o.transport.prefetch_depth, " (>= 0), progress_interval_us ",
-                o.transport.progress_interval_us, " (>= 0; > 0 with pace_chunk_bytes ",
-                o.transport.pace_chunk_bytes, "), staleness ", o.policy.staleness,
-                " (>= 1) on rank ", comm.rank());
-    });
-    detail::agree_on_failure(comm, failure, "sar::distributed_schedule");
-    return o.transport;
-  }
-
   /// One call: the policy picks codecs, cache and staleness; the ranks agree on shapes, reuse
   /// and staleness; the transport runs with this call's ends; the cache keeps what it asks
   /// for; the ranks agree on failures.
   template <class T>
   void exchange(const exchange_key& key, exchange_kind kind, const const_rows_ref<T>* x,
                 rows_ref<T>* dx, exchange_visitor<T> call) {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                  "sar::distributed_schedule moves float or double rows only.");
     static constexpr const char* names[] = {"sar::distributed_schedule::gather",
                                             "sar::distributed_schedule::scatter",
                                             "sar::distributed_schedule::gather_scatter"};
@@ -287,27 +256,23 @@ class distributed_schedule {
     std::optional<kept_halo> kept = cache.take(key, kind);
     using ends = exchange_ends<T, request>;
     std::exception_ptr failure;
-    auto run_stale = [&](Eigen::Index width) {  // rows that arrived for the previous call
-      ends e{*graph_, scratch_, key, kind, x, dx, width, call, fc, gc, nullptr, nullptr, nullptr,
-             failure};
+    auto run_stale = [&] {  // rows that arrived for the previous call, in its width
+      ends e{*graph_, scratch_, key, kind, x, dx, pipe->width, call, fc, gc, nullptr, nullptr,
+             nullptr, failure};
       transport_.run_pipelined(*pipe, tag, kind == exchange_kind::gather,
                                kind != exchange_kind::gather, e);
     };
 
     if (stale && !kept) {  // on its own: no agreement (see the top of this file)
       detail::guarded(failure, [&] {
-        SAR_CHECK(rows == num_local() && dx_ok && cols == pipe->width, invalid_argument, where,
-                  ": rank ", comm_->rank(), " passes ", rows, " rows and ", cols, " columns",
-                  dx_ok ? "" : " and a dx not shaped like x", " to a stale call, expected ",
-                  num_local(), " rows and ", pipe->width, " columns");
+        check_stale_call(where, comm_->rank(), rows, num_local(), dx_ok, cols, pipe->width);
       });
-      run_stale(pipe->width);
-      if (!unagreed_failure_) unagreed_failure_ = failure;
-      unagreed_calls_ = true;
+      run_stale();
+      deferred_.record(failure);
       return;
     }
 
-    agree_on_earlier_calls(where);
+    deferred_.agree(*comm_, where);
     const halo_keep keep = reads_halo ? cache.keeps(key, kind) : halo_keep::no;
     std::uint64_t hash = 0;
     auto hash_of_x = [&] {
@@ -321,7 +286,7 @@ class distributed_schedule {
     if (!plan.reuse) kept.reset();
     if (pipe) pipe->width = cols;
     if (plan.stale) {
-      run_stale(cols);
+      run_stale();
       detail::agree_on_failure(*comm_, failure, where);
       return;
     }
@@ -333,13 +298,6 @@ class distributed_schedule {
     transport_.run(reads_halo && !plan.reuse, kind != exchange_kind::gather, e, !key.training);
     detail::agree_on_failure(*comm_, failure, where);
     if (keep != halo_keep::no) cache.keep(std::move(keeping));
-  }
-
-  /// After stale calls on their own: the ranks agree on what failed in them (collective;
-  /// every rank made the same calls). Throws on every rank if one failed.
-  void agree_on_earlier_calls(const char* where) {
-    if (!std::exchange(unagreed_calls_, false)) return;
-    detail::agree_on_failure(*comm_, std::exchange(unagreed_failure_, nullptr), where);
   }
 
   Comm* comm_;
@@ -354,8 +312,7 @@ class distributed_schedule {
   any_halo_cache input_cache_ = keep_unchanged_input{};  // the first graph layer's, if exact
   pipelined_exchanges<request> pipelined_;
   halo_scratch scratch_;
-  bool unagreed_calls_ = false;          // stale calls ran on their own since the last agreement
-  std::exception_ptr unagreed_failure_;  // the first failure of one of them on this rank
+  deferred_failures deferred_;  // of the stale calls since the schedule's last collective
 };
 
 }  // namespace sar

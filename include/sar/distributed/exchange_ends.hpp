@@ -68,6 +68,8 @@ using exchange_visitor =
 /// One call's ends.
 template <class T, class Request>
 struct exchange_ends {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "sar::distributed_schedule moves float or double rows only.");
   const distributed_graph& graph;  ///< the halo plan and blocks
   halo_scratch& scratch;            ///< the engine's reusable buffers
   const exchange_key& key;          ///< the call's key (for the codecs' context)

@@ -21,8 +21,10 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "sar/comm/communicator.hpp"
 #include "sar/core/error.hpp"
@@ -104,6 +106,18 @@ call_agreement agree_on_call(Comm& comm, const char* where, std::int64_t rows,
   return {v[3] == 1, v[3] != 1 && v[4] == 1};
 }
 
+/// A stale call's check of its arguments on this rank alone (it makes no collective): `rows`
+/// == `expected_rows`, dx_ok, and `cols` == its exchange's width `expected_cols`. Throws
+/// sar::invalid_argument naming `where`, `rank` and the shapes.
+inline void check_stale_call(const char* where, int rank, std::int64_t rows,
+                             std::int64_t expected_rows, bool dx_ok, std::int64_t cols,
+                             std::int64_t expected_cols) {
+  SAR_CHECK(rows == expected_rows && dx_ok && cols == expected_cols, invalid_argument, where,
+            ": rank ", rank, " passes ", rows, " rows and ", cols, " columns",
+            dx_ok ? "" : " and a dx not shaped like x", " to a stale call, expected ",
+            expected_rows, " rows and ", expected_cols, " columns");
+}
+
 /// How a distributed_schedule exchanges halos: one choice per piece. Move-only (it holds a
 /// codec and a cache). Every rank must pass the same options (the transport's prefetch depth
 /// and the staleness are checked; codecs and cache are not compared across ranks).
@@ -116,6 +130,48 @@ struct exchange_options {
   any_halo_cache cache;
   /// Exactness, the first graph layer, staleness.
   exchange_policy policy;
+};
+
+/// Every rank checks its own options: prefetch_depth >= 0, progress_interval_us >= 0 (> 0
+/// with pace_chunk_bytes > 0), staleness >= 1. Collective. Throws sar::invalid_argument on
+/// every rank if one rank's are invalid (that rank's message names it and the values).
+template <communicator Comm>
+void check_exchange_options(Comm& comm, const exchange_options& o) {
+  std::exception_ptr failure;
+  detail::guarded(failure, [&] {
+    const transport_options& t = o.transport;
+    SAR_CHECK(t.prefetch_depth >= 0 && t.progress_interval_us >= 0 &&
+                  (t.pace_chunk_bytes == 0 || t.progress_interval_us > 0) &&
+                  o.policy.staleness >= 1,
+              invalid_argument, "sar::distributed_schedule: prefetch_depth ", t.prefetch_depth,
+              " (>= 0), progress_interval_us ", t.progress_interval_us,
+              " (>= 0; > 0 with pace_chunk_bytes ", t.pace_chunk_bytes, "), staleness ",
+              o.policy.staleness, " (>= 1) on rank ", comm.rank());
+  });
+  detail::agree_on_failure(comm, failure, "sar::distributed_schedule");
+}
+
+/// The failures of calls that make no collective of their own (stale calls): kept on this
+/// rank until the schedule's next collective agrees on them.
+class deferred_failures {
+ public:
+  /// A call ran on its own; `failure` is its exception on this rank, if any (the first kept).
+  void record(std::exception_ptr failure) {
+    pending_ = true;
+    if (!first_) first_ = std::move(failure);
+  }
+  /// If calls ran on their own since the last agreement: the ranks agree on their failures.
+  /// Collective (every rank made the same calls). Throws on every rank, naming `where`, if
+  /// one rank's failed.
+  template <communicator Comm>
+  void agree(Comm& comm, const char* where) {
+    if (!std::exchange(pending_, false)) return;
+    detail::agree_on_failure(comm, std::exchange(first_, nullptr), where);
+  }
+
+ private:
+  bool pending_ = false;
+  std::exception_ptr first_;
 };
 
 /// SAR: the ring with `prefetch_depth` blocks fetched ahead, nothing kept.
