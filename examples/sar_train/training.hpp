@@ -343,6 +343,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   // the gradients of borrowed embedding rows returned to their holders.
   std::vector<std::array<std::int64_t, 5>> sampling_bytes;
   std::array<std::int64_t, 5> sampling_before{};
+  // Minibatches: the input rows they read and the rows their gathers fetched (all ranks).
+  std::vector<std::array<std::int64_t, 2>> minibatch_rows;
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(p.failure, e.epoch, comm);
     std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
@@ -365,6 +367,11 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
       sampling_before = now;
       comm.all_reduce(std::span<std::int64_t>(delta), sar::reduce_op::sum);
       sampling_bytes.push_back(delta);
+    }
+    if (p.minibatch > 0) {
+      std::array<std::int64_t, 2> rows{e.input_rows, e.gathered_rows};
+      comm.all_reduce(std::span<std::int64_t>(rows), sar::reduce_op::sum);
+      minibatch_rows.push_back(rows);
     }
     std::int64_t peak = e.peak_memory_bytes;
     double seconds = e.seconds;
@@ -560,6 +567,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["halo_gradient_bytes_per_epoch"] = median_of(epoch_bytes, column(1));
   metrics["parameter_allreduce_bytes_per_epoch"] = median_of(epoch_bytes, column(2));
   metrics["evaluation_bytes_per_epoch"] = median_of(epoch_bytes, column(3));
+  if (!minibatch_rows.empty()) {  // all ranks, per epoch (median), training
+    metrics["input_rows_per_epoch"] = median_of(minibatch_rows, column(0));
+    metrics["gathered_rows_per_epoch"] = median_of(minibatch_rows, column(1));
+  }
   if (!sampling_bytes.empty()) {  // all ranks, per epoch (median), training and evaluation
     metrics["sampling_bytes_per_epoch"] = {
         {"adjacency_rows", median_of(sampling_bytes, column(0))},

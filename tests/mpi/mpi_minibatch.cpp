@@ -16,12 +16,14 @@
 //   their gradients there: every rank's rows equal the one-process rows);
 // - features stored as bf16: the one-process bf16 losses, fewer bytes than fp32 rows;
 // - shuffled_shares: each rank holds its slices of the one-process permutation;
+// - traffic: a request sends each distinct remote row once and none of the rank's own;
 // - bad input: a replication that does not divide N is a clear error on every rank.
 // Any failure prints the rank and ends every rank with MPI_Abort.
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -154,10 +156,43 @@ void check_shares(mpi_communicator& comm, graph_type& graph, const graph_dataset
   if (comm.rank() == 0) std::printf("ok  shuffled shares %s\n", what.c_str());
 }
 
+/// Feature traffic of one request: each rank asks for all its own rows and for some rows of
+/// other ranks, every one three times. It gets the right rows, and what it sends and receives
+/// is each distinct remote row once: its requests are the distinct ids of its list held by
+/// another group, none of its own, and the rows answered across all ranks are as many.
+void check_traffic(mpi_communicator& comm, graph_type& graph, const graph_dataset& data,
+                   const matrixf& local_features, const std::string& what) {
+  const std::span<const node_t> own = graph.local_ids();
+  const std::set<node_t> held(own.begin(), own.end());
+  std::vector<node_t> ids;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    ids.insert(ids.end(), own.begin(), own.end());
+    for (node_t j = 0; j < 40; ++j) ids.push_back((comm.rank() * 13 + j * 29) % graph.num_nodes());
+  }
+  std::set<node_t> remote;
+  for (const node_t v : ids)
+    if (!held.count(v)) remote.insert(v);
+  const sampling_traffic before = graph.sent();
+  const matrixf rows = graph.gather(const_rows_ref<float>(local_features), ids);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    EXPECT(rows.row(static_cast<Eigen::Index>(i)) == data.features.row(ids[i]), what,
+           ": row of node ", ids[i], " is not its feature row");
+  const std::int64_t asked = graph.sent().requests - before.requests;
+  EXPECT(asked == static_cast<std::int64_t>(remote.size()), what, ": rank ", comm.rank(),
+         " asked for ", asked, " rows, its list has ", remote.size(), " distinct remote rows");
+  const auto row_bytes = static_cast<std::int64_t>(local_features.cols() * sizeof(float));
+  std::int64_t total[2] = {asked, graph.sent().row_bytes - before.row_bytes};
+  comm.all_reduce(std::span<std::int64_t>(total), reduce_op::sum);
+  EXPECT(total[1] == total[0] * row_bytes, what, ": the ranks sent ", total[1],
+         " bytes of rows for ", total[0], " distinct remote requests of ", row_bytes, " bytes");
+  if (comm.rank() == 0) std::printf("ok  traffic %s\n", what.c_str());
+}
+
 struct run_result {
   std::vector<double> losses, valid_score;
   std::vector<double> parameters;
   std::map<std::pair<std::size_t, node_t>, std::vector<double>> rows;  // (table, node): row
+  std::int64_t input_rows = 0, gathered_rows = 0;  // this rank's, all epochs
 };
 
 /// Minibatch training on `graph` for the task of `data` (a graph_dataset or graph_part: its
@@ -188,6 +223,8 @@ run_result train(Graph& graph, const model_config& config, const Data& data,
   for (const auto& e : result.history) {
     out.losses.push_back(e.train_loss);
     out.valid_score.push_back(e.valid_score);
+    out.input_rows += e.input_rows;
+    out.gathered_rows += e.gathered_rows;
   }
   for (T v : model.parameters().values()) out.parameters.push_back(static_cast<double>(v));
   for (std::size_t k = 0; k < model.parameters().table_count(); ++k) {
@@ -250,8 +287,8 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
   const std::int64_t rows_before = graph.sent().row_bytes;
   const run_result got = train<T>(graph, config, part, mb);
   if constexpr (std::is_same_v<T, float>) {
-    // Each minibatch fetching its own rows (groups of one) trains alike, and sends more
-    // feature rows than the bulk fetching their union once.
+    // Each minibatch fetching its own rows (groups of one) trains alike, fetches each of its
+    // input rows once, and sends more feature rows than the bulk fetching their union once.
     std::int64_t rows[2] = {graph.sent().row_bytes - rows_before, 0};
     minibatch_options apart = mb;
     apart.gather_rows = 1;
@@ -262,6 +299,11 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
            ": fetching each minibatch's rows apart changes training");
     EXPECT(groups == 1 ? rows[0] == 0 : rows[0] < rows[1], what, ": the bulk sent ", rows[0],
            " bytes of feature rows, its minibatches apart ", rows[1]);
+    EXPECT(alone.input_rows > 0 && alone.gathered_rows == alone.input_rows &&
+               got.input_rows == alone.input_rows && got.gathered_rows < got.input_rows,
+           what, ": rank ", comm.rank(), " read ", got.input_rows, " input rows and fetched ",
+           got.gathered_rows, " (the bulk's unions), ", alone.gathered_rows,
+           " (each minibatch apart)");
   }
   expect_same_run(comm, got, reference, std::is_same_v<T, float> ? 1e-5 : 1e-9, what);
 }
@@ -373,7 +415,10 @@ int main(int argc, char** argv) {
         part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
         graph_type graph(comm, part, c, kind == sampler_kind::layer_wise);
         check_samples(comm, graph, whole, kind, name + at);
-        if (kind == sampler_kind::node_wise) check_shares(comm, graph, data, at);
+        if (kind == sampler_kind::node_wise) {
+          check_shares(comm, graph, data, at);
+          check_traffic(comm, graph, data, part.features, at);
+        }
         check_training<double>(comm, data, assignment, c, kind, name + " double" + at);
         check_training<float>(comm, data, assignment, c, kind, name + " float" + at);
       }

@@ -49,6 +49,13 @@ struct epoch_stats {
   /// \var sampling_seconds
   /// Minibatch training: the part of seconds spent sampling.
   double sampling_seconds = 0, gather_seconds = 0;  ///< minibatch training: parts of seconds
+  /// \var input_rows
+  /// Minibatch training: the input rows this rank's minibatches read (each minibatch's
+  /// distinct input nodes, summed over the minibatches).
+  /// \var gathered_rows
+  /// Minibatch training: the rows this rank's gathers fetched (each group of a bulk fetches
+  /// the union of its minibatches' input nodes once), its own rows included.
+  std::int64_t input_rows = 0, gathered_rows = 0;  ///< minibatch training: rows read, fetched
   std::int64_t peak_memory_bytes = 0;  ///< this process
 };
 

@@ -648,7 +648,11 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
       detail::bulk_gather<T> fetched;
       for (node_t b = 0; b < count; ++b) {
         t = clock::now();
-        if (b == fetched.end) fetched = detail::gather_group(graph, data, samples, b, mb.gather_rows);
+        if (b == fetched.end) {
+          fetched = detail::gather_group(graph, data, samples, b, mb.gather_rows);
+          stats.gathered_rows += static_cast<std::int64_t>(fetched.ids.size());
+        }
+        stats.input_rows += static_cast<std::int64_t>(samples[b].ids.size());
         sparse_rows<T> sparse_x;  // read until backward
         matrix<T> x;
         if (data.sparse_features != nullptr) sparse_x = fetched.sparse_features_of(samples[b].ids);
