@@ -132,23 +132,19 @@ struct exchange_options {
   exchange_policy policy;
 };
 
-/// Every rank checks its own options: prefetch_depth >= 0, progress_interval_us >= 0 (> 0
-/// with pace_chunk_bytes > 0), staleness >= 1. Collective. Throws sar::invalid_argument on
-/// every rank if one rank's are invalid (that rank's message names it and the values).
+/// Every rank checks its own options: the transport's (transport_options::check) and
+/// staleness >= 1. Collective. Throws sar::invalid_argument on every rank if one rank's are
+/// invalid (that rank's message names it and the values).
 template <communicator Comm>
 void check_exchange_options(Comm& comm, const exchange_options& o) {
+  constexpr const char* where = "sar::distributed_schedule";
   std::exception_ptr failure;
   detail::guarded(failure, [&] {
-    const transport_options& t = o.transport;
-    SAR_CHECK(t.prefetch_depth >= 0 && t.progress_interval_us >= 0 &&
-                  (t.pace_chunk_bytes == 0 || t.progress_interval_us > 0) &&
-                  o.policy.staleness >= 1,
-              invalid_argument, "sar::distributed_schedule: prefetch_depth ", t.prefetch_depth,
-              " (>= 0), progress_interval_us ", t.progress_interval_us,
-              " (>= 0; > 0 with pace_chunk_bytes ", t.pace_chunk_bytes, "), staleness ",
+    o.transport.check(where, comm.rank());
+    SAR_CHECK(o.policy.staleness >= 1, invalid_argument, where, ": staleness ",
               o.policy.staleness, " (>= 1) on rank ", comm.rank());
   });
-  detail::agree_on_failure(comm, failure, "sar::distributed_schedule");
+  detail::agree_on_failure(comm, failure, where);
 }
 
 /// The failures of calls that make no collective of their own (stale calls): kept on this

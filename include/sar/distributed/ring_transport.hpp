@@ -64,6 +64,17 @@ struct transport_options {
   /// waiting behind whole blocks on the shared connection (bench/RESULTS.md §42). Requires
   /// progress_interval_us > 0 (the thread posts the chunks).
   std::size_t pace_chunk_bytes = 0;
+
+  /// Throws sar::invalid_argument naming `where`, `rank` and the values unless
+  /// prefetch_depth >= 0, progress_interval_us >= 0, and progress_interval_us > 0 when
+  /// pace_chunk_bytes > 0 (pacing needs the progress thread).
+  void check(const char* where, int rank) const {
+    SAR_CHECK(prefetch_depth >= 0 && progress_interval_us >= 0 &&
+                  (pace_chunk_bytes == 0 || progress_interval_us > 0),
+              invalid_argument, where, ": prefetch_depth ", prefetch_depth,
+              ", progress_interval_us ", progress_interval_us, ", pace_chunk_bytes ",
+              pace_chunk_bytes, " (pacing needs the progress thread) on rank ", rank);
+  }
 };
 
 /// Payload bytes this rank sent to other ranks through a schedule (what the wire carried,
@@ -181,17 +192,10 @@ class pipelined_exchanges {
 template <point_to_point_communicator Comm>
 class ring_transport {
  public:
-  /// Requires options.prefetch_depth >= 0 (throws sar::invalid_argument naming the rank).
-  /// Requires options.progress_interval_us >= 0, and > 0 if options.pace_chunk_bytes > 0
-  /// (likewise). Starts the progress thread if
-  /// the interval is positive, there are peers and Comm offers progress().
+  /// Requires valid options (transport_options::check, which throws). Starts the progress
+  /// thread if the interval is positive, there are peers and Comm offers progress().
   ring_transport(Comm& comm, transport_options options) : comm_(&comm), options_(options) {
-    SAR_CHECK(options.prefetch_depth >= 0 && options.progress_interval_us >= 0 &&
-                  (options.pace_chunk_bytes == 0 || options.progress_interval_us > 0),
-              invalid_argument, "sar::ring_transport: prefetch_depth ", options.prefetch_depth,
-              ", progress_interval_us ", options.progress_interval_us, ", pace_chunk_bytes ",
-              options.pace_chunk_bytes, " (pacing needs the progress thread) on rank ",
-              comm.rank());
+    options.check("sar::ring_transport", comm.rank());
     if constexpr (requires(const Comm& c) { c.progress(); })
       if (options.progress_interval_us > 0 && comm.size() > 1)
         progress_ = std::make_unique<progress_thread>(
