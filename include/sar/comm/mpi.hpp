@@ -165,7 +165,7 @@ class mpi_communicator {
 
   /// Collective.
   void barrier() {
-    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::barrier);
+    const collective_scope collective(*this, mpi_watchdog::call::barrier);
     check(MPI_Barrier(native()), "MPI_Barrier");
   }
 
@@ -182,7 +182,7 @@ class mpi_communicator {
   template <reducible_scalar T>
   void all_reduce(std::span<T> values, reduce_op op) {
     const MPI_Op mpi_op = detail::mpi_op(op);
-    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_reduce);
+    const collective_scope collective(*this, mpi_watchdog::call::all_reduce);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, detail::mpi_type<T>(),
                           mpi_op, native()),
@@ -196,7 +196,7 @@ class mpi_communicator {
   void broadcast(std::span<T> values, int root) {
     SAR_CHECK(root >= 0 && root < size_, invalid_argument, "sar::mpi_communicator::broadcast: "
               "root ", root, " outside [0, ", size_, ") on rank ", rank_);
-    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::broadcast);
+    const collective_scope collective(*this, mpi_watchdog::call::broadcast);
     for_each_chunk(values.size(), [&](std::int64_t first, int count) {
       check(MPI_Bcast(values.data() + first, count, detail::mpi_type<T>(), root, native()),
             "MPI_Bcast");
@@ -210,7 +210,7 @@ class mpi_communicator {
               "sar::mpi_communicator::all_to_all: ", one_per_peer.size(), " values for ", size_,
               " ranks on rank ", rank_);
     std::vector<std::int64_t> out(size_);
-    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_to_all);
+    const collective_scope collective(*this, mpi_watchdog::call::all_to_all);
     check(MPI_Alltoall(one_per_peer.data(), 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, native()),
           "MPI_Alltoall");
     bytes_sent_ += static_cast<std::int64_t>(sizeof(std::int64_t)) * (size_ - 1);
@@ -232,7 +232,7 @@ class mpi_communicator {
               invalid_argument, where, ": counts total ", send_total, " / ", recv_total,
               " elements but the spans hold ", send.size(), " / ", recv.size(), " on rank ",
               rank_);
-    const mpi_watchdog::scope watch(watchdog(), mpi_watchdog::call::all_to_all_v);
+    const collective_scope collective(*this, mpi_watchdog::call::all_to_all_v);
     // Every rank must take the same path: agree on whether anything is too large.
     std::int64_t too_large = (send_total > max_elements_ || recv_total > max_elements_) ? 1 : 0;
     check(MPI_Allreduce(MPI_IN_PLACE, &too_large, 1, MPI_INT64_T, MPI_MAX, native()),
@@ -316,10 +316,12 @@ class mpi_communicator {
   /// once the receiver matched it), and progress() posts the next ones as earlier ones
   /// complete. So a message sent later to the same peer (a collective's) queues behind at most
   /// paced_window chunks of it on the connection, not behind the whole of `data`: what a
-  /// transfer meant to overlap compute needs (bench/RESULTS.md §42). wait() posts what is left
-  /// at once. The span must stay alive and unchanged until the request completes; progress()
-  /// must be called meanwhile (a progress_thread) for the chunks to advance. Requires
-  /// chunk_bytes >= 1; throws as isend.
+  /// transfer meant to overlap compute needs (bench/RESULTS.md §42). While this rank is inside
+  /// a blocking collective of the communicator no new chunk is posted (§44), so a receiver
+  /// must not wait for the send in a way that keeps it out of a collective the sender is in;
+  /// wait() on the send posts what is left at once. The span must stay alive and unchanged
+  /// until the request completes; progress() must be called meanwhile (a progress_thread) for
+  /// the chunks to advance. Requires chunk_bytes >= 1; throws as isend.
   request isend_paced(std::span<const std::byte> data, int peer, int tag, std::size_t chunk_bytes) {
     check_peer(peer, tag, "isend_paced");
     SAR_CHECK(chunk_bytes >= 1, invalid_argument, "sar::mpi_communicator::isend_paced: chunk of ",
@@ -371,11 +373,34 @@ class mpi_communicator {
   struct pacing {
     std::mutex mutex;
     std::vector<std::shared_ptr<detail::mpi_paced_send>> sends;
+    int held = 0;  ///< blocking collectives under way: no new chunks are posted
+  };
+
+  /// A blocking collective under way: the watchdog watches it, and the paced sends post no
+  /// new chunks until it ends, so its messages queue behind at most the chunks already in
+  /// flight, once, rather than behind new ones at each of its steps (bench/RESULTS.md §44).
+  class collective_scope {
+   public:
+    collective_scope(const mpi_communicator& c, mpi_watchdog::call call)
+        : watch_(c.watchdog(), call), pacing_(&c.paced()) {
+      const std::lock_guard lock(pacing_->mutex);
+      ++pacing_->held;
+    }
+    ~collective_scope() {
+      const std::lock_guard lock(pacing_->mutex);
+      --pacing_->held;
+    }
+    collective_scope(const collective_scope&) = delete;
+    collective_scope& operator=(const collective_scope&) = delete;
+
+   private:
+    mpi_watchdog::scope watch_;
+    pacing* pacing_;
   };
 
   /// Completes the paced sends' chunks that were received and posts the next ones, at most
-  /// paced_window unreceived per peer, earlier sends first; drops the sends fully posted and
-  /// received. Requires paced().mutex held.
+  /// paced_window unreceived per peer, earlier sends first, none while a blocking collective
+  /// is under way; drops the sends fully posted and received. Requires paced().mutex held.
   void pump_locked() const {
     std::vector<int> unreceived(static_cast<std::size_t>(size_), 0);
     for (auto& s : pacing_->sends) {
@@ -390,7 +415,7 @@ class mpi_communicator {
       }
       int& budget = unreceived[static_cast<std::size_t>(s->peer)];
       budget += static_cast<int>(in_flight.size());
-      while (budget < paced_window && s->next < s->size) {
+      while (pacing_->held == 0 && budget < paced_window && s->next < s->size) {
         post_chunk(*s, /*synchronous=*/true);
         ++budget;
       }
