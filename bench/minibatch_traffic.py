@@ -43,7 +43,8 @@ row_bytes = FEATURES * (4 if args.storage == "fp32" else 2)
 dataset = os.path.join(args.work, "planted-%d.npy" % args.nodes)
 if not os.path.exists(os.path.join(dataset, "meta.json")):
     subprocess.run([os.path.join(programs, "sar-convert"), "--dataset",
-                    "planted:nodes=%d,degree=20,features=%d" % (args.nodes, FEATURES), "--out", dataset],
+                    "planted:nodes=%d,degree=20,features=%d" % (args.nodes, FEATURES),
+                    "--out", dataset],
                    check=True, env=env, stdout=subprocess.DEVNULL)
 store = os.path.join(args.work, "store-%d-%d" % (args.nodes, args.ranks))
 if not os.path.exists(os.path.join(store, "meta.json")):
