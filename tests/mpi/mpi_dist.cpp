@@ -1,12 +1,14 @@
 // Run under mpirun -np N. Every rank builds the same deterministic graph, takes its own part,
 // builds its shard and the halo plan with the MPI communicator, compares the plan with the
 // pure builder, moves rows (value = global id) along the plan with all_to_all_v and with the
-// ring of isend/irecv and as paced sends, and checks the collectives and byte counters. Any failure prints the
-// rank and the difference and ends every rank with MPI_Abort (exit code non-zero).
+// ring of isend/irecv and as paced sends (which a blocking collective holds), and checks the
+// collectives and byte counters. Any failure prints the rank and the difference and ends every
+// rank with MPI_Abort (exit code non-zero).
 #include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sar/comm/mpi.hpp"
@@ -216,6 +218,35 @@ int main(int argc, char** argv) {
           EXPECT(in[q][i] == byte_of(q, p, i), "paced byte ", i, " from rank ", q);
       EXPECT(comm.bytes_sent() - paced_before == expected, "paced sends counted ",
              comm.bytes_sent() - paced_before, " bytes for ", expected);
+    }
+
+    // (b'') A blocking collective holds the paced sends: rank 0 sends rank 1 a message of 200
+    // chunks and enters a barrier that rank 1 joins 300 ms later, both pumped every 50 us.
+    // Inside the barrier rank 0 posts no new chunk, so most of the message is still unposted
+    // when it returns (without the hold all of it is posted within a few milliseconds); wait()
+    // then posts the rest, and every byte arrives.
+    if (P >= 2) {
+      constexpr int chunk = 16, chunks = 200;
+      auto byte_of = [](int i) { return static_cast<std::byte>((5 * i + 1) % 251); };
+      std::vector<std::byte> message(p <= 1 ? chunk * chunks : 0);
+      if (p == 0)
+        for (int i = 0; i < chunk * chunks; ++i) message[i] = byte_of(i);
+      progress_thread pump([&] { comm.progress(); }, std::chrono::microseconds(50));
+      pump.begin();
+      mpi_communicator::request r;
+      if (p == 0) r = comm.isend_paced(std::span<const std::byte>(message), 1, 10, chunk);
+      if (p == 1) r = comm.irecv_paced(std::span<std::byte>(message), 0, 10, chunk);
+      if (p == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      comm.barrier();
+      const std::int64_t unposted = comm.paced_bytes_unposted();
+      comm.wait(r);
+      pump.end();
+      if (p == 0)
+        EXPECT(unposted >= chunk * chunks / 2, "a barrier let ", chunk * chunks - unposted,
+               " of ", chunk * chunks, " paced bytes be posted while it waited");
+      for (int i = 0; p == 1 && i < chunk * chunks; ++i)
+        EXPECT(message[i] == byte_of(i), "paced byte ", i, " after a held barrier");
+      EXPECT(comm.paced_bytes_unposted() == 0, "paced bytes left unposted after wait");
     }
 
     // (c) The generic helper used by build_halo_plan, with int64 payloads.

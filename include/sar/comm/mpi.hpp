@@ -354,6 +354,15 @@ class mpi_communicator {
   /// Chunks of paced sends to one peer that may be unreceived at once (isend_paced).
   static constexpr int paced_window = 2;
 
+  /// Bytes of this rank's paced sends not yet posted to MPI (isend_paced: progress() posts
+  /// them chunk by chunk, wait() at once). Thread-safe.
+  std::int64_t paced_bytes_unposted() const {
+    const std::lock_guard lock(paced().mutex);
+    std::int64_t bytes = 0;
+    for (const auto& s : pacing_->sends) bytes += s->size - s->next;
+    return bytes;
+  }
+
   /// Lets MPI advance the transfers in flight: posts the next chunks of the paced sends whose
   /// earlier chunks were received, then one MPI_Iprobe, which runs Open MPI's progress engine;
   /// receives nothing. Thread-safe: progress_thread calls it beside the main thread's calls
