@@ -119,8 +119,8 @@ inline void check_stale_call(const char* where, int rank, std::int64_t rows,
 }
 
 /// How a distributed_schedule exchanges halos: one choice per piece. Move-only (it holds a
-/// codec and a cache). Every rank must pass the same options (the transport's prefetch depth
-/// and the staleness are checked; codecs and cache are not compared across ranks).
+/// codec and a cache). Every rank must pass the same options: each rank's are validated
+/// (check_exchange_options), but none is compared across ranks.
 struct exchange_options {
   /// How blocks travel (ring with prefetch, or all at once).
   transport_options transport;
