@@ -7,8 +7,10 @@ exchange) and writes the runs as JSON.
 
 usage: bench/low_bit_accuracy.py [--build build] [--data ../shared/data] [--ranks 4]
         [--seeds 5] [--models gcn,sage,gat] [--datasets cora,citeseer]
-        [--exchanges 32:32:1,1:1:5,2:2:10] [--out FILE.json]
-An exchange is HALO_BITS:GRADIENT_BITS:STALENESS.
+        [--exchanges 32:32:1,1:1:5,2:2:10] [--train-args "--hidden 128 --layers 3"]
+        [--out FILE.json]
+An exchange is HALO_BITS:GRADIENT_BITS:STALENESS; --train-args are added to every sar-train run
+(e.g. --sparse-features off: the stores hold Cora's and CiteSeer's features sparse).
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -20,6 +22,7 @@ parser.add_argument("--seeds", type=int, default=5)
 parser.add_argument("--models", default="gcn,sage,gat")
 parser.add_argument("--datasets", default="cora,citeseer")
 parser.add_argument("--exchanges", default="32:32:1,1:1:5,2:2:10")
+parser.add_argument("--train-args", default="", help="more sar-train arguments, one string")
 parser.add_argument("--out", default="")
 args = parser.parse_args()
 
@@ -43,7 +46,7 @@ with tempfile.TemporaryDirectory() as tmp:
                            "--partitions", store, "--model", model, "--seed", str(seed),
                            "--threads", "1", "--input-dropout", "0", "--halo-bits", halo,
                            "--gradient-bits", grad, "--staleness", stale, "--quiet",
-                           "--metrics-out", metrics]
+                           "--metrics-out", metrics] + args.train_args.split()
                     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
                     m = json.load(open(metrics))

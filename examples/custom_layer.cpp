@@ -32,7 +32,7 @@ class gin_layer {
   void forward(Schedule& graph, const sar::layer_context& ctx, sar::const_rows_ref<T> x,
                sar::matrix<T>& y) {
     sar::matrix<T> h = (T(1) + eps_) * x;  // the node's own term, then its neighbours
-    graph.gather(ctx.exchange(), x, [&](const sar::graph_block& b, const auto& halo) {
+    graph.gather(ctx.input_exchange(), x, [&](const sar::graph_block& b, const auto& halo) {
       sar::spmm_add<T>(b, halo, h);  // h += A_block halo
     });
     y = h * store_->value(weight_);
@@ -43,7 +43,7 @@ class gin_layer {
                 sar::const_rows_ref<T>, sar::const_rows_ref<T> dy, sar::matrix<T>& dx) {
     // h is recomputed (nothing kept): dW = h^T dy, dh = dy W^T, dx += (1 + eps) dh + A^T dh.
     sar::matrix<T> h = (T(1) + eps_) * x;
-    graph.gather(ctx.exchange(), x, [&](const sar::graph_block& b, const auto& halo) {
+    graph.gather(ctx.input_exchange(), x, [&](const sar::graph_block& b, const auto& halo) {
       sar::spmm_add<T>(b, halo, h);
     });
     store_->grad(weight_) = h.transpose() * dy;  // ASSIGN parameter gradients
@@ -51,7 +51,7 @@ class gin_layer {
     if (!want_dx) return;  // 0 x 0: the first layer's input gradient is not wanted
     const sar::matrix<T> dh = dy * store_->value(weight_).transpose();
     dx += (T(1) + eps_) * dh;  // ADD the input gradient
-    graph.scatter(ctx.exchange(1), dx, [&](const sar::graph_block& b, auto& dhalo) {
+    graph.scatter(ctx.input_exchange(1), dx, [&](const sar::graph_block& b, auto& dhalo) {
       sar::spmm_add_transposed<T>(b, dh, dhalo);  // dhalo += A_block^T dh
     });
   }

@@ -270,7 +270,7 @@ TEST_CASE("make_wire_codec: names and widths") {
 
 namespace {
 exchange_key key_of(std::uint64_t layer, std::uint64_t epoch, bool training, bool first) {
-  return {.layer = layer, .epoch = epoch, .training = training, .first_graph_layer = first};
+  return {.layer = layer, .epoch = epoch, .training = training, .first_layer_input = first};
 }
 constexpr pipelined_supply nothing{}, everything{.features = true, .gradients = true};
 }  // namespace

@@ -512,41 +512,57 @@ TEST_CASE("backward skips the layers before the first one with parameters") {
   CHECK(std::any_of(grads.begin(), grads.end(), [](double v) { return v != 0.0; }));
 }
 
-TEST_CASE("models name their first layer that reads neighbours in its exchange keys") {
+TEST_CASE("models name the exchanges of their input rows in the keys, and only those") {
+  // The exact_first_layer rule moves exactly the rows first_layer_input marks: the model's
+  // input, as the first graph layer aggregates it. Rows a layer computes (x W) or a first
+  // graph layer behind a layer with parameters must never be marked (the configured codec
+  // would be bypassed unasked).
   const csr g = small_directed_graph();
   split_schedule graph(g, {2}, false);
   using sage = sage_layer<double, mean_aggregator>;
-  sequential<dropout<double>, gcn_layer<double>, relu<double>, sage> model(
-      dropout<double>(6, 0.3), gcn_layer<double>(6, 5), relu<double>(5), sage(5, 3));
-  model.initialise(5);
-  std::vector<any_layer<double, split_schedule>> layers;
-  layers.emplace_back(dropout<double>(6, 0.3));
-  layers.emplace_back(gcn_layer<double>(6, 5));
-  layers.emplace_back(relu<double>(5));
-  layers.emplace_back(sage(5, 3));
-  dynamic_sequential<double, split_schedule> same(std::move(layers));
-  same.initialise(5);
-  for (bool training : {true, false}) {
+  const auto keys_of = [&](auto& model, bool training) {
+    graph.keys.clear();
     const layer_context ctx{.training = training, .epoch = 3};
-    for (int m = 0; m < 2; ++m) {
-      graph.keys.clear();
-      const matrixd x = random_matrix(g.num_rows, 6, 61);
-      if (m == 0) model.forward(graph, ctx, x); else same.forward(graph, ctx, x);
-      if (training) {
-        const matrixd dlogits = random_matrix(g.num_rows, 3, 62);
-        if (m == 0) model.backward(graph, ctx, dlogits); else same.backward(graph, ctx, dlogits);
-      }
-      REQUIRE(!graph.keys.empty());
-      int first = 0;
-      for (const sar::exchange_key& key : graph.keys) {
-        CHECK(key.first_graph_layer == (key.layer == 1));  // the GCN after the dropout
-        CHECK(key.training == training);
-        CHECK(key.epoch == 3);
-        first += key.first_graph_layer;
-      }
-      CHECK(first >= 1);
-      CHECK(first < static_cast<int>(graph.keys.size()));  // the SAGE layer exchanges too
+    const matrixd x = random_matrix(g.num_rows, 6, 61);
+    model.forward(graph, ctx, x);
+    if (training) model.backward(graph, ctx, random_matrix(g.num_rows, 3, 62));
+    REQUIRE(!graph.keys.empty());
+    std::vector<std::uint64_t> marked;  // layers of the marked keys
+    for (const sar::exchange_key& key : graph.keys) {
+      CHECK(key.training == training);
+      CHECK(key.epoch == 3);
+      if (key.first_layer_input) marked.push_back(key.layer);
     }
+    return std::pair{marked, graph.keys.size()};
+  };
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    // A GCN that aggregates its input (behind a dropout, which has no parameters): marked.
+    sequential<dropout<double>, gcn_layer<double>, relu<double>, sage> aggregating(
+        dropout<double>(6, 0.3), gcn_layer<double>(6, 5, true, true), relu<double>(5), sage(5, 3));
+    aggregating.initialise(5);
+    std::vector<any_layer<double, split_schedule>> layers;
+    layers.emplace_back(dropout<double>(6, 0.3));
+    layers.emplace_back(gcn_layer<double>(6, 5, true, true));
+    layers.emplace_back(relu<double>(5));
+    layers.emplace_back(sage(5, 3));
+    dynamic_sequential<double, split_schedule> same(std::move(layers));
+    same.initialise(5);
+    for (auto [marked, total] : {keys_of(aggregating, training), keys_of(same, training)}) {
+      CHECK(!marked.empty());
+      CHECK(std::all_of(marked.begin(), marked.end(), [](auto k) { return k == 1; }));
+      CHECK(marked.size() < total);  // the SAGE layer exchanges too, unmarked
+    }
+    // The same GCN applying its weight first exchanges x W: nothing marked.
+    sequential<dropout<double>, gcn_layer<double>, relu<double>, sage> weight_first(
+        dropout<double>(6, 0.3), gcn_layer<double>(6, 5), relu<double>(5), sage(5, 3));
+    weight_first.initialise(5);
+    CHECK(keys_of(weight_first, training).first.empty());
+    // An aggregating GCN behind a linear layer reads computed rows: nothing marked.
+    sequential<linear<double>, gcn_layer<double>, relu<double>, sage> behind_linear(
+        linear<double>(6, 6), gcn_layer<double>(6, 5, true, true), relu<double>(5), sage(5, 3));
+    behind_linear.initialise(5);
+    CHECK(keys_of(behind_linear, training).first.empty());
   }
 }
 
@@ -705,15 +721,20 @@ TEST_CASE("sparse input features give a model the logits and gradients of the de
   const matrixd dense = to_dense<double>(sparse);
   CHECK(density<double>(dense) == doctest::Approx(sparse.density()));
   const matrixd dlogits = random_matrix(o.num_nodes, 3, 82);
+  // aggregate_features_first: gcn and sage aggregate the sparse rows as dense ones (what a
+  // low-bit exchange moves once), not x W.
   for (const auto kind : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp})
-    for (const double input_dropout : {0.0, 0.5}) {
+    for (const double input_dropout : {0.0, 0.5})
+    for (const bool aggregate_first : {false, true}) {
       CAPTURE(model_name(kind));
       CAPTURE(input_dropout);
+      CAPTURE(aggregate_first);
       model_config c;
       c.kind = kind;
       c.hidden = 8;
       c.heads = 2;
       c.input_dropout = input_dropout;
+      c.aggregate_features_first = aggregate_first;
       auto a = make_model<double, local_schedule>(c, 300, 3, 11);
       auto b = make_model<double, local_schedule>(c, 300, 3, 11);
       REQUIRE(a.reads_sparse_input());

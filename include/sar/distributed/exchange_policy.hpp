@@ -2,10 +2,11 @@
 // decided from three options and the call's exchange_key alone. It neither communicates nor
 // keeps state, so it is tested without MPI. For one call it answers:
 //   exact        plain rows in both directions instead of the configured codecs: evaluation
-//                calls (exact_evaluation) and the first graph layer's calls (exact_first_layer)
-//   input_cache  the first graph layer's own cache (keep_unchanged_input: its input, the
-//                model's features, travels once while it hashes the same) instead of the
-//                configured cache policy (exact_first_layer)
+//                calls (exact_evaluation) and the calls that move the model's input rows
+//                for the first graph layer (exact_first_layer)
+//   input_cache  those input calls' own cache (keep_unchanged_input: the model's features
+//                travel once while they hash the same) instead of the configured cache policy
+//                (exact_first_layer)
 //   pipelined    the exchange keeps pipelined state, its transfers outliving the call:
 //                training calls under bounded staleness S > 1
 //   stale        the call visits the rows (and adds the gradients) the exchange's previous
@@ -13,8 +14,11 @@
 //                multiple of S, once the pipelined state holds or has in flight every
 //                direction the call needs (a missing halo is never replaced by zeros). The
 //                engine goes stale only when every rank can.
-// Epoch 0 and every S-th epoch are synchronous. The first graph layer is named by the model
-// (exchange_key::first_graph_layer), never guessed from the keys seen.
+// Epoch 0 and every S-th epoch are synchronous. The input calls are named by the model and
+// the layer (exchange_key::first_layer_input: x itself, behind no layer with parameters),
+// never guessed from the keys seen; rows a layer computes (x W, messages) always travel under
+// the configured codecs, so exact_first_layer costs one transfer of the features, not an exact
+// exchange every epoch.
 //
 // exchange_options gathers the choices of the engine's pieces: transport, codecs, cache, and
 // this policy. The factories below are the usual combinations.
@@ -47,7 +51,8 @@ struct pipelined_supply {
 struct exchange_policy {
   /// 1: synchronous. S > 1: bounded staleness (training epochs not a multiple of S are stale).
   int staleness = 1;
-  /// The first graph layer moves plain rows and keeps its halo while its input is unchanged.
+  /// The first graph layer's input rows (exchange_key::first_layer_input) move plain and
+  /// are kept while unchanged.
   bool exact_first_layer = false;
   /// Evaluation calls move plain rows whatever the codecs.
   bool exact_evaluation = true;
@@ -55,13 +60,13 @@ struct exchange_policy {
   /// How one call runs, before the pipelined state is consulted.
   struct call_mode {
     bool exact = false;        ///< plain rows both ways
-    bool input_cache = false;  ///< the first graph layer's cache, not the configured one
+    bool input_cache = false;  ///< the input rows' cache, not the configured one
     bool pipelined = false;    ///< the exchange keeps pipelined state
   };
 
   /// The mode of a call with `key`.
   call_mode mode(const exchange_key& key) const {
-    const bool input = exact_first_layer && key.first_graph_layer;
+    const bool input = exact_first_layer && key.first_layer_input;
     return {.exact = input || (!key.training && exact_evaluation),
             .input_cache = input,
             .pipelined = staleness > 1 && key.training};

@@ -17,7 +17,10 @@
 // the network under a distributed schedule, is min(F_in, F_out).
 //
 // Sparse input features (sar/core/sparse_rows.hpp): forward and backward take them as x too;
-// W is then applied first whatever the widths, and no input gradient is computed.
+// W is then applied first whatever the widths, and no input gradient is computed; unless
+// constructed aggregate_first: x is then aggregated as dense rows (each call makes a dense
+// copy, num_sources x F_in, as large as the aggregate kept for backward), so the halo is the
+// model's input, which a low-bit exchange moves once, exactly (exact_first_layer).
 //
 // Features stored as bf16 (sar/core/bf16.hpp: bf16_input, an input dropout as a mask) are read
 // on one process (a whole_block_schedule) without a decoded copy: the rows are decoded as the
@@ -110,7 +113,7 @@ class gcn_layer {
       forward_weight_first(graph, ctx, x, y);
     } else {
       // The source side is scaled as the halo rows are summed (no scaled copy of x).
-      detail::aggregate<true, T>(graph, ctx.exchange(), x, aggregated_,
+      detail::aggregate<true, T>(graph, ctx.input_exchange(), x, aggregated_,
                                  detail::gcn_destination_scales<T>(graph), edge_weight_);
       detail::product<T>(aggregated_, store_->value(weight_), y,
                          bias_ ? store_->value(bias_id_).data() : nullptr, ctx.finish_rows);
@@ -144,30 +147,32 @@ class gcn_layer {
     detail::product_transposed<T>(dy, w, dz);
     scale_rows<T>(dz, dst);
     set_zero<T>(dx);
-    graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
+    graph.scatter(ctx.input_exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
       add_transposed(block, dz, dhalo);
     });
     scale_rows<T>(dx, src);
   }
 
   /// As forward, on sparse input features (sar/core/sparse_rows.hpp): W is applied first
-  /// whatever the widths, x W as a sparse x dense product. Same requirements, throws and
-  /// collective calls.
+  /// whatever the widths, x W as a sparse x dense product; aggregate_first: forward on x as
+  /// dense rows (see the top of this file). Same requirements, throws and collective calls.
   template <class Schedule>
   void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
     constexpr const char* where = "sar::gcn_layer::forward";
     detail::check_declared(where, store_);
     detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
+    if (aggregate_first_) return forward(graph, ctx, to_dense<T>(x), y);
     forward_weight_first(graph, ctx, x, y);
   }
   /// As backward, after the forward on sparse input features; dx must be empty (no input
   /// gradient of features). Same throws and collective calls.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
-                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
     detail::check_sparse_backward(where, dx);
     detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    if (aggregate_first_) return backward(graph, ctx, to_dense<T>(x), y, dy, dx);
     backward_weight_first(graph, ctx, x, dy, dx, false);
   }
 

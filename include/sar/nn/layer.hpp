@@ -116,7 +116,8 @@ struct layer_context {
   /// Epoch; keys the layers' random numbers (with seed and layer).
   std::uint64_t epoch = 0;
   std::uint64_t layer = 0;  ///< position in the model; keys the layer's random numbers
-  /// Set by a model for its first layer that reads neighbours (exchange_key::first_graph_layer).
+  /// Set by a model for its first layer that reads neighbours when no layer before it has
+  /// parameters: that layer's x is the model's input (input_exchange).
   bool first_graph_layer = false;
   /// Set by a model for a layer with finishes_rows (see above); null: nothing to call.
   const row_finisher* finish_rows = nullptr;
@@ -130,8 +131,16 @@ struct layer_context {
   /// passed to every gather / scatter / gather_scatter. A backward that needs the halo of a
   /// forward gather again passes that gather's key (so a keep-for-backward cache finds it).
   exchange_key exchange(std::uint32_t call = 0) const {
-    return {.layer = layer, .call = call, .seed = seed, .epoch = epoch, .training = training,
-            .first_graph_layer = first_graph_layer};
+    return {.layer = layer, .call = call, .seed = seed, .epoch = epoch, .training = training};
+  }
+  /// exchange(call) for an exchange whose rows are the layer's input x itself (and whose
+  /// scatter returns dx): in the first graph layer that is the model's input, which an exchange
+  /// policy may move exactly, once while unchanged (exchange_key::first_layer_input). Rows the
+  /// layer computes take exchange(call), so the configured codecs are never bypassed unasked.
+  exchange_key input_exchange(std::uint32_t call = 0) const {
+    exchange_key key = exchange(call);
+    key.first_layer_input = first_graph_layer;
+    return key;
   }
 };
 

@@ -203,7 +203,7 @@ class rgcn_layer {
       return;
     }
     matrix<T> mean, product;  // one relation's means over a block and their product with W_r
-    graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
+    graph.gather(ctx.input_exchange(), x, [&](const graph_block& block, const auto& halo) {
       check_table();
       detail::check_edge_types(where, block);
       std::optional<detail::relation_blocks> made;
@@ -284,7 +284,7 @@ class rgcn_layer {
       }
     };
     if (!want_dx) {
-      graph.gather(ctx.exchange(), x, [&](const graph_block& block, const auto& halo) {
+      graph.gather(ctx.input_exchange(), x, [&](const graph_block& block, const auto& halo) {
         terms(block, halo, nullptr);
       });
     } else {
@@ -293,7 +293,7 @@ class rgcn_layer {
       matrix<T> own;
       if (over_x) own = matrix<T>::Zero(dx.rows(), dx.cols());
       else start_input_gradient();
-      graph.gather_scatter(ctx.exchange(), x, over_x ? own : dx,
+      graph.gather_scatter(ctx.input_exchange(), x, over_x ? own : dx,
                            [&](const graph_block& block, const auto& halo, auto&& dhalo) {
                              rows_ref<T> to(dhalo);
                              terms(block, halo, &to);

@@ -12,8 +12,9 @@
 // mean and gcn are linear aggregations: W (W_nbr) is applied before aggregating when
 // output_dim() < input_dim(), after otherwise, so min(F_in, F_out) columns cross the network;
 // backward uses the schedule's scatter (no source features needed). They also take sparse
-// input features (sar/core/sparse_rows.hpp), always applying W first, with no input gradient. pool's max is not
-// linear: it aggregates pool_dim() columns and W_nbr is applied after the max.
+// input features (sar/core/sparse_rows.hpp), applying W first (unless aggregate_first), with no
+// input gradient. pool's max is not linear: it aggregates pool_dim() columns and W_nbr is
+// applied after the max.
 //
 // Max and its gradient. Forward keeps a running (max, argmax) per (node, feature) over the
 // blocks; ties are broken by the smallest GLOBAL source id, so the winner is the same for
@@ -173,7 +174,7 @@ class sage_layer {
     } else {
       // W after aggregating: the sum is kept for backward, summed straight into the kept
       // buffer (same size every epoch, so no allocation).
-      sum_neighbours(graph, ctx, x, aggregated_);
+      sum_neighbours(graph, ctx.input_exchange(), x, aggregated_);
       if constexpr (is_mean) {  // y = x W_self + Z W_nbr + b, one pass over y
         huge_page_resize(y, n, output_dim_);
         dense_product_sum<T>(self, store_->value(self_weight_), aggregated_, w_nbr, y, bias,
@@ -254,7 +255,7 @@ class sage_layer {
           dx.topRows(n).noalias() = self_missing_.asDiagonal() * dagg;
           set_zero<T>(dx.bottomRows(m - n));
         }
-        graph.scatter(ctx.exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
+        graph.scatter(ctx.input_exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
           spmm_add_transposed(block, dagg, dhalo);
         });
       }
@@ -262,14 +263,17 @@ class sage_layer {
   }
 
   /// As forward, on sparse input features (sar/core/sparse_rows.hpp), for mean and gcn: the
-  /// weights are applied first whatever the widths, x W as a sparse x dense product. Same
-  /// requirements, throws and collective calls.
+  /// weights are applied first whatever the widths, x W as a sparse x dense product; with
+  /// aggregate_first, forward on x as dense rows (a dense copy per call, as large as the
+  /// aggregate kept for backward: the halo is then the model's input, which a low-bit exchange
+  /// moves once, exactly). Same requirements, throws and collective calls.
   template <class Schedule>
     requires(!is_pool)
   void forward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x, matrix<T>& y) {
     constexpr const char* where = "sar::sage_layer::forward";
     detail::check_declared(where, store_);
     detail::check_shape(where, "x", x.rows(), x.cols(), graph.num_sources(), input_dim_);
+    if (aggregate_first_) return forward(graph, ctx, to_dense<T>(x), y);
     forward_projected(graph, ctx, project(x), y);
   }
   /// As backward, after the forward on sparse input features; dx must be empty (no input
@@ -277,10 +281,11 @@ class sage_layer {
   template <class Schedule>
     requires(!is_pool)
   void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
-                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
+                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::sage_layer::backward";
     detail::check_sparse_backward(where, dx);
     detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
+    if (aggregate_first_) return backward(graph, ctx, to_dense<T>(x), y, dy, dx);
     if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
     if constexpr (is_mean) backward_mean_weight_first(graph, ctx, x, dy, dx, false);
     else backward_gcn_weight_first(graph, ctx, x, dy, dx, false);
@@ -316,7 +321,7 @@ class sage_layer {
       for_row_chunks(m, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
         h_nbr.middleRows(b, e - b) = h.middleRows(b, e - b).rightCols(output_dim_);
       });
-      sum_neighbours(graph, ctx, h_nbr, agg);
+      sum_neighbours(graph, ctx.exchange(), h_nbr, agg);
       huge_page_resize(y, n, output_dim_);
       for_row_chunks(n, static_cast<double>(output_dim_), [&](Eigen::Index b, Eigen::Index e) {
         y.middleRows(b, e - b) = h.middleRows(b, e - b).leftCols(output_dim_) +
@@ -324,7 +329,7 @@ class sage_layer {
         if (ctx.finish_rows != nullptr) (*ctx.finish_rows)(b, e);
       });
     } else {
-      sum_neighbours(graph, ctx, h, y);
+      sum_neighbours(graph, ctx.exchange(), h, y);
       if (bias_) add_to_rows<T>(y, store_->value(bias_id_));
       finish_all_rows(ctx, n);
     }
@@ -333,15 +338,15 @@ class sage_layer {
   /// mean and gcn: agg := S (A + M) input (mean: M = 0; gcn: M the missing self-loops, which
   /// it marks; S = scale()). Collective (one gather).
   template <class Schedule>
-  void sum_neighbours(Schedule& graph, const layer_context& ctx, const_rows_ref<T> input,
+  void sum_neighbours(Schedule& graph, const exchange_key& key, const_rows_ref<T> input,
                       matrix<T>& agg) {
     if constexpr (is_mean) {
-      detail::aggregate<false, T>(graph, ctx.exchange(), input, agg, scale(graph));
+      detail::aggregate<false, T>(graph, key, input, agg, scale(graph));
     } else {
       const Eigen::Index n = graph.num_destinations();
       detail::resize_zero(agg, n, input.cols());
       self_missing_.setOnes(n);
-      graph.gather(ctx.exchange(), input, [&](const graph_block& block, const auto& halo) {
+      graph.gather(key, input, [&](const graph_block& block, const auto& halo) {
         spmm_add(block, halo, agg);
         mark_self_loops(block);
       });

@@ -228,11 +228,13 @@ class model_base {
     graph_layers_ = level;
   }
 
-  /// ctx for layer k: its position, and whether it is the first layer that reads neighbours.
+  /// ctx for layer k: its position, and whether it is the first layer that reads neighbours
+  /// with no layer with parameters before it (so its x is the model's input).
   layer_context context_of(const layer_context& ctx, std::size_t k) const {
     layer_context c = ctx;
     c.layer = k;
-    c.first_graph_layer = traits_[k].reads_neighbours && level_[k] == 0;
+    c.first_graph_layer = traits_[k].reads_neighbours && level_[k] == 0 &&
+                          first_parameter_[k] == first_parameter_.front();
     return c;
   }
 

@@ -47,9 +47,11 @@ struct exchange_key {
   /// Epoch; keys random numbers (with seed and layer).
   std::uint64_t epoch = 0;
   bool training = true;     ///< false in evaluation passes
-  /// Set by the model for its first layer that reads neighbours (its input is the model's
-  /// input): an exchange policy may treat that layer's halo apart (exchange_policy.hpp).
-  bool first_graph_layer = false;
+  /// The rows exchanged are the model's input as its first graph layer reads it (x itself,
+  /// behind parameter-free layers only; layer_context::input_exchange): an exchange policy may
+  /// treat them apart (exchange_policy.hpp). Never set for rows a layer computes (x W,
+  /// attention terms, messages): those travel under the configured codecs.
+  bool first_layer_input = false;
 
   /// Whether two keys name the same exchange (seed, epoch, mode and role aside).
   bool same_exchange(const exchange_key& o) const { return layer == o.layer && call == o.call; }
