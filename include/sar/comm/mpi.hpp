@@ -174,6 +174,7 @@ class mpi_communicator {
   /// MPI_Abort cannot end (mpirun stopped) ends itself a few seconds later (abort_job). Never
   /// returns; not collective.
   [[noreturn]] void abort(std::string_view message) {
+    watchdog().announce_end();
     abort_job(native(), rank_, 1,
               sar::message("sar: rank ", rank_, " of ", size_, " aborts: ", message));
   }

@@ -14,7 +14,10 @@
 // MPI_Abort needs the launcher: when mpirun is stopped (SIGSTOP) or gone, it never returns
 // and nothing would end. So abort_job, which both the watchdog and mpi_communicator::abort
 // end the job with, has a last resort: a rank still alive abort_last_resort (5 s) after
-// calling MPI_Abort writes its message to stderr again and ends itself with std::_Exit.
+// calling MPI_Abort writes its message to stderr again and ends itself with std::_Exit. A
+// rank about to abort first tells every other rank's watchdog (announce_end), so a rank that
+// is not waiting in MPI (blocked writing to the stopped launcher's pipe, or computing) ends
+// itself too, abort_last_resort after the notice, if MPI_Abort has not ended it by then.
 #pragma once
 
 #include <algorithm>
@@ -154,6 +157,20 @@ class mpi_watchdog {
   /// The limit in seconds (0 = off).
   double limit_seconds() const { return limit_.count(); }
 
+  /// Tells every other rank's watchdog that this rank ends the job (call right before
+  /// abort_job): each ends its process abort_last_resort later if MPI_Abort has not. Does
+  /// nothing without MPI_THREAD_MULTIPLE. Not collective; never blocks.
+  void announce_end() {
+    if (!census_ || finalized()) return;
+    end_notice_ = rank_;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      MPI_Request r;
+      MPI_Isend(&end_notice_, 1, MPI_INT64_T, q, end_tag, census_comm_, &r);
+      MPI_Request_free(&r);
+    }
+  }
+
   /// The blocking calls an mpi_communicator makes.
   enum class call : int { none = -1, barrier, all_reduce, broadcast, all_to_all, all_to_all_v, wait };
   /// The MPI function a call stands for ("MPI_Barrier", ...; "no call" for none).
@@ -185,7 +202,7 @@ class mpi_watchdog {
   };
 
  private:
-  static constexpr int probe_tag = 1, reply_tag = 2;
+  static constexpr int probe_tag = 1, reply_tag = 2, end_tag = 3;
   // What a rank answers: census id, its call (-1: none), collectives so far, milliseconds
   // in the current state (in the call, or since the last one).
   using answer = std::array<std::int64_t, 4>;
@@ -246,7 +263,10 @@ class mpi_watchdog {
     std::unique_lock lock(mutex_);
     while (!wake_.wait_for(lock, poll, [&] { return stopping_; })) {
       if (finalized()) return;
-      if (census_) answer_probes();
+      if (census_) {
+        answer_probes();
+        exit_after_announced_end();
+      }
       const answer mine = own_state(0);
       if (mine[1] >= 0 && std::chrono::milliseconds(mine[3]) >= limit_) end_job(mine);
     }
@@ -284,6 +304,25 @@ class mpi_watchdog {
       MPI_Test(&it->second, &done, MPI_STATUS_IGNORE);
       it = done ? replies_.erase(it) : std::next(it);
     }
+  }
+
+  /// If another rank announced that it ends the job: waits abort_last_resort for its MPI_Abort
+  /// to end this process, then says so on stderr and ends it (std::_Exit(1)).
+  void exit_after_announced_end() {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, end_tag, census_comm_, &flag, &status);
+    if (!flag) return;
+    std::int64_t from = 0;
+    MPI_Recv(&from, 1, MPI_INT64_T, status.MPI_SOURCE, end_tag, census_comm_, MPI_STATUS_IGNORE);
+    std::this_thread::sleep_for(abort_last_resort);
+    const std::string line =
+        message("sar watchdog: rank ", from, " ended the job ", abort_last_resort.count(),
+                " s ago, but MPI_Abort has not ended rank ", rank_, " (is mpirun stopped?). "
+                "This rank exits by itself, code 1\n");
+    ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+    std::_Exit(1);
   }
 
   /// Asks every other rank for its state; returns the answers (census id -1: no answer
@@ -358,6 +397,7 @@ class mpi_watchdog {
       text += " (MPI was initialised without MPI_THREAD_MULTIPLE: the other ranks cannot be "
               "asked which one stalls)";
     }
+    announce_end();
     abort_job(census_comm_, rank_, 1,
               text + ". Ending the job (SAR_WATCHDOG_SECONDS or "
                      "mpi_communicator::set_watchdog sets the limit; 0 = off)");
@@ -371,6 +411,7 @@ class mpi_watchdog {
   std::atomic<clock::rep> since_{now()};
   std::atomic<std::uint64_t> collectives_{0};
   std::int64_t census_id_ = 0;
+  std::int64_t end_notice_ = 0;  // what announce_end sends: this rank
   std::list<std::pair<answer, MPI_Request>> replies_;  // stable addresses while sending
   std::thread thread_;
   std::mutex mutex_;
