@@ -9,16 +9,21 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 
 #include "sar/core/memory.hpp"
 #include "sar/graph/io/load.hpp"
@@ -59,19 +64,27 @@ inline const CLI::Validator finite_number(
     },
     "FINITE");
 
-/// A CLI11 check that the value is a number for which ok(value) holds; its message names the
-/// value and `requirement` ("'abc' is not a number", "'-5' is not above 0").
-inline CLI::Validator number_check(bool (*ok)(double), const std::string& requirement,
-                                   const std::string& name) {
+/// A CLI11 check that the value is a finite number for which ok(value) holds; its message
+/// names the value and `requirement` ("'abc' is not a number", "'inf' is not a finite number",
+/// "'-5' is not above 0").
+template <class Ok>
+CLI::Validator number_check(Ok ok, const std::string& requirement, const std::string& name) {
   return CLI::Validator(
       [ok, requirement](std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (text.empty() || end == text.c_str() || *end != '\0')
           return "'" + text + "' is not a number";
+        if (!std::isfinite(value)) return "'" + text + "' is not a finite number";
         return ok(value) ? std::string() : "'" + text + "' " + requirement;
       },
       name);
+}
+
+/// CLI11 check: a finite number from `low` to `high`.
+inline CLI::Validator number_in(double low, double high) {
+  return number_check([low, high](double v) { return v >= low && v <= high; },
+                      sar::message("is not from ", low, " to ", high), "");
 }
 
 /// CLI11 check: a number above 0.
@@ -85,6 +98,50 @@ inline const CLI::Validator non_negative =
 inline const CLI::Validator not_empty(
     [](std::string& text) { return text.empty() ? "must not be empty" : std::string(); }, "");
 
+/// `status`, or 1 after "<program>: cannot write standard output: <reason>" on stderr if what
+/// the program printed there could not all be written (a full disk, a closed pipe): a run
+/// whose output was lost does not end in success. Flushes stdout.
+inline int checked_stdout(const std::string& program, int status) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && !std::ferror(stdout)) return status;
+  std::fprintf(stderr, "%s: cannot write standard output: %s\n", program.c_str(),
+               !flushed && errno != 0 ? std::strerror(errno) : "an earlier write failed");
+  return 1;
+}
+
+/// The smallest file size limit (ulimit -f) a program that starts MPI runs under: Open MPI's
+/// start-up writes files of a few MiB (its shared-memory store) and fails below about 5 MiB,
+/// naming no limit.
+inline constexpr std::uint64_t mpi_file_size_floor = 16u << 20;
+
+/// Call first in main. Ignores SIGXFSZ, so a write past the file size limit fails with EFBIG
+/// and is reported naming its file, instead of killing the process. For a program that starts
+/// MPI (`starts_mpi`), returns exit status 1 after "<program>: the file size limit (ulimit -f)
+/// is ..." on stderr when the limit is below mpi_file_size_floor; nullopt to go on.
+inline std::optional<int> check_file_size_limit(const char* program, bool starts_mpi) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limit{};
+  if (!starts_mpi || ::getrlimit(RLIMIT_FSIZE, &limit) != 0 ||
+      limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= mpi_file_size_floor)
+    return std::nullopt;
+  std::fprintf(stderr, "%s: the file size limit (ulimit -f) is %llu KiB; MPI's start-up writes "
+               "files of a few MiB and %s writes its outputs: raise it to at least %llu KiB "
+               "(ulimit -f %llu) or to unlimited\n", program,
+               static_cast<unsigned long long>(limit.rlim_cur / 1024), program,
+               static_cast<unsigned long long>(mpi_file_size_floor / 1024),
+               static_cast<unsigned long long>(mpi_file_size_floor / 1024));
+  return 1;
+}
+
+/// The program's arguments (argv[1] on) joined by spaces: what check_same_on_every_rank
+/// compares, so ranks started with different settings are refused.
+inline std::string arguments_of(int argc, char** argv) {
+  std::string out;
+  for (int k = 1; k < argc; ++k) out += (k > 1 ? " " : "") + std::string(argv[k]);
+  return out;
+}
+
 /// Parses the command line into the variables of `app` (named after the program). Returns
 /// nullopt to go on, or the exit status to end with at once: 0 after --help or --version
 /// (printed on stdout), 1 after any parse or validation error (printed on stderr as
@@ -94,7 +151,8 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     app.parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return checked_stdout(app.get_name(), app.exit(e));
     std::fprintf(stderr, "%s: %s\nRun %s --help for the options.\n", app.get_name().c_str(),
                  e.what(), app.get_name().c_str());
     return 1;
@@ -268,13 +326,14 @@ inline void print_peak_memory() {
               static_cast<double>(sar::peak_memory_bytes()) / (1024.0 * 1024.0));
 }
 
-/// Returns run(argc, argv); an exception escaping it is printed as "<program>: <what>" (a
-/// std::bad_alloc as out_of_memory_message()) on stderr, after flushing stdout, and gives exit
-/// status 1.
+/// Returns checked_stdout(run(argc, argv)); an exception escaping it is printed as
+/// "<program>: <what>" (a std::bad_alloc as out_of_memory_message()) on stderr, after flushing
+/// stdout, and gives exit status 1.
 inline int run_reporting_errors(const char* program, int (*run)(int, char**), int argc,
                                 char** argv) {
+  check_file_size_limit(program, false);
   try {
-    return run(argc, argv);
+    return checked_stdout(program, run(argc, argv));
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s: %s\n", program, out_of_memory_message().c_str());

@@ -46,6 +46,11 @@
 
 namespace {
 
+// The largest sizes planned: counts up to 2^53 (exact as doubles), widths up to 2^24 per node,
+// layers and heads up to 1024. Larger ones are refused rather than planned as overflowed
+// numbers (a negative or infinite peak).
+constexpr double max_count = 9007199254740992.0, max_width = 16777216.0, max_layers = 1024;
+
 struct settings {
   std::string partitions, dataset, calibration_file, model = "gcn", aggregator = "mean";
   double nodes = 0, edges = 0, features = 0, classes = 0, edge_cut = -1;
@@ -114,6 +119,16 @@ source read_source(const settings& s) {
   if (s.classes > 0) out.graph.outputs = s.classes;
   if (s.feature_density > 0) out.graph.feature_density = s.feature_density;
   out.graph.feature_density = std::clamp(out.graph.feature_density, 1e-12, 1.0);
+  const auto within = [](double v, double low, double high) { return v >= low && v <= high; };
+  SAR_CHECK(out.graph.nodes == 0 || out.graph.features == 0 || out.graph.outputs == 0 ||
+                (within(out.graph.nodes, 1, max_count) && within(out.graph.edges, 0, max_count) &&
+                 within(out.graph.features, 1, max_width) &&
+                 within(out.graph.outputs, 1, max_width) &&
+                 within(out.graph.edge_features, 0, max_width)),
+            sar::invalid_argument, "sar-plan: the graph's sizes (", out.graph.nodes, " nodes, ",
+            out.graph.edges, " edges, ", out.graph.features, " features, ", out.graph.outputs,
+            " classes, ", out.graph.edge_features, " edge features) are beyond what is planned "
+            "(counts up to 2^53, widths up to 2^24)");
   SAR_CHECK(out.graph.nodes > 0 && out.graph.edges >= 0 && out.graph.features > 0 &&
                 out.graph.outputs > 0,
             sar::invalid_argument, "sar-plan: the graph needs nodes, edges, features and "
@@ -367,6 +382,13 @@ nlohmann::json rates_json(const sar::calibration& c, const nlohmann::json& model
 
 /// The rates in `file`; its end-to-end epoch costs only if they were measured for `model`.
 sar::calibration read_rates(const std::string& file, const nlohmann::json& model) {
+  std::error_code error;
+  SAR_CHECK(std::filesystem::is_regular_file(file, error), sar::io_error,
+            "sar-plan: --calibration ", file, " is not a file (",
+            std::filesystem::is_directory(file, error) ? "a directory"
+            : std::filesystem::exists(file, error)     ? "not a regular file"
+                                                       : "no such file",
+            "): give the file --calibrate --calibration wrote");
   std::ifstream in(file);
   SAR_CHECK(in.good(), sar::io_error, "sar-plan: cannot read the calibration ", file);
   const auto j = nlohmann::json::parse(in, nullptr, false);
@@ -404,28 +426,32 @@ int run(int argc, char** argv) {
                "training run, before it runs (docs/sizing.md)", "sar-plan"};
   app.add_option("--partitions", s.partitions, "a partition store: its sizes and measured cut");
   app.add_option("--dataset", s.dataset, "a .npy dataset or OGB directory that declares its sizes");
-  app.add_option("--nodes", s.nodes, "nodes of the graph")->check(sar_programs::positive);
+  app.add_option("--nodes", s.nodes, "nodes of the graph")
+      ->check(sar_programs::number_in(1, max_count));
   app.add_option("--edges", s.edges, "stored (directed) edges of the graph")
-      ->check(sar_programs::non_negative);
-  app.add_option("--features", s.features, "features per node")->check(sar_programs::positive);
+      ->check(sar_programs::number_in(0, max_count));
+  app.add_option("--features", s.features, "features per node")
+      ->check(sar_programs::number_in(1, max_width));
   app.add_option("--feature-density", s.feature_density,
                  "the features' non-zero fraction (default: a sparse store's or .npy dataset's, "
                  "else 1); at most 0.05 plans the sparse input rows sar-train then uses")
       ->check(sar_programs::positive)
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(sar_programs::number_in(0, 1));
   app.add_option("--classes", s.classes, "classes (or regression outputs)")
-      ->check(sar_programs::positive);
+      ->check(sar_programs::number_in(1, max_width));
   app.add_option("--model", s.model, "gcn | sage | gat")
       ->check(CLI::IsMember({"gcn", "sage", "gat"}))->capture_default_str();
-  app.add_option("--layers", s.layers, "graph layers (default 2)")->check(sar_programs::positive);
+  app.add_option("--layers", s.layers, "graph layers (default 2)")
+      ->check(sar_programs::number_in(1, max_layers));
   app.add_option("--hidden", s.hidden, "hidden width, per head for GAT (default: the model's)")
-      ->check(sar_programs::positive);
-  app.add_option("--heads", s.heads, "GAT heads (default 8)")->check(sar_programs::positive);
+      ->check(sar_programs::number_in(1, max_width));
+  app.add_option("--heads", s.heads, "GAT heads (default 8)")
+      ->check(sar_programs::number_in(1, max_layers));
   app.add_flag("--batch-norm", s.batch_norm, "batch normalisation after every hidden layer");
   app.add_option("--ranks", s.ranks, "ranks P, or a list: 1,2,4,8")->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--edge-cut", s.edge_cut, "fraction of edges between parts (default: the "
-                 "store's, else 1 - 1/P as a random cut)")->check(CLI::Range(0.0, 1.0));
+                 "store's, else 1 - 1/P as a random cut)")->check(sar_programs::number_in(0, 1));
   app.add_option("--schedule", s.schedule, "sequential | keep_halo | one_shot")
       ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
   app.add_option("--halo-bits", s.halo_bits, "bits per value of forward halos")
@@ -450,7 +476,7 @@ int run(int argc, char** argv) {
                "copies at once (1 to 4 minutes at 1M nodes); with --calibration FILE write "
                "them there");
   app.add_option("--calibration", s.calibration_file, "the rates --calibrate wrote: with them "
-                 "the plan gives epoch times");
+                 "the plan gives epoch times")->check(sar_programs::not_empty);
   app.add_flag("--json", s.json, "print one JSON object instead of the table");
   app.set_version_flag("--version", "sar-plan (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
@@ -531,6 +557,11 @@ int run(int argc, char** argv) {
     const sar::partition_size part = part_of(P);
     run.ranks_per_machine = sharing(P);
     const sar::run_plan plan = sar::plan_run(graph, part, run, rates, calibrated);
+    SAR_CHECK(std::isfinite(plan.peak_memory_bytes) && plan.peak_memory_bytes >= 0 &&
+                  std::isfinite(plan.halo_bytes_per_epoch) && plan.halo_bytes_per_epoch >= 0,
+              sar::invalid_argument, "sar-plan: the plan for P = ", P, " overflows (peak ",
+              plan.peak_memory_bytes, " B, halo ", plan.halo_bytes_per_epoch,
+              " B per epoch): the sizes are beyond what is planned");
     nlohmann::json terms = nlohmann::json::object();
     for (const auto& t : plan.memory) terms[t.name] = t.bytes;
     plans.push_back({{"ranks", P}, {"ranks_per_machine", run.ranks_per_machine},

@@ -75,6 +75,10 @@ sar::model_config with_edge_width(sar::model_config config, const sar::matrixf& 
             config.edge_weight, ", but the dataset has ", width, " features per edge");
   SAR_CHECK(!config.edge_attention || width > 0, sar::invalid_argument,
             "sar-train: --edge-attention, but the dataset has no edge features");
+  SAR_CHECK(config.kind != sar::model_kind::mpnn || width > 0, sar::invalid_argument,
+            "sar-train: --model mpnn passes messages over edge features, but the dataset has "
+            "none (a heterogeneous dataset seen with its types erased has none either: an edge "
+            "of several relations would need several rows); gcn, sage and gat need none");
   return config;
 }
 
@@ -300,7 +304,8 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                "original units either way)");
   app.add_option("--partitions", p.partitions,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
-                 "(run under mpirun -np <parts>); --dataset is then ignored");
+                 "(run under mpirun -np <parts>); --dataset is then ignored")
+      ->check(sar_programs::not_empty);
   app.add_option("--partition", p.partition,
                  "train on --dataset over the MPI ranks without a partition store: every rank "
                  "reads 1/P of it, the ranks partition it into one part per rank (ptscotch: a "
@@ -465,21 +470,26 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "(default: $SAR_WATCHDOG_SECONDS or 300)")
       ->check(sar_programs::finite_number);
   app.option_defaults()->group("Output");
-  app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file");
-  app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file");
+  app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file")
+      ->check(sar_programs::not_empty);
+  app.add_option("--log-csv", p.csv_log, "write one CSV row per epoch to this file")
+      ->check(sar_programs::not_empty);
   app.add_option("--save-model", p.save_model,
                  "write the trained model (architecture, parameters of the best validation "
                  "epoch, or of the last without evaluations; the task and the target "
-                 "standardisation) to this file, for sar-predict or sar::read_model");
+                 "standardisation) to this file, for sar-predict or sar::read_model")
+      ->check(sar_programs::not_empty);
   app.add_option("--checkpoint", p.checkpoint,
                  "write the run's state (parameters, optimiser, batch norm statistics, epoch, "
                  "early stopping, settings) to this directory every --checkpoint-every epochs "
-                 "and at the end; the previous checkpoint stays until the new one is complete");
+                 "and at the end; the previous checkpoint stays until the new one is complete")
+      ->check(sar_programs::not_empty);
   app.add_option("--checkpoint-every", p.checkpoint_every, "epochs between checkpoints")
       ->check(sar_programs::positive)->capture_default_str();
   app.add_option("--resume", p.resume,
                  "continue the run saved in this checkpoint directory, on any number of ranks, "
-                 "up to --epochs; the settings must match the checkpoint's");
+                 "up to --epochs; the settings must match the checkpoint's")
+      ->check(sar_programs::not_empty);
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
   app.set_version_flag("--version", "sar-train (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
@@ -642,8 +652,17 @@ int main(int argc, char** argv) {
   program_options p;
   sar::model_config config;
   if (const auto status = parse_settings(argc, argv, p, config)) return *status;
+  if (const auto status = sar_programs::check_file_size_limit("sar-train", true))
+    return *status;
+  const std::string arguments = sar_programs::arguments_of(argc, argv);
   sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  return sar::run_mpi_program(
-      "sar-train", [&](sar::mpi_communicator& comm) { return run_program(p, config, comm); },
-      p.watchdog_seconds);
+  return sar_programs::checked_stdout(
+      "sar-train", sar::run_mpi_program(
+                       "sar-train",
+                       [&](sar::mpi_communicator& comm) {
+                         sar::check_same_on_every_rank(comm, "sar-train: the command line",
+                                                       arguments);
+                         return run_program(p, config, comm);
+                       },
+                       p.watchdog_seconds));
 }

@@ -122,7 +122,7 @@ inline double median(std::vector<double> v) {
 /// pairs separated by ',') as a fanout per relation of `schema` per layer: a relation a layer
 /// does not name draws that layer's fanout (fanouts). Throws sar::invalid_argument naming
 /// what is wrong: no heterogeneous graph, a layer count other than fanouts', an unknown
-/// relation or a pair that is not relation=count.
+/// relation, a relation named twice in a layer or a pair that is not relation=count.
 inline std::vector<std::vector<sar::node_t>> relation_fanouts_of(
     const std::string& spec, const sar::graph_schema& schema,
     const std::vector<sar::node_t>& fanouts) {
@@ -140,6 +140,7 @@ inline std::vector<std::vector<sar::node_t>> relation_fanouts_of(
   std::vector<std::vector<sar::node_t>> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     out.emplace_back(static_cast<std::size_t>(schema.num_relations()), fanouts[l]);
+    std::vector<bool> named(static_cast<std::size_t>(schema.num_relations()), false);
     std::istringstream pairs(layers[l]);
     for (std::string pair; std::getline(pairs, pair, ',');) {
       const auto equals = pair.find('=');
@@ -147,6 +148,9 @@ inline std::vector<std::vector<sar::node_t>> relation_fanouts_of(
       const std::int32_t r = schema.find_relation(name);
       SAR_CHECK(r >= 0, sar::invalid_argument, where, ": layer ", l, " names relation '", name,
                 "', which the graph does not have (", schema.num_relations(), " relations)");
+      SAR_CHECK(!named[static_cast<std::size_t>(r)], sar::invalid_argument, where, ": layer ", l,
+                " names relation '", name, "' twice ('", layers[l], "')");
+      named[static_cast<std::size_t>(r)] = true;
       char* end = nullptr;
       const std::string count = equals == std::string::npos ? "" : pair.substr(equals + 1);
       const long value = std::strtol(count.c_str(), &end, 10);

@@ -211,6 +211,23 @@ std::pair<std::int64_t, std::int64_t> min_max_over_ranks(Comm& comm, std::int64_
   return {-both[0], both[1]};
 }
 
+/// Checks that every rank holds the same `text` as rank 0 (settings that must agree, such as
+/// a program's command line): one broadcast of rank 0's text, one all_reduce. Collective.
+/// Throws sar::invalid_argument on every rank, naming `what`, the first rank that differs
+/// and both texts (on that rank; the others name the rank).
+template <communicator Comm>
+void check_same_on_every_rank(Comm& comm, std::string_view what, const std::string& text) {
+  std::string first = text;
+  broadcast_string(comm, first, 0);
+  std::int64_t differing = first == text ? comm.size() : comm.rank();
+  comm.all_reduce(std::span<std::int64_t>(&differing, 1), reduce_op::min);
+  SAR_CHECK(first == text, invalid_argument, what, " of rank ", comm.rank(), " is '", text,
+            "', but rank 0's is '", first, "': every rank must be given the same");
+  SAR_CHECK(differing == comm.size(), invalid_argument, what, " of rank ", differing,
+            " differs from rank 0's ('", first, "'): every rank must be given the same (rank ",
+            comm.rank(), " stops too)");
+}
+
 namespace detail {
 /// The ranks agree on whether any of them failed (collective: one all_reduce). Rethrows the
 /// local failure; on the other ranks throws sar::comm_error naming the first failing rank.

@@ -11,6 +11,7 @@
 // local SUMS (sar/nn/loss.hpp, sar/nn/metrics.hpp), so a distributed loop all-reduces them.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -40,8 +41,11 @@ struct target_standardisation {
 /// training nodes' mean, divided by their (population) deviation, 1 where that is 0 or not
 /// finite. Both are totalled over the ranks by `sum_over_ranks`, called twice with a
 /// std::span<double> to sum element-wise (identity on one process, an all-reduce on P ranks:
-/// collective then). Returns them. Throws sar::invalid_argument if the split does not match
-/// the targets' rows or no rank has a training node.
+/// collective then; a third time for the check below). Returns them. Throws
+/// sar::invalid_argument if the split does not match the targets' rows, no rank has a training
+/// node, or standardising would merge most of an output's distinct training targets into equal
+/// floats (a few extreme targets, such as one of 3e38 among values near 1, swamp the mean and
+/// deviation: the rest would train as one value), naming the output, its mean and deviation.
 template <class SumOverRanks>
 target_standardisation standardise_targets(matrixf& targets, std::span<const node_split> split,
                                            SumOverRanks&& sum_over_ranks) {
@@ -72,10 +76,40 @@ target_standardisation standardise_targets(matrixf& targets, std::span<const nod
     const double deviation = std::sqrt(squares[c] / count);
     t.scale.push_back(deviation > 0 && std::isfinite(deviation) ? deviation : 1.0);
   }
+  const auto standard = [&](float v, std::size_t c) {
+    return static_cast<float>((v - t.mean[c]) / t.scale[c]);
+  };
+  // Per output: the distinct training targets (adjacent in each rank's sorted order) that
+  // standardising makes equal, and how many there are.
+  std::vector<double> merged(2 * outputs, 0.0);
+  std::vector<float> column;
+  double largest = 0;  // this rank's largest training |target|, for the message
+  for (std::size_t c = 0; c < outputs; ++c) {
+    column.clear();
+    for (Eigen::Index i = 0; i < targets.rows(); ++i)
+      if (split[static_cast<std::size_t>(i)] == node_split::train)
+        column.push_back(targets(i, static_cast<Eigen::Index>(c)));
+    std::sort(column.begin(), column.end());
+    for (std::size_t k = 1; k < column.size(); ++k)
+      if (column[k] != column[k - 1]) {
+        merged[2 * c + 1] += 1;
+        merged[2 * c] += standard(column[k], c) == standard(column[k - 1], c);
+      }
+    for (const float v : column) largest = std::max(largest, std::abs(static_cast<double>(v)));
+  }
+  sum_over_ranks(std::span<double>(merged));
+  for (std::size_t c = 0; c < outputs; ++c)
+    SAR_CHECK(merged[2 * c] <= merged[2 * c + 1] / 2, invalid_argument, where,
+              ": standardising output ", c, " with the training mean ", t.mean[c],
+              " and deviation ", t.scale[c], " would make ", merged[2 * c], " of ",
+              merged[2 * c + 1], " pairs of neighbouring distinct training targets equal in "
+              "float32: a few "
+              "extreme targets swamp the rest (the largest |target| on this rank is ", largest,
+              "); remove or clip them, or train on the raw targets");
   for (Eigen::Index i = 0; i < targets.rows(); ++i)
     for (std::size_t c = 0; c < outputs; ++c) {
       float& v = targets(i, static_cast<Eigen::Index>(c));
-      v = static_cast<float>((v - t.mean[c]) / t.scale[c]);
+      v = standard(v, c);
     }
   return t;
 }

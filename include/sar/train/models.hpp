@@ -43,6 +43,8 @@ dynamic_sequential<T, Schedule> make_model(const model_config& c, Eigen::Index f
   SAR_CHECK(c.edge_weight < 0 || (c.kind == model_kind::gcn && c.edge_weight < c.edge_dim),
             invalid_argument, where, ": edges weighted by edge feature ", c.edge_weight, " of ",
             c.edge_dim, " (a gcn's option)");
+  SAR_CHECK(c.kind != model_kind::mpnn || c.edge_dim >= 1, invalid_argument, where,
+            ": mpnn passes messages over edge features, but edge_dim is ", c.edge_dim);
   SAR_CHECK(!c.edge_attention || (c.kind == model_kind::gat && c.edge_dim >= 1),
             invalid_argument, where, ": attention over ", c.edge_dim, " edge features (a gat's "
             "option, edge_dim >= 1)");
