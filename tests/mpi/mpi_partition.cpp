@@ -23,7 +23,7 @@
 
 #include "mpi_check.hpp"
 #include "ptscotch_check.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/graph/generators.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mpi_check.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/partition/distributed_build.hpp"
 #include "sar/partition/graph_part.hpp"

@@ -18,7 +18,7 @@
 namespace sar {
 
 class spmm_tile_cache;  // sar/kernels/source_tiles.hpp; blocks only point to their owners' caches
-class relation_parts_cache;  // sar/graph/relation_parts.hpp; likewise
+class relation_parts_cache;  // sar/schedule/relation_parts.hpp; likewise
 
 /// In-edges from one set of source rows (the "halo") into destination rows.
 /// Rows of `edges` are destinations, columns are rows of the halo (the sources).
@@ -55,7 +55,7 @@ struct graph_block {
   /// The same for `transposed` (null: each product tiles anew).
   spmm_tile_cache* transposed_tiles = nullptr;
   /// Where a layer keeps this block's edges split by relation between calls (R-GCN;
-  /// sar/graph/relation_parts.hpp); owned by the schedule. Null: each product splits anew.
+  /// sar/schedule/relation_parts.hpp); owned by the schedule. Null: each product splits anew.
   relation_parts_cache* relation_parts = nullptr;
   /// The only block its gather visits, uncompressed (every in-edge of every destination): a
   /// layer may then assign its aggregation (spmm_assign) instead of zeroing and adding.

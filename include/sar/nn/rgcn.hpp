@@ -48,7 +48,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
 #include "sar/core/types.hpp"
-#include "sar/graph/relation_parts.hpp"
+#include "sar/schedule/relation_parts.hpp"
 #include "sar/kernels/dense.hpp"
 #include "sar/kernels/spmm.hpp"
 #include "sar/nn/detail/graph_conv.hpp"

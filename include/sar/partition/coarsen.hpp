@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"

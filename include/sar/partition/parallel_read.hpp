@@ -41,7 +41,7 @@
 #include <zlib.h>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/core/error.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_build.hpp"

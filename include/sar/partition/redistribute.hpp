@@ -3,7 +3,7 @@
 // relabelled so that part k owns one contiguous range of new ids, exactly as sar::relabel
 // numbers them on one process (parts in order; inside a part, nodes in the order of their
 // dataset ids). Sources of edges are mapped to new ids through the distributed directory
-// (sar/comm/directory.hpp): no rank ever holds an array over all nodes.
+// (sar/partition/directory.hpp): no rank ever holds an array over all nodes.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +18,7 @@
 #include <tbb/parallel_for.h>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/comm/directory.hpp"
+#include "sar/partition/directory.hpp"
 #include "sar/core/bf16.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/types.hpp"

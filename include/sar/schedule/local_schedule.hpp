@@ -13,7 +13,7 @@
 #include "sar/graph/block.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/csr.hpp"
-#include "sar/graph/relation_parts.hpp"
+#include "sar/schedule/relation_parts.hpp"
 #include "sar/kernels/source_tiles.hpp"
 #include "sar/schedule/schedule.hpp"
 

@@ -22,7 +22,7 @@
 #include "sar/core/types.hpp"
 #include "sar/graph/dataset.hpp"
 #include "sar/graph/heterogeneous.hpp"
-#include "sar/graph/io/ogb.hpp"
+#include "sar/graph/io/ogb_files.hpp"
 #include "sar/graph/io/text.hpp"
 #include "sar/graph/schema.hpp"
 
