@@ -23,6 +23,13 @@ per-edge tensors by index_select, softmax by scatter_reduce('amax') / exp / inde
 weighted sum by index_add (torch.sparse.mm with the attention values as a sparse operand
 differentiates through a dense n x n matrix in torch 1.13).
 
+--sparse-features trains on the features as a sparse matrix, as a plain PyTorch user with
+bag-of-words features would: a coalesced COO tensor (from the directory's sparse arrays, or
+features.npy made sparse), input dropout on its stored values (F.dropout on the values, the
+structure kept, as sar does), and the first layer's x W as torch.sparse.mm(x, W) (each
+weight of SAGE's first layer its own product; the weight always first). Without it a
+directory with sparse features is refused.
+
 An epoch is model.train() forward + loss + backward + Adam step, timed with
 time.perf_counter; no evaluation. epoch_seconds_median is the median of the epochs after the
 --warmup ones. peak_memory_bytes is the process's ru_maxrss (includes loading), as sar's.
@@ -96,10 +103,11 @@ def blas_library():
 # The dataset directory
 
 
-def read_meta(directory, example):
+def read_meta(directory, example, sparse_features=False):
     """The checked meta.json of the sar .npy dataset directory `directory` (versions 1 to 4;
     `example`: a sar-convert --dataset spec named when the directory is missing), and its path.
-    Raises PeerError naming the file and the first bad field."""
+    Sparse features are refused unless `sparse_features`. Raises PeerError naming the file and
+    the first bad field."""
     if not os.path.isdir(directory):
         raise PeerError(f"{directory}: not a directory (write one with sar-convert --dataset "
                         f"{example} --out DIR)")
@@ -118,9 +126,10 @@ def read_meta(directory, example):
                         f"expected 'sar-npy-dataset'")
     if meta.get("version") not in (1, 2, 3, 4):
         raise PeerError(f"{meta_path}: version {meta.get('version')!r}, expected 1 to 4")
-    if meta.get("sparse_features"):  # version 4's sparse rows (docs/npy-dataset.md)
+    if meta.get("sparse_features") and not sparse_features:  # version 4's sparse rows
         raise PeerError(f"{meta_path}: the features are stored sparse; the peer reads dense "
-                        f"features.npy (sar-convert --sparse-features off)")
+                        f"features.npy (sar-convert --sparse-features off) unless given "
+                        f"--sparse-features")
     for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
         if not isinstance(meta.get(key), int) or meta[key] < 0:
             raise PeerError(f"{meta_path}: '{key}' is {meta.get(key)!r}, expected an integer >= 0")
@@ -145,17 +154,41 @@ def read_array(directory, name, kind, shape):
     return a
 
 
+def read_sparse_features(directory, meta):
+    """The sparse features of the dataset `directory` (features_indptr.npy,
+    features_indices.npy, features_data.npy; docs/npy-dataset.md) as a tuple (indptr int64,
+    indices int64, data float32), checked against meta. Raises PeerError naming the file."""
+    n, width = meta["num_nodes"], meta["feature_dim"]
+    entries = meta.get("feature_entries")
+    if not isinstance(entries, int) or entries < 0:
+        raise PeerError(f"{directory}/meta.json: 'feature_entries' is {entries!r}, expected an "
+                        f"integer >= 0")
+    array = functools.partial(read_array, directory)
+    indptr = array("features_indptr.npy", "iu", (n + 1,)).astype(np.int64, copy=False)
+    indices = array("features_indices.npy", "iu", (entries,)).astype(np.int64, copy=False)
+    data = np.ascontiguousarray(array("features_data.npy", "f", (entries,)), dtype=np.float32)
+    if indptr[0] != 0 or indptr[-1] != entries or np.any(np.diff(indptr) < 0):
+        raise PeerError(f"{directory}/features_indptr.npy: not offsets from 0 to {entries}")
+    if entries and (indices.min() < 0 or indices.max() >= width):
+        raise PeerError(f"{directory}/features_indices.npy: a column outside [0, {width})")
+    return indptr, indices, data
+
+
 def read_node_data(directory, meta):
     """The in-edge CSR, features, labels and training nodes of the dataset `directory` whose
     checked meta.json is `meta` (read_meta), each array checked against it. Returns a dict of
-    numpy arrays (meta, indptr, indices, features, labels, train). Raises PeerError naming the
-    file and what is wrong."""
+    numpy arrays (meta, indptr, indices, features, labels, train; features is the tuple of
+    read_sparse_features when they are stored sparse). Raises PeerError naming the file and
+    what is wrong."""
     n, num_edges = meta["num_nodes"], meta["num_edges"]
     array = functools.partial(read_array, directory)
     indptr = array("indptr.npy", "iu", (n + 1,)).astype(np.int64, copy=False)
     indices = array("indices.npy", "iu", (num_edges,)).astype(np.int64, copy=False)
-    features = np.ascontiguousarray(array("features.npy", "f", (n, meta["feature_dim"])),
-                                    dtype=np.float32)
+    if meta.get("sparse_features"):
+        features = read_sparse_features(directory, meta)
+    else:
+        features = np.ascontiguousarray(array("features.npy", "f", (n, meta["feature_dim"])),
+                                        dtype=np.float32)
     labels = array("labels.npy", "iu", (n,)).astype(np.int64)
     split = array("split.npy", "iu", (n,))
     if indptr[0] != 0 or indptr[-1] != num_edges or np.any(np.diff(indptr) < 0):
@@ -173,9 +206,11 @@ def read_node_data(directory, meta):
             "labels": labels, "train": train}
 
 
-def load_dataset(directory):
-    """Reads and checks a sar-npy-dataset directory. Returns a dict of numpy arrays and meta."""
-    meta, meta_path = read_meta(directory, "planted:nodes=...,degree=...,features=...")
+def load_dataset(directory, sparse_features=False):
+    """Reads and checks a sar-npy-dataset directory (sparse features refused unless
+    `sparse_features`). Returns a dict of numpy arrays and meta."""
+    meta, meta_path = read_meta(directory, "planted:nodes=...,degree=...,features=...",
+                                sparse_features)
     if "schema" in meta:
         raise PeerError(f"{meta_path}: a heterogeneous dataset (\"schema\"): this peer trains "
                         f"homogeneous models (bench/torch_rgcn_peer.py trains R-GCN)")
@@ -237,6 +272,40 @@ def build_graph(model, indptr, indices, dtype=None):
     return attention_edges(indptr, indices)
 
 
+class SparseFeatures:
+    """Input features as a coalesced n x F COO tensor: what the first layer multiplies by its
+    weight with torch.sparse.mm. dropped(p, training) is the input dropout on the stored
+    values (the structure kept: a dropped entry is a stored 0, as in sar)."""
+
+    def __init__(self, features, width):
+        if isinstance(features, tuple):  # (indptr, indices, data) of the directory
+            indptr, indices, data = features
+            rows = indptr.shape[0] - 1
+            index = torch.from_numpy(np.stack([np.repeat(np.arange(rows), np.diff(indptr)),
+                                               indices]))
+            values = torch.from_numpy(data)
+        else:  # dense features.npy made sparse
+            dense = torch.from_numpy(features)
+            rows = dense.shape[0]
+            index = dense.nonzero().t().contiguous()
+            values = dense[index[0], index[1]]
+        self.tensor = torch.sparse_coo_tensor(index, values, (rows, width)).coalesce()
+        self.shape = self.tensor.shape
+
+    def dropped(self, p, training):
+        if not training or p == 0:
+            return self.tensor
+        values = F.dropout(self.tensor.values(), p, True)
+        # The indices are the coalesced tensor's: marked so, torch.sparse.mm does not sort them.
+        return torch.sparse_coo_tensor(self.tensor.indices(), values,
+                                       self.shape)._coalesced_(True)
+
+
+def first_product(x, weight):
+    """x @ weight: torch.sparse.mm for a sparse x (a torch sparse tensor), else the matmul."""
+    return torch.sparse.mm(x, weight) if x.is_sparse else x @ weight
+
+
 # ---------------------------------------------------------------------------------------
 # Layers and models
 
@@ -253,9 +322,10 @@ def zeros(cols):
 
 
 def project_and_aggregate(adjacency, x, weight):
-    """adjacency @ x @ weight, with the weight first when it narrows the features."""
-    if weight.shape[1] < weight.shape[0]:
-        return torch.sparse.mm(adjacency, x @ weight)
+    """adjacency @ x @ weight, with the weight first when it narrows the features or x is
+    sparse."""
+    if weight.shape[1] < weight.shape[0] or x.is_sparse:
+        return torch.sparse.mm(adjacency, first_product(x, weight))
     return torch.sparse.mm(adjacency, x) @ weight
 
 
@@ -277,8 +347,8 @@ class SAGEMeanLayer(nn.Module):
         self.bias = zeros(fout)
 
     def forward(self, adjacency, x):
-        return (x @ self.self_weight + project_and_aggregate(adjacency, x, self.neighbour_weight)
-                + self.bias)
+        return (first_product(x, self.self_weight) +
+                project_and_aggregate(adjacency, x, self.neighbour_weight) + self.bias)
 
 
 def edge_softmax(logits, dst, n):
@@ -304,7 +374,7 @@ class GATLayer(nn.Module):
     def forward(self, edges, x):
         dst, src = edges
         n, heads, width = x.shape[0], self.heads, self.head_dim
-        z = (x @ self.weight).view(n, heads, width)
+        z = first_product(x, self.weight).view(n, heads, width)
         el = (z * self.attention_left).sum(-1)   # n x H, source side
         er = (z * self.attention_right).sum(-1)  # n x H, destination side
         logits = F.leaky_relu(el.index_select(0, src) + er.index_select(0, dst),
@@ -338,7 +408,10 @@ class Net(nn.Module):
 
     def forward(self, graph, x):
         for k, layer in enumerate(self.layers):
-            x = layer(graph, F.dropout(x, self.dropout, self.training))
+            if isinstance(x, SparseFeatures):
+                x = layer(graph, x.dropped(self.dropout, self.training))
+            else:
+                x = layer(graph, F.dropout(x, self.dropout, self.training))
             if k + 1 < len(self.layers):
                 x = self.activation(x)
         return x
@@ -380,6 +453,10 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0,
                    help="torch.manual_seed (initialisation, dropout)")
     p.add_argument("--metrics-out", help="write the JSON summary to this file")
+    p.add_argument("--sparse-features", action="store_true",
+                   help="train on the features as a torch sparse COO tensor (the first layer's "
+                   "x W by torch.sparse.mm); reads a directory's sparse arrays or makes "
+                   "features.npy sparse")
     args = p.parse_args(argv)
     for name in ("hidden", "heads", "epochs", "threads"):
         value = getattr(args, name)
@@ -423,16 +500,22 @@ def train(args):
     torch.manual_seed(args.seed)
 
     start = time.perf_counter()
-    data = load_dataset(args.dataset)
+    data = load_dataset(args.dataset, args.sparse_features)
     meta = data["meta"]
     graph = build_graph(args.model, data["indptr"], data["indices"])
-    x = torch.from_numpy(data["features"])
+    if args.sparse_features:
+        x = SparseFeatures(data["features"], meta["feature_dim"])
+    elif isinstance(data["features"], tuple):
+        raise PeerError(f"{args.dataset}: sparse features: give --sparse-features")
+    else:
+        x = torch.from_numpy(data["features"])
     labels = torch.from_numpy(data["labels"])
     train_nodes = torch.from_numpy(data["train"])
     train_labels = labels.index_select(0, train_nodes)
     del data
     print(f"torch_peer: {meta.get('name', args.dataset)}: {meta['num_nodes']} nodes, "
-          f"{meta['num_edges']} edges, {x.shape[1]} features, {meta['num_classes']} classes, "
+          f"{meta['num_edges']} edges, {x.shape[1]} features"
+          f"{' (sparse)' if args.sparse_features else ''}, {meta['num_classes']} classes, "
           f"{train_nodes.numel()} training nodes; loaded and built in "
           f"{time.perf_counter() - start:.2f} s; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, BLAS {blas_library()}", flush=True)
@@ -464,6 +547,7 @@ def train(args):
         "hidden": settings["hidden"],
         "heads": settings["heads"],
         "seed": args.seed,
+        "sparse_features": args.sparse_features,
         "blas": blas_library(),
     }
     print(f"torch_peer: median epoch {metrics['epoch_seconds_median']:.4f} s "
