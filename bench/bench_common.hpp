@@ -30,6 +30,15 @@ inline double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+/// Median seconds of `repeats` runs of f after one warm-up run.
+template <class F>
+double median_seconds(int repeats, F&& f) {
+  f();
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) times.push_back(time_once(f));
+  return median(times);
+}
+
 /// The planted-partition graph of `nodes` nodes and average degree `degree`, without
 /// features, with one self-loop added to every node (GCN's A + I).
 inline sar::csr planted_graph(sar::node_t nodes, double degree) {

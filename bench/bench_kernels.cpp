@@ -54,16 +54,9 @@
 namespace {
 
 using bench::median;
+using bench::median_seconds;
 using bench::time_once;
 
-/// Median seconds of `repeats` runs of f after one warm-up run.
-template <class F>
-double median_seconds(int repeats, F&& f) {
-  f();
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) times.push_back(time_once(f));
-  return median(times);
-}
 
 std::string read_first_line(const std::string& path) {
   std::ifstream in(path);

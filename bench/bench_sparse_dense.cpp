@@ -42,16 +42,9 @@
 namespace {
 
 using bench::median;
+using bench::median_seconds;
 using bench::time_once;
 
-/// Median seconds of `repeats` runs of f after one warm-up run.
-template <class F>
-double median_seconds(int repeats, F&& f) {
-  f();
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) times.push_back(time_once(f));
-  return median(times);
-}
 
 #if SAR_ROW_GEMM
 /// Multiply-adds per second of `threads` threads, each running 16 independent chains of vector
