@@ -18,8 +18,8 @@
 //
 // Sparse input features (sar/core/sparse_rows.hpp): forward and backward take them as x too;
 // W is then applied first whatever the widths, and no input gradient is computed; unless
-// constructed aggregate_first: x is then aggregated as dense rows (each call makes a dense
-// copy, num_sources x F_in, as large as the aggregate kept for backward), so the halo is the
+// constructed aggregate_first: forward aggregates x as dense rows (a dense copy, num_sources x
+// F_in, as large as the aggregate kept for backward, which reads only that), so the halo is the
 // model's input, which a low-bit exchange moves once, exactly (exact_first_layer).
 //
 // Features stored as bf16 (sar/core/bf16.hpp: bf16_input, an input dropout as a mask) are read
@@ -133,24 +133,7 @@ class gcn_layer {
     const bool want_dx = detail::check_backward(where, store_, graph, input_dim_, output_dim_, x,
                                                 dy, dx, weight_first());
     if (weight_first()) return backward_weight_first(graph, ctx, x, dy, dx, want_dx);
-    const auto w = store_->value(weight_);
-    const column_vector<T> src = detail::gcn_source_scales<T>(graph);
-    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
-    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
-    // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx = Ds A^T Dd (dy W^T).
-    SAR_CHECK(aggregated_.rows() == graph.num_destinations() && aggregated_.cols() == input_dim_,
-              invalid_argument, where, ": no matching forward (aggregated input is ",
-              aggregated_.rows(), " x ", aggregated_.cols(), ")");
-    detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(weight_));
-    if (!want_dx) return;
-    matrix<T> dz;
-    detail::product_transposed<T>(dy, w, dz);
-    scale_rows<T>(dz, dst);
-    set_zero<T>(dx);
-    graph.scatter(ctx.input_exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
-      add_transposed(block, dz, dhalo);
-    });
-    scale_rows<T>(dx, src);
+    backward_aggregated(graph, ctx, dy, dx, want_dx);
   }
 
   /// As forward, on sparse input features (sar/core/sparse_rows.hpp): W is applied first
@@ -168,11 +151,11 @@ class gcn_layer {
   /// gradient of features). Same throws and collective calls.
   template <class Schedule>
   void backward(Schedule& graph, const layer_context& ctx, const sparse_rows<T>& x,
-                const_rows_ref<T> y, const_rows_ref<T> dy, matrix<T>& dx) {
+                const_rows_ref<T>, const_rows_ref<T> dy, matrix<T>& dx) {
     constexpr const char* where = "sar::gcn_layer::backward";
     detail::check_sparse_backward(where, dx);
     detail::check_backward(where, store_, graph, input_dim_, output_dim_, x, dy, dx);
-    if (aggregate_first_) return backward(graph, ctx, to_dense<T>(x), y, dy, dx);
+    if (aggregate_first_) return backward_aggregated(graph, ctx, dy, dx, false);
     backward_weight_first(graph, ctx, x, dy, dx, false);
   }
 
@@ -206,6 +189,31 @@ class gcn_layer {
   }
 
  private:
+  /// backward when W comes after aggregating: reads the aggregate kept by forward, never x.
+  template <class Schedule>
+  void backward_aggregated(Schedule& graph, const layer_context& ctx, const_rows_ref<T> dy,
+                           matrix<T>& dx, bool want_dx) {
+    constexpr const char* where = "sar::gcn_layer::backward";
+    const auto w = store_->value(weight_);
+    const column_vector<T> src = detail::gcn_source_scales<T>(graph);
+    const column_vector<T> dst = detail::gcn_destination_scales<T>(graph);
+    if (bias_) column_sums<T>(dy, rows_ref<T>(store_->grad(bias_id_)));
+    // y = Z W with Z = Dd A Ds x: dW = Z^T dy, dx = Ds A^T Dd (dy W^T).
+    SAR_CHECK(aggregated_.rows() == graph.num_destinations() && aggregated_.cols() == input_dim_,
+              invalid_argument, where, ": no matching forward (aggregated input is ",
+              aggregated_.rows(), " x ", aggregated_.cols(), ")");
+    detail::assign_transposed_product<T>(aggregated_, dy, store_->grad(weight_));
+    if (!want_dx) return;
+    matrix<T> dz;
+    detail::product_transposed<T>(dy, w, dz);
+    scale_rows<T>(dz, dst);
+    set_zero<T>(dx);
+    graph.scatter(ctx.input_exchange(), dx, [&](const graph_block& block, auto&& dhalo) {
+      add_transposed(block, dz, dhalo);
+    });
+    scale_rows<T>(dx, src);
+  }
+
   /// forward with W first: y = Dd A Ds (x W) + b (x dense or sparse rows).
   template <class Schedule, class X>
   void forward_weight_first(Schedule& graph, const layer_context& ctx, const X& x, matrix<T>& y) {
