@@ -48,6 +48,16 @@ namespace sar {
 /// last resort ends it with std::_Exit.
 inline constexpr std::chrono::seconds abort_last_resort{5};
 
+namespace detail {
+/// Writes `line` to stderr without blocking (a full pipe to a stopped launcher takes what
+/// fits) and ends the process with std::_Exit(code). Never returns.
+[[noreturn]] inline void exit_saying(const std::string& line, int code) {
+  ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+  [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
+  std::_Exit(code);
+}
+}  // namespace detail
+
 /// Ends the job because of rank `rank`: logs `text` as a warning, then calls
 /// MPI_Abort(comm, code) after 50 ms per rank (at most 2 s: every waiting rank may abort at
 /// about the same time, and simultaneous aborts crash Open MPI 4.1's mpirun, so lower ranks
@@ -63,10 +73,7 @@ inline constexpr std::chrono::seconds abort_last_resort{5};
   try {
     std::thread([=] {
       std::this_thread::sleep_for(pause + abort_last_resort);
-      // Never block on a full pipe to a stopped launcher: write what fits, then exit.
-      ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
-      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
-      std::_Exit(code);
+      detail::exit_saying(line, code);
     }).detach();
   } catch (const std::system_error&) {  // no thread to spare: MPI_Abort alone, as before
   }
@@ -316,13 +323,11 @@ class mpi_watchdog {
     std::int64_t from = 0;
     MPI_Recv(&from, 1, MPI_INT64_T, status.MPI_SOURCE, end_tag, census_comm_, MPI_STATUS_IGNORE);
     std::this_thread::sleep_for(abort_last_resort);
-    const std::string line =
+    detail::exit_saying(
         message("sar watchdog: rank ", from, " ended the job ", abort_last_resort.count(),
                 " s ago, but MPI_Abort has not ended rank ", rank_, " (is mpirun stopped?). "
-                "This rank exits by itself, code 1\n");
-    ::fcntl(STDERR_FILENO, F_SETFL, ::fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
-    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, line.data(), line.size());
-    std::_Exit(1);
+                "This rank exits by itself, code 1\n"),
+        1);
   }
 
   /// Asks every other rank for its state; returns the answers (census id -1: no answer
