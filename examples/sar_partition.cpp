@@ -21,7 +21,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "program_support.hpp"
+#include "mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/metis.hpp"
@@ -279,14 +279,10 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
 int main(int argc, char** argv) {
   settings s;
   if (const auto status = parse_settings(argc, argv, s)) return *status;
-  if (const auto status = sar_programs::check_file_size_limit("sar-partition", true))
-    return *status;
-  const std::string arguments = sar_programs::arguments_of(argc, argv);
-  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  return sar_programs::checked_stdout(
-      "sar-partition", sar::run_mpi_program("sar-partition", [&](sar::mpi_communicator& comm) {
-        sar::check_same_on_every_rank(comm, "sar-partition: the command line", arguments);
-        if (comm.size() == 1 && s.method != "ptscotch") return run_serial(s);
-        return run_distributed(s, comm);
-      }));
+  return sar_programs::run_under_mpi("sar-partition", argc, argv,
+                                     [&](sar::mpi_communicator& comm) {
+                                       if (comm.size() == 1 && s.method != "ptscotch")
+                                         return run_serial(s);
+                                       return run_distributed(s, comm);
+                                     });
 }

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/task_arena.h>
 
-#include "program_support.hpp"
+#include "mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/safe_directory.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
@@ -252,14 +252,11 @@ int run(const settings& s, sar::mpi_communicator& comm) {
 int main(int argc, char** argv) {
   settings s;
   if (const auto status = parse_settings(argc, argv, s)) return *status;
-  if (const auto status = sar_programs::check_file_size_limit("sar-predict", true))
-    return *status;
-  const std::string arguments = sar_programs::arguments_of(argc, argv);
-  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  return sar_programs::checked_stdout(
-      "sar-predict", sar::run_mpi_program("sar-predict", [&](sar::mpi_communicator& comm) {
-        sar::check_same_on_every_rank(comm, "sar-predict: the command line", arguments);
-        tbb::task_arena arena(s.threads > 0 ? s.threads : tbb::task_arena::automatic);
-        return arena.execute([&] { return run(s, comm); });
-      }));
+  return sar_programs::run_under_mpi("sar-predict", argc, argv,
+                                     [&](sar::mpi_communicator& comm) {
+                                       tbb::task_arena arena(s.threads > 0
+                                                                 ? s.threads
+                                                                 : tbb::task_arena::automatic);
+                                       return arena.execute([&] { return run(s, comm); });
+                                     });
 }

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/task_arena.h>
 
-#include "../program_support.hpp"
+#include "../mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/output_file.hpp"
@@ -652,17 +652,8 @@ int main(int argc, char** argv) {
   program_options p;
   sar::model_config config;
   if (const auto status = parse_settings(argc, argv, p, config)) return *status;
-  if (const auto status = sar_programs::check_file_size_limit("sar-train", true))
-    return *status;
-  const std::string arguments = sar_programs::arguments_of(argc, argv);
-  sar::mpi_environment mpi(argc, argv);  // also without mpirun: one rank
-  return sar_programs::checked_stdout(
-      "sar-train", sar::run_mpi_program(
-                       "sar-train",
-                       [&](sar::mpi_communicator& comm) {
-                         sar::check_same_on_every_rank(comm, "sar-train: the command line",
-                                                       arguments);
-                         return run_program(p, config, comm);
-                       },
-                       p.watchdog_seconds));
+  return sar_programs::run_under_mpi(
+      "sar-train", argc, argv,
+      [&](sar::mpi_communicator& comm) { return run_program(p, config, comm); },
+      p.watchdog_seconds);
 }
