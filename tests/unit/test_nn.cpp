@@ -898,6 +898,33 @@ TEST_CASE("dropout_mask: each bit is its 16-bit lane of the draw compared with t
   }
 }
 
+TEST_CASE("dropout on sparse rows drops the entries dense dropout drops, times the same factor") {
+  // Rows from empty to full (300 columns: 19 draws, 300 entries).
+  const Eigen::Index n = 400, width = 300;
+  local_schedule graph(random_graph(n, 2, 31));
+  std::mt19937_64 rng(32);
+  matrixd dense = matrixd::Zero(n, width);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double density = std::array{0.0, 0.02, 0.3, 1.0}[static_cast<std::size_t>(i % 4)];
+    std::bernoulli_distribution stored(density);
+    for (Eigen::Index c = 0; c < width; ++c)
+      if (stored(rng)) dense(i, c) = 0.5 + static_cast<double>(c);
+  }
+  const sparse_rows<double> sparse = to_sparse_rows<double, double>(dense);
+  for (const double p : {0.0, 0.5, 0.999995}) {
+    CAPTURE(p);
+    dropout<double> layer(width, p);
+    const layer_context ctx{.training = true, .seed = 9, .epoch = 3, .layer = 2};
+    sparse_rows<double> dropped;
+    layer.forward(graph, ctx, sparse, dropped);
+    matrixd expected;
+    layer.forward(graph, ctx, dense, expected);
+    CHECK(dropped.offsets == sparse.offsets);
+    CHECK(dropped.columns == sparse.columns);
+    CHECK(to_dense<double>(dropped) == expected);
+  }
+}
+
 #if defined(__AVX512F__)
 TEST_CASE("counter_rng::bits8 gives bits(a, b, c + k, d) in lane k, bitwise") {
   const counter_rng rng(0x1234567890abcdefull, rng_stream::dropout, 3);
