@@ -6,7 +6,7 @@ hyper-parameters on the same heterogeneous sar .npy dataset directory (meta.json
 docs/npy-dataset.md and docs/heterogeneous-data.md), and reporting epoch time and peak memory
 as sar-train's --metrics-out does (epoch_seconds_median, peak_memory_bytes).
 
-Model (include/sar/train/models.hpp, model_kind::rgcn with paper_defaults):
+Model (include/sar/train/models.hpp, "rgcn" with paper_defaults):
   projection  h_i = x_i[0, F_t) W_t + b_t for node i of type t (one Glorot F_t x H weight and
               a zero bias per type; a featureless type, F_t = 0, gets b_t alone)
   dropout     0.5 on the first R-GCN layer's input

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     // The model and the graph live across the time loop; the schedule is built once.
     sar::distributed_schedule<sar::mpi_communicator> graph(comm,
                                                            strip_as_part(strip.rank, strip.ranks));
-    sar::model_config config = sar::paper_defaults(sar::model_kind::gcn);
+    sar::model_config config = sar::paper_defaults("gcn");
     config.hidden = 32;
     config.dropout = 0;
     auto model = sar::make_model<float, sar::distributed_schedule<sar::mpi_communicator>>(

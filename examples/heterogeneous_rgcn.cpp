@@ -26,7 +26,7 @@
 template <class Schedule>
 sar::train_result train(Schedule& graph, const sar::graph_schema& schema,
                         const sar::node_data<float>& nodes, Eigen::Index classes, bool root) {
-  sar::model_config config = sar::paper_defaults(sar::model_kind::rgcn);
+  sar::model_config config = sar::paper_defaults("rgcn");
   config.schema = schema;  // node types with their feature widths, relations
   config.hidden = 16;
   config.rgcn_bases = 2;

@@ -21,7 +21,7 @@ int run(const std::string& spec) {
   const sar::graph_dataset data = sar::load_dataset(spec);
 
   // GraphSAGE (mean aggregator, 64 hidden) runs on sampled blocks as on the whole graph.
-  const sar::model_config config = sar::paper_defaults(sar::model_kind::sage);
+  const sar::model_config config = sar::paper_defaults("sage");
   auto model = sar::make_model<float, sar::local_schedule>(config, data.features.cols(),
                                                            data.num_classes, /*seed=*/1);
   auto optimiser = sar::make_optimiser(config, model);

@@ -55,7 +55,7 @@ int run(sar::mpi_communicator& comm, const std::string& dataset, const std::stri
   // 2. Every rank reads only its own part (checksums verified) and trains on it.
   const sar::graph_part part = sar::read_partition_part(store, comm.rank());
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
-  const sar::model_config config = sar::paper_defaults(sar::model_kind::gcn);
+  const sar::model_config config = sar::paper_defaults("gcn");
   auto model = sar::make_model<float, sar::distributed_schedule<sar::mpi_communicator>>(
       config, part.features.cols(), part.num_classes, /*seed=*/1);
   auto optimiser = sar::make_optimiser(config, model);

@@ -177,7 +177,7 @@ sar::calibration measure_rates() {
 /// What an end-to-end calibration is of: the model and the widths it was timed with.
 nlohmann::json model_signature(const sar::model_config& c, const sar::graph_size& g,
                                const std::string& precision) {
-  return {{"model", sar::model_name(c.kind)}, {"layers", c.layers}, {"hidden", c.hidden},
+  return {{"model", c.family}, {"layers", c.layers}, {"hidden", c.hidden},
           {"heads", c.heads}, {"batch_norm", c.batch_norm}, {"features", g.features},
           {"outputs", g.outputs}, {"precision", precision}};
 }
@@ -214,6 +214,17 @@ void run_at_once(int copies, Body&& body) {
   for (auto& t : threads) t.join();
   for (const auto& e : failed)
     if (e) std::rethrow_exception(e);
+}
+
+/// The model families sar-plan plans: those that read neither edge features nor node types
+/// (a planted graph has neither).
+std::vector<std::string> plannable_families() {
+  std::vector<std::string> names;
+  sar::for_each_family([&]<class F>() {
+    if (!F::reads_graph_types && !F::reads_edge_features(sar::paper_defaults(F::name)))
+      names.emplace_back(F::name);
+  });
+  return names;
 }
 
 /// Whether a model of `c` adds a self-loop per node to the graph it reads (prepare_model_graph).
@@ -354,9 +365,11 @@ void measure_scale(const sar::model_config& config, const sar::graph_size& g,
   const double expected =
       nodes * rates.epoch_seconds_per_node + edges * rates.epoch_seconds_per_edge;
   sar::epoch_scale scale{nodes, ranks_per_machine, expected > 0 ? seconds / expected : 1};
-  // The exchanged rows as wide as a hidden layer's (GAT: every head's).
-  const Eigen::Index width =
-      config.hidden * (config.kind == sar::model_kind::gat ? config.heads : 1);
+  // The exchanged rows as wide as a hidden layer's output (GAT: every head's).
+  sar::model_config two_layers = config;
+  two_layers.layers = 2;
+  const auto width = static_cast<Eigen::Index>(
+      sar::detail::capacity::graph_layers(two_layers, 1, 1).front().output);
   if (part.ranks > 1) time_halo_copies<T>(ranks_per_machine, width, scale);
   rates.epoch_scales.push_back(scale);
 }
@@ -439,8 +452,11 @@ int run(int argc, char** argv) {
       ->check(sar_programs::number_in(0, 1));
   app.add_option("--classes", s.classes, "classes (or regression outputs)")
       ->check(sar_programs::number_in(1, max_width));
-  app.add_option("--model", s.model, "gcn | sage | gat")
-      ->check(CLI::IsMember({"gcn", "sage", "gat"}))->capture_default_str();
+  const std::vector<std::string> families = plannable_families();
+  std::string choices;
+  for (const auto& name : families) choices += (choices.empty() ? "" : " | ") + name;
+  app.add_option("--model", s.model, choices)
+      ->check(CLI::IsMember(families))->capture_default_str();
   app.add_option("--layers", s.layers, "graph layers (default 2)")
       ->check(sar_programs::number_in(1, max_layers));
   app.add_option("--hidden", s.hidden, "hidden width, per head for GAT (default: the model's)")
@@ -492,9 +508,7 @@ int run(int argc, char** argv) {
 
   const source src = read_source(s);
   sar::run_settings run;
-  run.model = sar::paper_defaults(s.model == "sage" ? sar::model_kind::sage
-                                  : s.model == "gat" ? sar::model_kind::gat
-                                                     : sar::model_kind::gcn);
+  run.model = sar::paper_defaults(s.model);
   if (s.layers > 0) run.model.layers = s.layers;
   if (s.hidden > 0) run.model.hidden = static_cast<Eigen::Index>(s.hidden);
   if (s.heads > 0) run.model.heads = s.heads;

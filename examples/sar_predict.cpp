@@ -92,7 +92,7 @@ void check_features(const sar::matrixf& features, const sar::model_description& 
 /// edge features (mpnn, an edge-weighted gcn) and they are not as wide as it was trained on.
 void prepare_graph(const sar::model_description& d, sar::csr& graph, sar::matrixf& edge_features,
                    sar::node_t first_column, const std::string& source) {
-  SAR_CHECK(!d.config.reads_edge_features() || edge_features.cols() == d.config.edge_dim,
+  SAR_CHECK(!sar::reads_edge_features(d.config) || edge_features.cols() == d.config.edge_dim,
             sar::invalid_argument, "sar-predict: the model reads ", d.config.edge_dim,
             " features per edge, but ", source, " has ", edge_features.cols());
   sar::prepare_model_graph(d.config, graph, edge_features, first_column);
@@ -107,7 +107,7 @@ void prepare_types(sar::saved_model& saved, sar::csr& graph, sar::graph_schema& 
                    std::vector<std::int32_t>& edge_types, sar::matrixf& edge_features,
                    const std::string& source) {
   sar::model_config& c = saved.description.config;
-  if (c.kind != sar::model_kind::rgcn) {
+  if (!sar::reads_graph_types(c)) {
     sar::erase_types(graph, schema, edge_types, edge_features);
     return;
   }

@@ -11,7 +11,7 @@ int main() {
   // GCN aggregates over A + I; the schedule holds the graph (one process: local_schedule).
   sar::local_schedule graph(sar::with_self_loops(data.graph, sar::self_loop_policy::add));
 
-  const sar::model_config config = sar::paper_defaults(sar::model_kind::gcn);
+  const sar::model_config config = sar::paper_defaults("gcn");
   auto model = sar::make_model<float, sar::local_schedule>(config, data.features.cols(),
                                                            data.num_classes, /*seed=*/1);
   auto optimiser = sar::make_optimiser(config, model);

@@ -17,7 +17,7 @@
 template <class Model>
 sar::train_result train(const char* name, Model& model, sar::local_schedule& graph,
                         const sar::graph_dataset& data) {
-  const sar::model_config config = sar::paper_defaults(sar::model_kind::gcn);
+  const sar::model_config config = sar::paper_defaults("gcn");
   auto optimiser = sar::make_optimiser(config, model);  // Adam, weight decay on layer 1
   sar::train_options options;
   options.epochs = 50;
@@ -47,7 +47,7 @@ int main() {
   fixed.initialise(/*seed=*/7);
 
   // Run time: the same layers from settings (what a configuration file or command line gives).
-  sar::model_config config = sar::paper_defaults(sar::model_kind::gcn);  // 2 layers, 16, 0.5
+  sar::model_config config = sar::paper_defaults("gcn");  // 2 layers, 16, 0.5
   auto configured = sar::make_model<float, sar::local_schedule>(config, in, classes, /*seed=*/7);
 
   const auto a = train("static", fixed, graph, data);

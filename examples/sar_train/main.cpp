@@ -38,6 +38,17 @@ namespace {
 
 using sar_train::program_options;
 
+/// "default: gcn 16, sage 64, ...": a setting's default in every model family (its paper's).
+template <class Setting>
+std::string family_defaults(Setting setting) {
+  std::string out;
+  sar::for_each_family([&]<class F>() {
+    out += sar::message(out.empty() ? "default: " : ", ", F::name, " ",
+                        setting(sar::paper_defaults(F::name)));
+  });
+  return out;
+}
+
 /// Throws sar::invalid_argument unless the dataset `what` has features, a split and what its
 /// task predicts (`outputs` classes or targets; `has_targets`: labels or targets present).
 void check_trainable(const std::string& what, sar::task_kind task, std::int64_t outputs,
@@ -69,30 +80,31 @@ sar::model_config with_edge_width(sar::model_config config, const sar::matrixf& 
                                   sar::mpi_communicator& comm) {
   std::int64_t width = edge_features.cols();
   comm.all_reduce(std::span<std::int64_t>(&width, 1), sar::reduce_op::max);
-  if (!config.reads_edge_features()) return config;
+  if (!sar::reads_edge_features(config)) return config;
   config.edge_dim = width;
   SAR_CHECK(config.edge_weight < width, sar::invalid_argument, "sar-train: --edge-weight ",
             config.edge_weight, ", but the dataset has ", width, " features per edge");
   SAR_CHECK(!config.edge_attention || width > 0, sar::invalid_argument,
             "sar-train: --edge-attention, but the dataset has no edge features");
-  SAR_CHECK(config.kind != sar::model_kind::mpnn || width > 0, sar::invalid_argument,
-            "sar-train: --model mpnn passes messages over edge features, but the dataset has "
-            "none (a heterogeneous dataset seen with its types erased has none either: an edge "
-            "of several relations would need several rows); gcn, sage and gat need none");
+  SAR_CHECK(width > 0, sar::invalid_argument, "sar-train: --model ", config.family,
+            " reads edge features, but the dataset has none (a heterogeneous dataset seen with "
+            "its types erased has none either: an edge of several relations would need several "
+            "rows); gcn, sage and gat need none");
   return config;
 }
 
 sar::model_config with_graph(sar::model_config config, sar::csr& graph,
                              sar::graph_schema& schema, std::vector<std::int32_t>& edge_types,
                              sar::matrixf& edge_features, sar::mpi_communicator& comm) {
-  if (config.kind == sar::model_kind::rgcn) {
-    SAR_CHECK(schema.heterogeneous(), sar::invalid_argument, "sar-train: --model rgcn needs a "
-              "heterogeneous dataset (node types and relations: an OGB heterogeneous directory, "
-              "a .npy dataset with a schema, or planted-hetero); this one has one node type");
+  if (sar::reads_graph_types(config)) {
+    SAR_CHECK(schema.heterogeneous(), sar::invalid_argument, "sar-train: --model ",
+              config.family, " needs a heterogeneous dataset (node types and relations: an OGB "
+              "heterogeneous directory, a .npy dataset with a schema, or planted-hetero); this "
+              "one has one node type");
     config.schema = schema;
   } else if (schema.heterogeneous()) {
     if (comm.rank() == 0)
-      sar::log_info(sar::message("--model ", sar::model_name(config.kind),
+      sar::log_info(sar::message("--model ", config.family,
                                  " sees the ", schema.num_node_types(), " node types and ",
                                  schema.num_relations(), " relations as one graph (types "
                                  "erased; --model rgcn keeps them)"));
@@ -334,11 +346,8 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "layer can) | on | off; not for minibatches on several ranks")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.option_defaults()->group("Model");
-  app.add_option("--model", p.model, "gcn | sage | gat | mlp (no graph: the baseline) | mpnn "
-                 "(encode, message-passing steps over the edge features, decode) | rgcn (a "
-                 "heterogeneous graph's relations, each with its weights; the other models "
-                 "see a heterogeneous graph with its types erased)")
-      ->check(CLI::IsMember({"gcn", "sage", "gat", "mlp", "mpnn", "rgcn"}))->capture_default_str();
+  app.add_option("--model", p.model, sar::family_choices())
+      ->check(CLI::IsMember(sar::family_names()))->capture_default_str();
   app.add_option("--rgcn-bases", rgcn_bases, "rgcn: share each layer's relation weights "
                  "through this many bases (the R-GCN paper's basis decomposition; 0: none)")
       ->check(sar_programs::non_negative);
@@ -362,12 +371,15 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                "dataset's edge features (PyG's edge_dim; an added self-loop's are 0)");
   app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
       ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
-  app.add_option("--layers", layers, "graph layers (default 2)")->check(sar_programs::positive);
-  app.add_option("--hidden", hidden, "hidden width, per head for GAT (default: gcn 16, sage 64, "
-                 "gat 8)")->check(sar_programs::positive);
+  app.add_option("--layers", layers, "graph layers (" + family_defaults([](const auto& c) {
+                   return c.layers; }) + ")")->check(sar_programs::positive);
+  app.add_option("--hidden", hidden, "hidden width, per head for GAT (" +
+                 family_defaults([](const auto& c) { return c.hidden; }) + ")")
+      ->check(sar_programs::positive);
   app.add_option("--heads", heads, "GAT heads in hidden layers (default 8)")
       ->check(sar_programs::positive);
-  app.add_option("--dropout", dropout, "dropout on every layer's input (default: gat 0.6, else 0.5)")
+  app.add_option("--dropout", dropout, "dropout on every layer's input (" +
+                 family_defaults([](const auto& c) { return c.dropout; }) + ")")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--input-dropout", input_dropout,
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
@@ -385,16 +397,21 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "aggregate, other runs decode them every forward; minibatches gather them as bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   app.option_defaults()->group("Optimisation");
-  app.add_option("--epochs", epochs, "maximum epochs (default: gcn/sage 200, gat 1000)")
+  app.add_option("--epochs", epochs,
+                 "maximum epochs (" + family_defaults([](const auto& c) { return c.epochs; }) + ")")
       ->check(sar_programs::positive);
-  app.add_option("--lr", learning_rate, "Adam learning rate (default: gat 0.005, else 0.01)")
+  app.add_option("--lr", learning_rate, "Adam learning rate (" +
+                 family_defaults([](const auto& c) { return c.learning_rate; }) + ")")
       ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
   app.add_option("--weight-decay", weight_decay,
-                 "L2 weight decay (default 5e-4; gcn: first layer only)")
+                 "L2 weight decay (" + family_defaults([](const auto& c) {
+                   return sar::message(c.weight_decay,
+                                       c.decay_first_layer_only ? " on the first layer" : "");
+                 }) + ")")
       ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
   app.add_option("--patience", patience,
                  "stop after this many epochs without a better validation accuracy or loss; 0 = "
-                 "never (default: gat 100, else 0)")
+                 "never (" + family_defaults([](const auto& c) { return c.patience; }) + ")")
       ->check(sar_programs::non_negative);
   app.add_option("--eval-every", p.eval_every,
                  "evaluate after every N-th epoch and after the last; 0 = never (accuracies "
@@ -495,12 +512,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   try {
-    config = sar::paper_defaults(p.model == "gcn"    ? sar::model_kind::gcn
-                                 : p.model == "sage" ? sar::model_kind::sage
-                                 : p.model == "mlp"  ? sar::model_kind::mlp
-                                 : p.model == "mpnn" ? sar::model_kind::mpnn
-                                 : p.model == "rgcn" ? sar::model_kind::rgcn
-                                                     : sar::model_kind::gat);
+    config = sar::paper_defaults(p.model);
     SAR_CHECK((rgcn_bases == 0 && rgcn_blocks == 0) || p.model == "rgcn", sar::invalid_argument,
               "sar-train: --rgcn-bases and --rgcn-blocks are options of --model rgcn");
     SAR_CHECK(rgcn_bases == 0 || rgcn_blocks == 0, sar::invalid_argument,

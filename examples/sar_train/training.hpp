@@ -102,8 +102,8 @@ void check_model_fits(const program_options& p, const sar::model_config& c,
                                  static_cast<double>(nodes), sizeof(T), p.minibatch > 0);
   sar::check_memory<sar::invalid_argument>(
       "sar-train",
-      sar::message("the ", p.model, " model of --layers ", c.layers, " with --hidden ", c.hidden,
-                   c.kind == sar::model_kind::gat ? sar::message(" and --heads ", c.heads) : "",
+      sar::message("the ", p.model, " model of --layers ", c.layers, " with ",
+                   sar::model_widths(c),
                    " for ", features, " features and ", outputs, " outputs, trained on ",
                    nodes, " nodes (parameters, gradients and Adam moments ",
                    sar::format_bytes(need.parameters), ", activations at least ",
@@ -211,18 +211,7 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
     s["outputs"] = data.num_outputs();
     if (data.task == sar::task_kind::regress) s["raw_targets"] = p.raw_targets;
   }
-  if (c.kind == sar::model_kind::sage) s["aggregator"] = p.aggregator;
-  if (c.kind == sar::model_kind::rgcn) {
-    s["schema"] = sar::schema_to_json(c.schema);
-    s["rgcn_bases"] = c.rgcn_bases;
-    s["rgcn_blocks"] = c.rgcn_blocks;
-    if (c.node_embeddings) s["node_embeddings"] = true;  // (older checkpoints: without)
-  }
-  if (c.kind == sar::model_kind::gat) {
-    s["heads"] = c.heads;
-    s["output_heads"] = c.output_heads;
-    s["attention_dropout"] = c.attention_dropout;
-  }
+  sar::describe_family_settings(c, s);
   if (p.minibatch > 0) {
     s["sampler"] = p.sampler;
     const sar::minibatch_options o = minibatch_options_of(p, c);

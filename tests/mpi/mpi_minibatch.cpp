@@ -268,11 +268,11 @@ template <class T>
 void check_training(mpi_communicator& comm, const graph_dataset& data,
                     const std::vector<int>& assignment, int replication, sampler_kind kind,
                     const std::string& what) {
-  model_config config = paper_defaults(kind == sampler_kind::node_wise ? model_kind::sage
-                                                                       : model_kind::gcn);
+  model_config config = paper_defaults(kind == sampler_kind::node_wise ? "sage"
+                                                                       : "gcn");
   config.hidden = 16;
   config.epochs = 3;
-  const auto loops = config.kind == model_kind::sage ? self_loop_policy::keep
+  const auto loops = config.family == "sage" ? self_loop_policy::keep
                                                      : self_loop_policy::add;
   minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
   mb.sampler = {.kind = kind, .seed = 2};
@@ -312,7 +312,7 @@ void check_training(mpi_communicator& comm, const graph_dataset& data,
 /// rows travelling as bf16 (fewer bytes than the fp32 run's, whose samples are the same).
 void check_bf16(mpi_communicator& comm, const graph_dataset& data,
                 const std::vector<int>& assignment, int replication, const std::string& what) {
-  model_config config = paper_defaults(model_kind::sage);
+  model_config config = paper_defaults("sage");
   config.hidden = 16;
   config.epochs = 3;
   minibatch_options mb{.batch_size = 37, .bulk = 3, .inference_rows = 150};
@@ -427,15 +427,15 @@ int main(int argc, char** argv) {
         check_training<double>(comm, with_task(data, task), assignment, c,
                                sampler_kind::node_wise,
                                message("sage ", task_name(task), " double", at));
-      model_config mpnn = paper_defaults(model_kind::mpnn), gat = paper_defaults(model_kind::gat),
-                   gcn = paper_defaults(model_kind::gcn);
+      model_config mpnn = paper_defaults("mpnn"), gat = paper_defaults("gat"),
+                   gcn = paper_defaults("gcn");
       mpnn.edge_state = false;
       gat.edge_attention = true;
       gcn.edge_weight = 1;
       check_edge_model(comm, with_edges, assignment, c, mpnn, "mpnn over edge features" + at);
       check_edge_model(comm, with_edges, assignment, c, gat, "gat with edge attention" + at);
       check_edge_model(comm, with_edges, assignment, c, gcn, "gcn weighted by an edge column" + at);
-      model_config rgcn = paper_defaults(model_kind::rgcn);
+      model_config rgcn = paper_defaults("rgcn");
       rgcn.schema = typed.schema;
       check_edge_model(comm, typed, typed_assignment[c - 1], c, rgcn, "rgcn over relations" + at);
       std::vector<std::vector<node_t>> per_relation(

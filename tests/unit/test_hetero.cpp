@@ -477,7 +477,7 @@ graph_dataset featureless_authors() {
 
 /// R-GCN of hidden width 8 on `data` whose featureless types learn a row per node.
 model_config rgcn_with_embeddings(const graph_dataset& data) {
-  model_config c = paper_defaults(model_kind::rgcn);
+  model_config c = paper_defaults("rgcn");
   c.schema = data.schema;
   c.hidden = 8;
   c.node_embeddings = true;
@@ -535,7 +535,7 @@ TEST_CASE("R-GCN learns the planted heterogeneous graph; a GCN with the types er
   const node_data<float> nodes{data.features, data.labels, data.split};
   const train_options t{.epochs = 60, .seed = 2, .log_progress = false};
 
-  model_config rgcn = paper_defaults(model_kind::rgcn);
+  model_config rgcn = paper_defaults("rgcn");
   rgcn.schema = data.schema;
   rgcn.hidden = 16;
   auto relational = make_model<float, local_schedule>(rgcn, data.features.cols(), 2, 3);
@@ -546,7 +546,7 @@ TEST_CASE("R-GCN learns the planted heterogeneous graph; a GCN with the types er
 
   graph_dataset erased = data;
   erase_types(erased);
-  model_config gcn = paper_defaults(model_kind::gcn);
+  model_config gcn = paper_defaults("gcn");
   gcn.hidden = 16;
   auto blind = make_model<float, local_schedule>(gcn, data.features.cols(), 2, 3);
   auto blind_optimiser = make_optimiser(gcn, blind);
@@ -564,7 +564,7 @@ TEST_CASE("R-GCN on minibatches: with every neighbour and one minibatch of all t
   const graph_dataset data = make_planted_heterogeneous(
       {.num_papers = 500, .num_authors = 150, .feature_dim = 6, .author_feature_dim = 3,
        .degree = 3, .authors_per_paper = 2});
-  model_config c = paper_defaults(model_kind::rgcn);
+  model_config c = paper_defaults("rgcn");
   c.schema = data.schema;
   c.hidden = 8;
   c.dropout = 0;  // minibatch masks are keyed by the step

@@ -33,6 +33,7 @@
 #include "split_schedule.hpp"
 #include "test_support.hpp"
 #include "sar/optim/sgd.hpp"
+#include "sar/train/capacity.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
@@ -723,14 +724,14 @@ TEST_CASE("sparse input features give a model the logits and gradients of the de
   const matrixd dlogits = random_matrix(o.num_nodes, 3, 82);
   // aggregate_features_first: gcn and sage aggregate the sparse rows as dense ones (what a
   // low-bit exchange moves once), not x W.
-  for (const auto kind : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp})
+  for (const std::string kind : {"gcn", "sage", "gat", "mlp"})
     for (const double input_dropout : {0.0, 0.5})
     for (const bool aggregate_first : {false, true}) {
-      CAPTURE(model_name(kind));
+      CAPTURE(kind);
       CAPTURE(input_dropout);
       CAPTURE(aggregate_first);
       model_config c;
-      c.kind = kind;
+      c.family = kind;
       c.hidden = 8;
       c.heads = 2;
       c.input_dropout = input_dropout;
@@ -754,7 +755,7 @@ TEST_CASE("sparse input features give a model the logits and gradients of the de
     }
   // A first layer that cannot read them: refused, naming the layer.
   model_config pool;
-  pool.kind = model_kind::sage;
+  pool.family = "sage";
   pool.aggregation = sage_aggregation::pool;
   auto model = make_model<double, local_schedule>(pool, 300, 3, 11);
   CHECK_FALSE(model.reads_sparse_input());
@@ -839,7 +840,7 @@ TEST_CASE("a 2-layer GCN's hidden output takes the input dropout's buffer and it
   const csr g = chunked_graph();
   local_schedule graph(g);
   model_config c;
-  c.kind = model_kind::gcn;
+  c.family = "gcn";
   c.hidden = 8;
   c.dropout = 0.5;
   auto model = make_model<double, local_schedule>(c, 8, 3, 3);
@@ -871,8 +872,8 @@ TEST_CASE("make_model: between relu graph layers relu and dropout are one layer,
   model_config c;
   c.hidden = 5;
   c.dropout = 0.5;
-  for (const model_kind kind : {model_kind::gcn, model_kind::sage}) {
-    c.kind = kind;
+  for (const std::string kind : {"gcn", "sage"}) {
+    c.family = kind;
     auto model = make_model<double, local_schedule>(c, 6, 2, 3);
     REQUIRE(model.num_layers() == 4);  // dropout, graph, relu_dropout, graph
     CHECK(model.layer(0).target<dropout<double>>() != nullptr);
@@ -887,8 +888,8 @@ TEST_CASE("make_model: between relu graph layers relu and dropout are one layer,
 
 TEST_CASE("estimate_model_memory counts exactly the parameters make_model declares; make_model "
           "refuses parameters beyond the memory available before allocating them") {
-  for (const model_kind kind : {model_kind::gcn, model_kind::sage, model_kind::gat,
-                                model_kind::mlp})
+  for (const std::string kind : {"gcn", "sage", "gat",
+                                "mlp"})
     for (const sage_aggregation aggregation :
          {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
       for (const int layers : {1, 2, 4})
@@ -907,10 +908,10 @@ TEST_CASE("estimate_model_memory counts exactly the parameters make_model declar
                                             model.parameters().shape(p).cols);
           const model_memory m = estimate_model_memory(c, 7, 4, 10, sizeof(float));
           CHECK_MESSAGE(m.parameters == 4 * sizeof(float) * declared,
-                        "kind " << int(kind) << " aggregation " << int(aggregation) << " layers "
+                        "kind " << kind << " aggregation " << int(aggregation) << " layers "
                                 << layers << " batch norm " << batch_norm);
         }
-  model_config c = paper_defaults(model_kind::gcn);
+  model_config c = paper_defaults("gcn");
   c.hidden = 1000000000000;  // 10^12: 10^14 parameters
   std::string what = "(no sar::invalid_argument)";
   try {
@@ -1494,15 +1495,65 @@ TEST_CASE("a run checkpointed, killed and resumed ends bitwise where the uninter
   CHECK(std::filesystem::exists(dir.path / "foreign" / "notes.txt"));
 }
 
+TEST_CASE("every registered model family builds, its memory estimate counts its parameters "
+          "exactly, its model file round-trips, and sar-plan plans it; unknown names refused") {
+  // Settings every family can build with: edge features (mpnn) and a schema (rgcn), which the
+  // others ignore.
+  graph_schema schema;
+  schema.node_types = {{"a", 10, 8}, {"b", 5, 0}};
+  schema.relations = {{0, "to", 1}, {1, "from", 0}};
+  testing_support::temp_dir dir("families");
+  serial_communicator comm;
+  int families = 0;
+  for_each_family([&]<class F>() {
+    ++families;
+    CAPTURE(F::name);
+    model_config c = paper_defaults(F::name);
+    CHECK(c.family == F::name);
+    c.hidden = 6;
+    c.heads = 2;
+    c.layers = 3;
+    c.edge_dim = 2;
+    c.schema = schema;
+    auto model = make_model<float, local_schedule>(c, 8, 3, 5);
+    double parameters = 0;
+    for (std::size_t p = 0; p < model.parameters().size(); ++p)
+      parameters += static_cast<double>(model.parameters().value(p).size());
+    CHECK(estimate_model_memory(c, 8, 3, 0, 1).parameters / 4 == parameters);
+    // The model file: the family by name, with its settings.
+    const model_description d{.config = c, .input_dim = 8, .output_dim = 3};
+    save_model(comm, dir.path / "m.sarmodel", model, d);
+    const saved_model saved = read_model(dir.path / "m.sarmodel");
+    CHECK(saved.description.config.family == F::name);
+    CHECK(static_cast<double>(saved.values.size()) == parameters);
+    auto loaded = load_model<float, local_schedule>(saved);  // checks the architecture fits
+    CHECK(loaded.parameters().total_size() == model.parameters().total_size());
+    // sar-plan's layers: one per graph layer, positive widths, the last as wide as the outputs.
+    const auto layers = detail::capacity::graph_layers(c, 8, 3);
+    REQUIRE(layers.size() == 3);
+    CHECK(layers.back().output == 3);
+    for (const auto& l : layers) CHECK((l.input > 0 && l.output > 0 && l.exchanged >= 0));
+  });
+  CHECK(static_cast<std::size_t>(families) == family_names().size());
+  CHECK(family_names().front() == "gcn");
+  model_config unknown;
+  unknown.family = "gin-typo";
+  const auto build = [&] { return make_model<float, local_schedule>(unknown, 8, 3, 5); };
+  CHECK_THROWS_WITH_AS(build(),
+                       doctest::Contains("unknown model family 'gin-typo' (gcn, sage, gat"),
+                       invalid_argument);
+  CHECK_THROWS_AS(paper_defaults("GCN"), invalid_argument);
+}
+
 TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged or mismatched "
           "model files are refused") {
   const graph_dataset data = small_planted();
   local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
   testing_support::temp_dir dir("model");
   serial_communicator comm;
-  for (model_kind kind : {model_kind::gcn, model_kind::sage, model_kind::gat}) {
+  for (const std::string kind : {"gcn", "sage", "gat"}) {
     for (bool batch_norm : {false, true}) {
-      CAPTURE(static_cast<int>(kind));
+      CAPTURE(kind);
       CAPTURE(batch_norm);
       model_config c = paper_defaults(kind);
       c.hidden = 6;
@@ -1520,7 +1571,7 @@ TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged o
       save_model(comm, file, model, d);
       const saved_model saved = read_model(file);
       CHECK(saved.description.input_dim == 8);
-      CHECK(saved.description.config.kind == kind);
+      CHECK(saved.description.config.family == kind);
       CHECK(saved.description.config.batch_norm == batch_norm);
       CHECK(saved.description.row_normalise_features);
       CHECK(saved.description.about["dataset"] == "planted");
@@ -1532,7 +1583,7 @@ TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged o
   // An edge-weighted GCN keeps its edge-feature column and predicts alike on the graph's edges
   // (self-loops added by prepare_model_graph, weighing 1).
   {
-    model_config c = paper_defaults(model_kind::gcn);
+    model_config c = paper_defaults("gcn");
     c.edge_dim = 2;
     c.edge_weight = 1;
     csr g = data.graph;
@@ -1561,7 +1612,7 @@ TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged o
                          invalid_argument);
   }
   // Regression: predictions in the original units.
-  model_config c = paper_defaults(model_kind::gcn);
+  model_config c = paper_defaults("gcn");
   auto model = make_model<double, local_schedule>(c, 8, 2, 1);
   const model_description d{.config = c, .input_dim = 8, .output_dim = 2,
                             .task = task_kind::regress, .targets = {{10, -1}, {2, 0.5}}};

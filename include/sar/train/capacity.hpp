@@ -6,7 +6,8 @@
 // term), so the model follows the code; the activation terms, which depend on what the model's
 // buffer pool keeps at the peak, use per-layer multiples measured on this code
 // (bench/RESULTS.md §26) and are labelled as such.
-// Light: no layer headers; sar-plan (examples/sar_plan.cpp) is its program.
+// Each model's shapes come from its family (sar/train/families.hpp); sar-plan
+// (examples/sar_plan.cpp) is its program.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "sar/core/error.hpp"
 #include "sar/core/sparse_rows.hpp"
+#include "sar/train/families.hpp"
 #include "sar/train/model_config.hpp"
 
 namespace sar {
@@ -167,76 +169,30 @@ namespace detail::capacity {
 /// Whether a run of `c` trains on `g`'s features as sparse rows (as sar-train's default does:
 /// bag-of-words densities, a model whose first layer reads them).
 inline bool sparse_input(const graph_size& g, const model_config& c) {
-  return g.feature_density <= sparse_features_density &&
-         (c.kind == model_kind::gcn || c.kind == model_kind::gat || c.kind == model_kind::mlp ||
-          (c.kind == model_kind::sage && c.aggregation != sage_aggregation::pool));
+  return g.feature_density <= sparse_features_density && reads_sparse_input(c);
 }
-
-/// One graph layer's widths as make_model builds it: input, output, what crosses the network
-/// in forward (min of the two for GCN and GraphSAGE mean, the projected heads for GAT) and the
-/// activation multiple (outputs of its width it keeps at the peak, with the model's buffers).
-struct layer_shape {
-  double input = 0, output = 0, exchanged = 0, kept = 0;
-  bool regathers = false;  ///< backward fetches the halo again (GAT)
-};
 
 /// The aggregations (and so the halo exchanges) of layer l in an epoch: forward, backward (the
 /// input gradient), and for GAT the refetch of its halo in backward. The first layer wants no
 /// input gradient: when it aggregates its input (no weight before the aggregation) its
 /// backward needs no aggregation at all (GCN and GraphSAGE keep the aggregate for dW).
-inline double exchanges(const layer_shape& l, bool first) {
+inline double exchanges(const planned_layer& l, bool first) {
   if (l.regathers) return 3;
   return first && l.exchanged >= l.input ? 1 : 2;
 }
 
-/// The graph layers of `c` for `features` inputs and `outputs` outputs (`sparse_input`: the
-/// first layer reads sparse rows and applies its weight first, so its output crosses).
-inline std::vector<layer_shape> graph_layers(const model_config& c, double features,
-                                             double outputs, bool sparse_input = false) {
-  std::vector<layer_shape> out;
+/// The graph layers of `c` for `features` inputs and `outputs` outputs, as its family plans
+/// them (`sparse_input`: the first layer reads sparse rows).
+inline std::vector<planned_layer> graph_layers(const model_config& c, double features,
+                                               double outputs, bool sparse_input = false) {
+  std::vector<planned_layer> out;
   double width = features;
-  const double hidden = static_cast<double>(c.hidden), heads = static_cast<double>(c.heads);
-  for (int k = 0; k < c.layers; ++k) {
-    const bool last = k + 1 == c.layers;
-    layer_shape l;
-    l.input = width;
-    switch (c.kind) {
-      case model_kind::gat:
-        l.output = last ? outputs : hidden * heads;
-        l.exchanged = (last ? static_cast<double>(c.output_heads) * outputs : hidden * heads) +
-                      (last ? static_cast<double>(c.output_heads) : heads);  // [z | el]
-        // Projected features, the two online-softmax accumulators and their gradients
-        // (measured: 7.25 outputs at the peak, bench/RESULTS.md §26).
-        l.kept = 7.25;
-        l.regathers = true;
-        break;
-      case model_kind::sage:
-        l.output = last ? outputs : hidden;
-        l.exchanged = std::min(l.input, l.output);
-        // Output (overwritten by its gradient), the neighbour aggregate, the input it reads
-        // again in backward (measured 2.6, bench/RESULTS.md §28).
-        l.kept = 2.6;
-        break;
-      default:  // gcn (and the relational models, planned as GCN of their widths)
-        l.output = last ? outputs : hidden;
-        l.exchanged = std::min(l.input, l.output);
-        // Output (overwritten by its gradient) and the aggregate kept for dW when aggregating
-        // first, with the small last layer's buffers (measured 2.4, bench/RESULTS.md §28).
-        l.kept = 2.4;
-        break;
+  with_family(c.family, [&]<class F>() {
+    for (int k = 0; k < c.layers; ++k) {
+      out.push_back(F::plan_layer(c, k, width, outputs, sparse_input));
+      width = out.back().output;
     }
-    // Batch norm after a hidden layer keeps its input (its output becomes relu_dropout's, and
-    // its input gradient takes its input's buffer: measured 1, GCN and GraphSAGE, §28).
-    if (c.batch_norm && !last) l.kept += 1;
-    if (k == 0 && sparse_input && c.kind != model_kind::gat) {
-      l.exchanged = l.output;
-      // GraphSAGE applies both weights first: the two projections, the aggregate and their
-      // gradients (measured 5.7 on 200k nodes, 5,000 features at 0.3%, P = 1 and 2: §30).
-      if (c.kind == model_kind::sage) l.kept = 5.7;
-    }
-    width = l.output;
-    out.push_back(l);
-  }
+  });
   return out;
 }
 
@@ -266,8 +222,9 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   // them (sar/nn/gcn.hpp: no decoded copy, and when it aggregates first no aggregate kept for
   // dW and no tiling; an input dropout is a mask of bits): measured 1.1 outputs of its width
   // at the peak, sar-train tiling no narrow rows (bench/RESULTS.md §40).
-  const bool reads_bf16 = !distributed && !sparse && s.feature_bytes < 4 &&
-                          s.model.kind == model_kind::gcn;
+  const bool gcn_first_layer =
+      with_family(s.model.family, []<class F>() { return F::gcn_first_layer; });
+  const bool reads_bf16 = !distributed && !sparse && s.feature_bytes < 4 && gcn_first_layer;
   if (reads_bf16 && layers.front().input <= layers.front().output) layers.front().kept = 1.1;
   // Bytes of the features as sparse rows of values of `value` bytes: offsets, columns, values.
   const auto sparse_bytes = [&](double value) {
@@ -310,17 +267,17 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   bool regathers = false;
   for (std::size_t k = 0; k < layers.size(); ++k) {
     const auto& l = layers[k];
-    const double weights = s.model.kind == model_kind::sage ? 2 * l.input * l.output
-                           : s.model.kind == model_kind::gat
-                               ? l.input * l.output * (k + 1 == layers.size() ? s.model.output_heads : 1) + 2 * l.output
-                               : l.input * l.output;
-    parameters += weights + l.output;
+    parameters += l.weights + l.output;
     activations += l.kept * n * l.output * vb;
     widest_exchange = std::max(widest_exchange, l.exchanged);
     regathers = regathers || l.regathers;
-    const double aggregations = detail::capacity::exchanges(l, k == 0);
-    forward_values += l.exchanged * (l.regathers ? 2 : 1);  // a refetch is a forward halo
-    backward_values += l.exchanged * (aggregations - (l.regathers ? 2 : 1));
+    // A refetch is a forward halo; a family may state its own counts (APPNP's K steps).
+    const double forward = l.forward_exchanges >= 0 ? l.forward_exchanges : l.regathers ? 2 : 1;
+    const double aggregations = l.backward_exchanges >= 0
+                                    ? forward + l.backward_exchanges
+                                    : detail::capacity::exchanges(l, k == 0);
+    forward_values += l.exchanged * forward;
+    backward_values += l.exchanged * (aggregations - forward);
     kernel_seconds += aggregations * m * l.exchanged * rates.spmm_seconds_per_value;
     // Dense products: forward, dW and (but in the first layer) dx; sparse input: its entries.
     kernel_seconds += (k == 0 ? 2 : 3) * 2 * n * l.input * l.output *
@@ -328,7 +285,7 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
   }
   // The input's dropout copy, unless the first layer's output takes its buffer (a GCN that
   // aggregates first at its own width: output_over_input, sar/nn/layer.hpp).
-  const bool output_over_dropout = !sparse && s.model.kind == model_kind::gcn &&
+  const bool output_over_dropout = !sparse && gcn_first_layer &&
                                    layers.front().input == layers.front().output;
   // bf16 storage decodes the features into a matrix that an input dropout then overwrites
   // (the same copy), else the first layer reads.

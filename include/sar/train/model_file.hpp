@@ -51,10 +51,10 @@
 #include "sar/core/output_file.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/graph/builders.hpp"
-#include "sar/graph/schema_json.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/train/checkpoint.hpp"
+#include "sar/train/families.hpp"
 #include "sar/train/models.hpp"
 
 namespace sar {
@@ -103,17 +103,8 @@ namespace detail::model_files {
 inline constexpr char magic[8] = {'S', 'A', 'R', 'M', 'O', 'D', 'E', 'L'};
 inline constexpr std::size_t prefix_bytes = 24;  // magic, version, reserved, header bytes
 
-inline const char* aggregation_name(sage_aggregation a) {
-  switch (a) {
-    case sage_aggregation::mean: return "mean";
-    case sage_aggregation::gcn: return "gcn";
-    case sage_aggregation::pool: return "pool";
-  }
-  return "?";
-}
-
 inline nlohmann::json config_json(const model_config& c) {
-  nlohmann::json j = {{"kind", model_name(c.kind)}, {"aggregation", aggregation_name(c.aggregation)},
+  nlohmann::json j = {{"kind", c.family}, {"aggregation", aggregation_name(c.aggregation)},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
           {"output_heads", c.output_heads}, {"dropout", c.dropout},
           {"input_dropout", c.input_dropout},
@@ -124,12 +115,7 @@ inline nlohmann::json config_json(const model_config& c) {
           {"patience", c.patience}, {"edge_dim", c.edge_dim}, {"edge_state", c.edge_state},
           {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight},
           {"edge_attention", c.edge_attention}};
-  if (c.kind == model_kind::rgcn) {
-    j["schema"] = schema_to_json(c.schema);
-    j["rgcn_bases"] = c.rgcn_bases;
-    j["rgcn_blocks"] = c.rgcn_blocks;
-    j["node_embeddings"] = c.node_embeddings;
-  }
+  with_family(c.family, [&]<class F>() { F::write_settings(c, j); });
   return j;
 }
 
@@ -137,14 +123,10 @@ inline nlohmann::json config_json(const model_config& c) {
 inline model_config config_from(const nlohmann::json& j, const std::string& file) {
   constexpr const char* where = "sar::read_model";
   model_config c;
-  const auto kind = j.at("kind").get<std::string>();
-  bool known = false;
-  for (model_kind k : {model_kind::gcn, model_kind::sage, model_kind::gat, model_kind::mlp,
-                       model_kind::mpnn, model_kind::rgcn})
-    if (kind == model_name(k)) c.kind = k, known = true;
-  SAR_CHECK(known, io_error, where, ": ", file, ": unknown model kind '", kind, "'");
+  c.family = j.at("kind").get<std::string>();
+  with_family<io_error>(c.family, [&]<class F>() {}, message(where, ": ", file));
   const auto aggregation = j.at("aggregation").get<std::string>();
-  known = false;
+  bool known = false;
   for (sage_aggregation a : {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
     if (aggregation == aggregation_name(a)) c.aggregation = a, known = true;
   SAR_CHECK(known, io_error, where, ": ", file, ": unknown aggregation '", aggregation, "'");
@@ -167,18 +149,7 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.mean_messages = j.value("mean_messages", true);
   c.edge_weight = j.value("edge_weight", Eigen::Index{-1});
   c.edge_attention = j.value("edge_attention", false);
-  if (c.kind == model_kind::rgcn) {
-    c.schema = schema_from_json(j.at("schema"), file);
-    c.rgcn_bases = j.at("rgcn_bases").get<Eigen::Index>();
-    c.rgcn_blocks = j.at("rgcn_blocks").get<Eigen::Index>();
-    c.node_embeddings = j.value("node_embeddings", false);  // absent in version 1
-    try {
-      c.schema.validate(c.schema.type_begin(c.schema.num_node_types()),
-                        Eigen::Index{1} << 31, where);
-    } catch (const invalid_argument& e) {
-      throw io_error(message(file, ": ", e.what()));
-    }
-  }
+  with_family(c.family, [&]<class F>() { F::read_settings(j, c, file); });
   constexpr Eigen::Index limit = Eigen::Index{1} << 31;
   SAR_CHECK(c.layers >= 1 && c.layers < (1 << 20) && c.hidden >= 1 && c.hidden < limit &&
                 c.heads >= 1 && c.heads < limit && c.output_heads >= 1 && c.output_heads < limit &&
@@ -468,7 +439,7 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
                             .parameters / 4;  // values, gradients, Adam's two moments
   SAR_CHECK(values == static_cast<double>(saved.values.size()), invalid_argument, where,
             ": the file holds ", saved.values.size(), " parameter values, its architecture (",
-            model_name(d.config.kind), ", ", d.config.layers,
+            d.config.family, ", ", d.config.layers,
             " layers, hidden ", d.config.hidden, ", ", d.input_dim, " inputs, ", d.output_dim,
             " outputs) has ", values);
   auto model = make_model<T, Schedule>(d.config, d.input_dim, d.output_dim, /*seed=*/0);
@@ -519,16 +490,6 @@ void hold_saved_rows(Model& model, const saved_model& saved, std::span<const nod
   }
 }
 
-/// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict):
-/// GraphSAGE, mpnn and rgcn read the graph as it is (a node's own row is their self term; an
-/// added self-loop would have no edge features or relation), the others add one self-loop per
-/// node (A + I).
-inline self_loop_policy model_self_loops(const model_config& c) {
-  return c.kind == model_kind::sage || c.kind == model_kind::mpnn || c.kind == model_kind::rgcn
-             ? self_loop_policy::keep
-             : self_loop_policy::add;
-}
-
 /// Puts a graph (in-edges; first_column: the global id of row 0, a part's first_global())
 /// and its edge table (one row per entry, or empty) in the form a model of `c` is trained and
 /// used on: model_self_loops' policy, an added loop of an edge-weighted GCN weighing 1 (as
@@ -537,9 +498,10 @@ inline self_loop_policy model_self_loops(const model_config& c) {
 /// Throws sar::invalid_argument if the table has rows but not one per entry.
 inline void prepare_model_graph(const model_config& c, csr& graph, matrixf& edge_features,
                                 node_t first_column = 0) {
-  if (!c.reads_edge_features()) edge_features = matrixf();
-  apply_self_loops(graph, edge_features, model_self_loops(c), first_column,
-                   c.kind == model_kind::gcn ? 1.0f : 0.0f);
+  with_family(c.family, [&]<class F>() {
+    if (!F::reads_edge_features(c)) edge_features = matrixf();
+    apply_self_loops(graph, edge_features, F::self_loops, first_column, F::added_loop_edge_value);
+  });
 }
 
 /// The outputs of `model` on `graph` for `features` (graph.num_sources() x input_dim) in
