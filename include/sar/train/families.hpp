@@ -12,6 +12,7 @@
 #include "sar/core/error.hpp"
 #include "sar/train/families/gat.hpp"
 #include "sar/train/families/gcn.hpp"
+#include "sar/train/families/gin.hpp"
 #include "sar/train/families/mlp.hpp"
 #include "sar/train/families/mpnn.hpp"
 #include "sar/train/families/rgcn.hpp"
@@ -26,7 +27,8 @@ struct family_list {};
 
 /// The built-in families, in the order --help and errors list them.
 using builtin_families =
-    family_list<gcn_family, sage_family, gat_family, mlp_family, mpnn_family, rgcn_family>;
+    family_list<gcn_family, sage_family, gat_family, mlp_family, mpnn_family, rgcn_family,
+                gin_family>;
 
 /// Calls f.template operator()<F>() for every built-in family F, in order.
 template <class Function>
