@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/train/families/appnp.hpp"
 #include "sar/train/families/gat.hpp"
 #include "sar/train/families/gcn.hpp"
 #include "sar/train/families/gin.hpp"
@@ -28,7 +29,7 @@ struct family_list {};
 /// The built-in families, in the order --help and errors list them.
 using builtin_families =
     family_list<gcn_family, sage_family, gat_family, mlp_family, mpnn_family, rgcn_family,
-                gin_family>;
+                gin_family, appnp_family>;
 
 /// Calls f.template operator()<F>() for every built-in family F, in order.
 template <class Function>
