@@ -25,7 +25,9 @@
 #include "sar/nn/loss.hpp"
 #include "sar/optim/adam.hpp"
 #include "sar/nn/any_layer.hpp"
+#include "sar/nn/appnp.hpp"
 #include "sar/nn/gcn.hpp"
+#include "sar/nn/gin.hpp"
 #include "sar/nn/linear.hpp"
 #include "sar/nn/sage.hpp"
 #include "sar/nn/sequential.hpp"
@@ -176,6 +178,49 @@ TEST_CASE("gcn_layer passes the gradient checker in both weight orders and under
       require_gradients(gcn_layer<double>(f_in, f_out), split, x);
       require_gradients(gcn_layer<double>(f_in, f_out, false), local, x);
     }
+  }
+}
+
+TEST_CASE("gin_aggregation and appnp_propagation compute their formulas, pass the gradient "
+          "checker, and give one block's numbers under three") {
+  for (bool symmetric : {true, false}) {
+    CAPTURE(symmetric);
+    const csr g = small_gcn_graph(symmetric);
+    const matrixd x = random_matrix(g.num_rows, 4, 11);
+    local_schedule local(g);
+    split_schedule split(g, {2, 7}, true);
+    REQUIRE(split.num_blocks() == 3);
+    require_gradients(gin_aggregation<double>(4), local, x);
+    require_gradients(gin_aggregation<double>(4), split, x);
+    require_gradients(appnp_propagation<double>(4, 3, 0.2), local, x);
+    require_gradients(appnp_propagation<double>(4, 3, 0.2), split, x);
+    // The formulas, with eps = 0.5 and b = 1: (1 + eps) x + A x + b; APPNP's K steps of
+    // z = (1 - alpha) Dd A Ds z + alpha x.
+    matrixd a = matrixd::Zero(g.num_rows, g.num_rows);  // a(i, j): edges j -> i
+    for (node_t i = 0; i < g.num_rows; ++i)
+      for (edge_t t = g.offsets[i]; t < g.offsets[i + 1]; ++t) a(i, g.columns[t]) += 1;
+    gin_aggregation<double> gin(4);
+    parameter_store<double> store;
+    gin.declare(store);
+    store.allocate();
+    store.value(0)(0, 0) = 0.5;
+    store.value(1).setOnes();
+    matrixd y, y_split;
+    gin.forward(local, {}, x, y);
+    CHECK((y - (1.5 * x + a * x + matrixd::Ones(x.rows(), 4))).cwiseAbs().maxCoeff() < 1e-12);
+    gin.forward(split, {}, x, y_split);
+    CHECK((y - y_split).cwiseAbs().maxCoeff() < 1e-12);
+    const Eigen::VectorXd d_in = a.rowwise().sum().cwiseMax(1.0).cwiseSqrt().cwiseInverse();
+    const Eigen::VectorXd d_out =
+        a.colwise().sum().transpose().cwiseMax(1.0).cwiseSqrt().cwiseInverse();
+    const matrixd normalised = d_in.asDiagonal() * a * d_out.asDiagonal();
+    matrixd z = x;
+    for (int k = 0; k < 3; ++k) z = 0.8 * normalised * z + 0.2 * x;
+    appnp_propagation<double> appnp(4, 3, 0.2);
+    appnp.forward(local, {}, x, y);
+    CHECK((y - z).cwiseAbs().maxCoeff() < 1e-12);
+    appnp.forward(split, {}, x, y_split);
+    CHECK((y - y_split).cwiseAbs().maxCoeff() < 1e-12);
   }
 }
 
