@@ -29,7 +29,7 @@
 
 #include "program_support.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/core/output_file.hpp"
+#include "sar/io/output_file.hpp"
 #include "sar/core/rng.hpp"
 #include "sar/distributed/wire_codec.hpp"
 #include "sar/graph/builders.hpp"

@@ -22,7 +22,7 @@
 
 #include "mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/npy.hpp"

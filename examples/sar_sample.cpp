@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "program_support.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/sampling/samplers.hpp"

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The folders of include/sar in their written order (README's "Layout"): a header includes
 headers of its own folder and of folders on lower levels only, and no header includes itself
-through others. Fails naming every include that breaks the order and every cycle.
+through others; and core/ includes nothing outside the standard library, the system's headers,
+Eigen, oneTBB and Random123 (header-only), so it builds without the optional libraries that
+io/ (zlib, nlohmann-json) and the upper folders bring. Fails naming every include that breaks
+the order, every cycle and every outside include of core/.
 
 usage: include_order_test.py INCLUDE_DIR   (the include/ directory; run by meson test)
 """
@@ -13,6 +16,7 @@ import sys
 # "." is the top: the umbrella header sar.hpp and version.hpp.
 LEVELS = [
     ["core"],
+    ["io"],
     ["graph", "comm"],
     ["kernels", "partition"],
     ["schedule"],
@@ -25,12 +29,15 @@ level_of = {folder: level for level, folders in enumerate(LEVELS) for folder in 
 
 root = os.path.join(sys.argv[1], "sar")
 includes = {}  # header (relative to root) -> the sar headers it includes
+outside = {}   # header -> its <...> includes
 for directory, _, files in os.walk(root):
     for name in files:
         path = os.path.join(directory, name)
         header = os.path.relpath(path, root)
         with open(path, encoding="utf-8") as f:
-            includes[header] = re.findall(r'^\s*#\s*include\s+"sar/([^"]+)"', f.read(), re.M)
+            text = f.read()
+        includes[header] = re.findall(r'^\s*#\s*include\s+"sar/([^"]+)"', text, re.M)
+        outside[header] = re.findall(r'^\s*#\s*include\s+<([^>]+)>', text, re.M)
 
 
 def folder(header):
@@ -74,6 +81,16 @@ for header in sorted(includes):
     if header not in state:
         visit(header)
 problems += [f"include cycle: {c}" for c in sorted(cycles)]
+
+# core/'s outside includes: the C++ standard library (no extension), POSIX and the compiler's
+# intrinsics, Eigen, oneTBB, Random123.
+CORE_MAY_INCLUDE = re.compile(r"^([a-z_]+|sys/[a-z_]+\.h|(Eigen|tbb|oneapi/tbb|Random123)/.+)$")
+SYSTEM_HEADERS = {"unistd.h", "fcntl.h", "signal.h", "stdio.h", "errno.h", "sched.h",
+                  "pthread.h", "immintrin.h", "x86intrin.h"}
+for header, targets in sorted(outside.items()):
+    if folder(header) == "core":
+        problems += [f"{header}: includes <{t}>, outside what core/ may need"
+                     for t in targets if not CORE_MAY_INCLUDE.match(t) and t not in SYSTEM_HEADERS]
 
 for p in problems:
     print("FAIL", p)

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sar/comm/mpi.hpp"
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/version.hpp"

@@ -22,7 +22,7 @@
 #include "../mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
-#include "sar/core/output_file.hpp"
+#include "sar/io/output_file.hpp"
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_partition.hpp"

@@ -4,7 +4,7 @@
 // are the expected answers; nothing in the directory may change either way.
 #include <filesystem>
 
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "fuzz_support.hpp"
 
 namespace fs = std::filesystem;

@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sar/core/output_file.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/output_file.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/edge_list.hpp"

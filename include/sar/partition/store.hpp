@@ -26,11 +26,11 @@
 #include <tbb/parallel_for.h>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/builders.hpp"
@@ -48,7 +48,7 @@ inline constexpr directory_kind partition_store_kind{"sar-partition-store", "met
 
 /// Version of the store layout (meta.json "format_version" and every binary file header).
 /// 2: meta.json lists a CRC-32 of every file. 3: meta.json lists every file and directory with
-/// its size and CRC-32 (the manifest, sar/core/safe_directory.hpp) and is sealed. 4: meta.json
+/// its size and CRC-32 (the manifest, sar/io/safe_directory.hpp) and is sealed. 4: meta.json
 /// records the task ("task", "num_outputs") and a regress or multilabel store's parts hold
 /// their targets (targets.bin). 5: meta.json records "edge_feature_dim" and the parts of a
 /// store with edge features hold them (edge_features.bin, one row per in-edge). All are read

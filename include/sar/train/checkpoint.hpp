@@ -6,7 +6,7 @@
 //                           "optimiser": {"kind", "steps", "arrays": [names]},
 //                           "state": [sizes], "tables": [{"name", "first_id", "end_id",
 //                           "cols", "rows"}, ...], "manifest": {every file: size, CRC-32 of its
-//                           data}, "metadata_crc32": the seal (sar/core/safe_directory.hpp)}
+//                           data}, "metadata_crc32": the seal (sar/io/safe_directory.hpp)}
 //   parameters.npy         every parameter packed back to back in store order (no padding), 1-D
 //   optimiser-<name>.npy   each per-value array of the optimiser (Adam's m and v, SGD's
 //                          velocity), packed alike; empty before the first step
@@ -50,9 +50,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/nn/parameters.hpp"
 #include "sar/optim/adam.hpp"

@@ -22,7 +22,7 @@
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/core/output_file.hpp"
+#include "sar/io/output_file.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/core/types.hpp"
 #include "sar/nn/layer.hpp"

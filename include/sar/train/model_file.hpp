@@ -21,7 +21,7 @@
 //                    rows of ids first_id .. end_id - 1 in order, cols values each, of the
 //                    scalar type
 //   4 bytes          uint32 CRC-32 (zlib) of everything before it
-// Written as an output file (sar/core/output_file.hpp: replaced whole or not at all); read
+// Written as an output file (sar/io/output_file.hpp: replaced whole or not at all); read
 // whole and checked (magic, version, sizes, CRC-32, every field) before anything of it is used.
 // Version 1 files (no tables) are read too.
 //
@@ -45,10 +45,10 @@
 #include <nlohmann/json.hpp>
 
 #include "sar/comm/communicator.hpp"
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/core/output_file.hpp"
+#include "sar/io/output_file.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/nn/layer.hpp"

@@ -13,7 +13,7 @@
 //                  true and "feature_entries": z only for sparse features (below); versions 4
 //                  (what sar writes), 3 (without sparse features) and 2 (without "schema")
 //                  list every array with its size and the CRC-32 of its data and are sealed
-//                  (sar/core/safe_directory.hpp); version 1 (what a numpy user writes by hand)
+//                  (sar/io/safe_directory.hpp); version 1 (what a numpy user writes by hand)
 //                  has neither, or an optional "checksums" {file: CRC-32 of its data}
 //   indptr.npy    int64 (n+1,)    CSR offsets of the in-edges: row i lists the sources j of j -> i
 //   indices.npy   int64 (E,)      those sources, sorted within each row (= sar::csr::columns)
@@ -61,10 +61,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/memory.hpp"
-#include "sar/core/safe_directory.hpp"
+#include "sar/io/safe_directory.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/schema_json.hpp"

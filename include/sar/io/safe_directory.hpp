@@ -50,10 +50,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sar/core/checksum.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/core/log.hpp"
-#include "sar/core/output_file.hpp"
+#include "sar/io/output_file.hpp"
 
 namespace sar {
 
