@@ -513,23 +513,25 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
 
   try {
     config = sar::paper_defaults(p.model);
-    SAR_CHECK((rgcn_bases == 0 && rgcn_blocks == 0) || p.model == "rgcn", sar::invalid_argument,
-              "sar-train: --rgcn-bases and --rgcn-blocks are options of --model rgcn");
+    // A family's own options (rgcn's --rgcn-bases, gcn's --edge-weight ...) only with it.
+    sar::for_each_family([&]<class F>() {
+      std::string all;
+      for (std::string_view option : F::own_options)
+        all += sar::message(all.empty() ? "" : ", ", option);
+      for (std::string_view option : F::own_options)
+        SAR_CHECK(config.family == F::name || app.count(std::string(option)) == 0,
+                  sar::invalid_argument, "sar-train: ", option,
+                  F::own_options.size() == 1 ? " is an option" : " is one of the options",
+                  " of --model ", F::name,
+                  F::own_options.size() == 1 ? std::string() : sar::message(" (", all, ")"));
+    });
     SAR_CHECK(rgcn_bases == 0 || rgcn_blocks == 0, sar::invalid_argument,
               "sar-train: --rgcn-bases and --rgcn-blocks exclude each other");
     config.rgcn_bases = rgcn_bases;
     config.rgcn_blocks = rgcn_blocks;
-    SAR_CHECK(!node_embeddings || p.model == "rgcn", sar::invalid_argument,
-              "sar-train: --node-embeddings is an option of --model rgcn");
     config.node_embeddings = node_embeddings;
     SAR_CHECK(p.relation_fanouts.empty() || p.minibatch > 0, sar::invalid_argument,
               "sar-train: --relation-fanouts is an option of --minibatch");
-    SAR_CHECK(p.model != "mlp" || p.minibatch == 0, sar::invalid_argument,
-              "sar-train: --model mlp reads no neighbours; train it full batch (no --minibatch)");
-    SAR_CHECK(edge_weight < 0 || p.model == "gcn", sar::invalid_argument,
-              "sar-train: --edge-weight is an option of --model gcn");
-    SAR_CHECK(!edge_attention || p.model == "gat", sar::invalid_argument,
-              "sar-train: --edge-attention is an option of --model gat");
     config.edge_weight = edge_weight;
     config.edge_attention = edge_attention;
     config.edge_state = !no_edge_state;
@@ -543,11 +545,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     if (dropout) config.dropout = *dropout;
     if (attention_dropout) config.attention_dropout = *attention_dropout;
     if (input_dropout) config.input_dropout = *input_dropout;
-    // A sampled block's edges differ from layer to layer, so no edge state carries over.
-    SAR_CHECK(p.model != "mpnn" || p.minibatch == 0 || no_edge_state || config.layers == 1,
-              sar::invalid_argument, "sar-train: --model mpnn with --minibatch needs "
-              "--no-edge-state (each step reads the edge features of its own sampled block) "
-              "or --layers 1");
+    if (p.minibatch > 0)
+      if (const std::string refusal = sar::minibatch_refusal(config); !refusal.empty())
+        throw sar::invalid_argument(
+            sar::message("sar-train: --model ", config.family, " ", refusal));
     if (p.low_bit()) {
       // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
       // once, exactly; only hidden layers' halos are quantised and stale.

@@ -115,6 +115,11 @@ inline std::string model_widths(const model_config& c) {
   return with_family(c.family, [&]<class F>() { return F::widths(c); });
 }
 
+/// Why sar-train refuses to train a model of `c` on minibatches (empty: it does not).
+inline std::string minibatch_refusal(const model_config& c) {
+  return with_family(c.family, [&]<class F>() { return F::minibatch_refusal(c); });
+}
+
 /// The self-loop policy a model of `c` is trained and used with (sar-train, sar-predict).
 inline self_loop_policy model_self_loops(const model_config& c) {
   return with_family(c.family, [&]<class F>() { return F::self_loops; });

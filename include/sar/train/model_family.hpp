@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <string>
 #include <string_view>
@@ -96,6 +97,11 @@ struct model_family_defaults {
   static planned_layer gcn_plan(double input, double output) {
     return {.input = input, .output = output, .exchanged = std::min(input, output), .kept = 2.4};
   }
+  /// sar-train's options that only this family reads: a run of another family refuses them.
+  static constexpr std::array<std::string_view, 0> own_options{};
+  /// Why sar-train refuses to train a model of c on minibatches, after "--model NAME " (empty:
+  /// it does not).
+  static std::string minibatch_refusal(const model_config&) { return {}; }
   /// The settings that make its layers wide, as sar-train's options name them (for messages).
   static std::string widths(const model_config& c) { return message("--hidden ", c.hidden); }
   /// Whether the family reads a heterogeneous graph's node types and relations (the others
@@ -124,6 +130,8 @@ concept model_family =
       { F::memory(c, 1.0, 1.0, 1.0, 4.0, false) } -> std::same_as<model_memory>;
       { F::plan_layer(c, 0, 1.0, 1.0, false) } -> std::same_as<planned_layer>;
       { F::widths(c) } -> std::convertible_to<std::string>;
+      { F::minibatch_refusal(c) } -> std::convertible_to<std::string>;
+      { *F::own_options.begin() } -> std::convertible_to<std::string_view>;
       F::describe(c, out);
       F::write_settings(c, out);
       F::read_settings(j, c, std::string());

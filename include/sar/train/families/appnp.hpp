@@ -32,6 +32,10 @@ struct appnp_family : stacked_family<appnp_family> {
     c.epochs = 1000;
     c.patience = 100;
   }
+  /// Its propagation maps the whole graph to itself (sar/nn/appnp.hpp).
+  static std::string minibatch_refusal(const model_config&) {
+    return "propagates over the whole graph; train it full batch (no --minibatch)";
+  }
   /// Whether its first layer reads sparse input rows: yes (a linear map).
   static bool reads_sparse_input(const model_config&) { return true; }
 

@@ -32,6 +32,8 @@ struct gat_family : stacked_family<gat_family> {
     check_edge_weight(c, where, false);
     check_edge_attention(c, where, true);
   }
+  /// sar-train's options that only gat reads.
+  static constexpr std::array<std::string_view, 1> own_options{"--edge-attention"};
   /// Whether a model of c reads the graph's edge features.
   static bool reads_edge_features(const model_config& c) { return c.edge_attention; }
   /// Whether its first layer reads sparse input rows.

@@ -20,6 +20,8 @@ struct gcn_family : stacked_family<gcn_family> {
     check_edge_weight(c, where, true);
     check_edge_attention(c, where, false);
   }
+  /// sar-train's options that only gcn reads.
+  static constexpr std::array<std::string_view, 1> own_options{"--edge-weight"};
   /// Whether a model of c reads the graph's edge features.
   static bool reads_edge_features(const model_config& c) { return c.edge_weight >= 0; }
   /// Whether its first layer reads sparse input rows.

@@ -16,6 +16,10 @@ struct mlp_family : stacked_family<mlp_family> {
   static constexpr std::string_view summary =
       "no graph: the baseline";
 
+  /// It reads no neighbours: sampling them would be wasted.
+  static std::string minibatch_refusal(const model_config&) {
+    return "reads no neighbours; train it full batch (no --minibatch)";
+  }
   /// Whether its first layer reads sparse input rows.
   static bool reads_sparse_input(const model_config&) { return true; }
 

@@ -37,6 +37,12 @@ struct mpnn_family : model_family_defaults {
   }
   /// Whether a model of c reads the graph's edge features.
   static bool reads_edge_features(const model_config&) { return true; }
+  /// A sampled block's edges differ from layer to layer, so no edge state carries over.
+  static std::string minibatch_refusal(const model_config& c) {
+    if (!c.edge_state || c.layers == 1) return {};
+    return "with --minibatch needs --no-edge-state (each step reads the edge features of its "
+           "own sampled block) or --layers 1";
+  }
   /// A node's own row is its self term; an added self-loop would have no edge features.
   static constexpr self_loop_policy self_loops = self_loop_policy::keep;
 

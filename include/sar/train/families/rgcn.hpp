@@ -36,6 +36,9 @@ struct rgcn_family : model_family_defaults {
               c.schema.num_node_types(), " node types), no batch norm, and bases or blocks, not "
               "both (", c.rgcn_bases, ", ", c.rgcn_blocks, ")");
   }
+  /// sar-train's options that only rgcn reads.
+  static constexpr std::array<std::string_view, 3> own_options{"--rgcn-bases", "--rgcn-blocks",
+                                                               "--node-embeddings"};
   /// A node's own row is its self term; an added self-loop would have no relation.
   static constexpr self_loop_policy self_loops = self_loop_policy::keep;
   /// It reads a heterogeneous graph's node types and relations.
