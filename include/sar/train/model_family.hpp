@@ -1,7 +1,7 @@
 // The seam of a built-in model family (sar-train --model NAME, model files, sar-plan): a struct
 // of static members, one file under sar/train/families/, listed once in sar/train/families.hpp.
 // The library and the programs reach a family through that registry, never by switching on
-// its name. docs/model_families.md says how to add one.
+// its name. docs/model-families.md says how to add one.
 //
 // A family states:
 //   name, summary                what --model and model files call it; a line for --help
@@ -11,8 +11,8 @@
 //   memory(c, features, classes, nodes, value_bytes, layer_by_layer)   estimate_model_memory
 //   plan_layer(c, k, input, outputs, sparse_input)   graph layer k as sar-plan plans it
 // and may change the defaults of model_family_defaults below. Families built as a stack of
-// graph layers with dropout, batch norm and an activation between them (gcn, sage, gat, mlp)
-// derive from stacked_family and state only the layer.
+// graph layers with dropout, batch norm and an activation between them (gcn, sage, gat, mlp,
+// appnp's MLP) derive from stacked_family and state only the layer.
 #pragma once
 
 #include <algorithm>
@@ -47,7 +47,7 @@ struct planned_layer {
   /// Exchanges in backward; < 0: sar-plan's rule (one unless the first layer aggregates its
   /// input; GAT's one).
   double backward_exchanges = -1;
-  double weights = 0;      ///< parameters besides the bias
+  double weights = 0;  ///< parameters besides the bias
 };
 
 /// What a family has unless it says otherwise.

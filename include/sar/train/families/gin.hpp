@@ -1,6 +1,7 @@
 // GIN (Xu et al. 2019, GIN-eps) for node prediction: per layer the MLP update
-// relu((1 + eps) x_i + sum_j x_j) W_1 + b_1) W_2 + b_2 of sar/nn/gin.hpp, x W_1 applied before
-// the sum (it commutes with it), then batch norm if asked, relu and dropout between layers.
+// relu(((1 + eps) x_i + sum_j x_j) W_1 + b_1) W_2 + b_2 around sar/nn/gin.hpp, x W_1 applied
+// before the sum (it commutes with it), then batch norm if asked, relu and dropout between
+// layers.
 #pragma once
 
 #include "sar/nn/gin.hpp"
