@@ -536,9 +536,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
     config.edge_attention = edge_attention;
     config.edge_state = !no_edge_state;
     config.mean_messages = messages == "mean";
-    config.aggregation = p.aggregator == "mean"  ? sar::sage_aggregation::mean
-                         : p.aggregator == "gcn" ? sar::sage_aggregation::gcn
-                                                 : sar::sage_aggregation::pool;
+    config.aggregation = *sar::aggregation_named(p.aggregator);  // checked by --aggregator
     if (layers) config.layers = *layers;
     if (hidden) config.hidden = *hidden;
     if (heads) config.heads = *heads;

@@ -3,7 +3,9 @@
 // headers.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <Eigen/Core>
 
@@ -22,6 +24,13 @@ inline const char* aggregation_name(sage_aggregation a) {
     case sage_aggregation::pool: return "pool";
   }
   return "?";
+}
+
+/// The aggregator aggregation_name calls `name`, or none.
+inline std::optional<sage_aggregation> aggregation_named(std::string_view name) {
+  for (sage_aggregation a : {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
+    if (name == aggregation_name(a)) return a;
+  return std::nullopt;
 }
 
 /// The settings of a model built at run time (make_model, make_optimiser in models.hpp).

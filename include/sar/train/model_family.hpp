@@ -12,7 +12,7 @@
 //   plan_layer(c, k, input, outputs, sparse_input)   graph layer k as sar-plan plans it
 // and may change the defaults of model_family_defaults below. Families built as a stack of
 // graph layers with dropout, batch norm and an activation between them (gcn, sage, gat, mlp,
-// appnp's MLP) derive from stacked_family and state only the layer.
+// gin, appnp's MLP) derive from stacked_family and state only the layer.
 #pragma once
 
 #include <algorithm>
@@ -138,14 +138,14 @@ concept model_family =
     };
 
 /// A family built as a stack of graph layers: [dropout] layer, then between layers [batch
-/// norm] and relu_dropout (or, with Family::relu false, elu and a dropout before the next
-/// layer). Family states
+/// norm] and relu_dropout (or, with Family::relu_between false, elu and a dropout before the
+/// next layer). Family states
 ///   template <class T, class S> static void add_graph_layer(c, k, width, out, bias, layers)
 ///     appends graph layer k (input `width`, `out` per head, with or without a bias),
 /// and where they differ from the defaults below: output_width(c, last, out) (heads
 /// concatenated), weights(c, last, width, out) (parameters besides the bias),
-/// plan_shape(c, last, width, out) (as sar-plan plans it), plan_sparse_first_layer, relu,
-/// kept_outputs.
+/// plan_shape(c, last, width, out) (as sar-plan plans it), plan_sparse_first_layer,
+/// relu_between, kept_values(c, out_width).
 template <class Family>
 struct stacked_family : model_family_defaults {
   /// Appends the model's layers for `features` inputs and `classes` outputs.
@@ -159,7 +159,8 @@ struct stacked_family : model_family_defaults {
     for (int k = 0; k < c.layers; ++k) {
       const bool last = k + 1 == c.layers;
       const double drop = k == 0 ? c.first_dropout() : c.dropout;
-      if (drop > 0 && (k == 0 || !Family::relu)) layers.emplace_back(dropout<T>(width, drop));
+      if (drop > 0 && (k == 0 || !Family::relu_between))
+        layers.emplace_back(dropout<T>(width, drop));
       const Eigen::Index out = last ? classes : c.hidden;
       // Before batch norm a bias is redundant (beta replaces it) and its gradient is exactly
       // zero up to rounding, which Adam would amplify into steps of size lr: leave it out.
@@ -168,14 +169,15 @@ struct stacked_family : model_family_defaults {
       width = static_cast<Eigen::Index>(Family::output_width(c, last, static_cast<double>(out)));
       if (last) break;
       if (c.batch_norm) layers.emplace_back(batch_norm<T>(width));
-      if constexpr (Family::relu) layers.emplace_back(relu_dropout<T>(width, c.dropout));
+      if constexpr (Family::relu_between)
+        layers.emplace_back(relu_dropout<T>(width, c.dropout));
       else layers.emplace_back(elu<T>(width));
     }
   }
 
-  /// estimate_model_memory for the stack: exact parameters, the outputs and their gradients
-  /// (Family::kept_outputs of them) as activations; the hidden layers between the first and
-  /// the last are alike, so the sum is in closed form.
+  /// estimate_model_memory for the stack: exact parameters, Family::kept_values per node and
+  /// layer as activations; the hidden layers between the first and the last are alike, so
+  /// the sum is in closed form.
   static model_memory memory(const model_config& c, double features, double classes,
                              double nodes, double value_bytes, bool layer_by_layer) {
     const auto layer = [&](int k, double width, double& out) {
@@ -187,7 +189,7 @@ struct stacked_family : model_family_defaults {
       // followed by batch norm has none, and batch norm two of that width.
       out = last ? per_head : out_width;
       const double parameters = weights + (c.batch_norm && !last ? 2 * out : out);
-      return model_memory{parameters, Family::kept_outputs * nodes * out_width};
+      return model_memory{parameters, nodes * Family::kept_values(c, out_width)};
     };
     model_memory sum;
     const auto add = [&](const model_memory& m, double times) {
@@ -226,6 +228,8 @@ struct stacked_family : model_family_defaults {
   static planned_layer plan_shape(const model_config&, bool /*last*/, double width, double out) {
     return gcn_plan(width, out);
   }
+  /// Its first layer reads sparse input rows (a weight applied to them).
+  static bool reads_sparse_input(const model_config&) { return true; }
   /// One weight matrix.
   static double weights(const model_config&, bool /*last*/, double width, double out) {
     return width * out;
@@ -234,10 +238,11 @@ struct stacked_family : model_family_defaults {
   static void plan_sparse_first_layer(planned_layer& l) { l.exchanged = l.output; }
   /// The output width of a layer of `out` per head.
   static double output_width(const model_config&, bool /*last*/, double out) { return out; }
-  /// Outputs of its width a layer keeps for memory estimates: its output and gradient.
-  static constexpr double kept_outputs = 2;
+  /// Values per node a layer of output width `out_width` keeps, for memory estimates: its
+  /// output and gradient.
+  static double kept_values(const model_config&, double out_width) { return 2 * out_width; }
   /// relu_dropout between layers (false: elu, and a dropout before every layer).
-  static constexpr bool relu = true;
+  static constexpr bool relu_between = true;
 };
 
 }  // namespace sar

@@ -38,6 +38,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -126,10 +127,9 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.family = j.at("kind").get<std::string>();
   with_family<io_error>(c.family, [&]<class F>() {}, message(where, ": ", file));
   const auto aggregation = j.at("aggregation").get<std::string>();
-  bool known = false;
-  for (sage_aggregation a : {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
-    if (aggregation == aggregation_name(a)) c.aggregation = a, known = true;
+  const std::optional<sage_aggregation> known = aggregation_named(aggregation);
   SAR_CHECK(known, io_error, where, ": ", file, ": unknown aggregation '", aggregation, "'");
+  c.aggregation = *known;
   c.layers = j.at("layers").get<int>();
   c.hidden = j.at("hidden").get<Eigen::Index>();
   c.heads = j.at("heads").get<Eigen::Index>();

@@ -36,8 +36,6 @@ struct appnp_family : stacked_family<appnp_family> {
   static std::string minibatch_refusal(const model_config&) {
     return "propagates over the whole graph; train it full batch (no --minibatch)";
   }
-  /// Whether its first layer reads sparse input rows: yes (a linear map).
-  static bool reads_sparse_input(const model_config&) { return true; }
 
   /// Appends the MLP's layers (the stack of linear maps), then the propagation.
   template <class T, class Schedule>

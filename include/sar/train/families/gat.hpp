@@ -36,13 +36,11 @@ struct gat_family : stacked_family<gat_family> {
   static constexpr std::array<std::string_view, 1> own_options{"--edge-attention"};
   /// Whether a model of c reads the graph's edge features.
   static bool reads_edge_features(const model_config& c) { return c.edge_attention; }
-  /// Whether its first layer reads sparse input rows.
-  static bool reads_sparse_input(const model_config&) { return true; }
   /// elu between layers, and a dropout before every layer.
-  static constexpr bool relu = false;
+  static constexpr bool relu_between = false;
   /// Projected features, the fused kernel's two accumulators and their gradients (measured:
   /// 7 to 9 times its output at the peak).
-  static constexpr double kept_outputs = 8;
+  static double kept_values(const model_config&, double out_width) { return 8 * out_width; }
 
   /// The settings that make its layers wide, as sar-train names them.
   static std::string widths(const model_config& c) {

@@ -24,8 +24,6 @@ struct gcn_family : stacked_family<gcn_family> {
   static constexpr std::array<std::string_view, 1> own_options{"--edge-weight"};
   /// Whether a model of c reads the graph's edge features.
   static bool reads_edge_features(const model_config& c) { return c.edge_weight >= 0; }
-  /// Whether its first layer reads sparse input rows.
-  static bool reads_sparse_input(const model_config&) { return true; }
   /// An added loop of an edge-weighted GCN weighs 1 (PyG's add_remaining_self_loops).
   static constexpr float added_loop_edge_value = 1;
   /// sar-plan: its first layer reads bf16 rows as it needs them (sar/nn/gcn.hpp).

@@ -20,8 +20,6 @@ struct mlp_family : stacked_family<mlp_family> {
   static std::string minibatch_refusal(const model_config&) {
     return "reads no neighbours; train it full batch (no --minibatch)";
   }
-  /// Whether its first layer reads sparse input rows.
-  static bool reads_sparse_input(const model_config&) { return true; }
 
   /// Appends graph layer k of the stack (stacked_family).
   template <class T, class Schedule>
