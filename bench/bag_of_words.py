@@ -37,7 +37,7 @@ data_root = os.path.join(os.path.dirname(root), "shared", "data")
 parser = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--build", default=os.path.join(root, "build"), help="build directory "
-                    "with examples/sar-train and examples/sar-convert")
+                    "with tools/sar-train and tools/sar-convert")
 parser.add_argument("--out", default=os.path.join(here, "out", "bag-of-words"),
                     help="scratch directory (datasets, metrics, logs)")
 parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer"],

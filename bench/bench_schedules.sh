@@ -33,7 +33,7 @@ Every option can also be given as the environment variable in brackets.
   --gat-args "ARGS"  for GAT [SAR_BENCH_GAT_ARGS] (default "--hidden 32 --heads 4 --layers 3")
   --extra "ARGS"     appended to every sar-train command [SAR_BENCH_EXTRA] (default none;
                      dropout stays at each model's default, it is the same in every run)
-  --build DIR        build directory with examples/sar-train and sar-partition
+  --build DIR        build directory with tools/sar-train and sar-partition
                      [SAR_BENCH_BUILD] (default build)
   --out DIR          scratch and result directory [SAR_BENCH_OUT] (default bench/out/schedules)
   --force            rewrite the partition stores and rerun runs whose metrics exist
@@ -87,11 +87,11 @@ while (($#)); do
   esac
 done
 
-train=$build/examples/sar-train
-partition=$build/examples/sar-partition
+train=$build/tools/sar-train
+partition=$build/tools/sar-partition
 for program in "$train" "$partition"; do
   [[ -x $program ]] || { echo "bench_schedules.sh: $program not found; build it with" \
-    "ninja -C $build examples/sar-train examples/sar-partition" >&2; exit 1; }
+    "ninja -C $build tools/sar-train tools/sar-partition" >&2; exit 1; }
 done
 command -v jq >/dev/null || { echo "bench_schedules.sh: needs jq (apt-get install jq)" >&2; exit 1; }
 ncores=$(nproc)

@@ -3,7 +3,7 @@
 // seconds of a whole read of the store for each, and the ratio.
 //
 //   build/bench/bench-store-read --store DIR [--repeats 5]
-//   (write one with: build/examples/sar-partition --dataset planted:nodes=1000000 --parts 4
+//   (write one with: build/tools/sar-partition --dataset planted:nodes=1000000 --parts 4
 //    --method contiguous --out DIR)
 #include <chrono>
 #include <cstdio>

@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dataset="planted:nodes=$nodes,degree=20,features=128"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$a/examples/sar-partition" --dataset "$dataset" --parts 2 --method metis --out "$out/p2" >/dev/null
+"$a/tools/sar-partition" --dataset "$dataset" --parts 2 --method metis --out "$out/p2" >/dev/null
 echo "| model | ranks | build | epoch seconds (median) | runs |"
 echo "|---|---:|---|---:|---|"
 for model in gcn sage gat; do
@@ -22,10 +22,10 @@ for model in gcn sage gat; do
       for side in a b; do
         build=${!side}
         if [[ $ranks == 1 ]]; then
-          "$build/examples/sar-train" --dataset "$dataset" --model $model "${args[@]}" \
+          "$build/tools/sar-train" --dataset "$dataset" --model $model "${args[@]}" \
             --epochs $epochs --patience 0 --quiet --threads 2 --metrics-out "$out/$model-$ranks-$side-$k.json" >/dev/null 2>&1
         else
-          mpirun -np 2 --oversubscribe "$build/examples/sar-train" --partitions "$out/p2" --model $model \
+          mpirun -np 2 --oversubscribe "$build/tools/sar-train" --partitions "$out/p2" --model $model \
             "${args[@]}" --epochs $epochs --patience 0 --quiet --threads 1 \
             --metrics-out "$out/$model-$ranks-$side-$k.json" >/dev/null 2>&1
         fi

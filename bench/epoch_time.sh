@@ -14,7 +14,7 @@ echo "|---|---:|---:|"
 for model in gcn sage gat; do
   args=(--hidden 128)
   [[ $model == gat ]] && args=(--hidden 32 --heads 4)
-  "$build/examples/sar-train" --dataset "$dataset" --model "$model" "${args[@]}" \
+  "$build/tools/sar-train" --dataset "$dataset" --model "$model" "${args[@]}" \
     --epochs "$epochs" --patience 0 --quiet --metrics-out "$out/$model.json" 2>/dev/null
   python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(f\"| {sys.argv[2]} | {m['epoch_seconds_median']:.3f} | {m['peak_memory_bytes']/2**20:.0f} |\")" "$out/$model.json" "$model"
 done

@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dataset="planted:nodes=$nodes,degree=20,features=128"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$build/examples/sar-partition" --dataset "$dataset" --parts 4 --method metis --out "$work/p4" >/dev/null
+"$build/tools/sar-partition" --dataset "$dataset" --parts 4 --method metis --out "$work/p4" >/dev/null
 declare -A exchanges=(
   ["fp32 sequential"]="--halo-bits 32 --gradient-bits 32 --staleness 1"
   ["1-bit sync"]="--halo-bits 1 --gradient-bits 1 --staleness 1"
@@ -44,7 +44,7 @@ for rate in $rates; do
     # shellcheck disable=SC2086
     unshare -n bash -c "ip link set lo up && $shaping && mpirun -np 4 --oversubscribe \
       --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo ${MPIRUN_ARGS:-} \
-      '$build/examples/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
+      '$build/tools/sar-train' --partitions '$work/p4' --model gcn --layers 3 --hidden 128 \
       --input-dropout 0 --epochs $epochs --patience 0 --threads 1 --quiet \
       --eval-every $epochs --progress-us $progress --pace-kib $pace \
       ${exchanges[$name]} --metrics-out '$metrics'" >/dev/null 2>"$work/err" ||

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --plot
 [[ -f build/build.ninja ]] || meson setup build --buildtype=release
 echo "sar: building sar-partition and sar-train (bash scripts/test.sh builds everything) ..."
-ninja -C build examples/sar-partition examples/sar-train
+ninja -C build tools/sar-partition tools/sar-train
 if [[ $(id -u) -eq 0 ]]; then  # Open MPI refuses root unless told
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
@@ -21,8 +21,8 @@ mkdir -p "$out"
 # features are its class centroid under noise 3x its spread: a node alone says little, its
 # neighbourhood more (bench/RESULTS.md §15 has the accuracies of GCN and MLP).
 graph=planted:nodes=20000,classes=8,degree=6,homophily=0.4,noise=3
-./build/examples/sar-partition --dataset "$graph" --parts 2 --method metis --out "$out/planted-2"
-train=(mpirun -np 2 --oversubscribe ./build/examples/sar-train --partitions "$out/planted-2"
+./build/tools/sar-partition --dataset "$graph" --parts 2 --method metis --out "$out/planted-2"
+train=(mpirun -np 2 --oversubscribe ./build/tools/sar-train --partitions "$out/planted-2"
        --schedule sequential --epochs 200)
 echo "sar: training a GCN on 2 ranks ..."
 "${train[@]}" --model gcn --metrics-out "$out/metrics.json" --log-csv "$out/gnn.csv" "$@"

@@ -39,7 +39,7 @@ with tempfile.TemporaryDirectory(prefix="sar-consumers-") as work:
     stage = os.path.join(work, "stage")
     build = os.path.join(work, "sar-build")
     run("meson", "setup", build, source, "--prefix=/usr/local", "-Dtests=false",
-        "-Dexamples=false", "-Dbenchmarks=false")
+        "-Dprograms=false", "-Dexamples=false", "-Dbenchmarks=false")
     run("meson", "install", "-C", build, "--destdir", stage)
     prefix = os.path.join(stage, "usr", "local")
 

@@ -34,7 +34,7 @@ def check(ok, what):
 
 def command(ranks, stores, model, *args):
     common = ["--model", model, "--batch-norm", "--dropout", "0.5", "--seed", "3",
-              "--epochs", str(EPOCHS[model]), *args]
+              "--epochs", str(EPOCHS[model]), "--log-every", "1", *args]
     if ranks == 1:
         return [sar_train, "--dataset", DATASET, *common]
     return ["mpirun", "-np", str(ranks), "--oversubscribe", sar_train,
@@ -50,8 +50,11 @@ def run(cmd):
 
 def run_killed(cmd, epoch):
     """Runs cmd in its own process group and SIGKILLs the whole group once a progress line of
-    `epoch` appears on stderr; returns whether the kill landed before the run finished."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    `epoch` appears on stderr; returns whether the kill landed before the run finished. Rank 0
+    stops itself (SIGSTOP) as epoch + 1 ends, so however late the kill lands, no checkpoint
+    after epoch + 1 can be written (a race with the line would let a fast run go on)."""
+    stop = dict(env, SAR_TRAIN_INJECT_FAILURE=f"{epoch + 1}:0:stop")
+    proc = subprocess.Popen(cmd, env=stop, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     killed = False
     for line in proc.stderr:

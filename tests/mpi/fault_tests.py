@@ -105,7 +105,8 @@ with tempfile.TemporaryDirectory(prefix="sar-faults-") as tmp:
     # must end itself within the watchdog's limit + 10 s, printing why.
     for how in ("wait", "hang"):
         command = [a for a in mpirun(2, "--partitions", store, "--epochs", "200", "--watchdog",
-                                     "2") if a != "--quiet"]  # progress: training is under way
+                                     "2", "--log-every", "1")
+                   if a != "--quiet"]  # every epoch's line: training is under way
         launcher = subprocess.Popen(command,
                                     env=dict(env, SAR_TRAIN_INJECT_FAILURE=f"3:1:{how}"),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

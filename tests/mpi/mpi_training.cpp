@@ -285,7 +285,7 @@ void check_graph(mpi_communicator& comm, const graph_dataset& data,
     return c;
   };
   model_config pool = config("sage");
-  pool.aggregation = sage_aggregation::pool;
+  pool.aggregation = "pool";
   for (int precision = 0; precision < 2; ++precision) {
     auto run = [&](const model_config& c, const std::string& name) {
       const char* only = std::getenv("SAR_TEST_ONLY");  // e.g. "sage-pool": run just that model

@@ -52,6 +52,13 @@ static_assert(layer<gcn_layer<double>, split_schedule>);
 
 /// A small directed graph with an isolated node (5), self-loops (1, 3), a node with no
 /// in-edges but out-edges (7), duplicate-free sorted rows.
+/// Every built-in GraphSAGE aggregator's name (the registry: sar/nn/sage_aggregators.hpp).
+std::vector<std::string> aggregator_names() {
+  std::vector<std::string> names;
+  for_each_sage_aggregator([&]<class A>() { names.emplace_back(A::name); });
+  return names;
+}
+
 csr small_directed_graph() {
   edge_list e;
   e.num_nodes = 9;
@@ -801,7 +808,7 @@ TEST_CASE("sparse input features give a model the logits and gradients of the de
   // A first layer that cannot read them: refused, naming the layer.
   model_config pool;
   pool.family = "sage";
-  pool.aggregation = sage_aggregation::pool;
+  pool.aggregation = "pool";
   auto model = make_model<double, local_schedule>(pool, 300, 3, 11);
   CHECK_FALSE(model.reads_sparse_input());
   CHECK_THROWS_WITH_AS(model.forward(graph, {.training = true}, sparse),
@@ -935,8 +942,7 @@ TEST_CASE("estimate_model_memory counts exactly the parameters make_model declar
           "refuses parameters beyond the memory available before allocating them") {
   for (const std::string kind : {"gcn", "sage", "gat",
                                 "mlp"})
-    for (const sage_aggregation aggregation :
-         {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
+    for (const std::string& aggregation : aggregator_names())
       for (const int layers : {1, 2, 4})
         for (const bool batch_norm : {false, true}) {
           model_config c = paper_defaults(kind);
@@ -953,7 +959,7 @@ TEST_CASE("estimate_model_memory counts exactly the parameters make_model declar
                                             model.parameters().shape(p).cols);
           const model_memory m = estimate_model_memory(c, 7, 4, 10, sizeof(float));
           CHECK_MESSAGE(m.parameters == 4 * sizeof(float) * declared,
-                        "kind " << kind << " aggregation " << int(aggregation) << " layers "
+                        "kind " << kind << " aggregation " << aggregation << " layers "
                                 << layers << " batch norm " << batch_norm);
         }
   model_config c = paper_defaults("gcn");
@@ -1590,6 +1596,49 @@ TEST_CASE("every registered model family builds, its memory estimate counts its 
   CHECK_THROWS_AS(paper_defaults("GCN"), invalid_argument);
 }
 
+TEST_CASE("every GraphSAGE aggregator builds, counts its parameters and round-trips through a "
+          "model file; an unknown one is refused by make_model and read_model") {
+  testing_support::temp_dir dir("aggregators");
+  serial_communicator comm;
+  for (const std::string& name : aggregator_names()) {
+    CAPTURE(name);
+    model_config c = paper_defaults("sage");
+    c.aggregation = name;
+    c.hidden = 4;
+    auto model = make_model<float, local_schedule>(c, 6, 3, 5);
+    double parameters = 0;
+    for (std::size_t p = 0; p < model.parameters().size(); ++p)
+      parameters += static_cast<double>(model.parameters().value(p).size());
+    CHECK(estimate_model_memory(c, 6, 3, 0, 1).parameters / 4 == parameters);
+    save_model(comm, dir.path / "m.sarmodel", model, {.config = c, .input_dim = 6, .output_dim = 3});
+    CHECK(read_model(dir.path / "m.sarmodel").description.config.aggregation == name);
+  }
+  model_config typo = paper_defaults("sage");
+  typo.aggregation = "max";
+  CHECK_THROWS_WITH_AS((make_model<float, local_schedule>(typo, 6, 3, 5)),
+                       doctest::Contains("unknown GraphSAGE aggregator 'max' (mean | gcn | pool)"),
+                       invalid_argument);
+}
+
+TEST_CASE("every row of the task table has its task, named and parsed both ways; node_task "
+          "dispatches to it") {
+  for (const task_facts& t : task_table) {
+    CAPTURE(t.name);
+    CHECK(parse_task(t.name) == t.kind);
+    CHECK(task_name(t.kind) == t.name);
+    with_task(t.kind, [&]<class Task>() { CHECK(Task::kind == t.kind); });
+  }
+  CHECK_THROWS_WITH_AS(parse_task("classification"),
+                       doctest::Contains("unknown task 'classification' (classify, regress or "
+                                         "multilabel)"),
+                       invalid_argument);
+  // The normaliser follows the task: nodes for class ids, every value for rows.
+  node_task task;
+  CHECK(task.normaliser(10, 3) == 10);  // classify
+  task.kind = task_kind::regress;
+  CHECK(task.normaliser(10, 3) == 30);
+}
+
 TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged or mismatched "
           "model files are refused") {
   const graph_dataset data = small_planted();
@@ -1604,7 +1653,7 @@ TEST_CASE("a saved model loads and predicts bitwise what it predicted; damaged o
       c.hidden = 6;
       c.heads = 2;
       c.batch_norm = batch_norm;
-      c.aggregation = sage_aggregation::pool;
+      c.aggregation = "pool";
       auto model = make_model<float, local_schedule>(c, 8, 3, 5);
       auto optimiser = make_optimiser(c, model);
       train_options o{.epochs = 3, .log_progress = false};

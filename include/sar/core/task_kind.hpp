@@ -1,8 +1,12 @@
-// The kinds of node-level task (what a model's outputs are compared with) and their names:
-// the vocabulary the readers, stores and training loops share (sar/nn/task.hpp has the
-// losses and metrics of each).
+// The kinds of node-level task and what each asks of the data: the vocabulary the readers,
+// stores and training loops share. One row per task in `task_table`; the loss and metrics of
+// each are its file under sar/nn/tasks/ (the registry: sar/nn/tasks.hpp). A new task is a row
+// here, its file there and one line in the registry.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -14,27 +18,84 @@ namespace sar {
 /// (regress) or a row of 0/1 per node, one sigmoid per label (multilabel).
 enum class task_kind { classify, regress, multilabel };
 
-namespace detail {
-/// Each task's name and its score's (indexed by task_kind).
-struct task_names {
-  const char* task;   ///< "classify", ...
-  const char* score;  ///< "acc", ...
+/// What a task's targets are, as the readers and stores hold them.
+enum class target_form {
+  class_ids,  ///< one int32 class per node (-1 = unlabelled); the model's width is num_classes
+  real_rows,  ///< a row of finite floats per node
+  binary_rows ///< a row of 0/1 floats per node
 };
-inline constexpr task_names task_names_of[] = {
-    {"classify", "acc"}, {"regress", "r2"}, {"multilabel", "rocauc"}};
-}  // namespace detail
+
+/// One task's facts (a row of task_table).
+struct task_facts {
+  task_kind kind;            ///< its id
+  std::string_view name;     ///< --task's value, stores' and model files' "task"
+  std::string_view score;    ///< its score's short name ("test_" + it in metrics)
+  target_form form;          ///< what its targets are
+  std::string_view ogb_stem; ///< the OGB raw file of its targets ("node-label", ...)
+  bool standardised;         ///< whether training standardises its targets by default
+  std::string_view output;   ///< what one output is, after the count 1 ("class", ...)
+  std::string_view outputs;  ///< what its outputs are, after another count ("classes", ...)
+};
+
+/// Every node-level task, indexed by task_kind.
+inline constexpr task_facts task_table[] = {
+    {task_kind::classify, "classify", "acc", target_form::class_ids, "node-label", false,
+     "class", "classes"},
+    {task_kind::regress, "regress", "r2", target_form::real_rows, "node-target", true,
+     "regression target", "regression targets"},
+    {task_kind::multilabel, "multilabel", "rocauc", target_form::binary_rows, "node-label",
+     false, "label (multi-label)", "labels (multi-label)"},
+};
+
+static_assert([] {
+  for (std::size_t k = 0; k < std::size(task_table); ++k)
+    if (static_cast<std::size_t>(task_table[k].kind) != k) return false;
+  return true;
+}(), "sar::task_table's rows must be in task_kind's order");
+
+/// The row of task_table for `kind`.
+constexpr const task_facts& facts_of(task_kind kind) {
+  return task_table[static_cast<int>(kind)];
+}
 
 /// "classify", "regress" or "multilabel".
-inline const char* task_name(task_kind kind) {
-  return detail::task_names_of[static_cast<int>(kind)].task;
+inline const char* task_name(task_kind kind) { return facts_of(kind).name.data(); }
+
+/// The short name of a task's score in reports and metrics keys ("test_" + it): "acc", "r2"
+/// or "rocauc".
+inline const char* score_name(task_kind kind) { return facts_of(kind).score.data(); }
+
+/// Whether a task's targets are class ids (labels, num_classes) rather than rows of floats.
+constexpr bool has_class_ids(task_kind kind) {
+  return facts_of(kind).form == target_form::class_ids;
+}
+
+/// Whether a target row of `kind` may hold v (finite; 0 or 1 for binary rows).
+inline bool valid_target(task_kind kind, float v) {
+  return facts_of(kind).form == target_form::binary_rows ? v == 0.0f || v == 1.0f
+                                                         : std::isfinite(v);
+}
+
+/// What valid_target asks, for messages: "a finite number" or "0 or 1".
+constexpr const char* target_rule(task_kind kind) {
+  return facts_of(kind).form == target_form::binary_rows ? "0 or 1" : "a finite number";
+}
+
+/// The names of every task, "classify, regress or multilabel", for messages.
+inline std::string task_choices() {
+  std::string s;
+  for (std::size_t k = 0; k < std::size(task_table); ++k)
+    s.append(k == 0 ? "" : k + 1 == std::size(task_table) ? " or " : ", ")
+        .append(task_table[k].name);
+  return s;
 }
 
 /// The task named `name` (task_name's). Throws sar::invalid_argument for another name.
 inline task_kind parse_task(std::string_view name) {
-  for (task_kind k : {task_kind::classify, task_kind::regress, task_kind::multilabel})
-    if (name == task_name(k)) return k;
-  throw invalid_argument(message("sar::parse_task: unknown task '", name,
-                                 "' (classify, regress or multilabel)"));
+  for (const task_facts& t : task_table)
+    if (name == t.name) return t.kind;
+  throw invalid_argument(
+      message("sar::parse_task: unknown task '", name, "' (", task_choices(), ")"));
 }
 
 namespace detail {
@@ -42,19 +103,10 @@ namespace detail {
 /// sar::io_error naming `where` and the file for another name.
 inline task_kind task_in_metadata(std::string_view name, const std::string& file,
                                   const char* where) {
-  try {
-    return parse_task(name);
-  } catch (const invalid_argument&) {
-    throw io_error(message(where, ": ", file, ": unknown task '", name,
-                           "' (classify, regress or multilabel)"));
-  }
+  for (const task_facts& t : task_table)
+    if (name == t.name) return t.kind;
+  throw io_error(message(where, ": ", file, ": unknown task '", name, "' (", task_choices(), ")"));
 }
 }  // namespace detail
-
-/// The short name of a task's score in reports and metrics keys ("test_" + it): "acc", "r2"
-/// or "rocauc".
-inline const char* score_name(task_kind kind) {
-  return detail::task_names_of[static_cast<int>(kind)].score;
-}
 
 }  // namespace sar

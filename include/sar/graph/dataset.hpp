@@ -28,9 +28,7 @@ namespace detail {
 inline std::ptrdiff_t first_invalid_target(task_kind task, const float* values,
                                            std::ptrdiff_t size) {
   for (std::ptrdiff_t i = 0; i < size; ++i)
-    if (task == task_kind::multilabel ? values[i] != 0.0f && values[i] != 1.0f
-                                      : !std::isfinite(values[i]))
-      return i;
+    if (!valid_target(task, values[i])) return i;
   return -1;
 }
 
@@ -44,8 +42,7 @@ void check_target_values(task_kind task, const matrixf& targets, std::int64_t fi
   if (bad < 0) return;
   throw Exception(message(where, ": the target ", targets.data()[bad], " of ", row_name, " ",
                           first + bad / targets.cols(), " (column ", bad % targets.cols(),
-                          ") is not ", task == task_kind::multilabel ? "0 or 1"
-                                                                     : "a finite number"));
+                          ") is not ", target_rule(task)));
 }
 }  // namespace detail
 
@@ -99,7 +96,7 @@ struct graph_dataset {
   Eigen::Index edge_feature_dim() const { return edge_features.cols(); }
   /// The width of a model's output for this dataset: num_classes, or the targets' columns.
   Eigen::Index num_outputs() const {
-    return task == task_kind::classify ? num_classes : targets.cols();
+    return has_class_ids(task) ? num_classes : targets.cols();
   }
 
   /// Number of nodes (rows of the graph).
@@ -141,7 +138,7 @@ struct graph_dataset {
     for (std::size_t i = 0; i < labels.size(); ++i)
       SAR_CHECK(labels[i] >= -1 && labels[i] < num_classes, invalid_argument, where, ": label ",
                 labels[i], " of node ", i, " outside [-1, ", num_classes, ")");
-    if (task == task_kind::classify) {
+    if (has_class_ids(task)) {
       SAR_CHECK(targets.size() == 0, invalid_argument, where, ": a classification dataset with ",
                 targets.rows(), " x ", targets.cols(), " targets");
       return;

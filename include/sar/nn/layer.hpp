@@ -172,62 +172,57 @@ struct reads_in_backward {
   bool output = true;
 };
 
-/// Whether L declares L::assigns_input_gradient = true (see the contract above).
+/// A layer type's optional flags (see the contract above): what L declares, and for what it
+/// does not, the default of a layer without them.
+struct layer_flags {
+  bool assigns_input_gradient = false;  ///< L::assigns_input_gradient
+  bool output_over_input = false;       ///< L::output_over_input
+  bool gradient_over_input = false;     ///< L::gradient_over_input
+  bool in_place = false;                ///< L::in_place
+  bool row_wise = false;                ///< L::row_wise
+  bool reads_neighbours = true;         ///< L::reads_neighbours
+  bool finishes_rows = false;           ///< L::finishes_rows
+};
+
+/// The flags L declares, read once for every flag.
 template <class L>
-inline constexpr bool assigns_input_gradient_v = [] {
-  if constexpr (requires { { L::assigns_input_gradient } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::assigns_input_gradient);
-  else
-    return false;
-}();
-/// Whether L declares L::output_over_input = true (see the contract above).
+constexpr layer_flags flags_of() {
+  layer_flags f;
+#define SAR_READ_FLAG(flag)                                                   \
+  if constexpr (requires { { L::flag } -> std::convertible_to<bool>; }) \
+    f.flag = static_cast<bool>(L::flag);
+  SAR_READ_FLAG(assigns_input_gradient)
+  SAR_READ_FLAG(output_over_input)
+  SAR_READ_FLAG(gradient_over_input)
+  SAR_READ_FLAG(in_place)
+  SAR_READ_FLAG(row_wise)
+  SAR_READ_FLAG(reads_neighbours)
+  SAR_READ_FLAG(finishes_rows)
+#undef SAR_READ_FLAG
+  return f;
+}
+
+/// Whether L declares L::assigns_input_gradient = true.
 template <class L>
-inline constexpr bool output_over_input_v = [] {
-  if constexpr (requires { { L::output_over_input } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::output_over_input);
-  else
-    return false;
-}();
-/// Whether L declares L::gradient_over_input = true (see the contract above).
+inline constexpr bool assigns_input_gradient_v = flags_of<L>().assigns_input_gradient;
+/// Whether L declares L::output_over_input = true.
 template <class L>
-inline constexpr bool gradient_over_input_v = [] {
-  if constexpr (requires { { L::gradient_over_input } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::gradient_over_input);
-  else
-    return false;
-}();
-/// Whether L declares L::in_place = true (see the contract above).
+inline constexpr bool output_over_input_v = flags_of<L>().output_over_input;
+/// Whether L declares L::gradient_over_input = true.
 template <class L>
-inline constexpr bool in_place_v = [] {
-  if constexpr (requires { { L::in_place } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::in_place);
-  else
-    return false;
-}();
-/// Whether L declares L::row_wise = true (see the contract above).
+inline constexpr bool gradient_over_input_v = flags_of<L>().gradient_over_input;
+/// Whether L declares L::in_place = true.
 template <class L>
-inline constexpr bool row_wise_v = [] {
-  if constexpr (requires { { L::row_wise } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::row_wise);
-  else
-    return false;
-}();
+inline constexpr bool in_place_v = flags_of<L>().in_place;
+/// Whether L declares L::row_wise = true.
+template <class L>
+inline constexpr bool row_wise_v = flags_of<L>().row_wise;
 /// Whether L reads neighbours: unless it declares L::reads_neighbours = false.
 template <class L>
-inline constexpr bool reads_neighbours_v = [] {
-  if constexpr (requires { { L::reads_neighbours } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::reads_neighbours);
-  else
-    return true;
-}();
-/// Whether L declares L::finishes_rows = true (see the contract above).
+inline constexpr bool reads_neighbours_v = flags_of<L>().reads_neighbours;
+/// Whether L declares L::finishes_rows = true.
 template <class L>
-inline constexpr bool finishes_rows_v = [] {
-  if constexpr (requires { { L::finishes_rows } -> std::convertible_to<bool>; })
-    return static_cast<bool>(L::finishes_rows);
-  else
-    return false;
-}();
+inline constexpr bool finishes_rows_v = flags_of<L>().finishes_rows;
 
 /// l.state() if L has it (see the contract above), else nothing.
 template <class L>

@@ -1,7 +1,9 @@
 // GraphSAGE convolution (Hamilton, Ying & Leskovec) with three aggregators, chosen at compile
 // time: sage_layer<T, mean_aggregator>, sage_layer<T, gcn_aggregator>,
-// sage_layer<T, pool_aggregator>. N(i) are the in-neighbours of i as the graph lists them
-// (a self-loop i <- i in the graph makes i its own neighbour).
+// sage_layer<T, pool_aggregator> (the policy types: sar/nn/sage_aggregators.hpp; the layer
+// follows what they state: linear or a max, a self weight or the node in its neighbourhood).
+// N(i) are the in-neighbours of i as the graph lists them (a self-loop i <- i in the graph
+// makes i its own neighbour).
 //
 //   mean: out_i = x_i W_self + (1 / max(|N(i)|, 1)) sum_{j in N(i)} x_j W_nbr + b
 //   gcn:  out_i = (1 / |N(i) ∪ {i}|) sum_{j in N(i) ∪ {i}} x_j W + b
@@ -51,15 +53,9 @@
 #include "sar/nn/detail/graph_conv.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/parameters.hpp"
+#include "sar/nn/sage_aggregators.hpp"
 
 namespace sar {
-
-/// Mean over the in-neighbours, separate self and neighbour weights.
-struct mean_aggregator {};
-/// Mean over the in-neighbours and the node itself, one weight.
-struct gcn_aggregator {};
-/// Elementwise max over the in-neighbours of relu(x W_pool + b_pool).
-struct pool_aggregator {};
 
 /// Settings of a sage_layer.
 struct sage_options {
@@ -71,18 +67,14 @@ struct sage_options {
   bool aggregate_first = false;
 };
 
-/// GraphSAGE convolution; Aggregator is mean_aggregator, gcn_aggregator or pool_aggregator
-/// (see the top of this file).
-template <class T, class Aggregator>
+/// GraphSAGE convolution; Aggregator is one of sar/nn/sage_aggregators.hpp (see the top of
+/// this file).
+template <class T, sage_aggregator Aggregator>
 class sage_layer {
-  static_assert(std::is_same_v<Aggregator, mean_aggregator> ||
-                    std::is_same_v<Aggregator, gcn_aggregator> ||
-                    std::is_same_v<Aggregator, pool_aggregator>,
-                "sar::sage_layer's Aggregator must be sar::mean_aggregator, "
-                "sar::gcn_aggregator or sar::pool_aggregator.");
-  static constexpr bool is_mean = std::is_same_v<Aggregator, mean_aggregator>;
-  static constexpr bool is_gcn = std::is_same_v<Aggregator, gcn_aggregator>;
-  static constexpr bool is_pool = std::is_same_v<Aggregator, pool_aggregator>;
+  // The three structures an aggregator can state.
+  static constexpr bool is_mean = Aggregator::linear && Aggregator::self_weight;
+  static constexpr bool is_gcn = Aggregator::linear && !Aggregator::self_weight;
+  static constexpr bool is_pool = !Aggregator::linear;
 
  public:
   /// Element type of the matrices and parameters.

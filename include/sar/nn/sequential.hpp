@@ -141,13 +141,14 @@ layer_traits traits_of(const L& l) {
   layer_traits t;
   if constexpr (requires { { l.backward_reads() } -> std::convertible_to<reads_in_backward>; })
     t.reads = l.backward_reads();
-  t.in_place = in_place_v<L>;
-  t.reads_neighbours = reads_neighbours_v<L>;
-  t.assigns_input_gradient = assigns_input_gradient_v<L>;
-  t.output_over_input = output_over_input_v<L>;
-  t.gradient_over_input = gradient_over_input_v<L> && t.assigns_input_gradient;
-  t.row_wise = row_wise_v<L> && t.in_place;
-  t.finishes_rows = finishes_rows_v<L>;
+  constexpr layer_flags f = flags_of<L>();
+  t.in_place = f.in_place;
+  t.reads_neighbours = f.reads_neighbours;
+  t.assigns_input_gradient = f.assigns_input_gradient;
+  t.output_over_input = f.output_over_input;
+  t.gradient_over_input = f.gradient_over_input && f.assigns_input_gradient;
+  t.row_wise = f.row_wise && f.in_place;
+  t.finishes_rows = f.finishes_rows;
   return t;
 }
 

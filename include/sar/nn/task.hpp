@@ -1,5 +1,6 @@
 // The task of a node-level model: what its outputs are compared with, by which loss, and what
-// is reported. Three kinds, as DGL and PyG users know them:
+// is reported. Each kind is a file of sar/nn/tasks/ (the registry: sar/nn/tasks.hpp); the
+// built-in ones, as DGL and PyG users know them:
 //   classify    one class id per node (int32, -1 = unlabelled); softmax cross-entropy;
 //               score: accuracy
 //   regress     a row of floats per node (several outputs); mean squared error over every
@@ -26,6 +27,7 @@
 #include "sar/core/types.hpp"
 #include "sar/nn/loss.hpp"
 #include "sar/nn/metrics.hpp"
+#include "sar/nn/tasks.hpp"
 
 namespace sar {
 
@@ -127,14 +129,11 @@ struct node_task {
   /// training deviation), so RMSE and MAE are reported in the original units; empty: 1.
   std::span<const double> scale;
 
-  /// Histogram bins per label of the multi-label ROC-AUC (multilabel_sums).
-  static constexpr int auc_bins = 4096;
-
   /// Throws sar::invalid_argument naming `where` unless the targets fit n local nodes and a
   /// model of `width` outputs (classify: n labels, the selected ones checked by the loss;
   /// regress / multilabel: n x width targets, scale empty or of width entries).
   void check(node_t n, Eigen::Index width, const char* where) const {
-    if (kind == task_kind::classify) {
+    if (has_class_ids(kind)) {
       SAR_CHECK(static_cast<node_t>(labels.size()) == n, invalid_argument, where, ": ",
                 labels.size(), " labels for ", n, " local nodes");
       return;
@@ -150,7 +149,7 @@ struct node_task {
   /// The loss's normaliser for `nodes` selected nodes (over all ranks) and outputs of
   /// `width`: the nodes (classify) or every value (regress, multilabel).
   double normaliser(double nodes, Eigen::Index width) const {
-    return kind == task_kind::classify ? nodes : nodes * static_cast<double>(width);
+    return with_task(kind, [&]<class Task>() { return Task::normaliser(nodes, width); });
   }
 
   /// The task's loss over the selected rows of outputs (a local sum divided by `normaliser`)
@@ -158,16 +157,9 @@ struct node_task {
   template <class T>
   double loss(const matrix<T>& outputs, const node_selection& selection, double normaliser,
               matrix<T>& doutputs) const {
-    switch (kind) {
-      case task_kind::classify:
-        return softmax_cross_entropy(outputs, labels, selection, normaliser, doutputs);
-      case task_kind::regress:
-        return mean_squared_error(outputs, targets, selection, normaliser, doutputs);
-      case task_kind::multilabel:
-        return binary_cross_entropy_with_logits(outputs, targets, selection, normaliser,
-                                                doutputs);
-    }
-    return 0;
+    return with_task(kind, [&]<class Task>() {
+      return Task::loss(*this, outputs, selection, normaliser, doutputs);
+    });
   }
 
   /// The metric sums of the selected rows (what a distributed run all-reduces), flat:
@@ -176,17 +168,8 @@ struct node_task {
   template <class T>
   std::vector<double> metric_sums(const matrix<T>& outputs,
                                   const node_selection& selection) const {
-    switch (kind) {
-      case task_kind::classify: {
-        const accuracy_counts a = accuracy(outputs, labels, selection);
-        return {static_cast<double>(a.correct), static_cast<double>(a.total)};
-      }
-      case task_kind::regress:
-        return regression_metrics(outputs, targets, selection).sums;
-      case task_kind::multilabel:
-        return multilabel_metrics(outputs, targets, selection, auc_bins).sums;
-    }
-    return {};
+    return with_task(kind,
+                     [&]<class Task>() { return Task::metric_sums(*this, outputs, selection); });
   }
 
   /// The score of a split from its (all-reduced) metric sums: accuracy, R^2 or ROC-AUC; NaN
@@ -200,21 +183,8 @@ struct node_task {
   /// {rocauc, f1} (micro-F1). NaN for a split without nodes.
   std::vector<std::pair<std::string, double>> named_metrics(std::span<const double> sums,
                                                             Eigen::Index width) const {
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    switch (kind) {
-      case task_kind::classify:
-        return {{"acc", sums[1] > 0 ? sums[0] / sums[1] : nan}};
-      case task_kind::regress: {
-        regression_sums r{width, std::vector<double>(sums.begin(), sums.end())};
-        if (!scale.empty()) r.rescale(scale);
-        return {{"r2", r.r2()}, {"rmse", r.rmse()}, {"mae", r.mae()}};
-      }
-      case task_kind::multilabel: {
-        const multilabel_sums m{width, auc_bins, std::vector<double>(sums.begin(), sums.end())};
-        return {{"rocauc", m.roc_auc()}, {"f1", m.micro_f1()}};
-      }
-    }
-    return {};
+    return with_task(kind,
+                     [&]<class Task>() { return Task::named_metrics(*this, sums, width); });
   }
 };
 

@@ -55,7 +55,7 @@ struct graph_part {
   node_t first_global() const { return book.begin(part); }
   /// The width of a model's output: num_classes, or the targets' columns.
   Eigen::Index num_outputs() const {
-    return task == task_kind::classify ? num_classes : targets.cols();
+    return has_class_ids(task) ? num_classes : targets.cols();
   }
 
   /// Throws sar::invalid_argument naming `where` and the first inconsistency with the contract
@@ -100,7 +100,7 @@ struct graph_part {
     for (const std::int32_t r : edge_types)
       SAR_CHECK(r >= 0 && r < schema.num_relations(), invalid_argument, where, ": part ", part,
                 ": relation ", r, " outside [0, ", schema.num_relations(), ")");
-    const bool with_targets = task != task_kind::classify;
+    const bool with_targets = !has_class_ids(task);
     SAR_CHECK(with_targets ? targets.rows() == n && labels.empty()
                            : targets.size() == 0,
               invalid_argument, where, ": part ", part, " of a ", task_name(task), " dataset has ",

@@ -175,7 +175,7 @@ inline graph_part slice(const graph_dataset& data, const partition_book& book, i
   }
   if (!data.labels.empty())
     out.labels.assign(data.labels.begin() + first, data.labels.begin() + first + rows);
-  if (data.task != task_kind::classify) out.targets = data.targets.middleRows(first, rows);
+  if (!has_class_ids(data.task)) out.targets = data.targets.middleRows(first, rows);
   if (!data.split.empty())
     out.split.assign(data.split.begin() + first, data.split.begin() + first + rows);
   return out;

@@ -251,7 +251,7 @@ std::vector<graph_part> redistribute(Comm& comm, graph_part&& block, const std::
       p.sparse_features.num_cols = dim;
       p.sparse_features.offsets.assign(static_cast<std::size_t>(n) + 1, 0);
     }
-    if (task != task_kind::classify) p.targets.resize(n, outputs);
+    if (!has_class_ids(task)) p.targets.resize(n, outputs);
     p.original_ids.assign(static_cast<std::size_t>(n), -1);
     if (labelled) p.labels.assign(static_cast<std::size_t>(n), -1);
     if (with_split) p.split.assign(static_cast<std::size_t>(n), node_split::none);

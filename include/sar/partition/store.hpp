@@ -311,7 +311,7 @@ inline void write_part(directory_writer& out, const graph_part& part, const char
   add_vector(labels_file, part.labels);
   if (part.edge_features.cols() > 0) add_matrix(edge_features_file, part.edge_features);
   if (part.schema.heterogeneous()) add_vector(edge_types_file, part.edge_types);
-  if (part.task != task_kind::classify) add_matrix(targets_file, part.targets);
+  if (!has_class_ids(part.task)) add_matrix(targets_file, part.targets);
   std::vector<std::uint8_t> split(part.split.size());
   std::transform(part.split.begin(), part.split.end(), split.begin(),
                  [](node_split s) { return static_cast<std::uint8_t>(s); });
@@ -399,7 +399,7 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
     for (node_t r = 0; r < k && dim > 0; ++r)
       out.features.row(r) = data.features.row(out.original_ids[r]);
   }
-  if (data.task != task_kind::classify) {
+  if (!has_class_ids(data.task)) {
     out.targets.resize(k, data.targets.cols());
     for (node_t r = 0; r < k; ++r) out.targets.row(r) = data.targets.row(out.original_ids[r]);
   }
@@ -443,7 +443,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
   meta.sparse_features = data.sparse();
   meta.num_classes = data.num_classes;
   meta.task = data.task;
-  meta.num_outputs = data.task == task_kind::classify ? 0 : data.targets.cols();
+  meta.num_outputs = has_class_ids(data.task) ? 0 : data.targets.cols();
   meta.edge_feature_dim = data.edge_feature_dim();
   meta.schema = data.schema;
   meta.has_labels = !data.labels.empty();
@@ -651,8 +651,8 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
         throw io_error(message(file.string(), ": ", e.what()));
       }
     }
-    SAR_CHECK((m.task == task_kind::classify) == (m.num_outputs == 0) && m.num_outputs >= 0 &&
-                  (m.task == task_kind::classify || m.num_classes == 0),
+    SAR_CHECK(has_class_ids(m.task) == (m.num_outputs == 0) && m.num_outputs >= 0 &&
+                  (has_class_ids(m.task) || m.num_classes == 0),
               io_error, where, ": ", file.string(), ": a ", task_name(m.task), " store with ",
               m.num_outputs, " outputs and ", m.num_classes, " classes");
     m.has_labels = j.at("has_labels").get<bool>();
@@ -841,7 +841,7 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
               (pdir / st::labels_file).string(), ": label ", out.labels[r], " of row ", r,
               " outside [-1, ", meta.num_classes, ")");
 
-  if (meta.task != task_kind::classify) {
+  if (!has_class_ids(meta.task)) {
     read(st::targets_file, k, meta.num_outputs, [&] {
       out.targets.resize(k, meta.num_outputs);
       return out.targets.data();

@@ -7,7 +7,7 @@
 // buffer pool keeps at the peak, use per-layer multiples measured on this code
 // (bench/RESULTS.md §26) and are labelled as such.
 // Each model's shapes come from its family (sar/train/families.hpp); sar-plan
-// (examples/sar_plan.cpp) is its program.
+// (tools/sar_plan.cpp) is its program.
 #pragma once
 
 #include <algorithm>

@@ -14,7 +14,7 @@
 //   SAR_COMPILED_MODELS(, float, local_schedule)   // and the others the program uses
 //   }
 //
-// (examples/compiled_models_local.cpp and compiled_models_distributed.cpp do this for sar's
+// (tools/models/local.cpp and compiled_models_distributed.cpp do this for sar's
 // own programs and tests). Needs MPI (sar::mpi in CMake, sar.pc).
 #pragma once
 

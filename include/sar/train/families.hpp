@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/type_list.hpp"
 #include "sar/train/families/appnp.hpp"
 #include "sar/train/families/gat.hpp"
 #include "sar/train/families/gcn.hpp"
@@ -23,18 +24,18 @@
 
 namespace sar {
 
-template <model_family... Families>
-struct family_list {};
-
 /// The built-in families, in the order --help and errors list them.
 using builtin_families =
-    family_list<gcn_family, sage_family, gat_family, mlp_family, mpnn_family, rgcn_family,
-                gin_family, appnp_family>;
+    type_list<gcn_family, sage_family, gat_family, mlp_family, mpnn_family, rgcn_family,
+              gin_family, appnp_family>;
+static_assert([]<class... F>(type_list<F...>) { return (model_family<F> && ...); }(
+                  builtin_families{}),
+              "every built-in family must satisfy sar::model_family");
 
 /// Calls f.template operator()<F>() for every built-in family F, in order.
 template <class Function>
 void for_each_family(Function&& f) {
-  [&]<class... F>(family_list<F...>) { (f.template operator()<F>(), ...); }(builtin_families{});
+  for_each_type(builtin_families{}, f);
 }
 
 /// The built-in families' names, in order.
@@ -57,25 +58,13 @@ inline std::string family_choices() {
 /// naming `where`, `name` and the known families for an unknown name.
 template <class Exception = invalid_argument, class Function>
 auto with_family(std::string_view name, Function&& f, std::string_view where = "sar") {
-  return [&]<class First, class... Rest>(family_list<First, Rest...>) {
-    using result = decltype(f.template operator()<First>());
-    const auto unknown = [&] {
-      std::string known;
-      for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
-      return Exception(message(where, ": unknown model family '", name, "' (", known, ")"));
-    };
-    if constexpr (std::is_void_v<result>) {
-      const bool found = ((name == First::name && (f.template operator()<First>(), true)) || ... ||
-                          (name == Rest::name && (f.template operator()<Rest>(), true)));
-      if (!found) throw unknown();
-    } else {
-      std::optional<result> r;
-      (void)((name == First::name && (r.emplace(f.template operator()<First>()), true)) || ... ||
-             (name == Rest::name && (r.emplace(f.template operator()<Rest>()), true)));
-      if (!r) throw unknown();
-      return *std::move(r);
-    }
-  }(builtin_families{});
+  auto found = with_first(builtin_families{}, [&]<class F>() { return name == F::name; }, f);
+  if (!found) {
+    std::string known;
+    for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Exception(message(where, ": unknown model family '", name, "' (", known, ")"));
+  }
+  if constexpr (!std::is_same_v<decltype(found), bool>) return *std::move(found);
 }
 
 /// The published settings of the family named `family` (its paper's; model_config's for the

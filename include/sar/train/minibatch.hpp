@@ -524,7 +524,7 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   }
   out.out_degrees = graph.out_degrees(out.ids);
   if (edge_table) out.edges = graph.gather_edges(out.edge_ids);
-  if (data.task == task_kind::classify)
+  if (has_class_ids(data.task))
     out.targets.labels = graph.gather(data.labels, out.seeds);
   else
     out.targets.targets = graph.template gather<float>(data.targets, out.seeds);

@@ -13,33 +13,14 @@
 
 namespace sar {
 
-/// GraphSAGE's aggregators (sar/nn/sage.hpp).
-enum class sage_aggregation { mean, gcn, pool };
-
-/// The aggregator's name as --aggregator and model files spell it.
-inline const char* aggregation_name(sage_aggregation a) {
-  switch (a) {
-    case sage_aggregation::mean: return "mean";
-    case sage_aggregation::gcn: return "gcn";
-    case sage_aggregation::pool: return "pool";
-  }
-  return "?";
-}
-
-/// The aggregator aggregation_name calls `name`, or none.
-inline std::optional<sage_aggregation> aggregation_named(std::string_view name) {
-  for (sage_aggregation a : {sage_aggregation::mean, sage_aggregation::gcn, sage_aggregation::pool})
-    if (name == aggregation_name(a)) return a;
-  return std::nullopt;
-}
-
 /// The settings of a model built at run time (make_model, make_optimiser in models.hpp).
 struct model_config {
   /// The model family, by its name in the registry (sar/train/families.hpp: gcn, sage, gat,
   /// mlp, mpnn, rgcn); its paper's settings: paper_defaults(name).
   std::string family = "gcn";
-  /// GraphSAGE only: the aggregator.
-  sage_aggregation aggregation = sage_aggregation::mean;
+  /// GraphSAGE only: the aggregator, by its name (sar/nn/sage_aggregators.hpp: mean, gcn,
+  /// pool).
+  std::string aggregation = "mean";
   /// Number of graph layers (linear layers for mlp); >= 1.
   int layers = 2;
   Eigen::Index hidden = 16;          ///< per head for GAT

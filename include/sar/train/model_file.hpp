@@ -105,7 +105,7 @@ inline constexpr char magic[8] = {'S', 'A', 'R', 'M', 'O', 'D', 'E', 'L'};
 inline constexpr std::size_t prefix_bytes = 24;  // magic, version, reserved, header bytes
 
 inline nlohmann::json config_json(const model_config& c) {
-  nlohmann::json j = {{"kind", c.family}, {"aggregation", aggregation_name(c.aggregation)},
+  nlohmann::json j = {{"kind", c.family}, {"aggregation", c.aggregation},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads},
           {"output_heads", c.output_heads}, {"dropout", c.dropout},
           {"input_dropout", c.input_dropout},
@@ -126,10 +126,9 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   model_config c;
   c.family = j.at("kind").get<std::string>();
   with_family<io_error>(c.family, [&]<class F>() {}, message(where, ": ", file));
-  const auto aggregation = j.at("aggregation").get<std::string>();
-  const std::optional<sage_aggregation> known = aggregation_named(aggregation);
-  SAR_CHECK(known, io_error, where, ": ", file, ": unknown aggregation '", aggregation, "'");
-  c.aggregation = *known;
+  c.aggregation = j.at("aggregation").get<std::string>();
+  SAR_CHECK(is_sage_aggregator(c.aggregation), io_error, where, ": ", file,
+            ": unknown aggregation '", c.aggregation, "' (", sage_aggregator_choices(), ")");
   c.layers = j.at("layers").get<int>();
   c.hidden = j.at("hidden").get<Eigen::Index>();
   c.heads = j.at("heads").get<Eigen::Index>();
@@ -345,7 +344,7 @@ inline saved_model read_model(const std::filesystem::path& file) {
     const auto outputs = static_cast<std::size_t>(d.output_dim);
     const bool standardised = !d.targets.scale.empty();
     SAR_CHECK(d.targets.mean.size() == d.targets.scale.size() &&
-                  (!standardised || (d.task == task_kind::regress &&
+                  (!standardised || (facts_of(d.task).standardised &&
                                      d.targets.scale.size() == outputs)),
               io_error, where, ": ", name, ": ", d.targets.mean.size(), " target means and ",
               d.targets.scale.size(), " scales for a ", task_name(d.task), " model of ",

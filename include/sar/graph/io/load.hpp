@@ -106,7 +106,7 @@ class spec_parameters {
 inline void check_graph_only_sizes(const std::string& spec, const dataset_sizes& sizes) {
   SAR_CHECK(sizes.num_classes < 0, invalid_argument, "sar::load_dataset: num_classes = ",
             sizes.num_classes, " is stated, but ", spec, " is a graph-only file (no labels)");
-  SAR_CHECK(sizes.task.value_or(task_kind::classify) == task_kind::classify, invalid_argument,
+  SAR_CHECK(has_class_ids(sizes.task.value_or(task_kind::classify)), invalid_argument,
             "sar::load_dataset: the task ", task_name(*sizes.task), " is stated, but ", spec,
             " is a graph-only file (no targets)");
 }
@@ -175,7 +175,7 @@ inline graph_dataset load_dataset(const std::string& spec, const dataset_sizes& 
               "sar::load_dataset: '", spec, "' is a generator: give its size in the spec (",
               kind == "rmat" ? "scale=S, classes=C" : "nodes=N, classes=C",
               ") instead of stating num_nodes or num_classes");
-    SAR_CHECK(sizes.task.value_or(task_kind::classify) == task_kind::classify, invalid_argument,
+    SAR_CHECK(has_class_ids(sizes.task.value_or(task_kind::classify)), invalid_argument,
               "sar::load_dataset: '", spec, "' makes a classification dataset, but the task ",
               task_name(*sizes.task), " is stated");
   }

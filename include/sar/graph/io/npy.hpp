@@ -494,7 +494,7 @@ inline void write_arrays(directory_writer& out, const graph_dataset& data) {
     write("features.npy", npy_dtype::float32, {n, dim}, data.features.data());
   }
   if (!data.labels.empty()) write("labels.npy", npy_dtype::int32, {n}, data.labels.data());
-  const bool with_targets = data.task != task_kind::classify;
+  const bool with_targets = !has_class_ids(data.task);
   if (with_targets)
     write("targets.npy", npy_dtype::float32, {n, data.targets.cols()}, data.targets.data());
   if (!data.split.empty()) write("split.npy", npy_dtype::uint8, {n}, data.split.data());
@@ -658,7 +658,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
     SAR_CHECK(!options.sizes.task || *options.sizes.task == data.task, io_error, where, ": ",
               meta_file.string(), " declares the task ", task_name(data.task), ", but the task ",
               task_name(options.sizes.task.value_or(data.task)), " is stated");
-    if (data.task != task_kind::classify) {
+    if (!has_class_ids(data.task)) {
       SAR_CHECK(classes == 0 && options.sizes.num_classes < 0, io_error, where, ": ",
                 meta_file.string(), ": a ", task_name(data.task), " dataset has no classes (",
                 "num_classes ", classes, options.sizes.num_classes >= 0 ? ", and one is stated"
@@ -847,7 +847,7 @@ npy_dataset_share read_npy_dataset_share(const std::filesystem::path& dir,
 
   read_features();
 
-  if (data.task != task_kind::classify) {
+  if (!has_class_ids(data.task)) {
     const fs::path file = dir / "targets.npy";
     header = np::expect_array(file, npy_dtype::float32, {n, outputs},
                               message(nodes, ", num_outputs = ", outputs));

@@ -114,11 +114,11 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
   // Targets of a regression (node-target) or multi-label (node-label) task.
   const task_kind task = stated.task.value_or(task_kind::classify);
   data.task = task;
-  if (task != task_kind::classify) {
+  if (!has_class_ids(task)) {
     SAR_CHECK(stated.num_classes < 0, io_error, function, ": num_classes = ",
               stated.num_classes, " is stated for a ", task_name(task), " task (it has targets, "
               "not classes)");
-    const char* stem = task == task_kind::regress ? "node-target" : "node-label";
+    const std::string stem(facts_of(task).ogb_stem);
     const auto file = find_csv(raw, stem);
     SAR_CHECK(file.has_value(), io_error, function, ": ", dir.string(), " has no ",
               (raw / stem).string(), ".csv.gz, the targets of a ", task_name(task), " task");
@@ -128,7 +128,7 @@ inline ogb_raw_share read_ogb_raw_share(const std::filesystem::path& dir, const 
 
   // Labels: line i + 1 is node i.
   data.num_classes = stated.num_classes;
-  if (task != task_kind::classify) {
+  if (!has_class_ids(task)) {
     data.num_classes = 0;
   } else if (const auto file = find_csv(raw, "node-label")) {
     out.label_file = *file;

@@ -418,7 +418,7 @@ inline void check_targets(const std::filesystem::path& file, task_kind task, nod
   const Eigen::Index row = bad / targets.cols(), column = bad % targets.cols();
   io::throw_parse_error(function, file, first + row + 1,
                         message("the target in column ", column + 1, " is not ",
-                                task == task_kind::multilabel ? "0 or 1" : "a finite number"),
+                                target_rule(task)),
                         message(targets(row, column)));
 }
 

@@ -257,7 +257,7 @@ inline heterogeneous_share read_heterogeneous_share(const std::filesystem::path&
             " holds both num-node-list (a homogeneous graph) and num-node-dict (a heterogeneous "
             "one)");
   const dataset_sizes& stated = options.sizes;
-  SAR_CHECK(stated.task.value_or(task_kind::classify) == task_kind::classify, io_error, function,
+  SAR_CHECK(has_class_ids(stated.task.value_or(task_kind::classify)), io_error, function,
             ": the task ", task_name(stated.task.value_or(task_kind::classify)), " is stated, but ",
             dir.string(), " is a heterogeneous dataset, which sar reads for node classification "
             "only (raw/node-label/<type>)");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sar/nn/sage.hpp"
+#include "sar/nn/sage_aggregators.hpp"
 #include "sar/train/model_family.hpp"
 
 namespace sar {
@@ -22,16 +23,21 @@ struct sage_family : stacked_family<sage_family> {
     c.hidden = 64;
     c.decay_first_layer_only = false;
   }
+  /// Throws sar::invalid_argument naming `where` for an unknown aggregator or edge options.
+  static void check(const model_config& c, const char* where) {
+    stacked_family::check(c, where);
+    with_sage_aggregator(c.aggregation, []<class>() {}, where);
+  }
   /// A node's own row is its self term: no self-loop added.
   static constexpr self_loop_policy self_loops = self_loop_policy::keep;
   /// Whether its first layer reads sparse input rows.
   static bool reads_sparse_input(const model_config& c) {
-    return c.aggregation != sage_aggregation::pool;
+    return with_sage_aggregator(c.aggregation, []<class A>() { return A::linear; });
   }
 
   /// Its settings in a run's description (metrics, checkpoints).
   static void describe(const model_config& c, nlohmann::json& j) {
-    j["aggregator"] = aggregation_name(c.aggregation);
+    j["aggregator"] = c.aggregation;
   }
 
   /// Appends graph layer k of the stack (stacked_family).
@@ -39,22 +45,20 @@ struct sage_family : stacked_family<sage_family> {
   static void add_graph_layer(const model_config& c, int k, Eigen::Index width, Eigen::Index out,
                               bool bias, std::vector<any_layer<T, Schedule>>& layers) {
     const bool aggregate_first = k == 0 && c.aggregate_features_first;
-    if (c.aggregation == sage_aggregation::mean)
-      layers.emplace_back(sage_layer<T, mean_aggregator>(
-          width, out, {.bias = bias, .aggregate_first = aggregate_first}));
-    else if (c.aggregation == sage_aggregation::gcn)
-      layers.emplace_back(sage_layer<T, gcn_aggregator>(
-          width, out, {.bias = bias, .aggregate_first = aggregate_first}));
-    else
-      layers.emplace_back(
-          sage_layer<T, pool_aggregator>(width, out, {.bias = bias, .pool_dim = c.hidden}));
+    with_sage_aggregator(c.aggregation, [&]<class A>() {
+      const sage_options o{.bias = bias,
+                           .pool_dim = A::linear ? 0 : c.hidden,
+                           .aggregate_first = A::linear && aggregate_first};
+      layers.emplace_back(sage_layer<T, A>(width, out, o));
+    });
   }
   /// A layer's parameters besides the bias.
   static double weights(const model_config& c, bool, double width, double out) {
-    const double hidden = static_cast<double>(c.hidden);
-    if (c.aggregation == sage_aggregation::pool)
-      return width * hidden + hidden + width * out + hidden * out;
-    return c.aggregation == sage_aggregation::mean ? 2 * width * out : width * out;
+    return with_sage_aggregator(c.aggregation, [&]<class A>() {
+      const double pooled = A::linear ? 0 : static_cast<double>(c.hidden);  // W_pool, b_pool
+      const double neighbour = A::linear ? width : pooled;                   // W_nbr's rows
+      return width * pooled + pooled + (A::self_weight ? width * out : 0) + neighbour * out;
+    });
   }
   /// A layer as sar-plan plans it (stacked_family::plan_layer adds the rest).
   static planned_layer plan_shape(const model_config&, bool, double width, double out) {

@@ -31,10 +31,13 @@
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 #include "sar/version.hpp"
+#include "../progress.hpp"
 #include "sar_train.hpp"
 #include "shared_runs.hpp"
 
 namespace sar_train {
+
+using sar_programs::name_of;
 
 /// The local nodes' data (a whole dataset on one process, or one rank's part).
 struct local_data {
@@ -60,7 +63,7 @@ struct local_data {
   }
   /// The width of the model's output: classes or targets.
   Eigen::Index num_outputs() const {
-    return task == sar::task_kind::classify ? num_classes : targets.cols();
+    return sar::has_class_ids(task) ? num_classes : targets.cols();
   }
 };
 
@@ -173,8 +176,7 @@ inline sar::minibatch_options minibatch_options_of(const program_options& p,
   o.bulk = p.bulk;
   o.gather_rows = p.gather_rows;
   o.sampler.seed = p.seed;
-  o.sampler.kind = p.sampler == "ladies" ? sar::sampler_kind::layer_wise
-                                         : sar::sampler_kind::node_wise;
+  o.sampler.kind = p.sampler;
   o.sampler.fanouts = p.fanouts;
   if (o.sampler.fanouts.empty()) {
     const bool ladies = o.sampler.kind == sar::sampler_kind::layer_wise;
@@ -202,18 +204,20 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
                    {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
                    {"decay_first_layer_only", c.decay_first_layer_only},
                    {"patience", c.patience}, {"eval_every", p.eval_every},
-                   {"precision", p.precision}, {"normalise_features", p.normalise},
+                   {"precision", name_of(sar_programs::precision_names, p.precision)},
+                   {"normalise_features", name_of(sar_programs::switch_names, p.normalise)},
                    {"seed", p.seed}, {"minibatch", p.minibatch}, {"halo_bits", p.halo_bits},
                    {"gradient_bits", p.gradient_bits}, {"staleness", p.staleness}};
-  if (p.storage != "fp32") s["storage"] = p.storage;  // (older checkpoints: without)
-  if (data.task != sar::task_kind::classify) {  // (classification runs: as before tasks)
+  if (p.storage != sar_programs::feature_storage::fp32)  // (older checkpoints: without)
+    s["storage"] = name_of(sar_programs::storage_names, p.storage);
+  if (!sar::has_class_ids(data.task)) {  // (classification runs: as before tasks)
     s["task"] = sar::task_name(data.task);
     s["outputs"] = data.num_outputs();
-    if (data.task == sar::task_kind::regress) s["raw_targets"] = p.raw_targets;
+    if (sar::facts_of(data.task).standardised) s["raw_targets"] = p.raw_targets;
   }
   sar::describe_family_settings(c, s);
   if (p.minibatch > 0) {
-    s["sampler"] = p.sampler;
+    s["sampler"] = name_of(sar_programs::sampler_names, p.sampler);
     const sar::minibatch_options o = minibatch_options_of(p, c);
     s["fanouts"] = o.sampler.fanouts;
     if (!o.sampler.relation_fanouts.empty()) s["relation_fanouts"] = o.sampler.relation_fanouts;
@@ -226,14 +230,15 @@ inline nlohmann::json run_settings(const program_options& p, const sar::model_co
 /// Throws sar::invalid_argument for on where it may not.
 template <class Model>
 bool may_use_sparse_features(const program_options& p, const Model& model) {
-  const bool on = p.sparse_features == "on";
+  const bool on = p.sparse_features == sar_programs::switch_setting::on;
   const bool distributed_minibatches = p.distributed() && p.minibatch > 0;
   SAR_CHECK(!on || (!distributed_minibatches && model.reads_sparse_input()),
             sar::invalid_argument, "sar-train: --sparse-features on, but ",
             distributed_minibatches ? "minibatches on several ranks gather dense features"
                                     : "the model's first layer cannot read sparse features (gcn, "
                                       "sage mean or gcn, gat and mlp can)");
-  return p.sparse_features != "off" && !distributed_minibatches && model.reads_sparse_input();
+  return p.sparse_features != sar_programs::switch_setting::off && !distributed_minibatches &&
+         model.reads_sparse_input();
 }
 
 /// Whether to train on `features` (this rank's, read dense) as sparse rows: where
@@ -246,7 +251,7 @@ bool use_sparse_features(const program_options& p, const sar::matrix<T>& feature
   std::array<double, 2> counts{static_cast<double>((features.array() != T(0)).count()),
                                static_cast<double>(features.size())};
   comm.all_reduce(std::span<double>(counts), sar::reduce_op::sum);
-  return p.sparse_features == "on" ||
+  return p.sparse_features == sar_programs::switch_setting::on ||
          counts[0] <= sar::sparse_features_density * counts[1];
 }
 
@@ -258,6 +263,230 @@ std::vector<sar::node_t> node_ids_of(const Schedule& graph) {
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = graph.node_id(static_cast<sar::node_t>(i));
   return ids;
 }
+
+/// The input features of a run as the model reads them: dense, sparse rows (--sparse-features)
+/// or bf16 rows (--storage bf16), exactly one of them non-empty.
+template <class T>
+struct run_features {
+  sar::matrix<T> dense;                      ///< dense rows, unless one of the others
+  std::optional<sar::sparse_rows<T>> sparse;  ///< sparse rows
+  std::optional<sar::bf16_rows> bf16;         ///< dense rows held as bf16
+
+  /// Takes data's features (read dense or sparse) into the form the run trains on; data's
+  /// are emptied. Throws as may_use_sparse_features. Collective (the density when read dense).
+  template <class Model>
+  static run_features of(const program_options& p, local_data& data, const Model& model,
+                         sar::mpi_communicator& comm) {
+    run_features r;
+    const bool read_sparse = data.sparse_features.num_cols > 0;
+    if (read_sparse && may_use_sparse_features(p, model)) {
+      if constexpr (std::is_same_v<T, float>) r.sparse = std::move(data.sparse_features);
+      else r.sparse = sar::cast_values<T>(data.sparse_features);
+    } else if (read_sparse) {
+      r.dense = sar::to_dense<T>(data.sparse_features);
+    } else {
+      if constexpr (std::is_same_v<T, float>) r.dense = std::move(data.features);
+      else r.dense = data.features.template cast<T>();
+      // Read dense (a store, a .npy dataset): decided alike on every rank, by the density over
+      // all ranks.
+      if (use_sparse_features(p, r.dense, model, comm)) {
+        r.sparse = sar::to_sparse_rows<T, T>(r.dense);
+        r.dense = {};
+      }
+    }
+    data.features = {};
+    data.sparse_features = {};
+    if (r.sparse && comm.rank() == 0 && !p.quiet)
+      sar::log_info(sar::message("sparse features: ", r.sparse->non_zeros(),
+                                 " non-zeros on rank 0 (density ", r.sparse->density(), ")"));
+    // --storage bf16: dense features held as bf16, read row by row by a GCN on one process
+    // and decoded by every forward otherwise (sparse ones stay).
+    if (p.storage == sar_programs::feature_storage::bf16 && !r.sparse) {
+      r.bf16.emplace(r.dense);
+      r.dense = {};
+    }
+    return r;
+  }
+};
+
+/// The parameters, layer state and embedding rows of a model at its best epoch so far (what
+/// --save-model saves): kept after every epoch that is the run's best.
+template <class Model>
+class best_parameters {
+ public:
+  /// The model must outlive this object.
+  explicit best_parameters(Model& model) : model_(model) {}
+
+  /// Keeps the model's values if r's last epoch is its best epoch.
+  void keep_if_best(const sar::train_result& r) {
+    if (r.best_epoch < 0 || r.best_epoch + 1 != r.epochs_done()) return;
+    const auto values = model_.parameters().values();
+    values_.assign(values.begin(), values.end());
+    state_.clear();
+    for (const auto s : model_.state()) state_.emplace_back(s.begin(), s.end());
+    rows_.clear();
+    for (std::size_t k = 0; k < model_.parameters().table_count(); ++k)
+      rows_.push_back(model_.parameters().table(k).values);
+  }
+  /// Whether none was kept (no evaluation).
+  bool empty() const { return values_.empty(); }
+  /// Puts the kept values back into the model (nothing if none was kept).
+  void restore() {
+    if (empty()) return;
+    std::copy(values_.begin(), values_.end(), model_.parameters().values().begin());
+    auto state = model_.state();
+    for (std::size_t s = 0; s < state.size(); ++s)
+      std::copy(state_[s].begin(), state_[s].end(), state[s].begin());
+    for (std::size_t k = 0; k < rows_.size(); ++k)
+      model_.parameters().table(k).values = std::move(rows_[k]);
+  }
+
+ private:
+  using scalar = typename Model::scalar;
+  Model& model_;
+  std::vector<scalar> values_;
+  std::vector<std::vector<double>> state_;
+  std::vector<sar::matrix<scalar>> rows_;
+};
+
+/// What the ranks sent in one epoch, all ranks together, by kind.
+struct epoch_traffic {
+  std::int64_t halo_features = 0;   ///< forward halos (minibatches: everything sent)
+  std::int64_t halo_gradients = 0;  ///< backward halos
+  std::int64_t parameters = 0;      ///< the parameter all-reduce
+  std::int64_t evaluation = 0;      ///< evaluation halos
+  /// What training sent: halos both ways and the parameters.
+  std::int64_t training() const { return halo_features + halo_gradients + parameters; }
+};
+
+/// The per-epoch measurements of a run on `Graph`, reduced over the ranks (the slowest rank's
+/// times, the largest peak, the bytes of all ranks): each epoch's progress line, and the
+/// medians in the metrics.
+template <class Graph>
+class run_record {
+ public:
+  run_record(Graph& graph, sar::mpi_communicator& comm)
+      : graph_(graph), comm_(comm), sent_before_(comm.bytes_sent()) {}
+
+  /// Measures epoch e (a minibatch run's when `minibatch`); returns its progress line and
+  /// seconds (the slowest rank's). Collective.
+  std::pair<std::string, double> add(const sar::epoch_stats& e, bool minibatch) {
+    epoch_traffic sent = traffic_since_last();
+    if constexpr (requires { graph_.sent().total_bytes(); }) {
+      const sar::sampling_traffic now = graph_.sent();
+      std::array<std::int64_t, 5> delta{
+          now.adjacency_bytes - sampling_before_.adjacency_bytes,
+          now.row_bytes - sampling_before_.row_bytes,
+          now.entry_bytes - sampling_before_.entry_bytes,
+          now.request_bytes - sampling_before_.request_bytes,
+          now.returned_bytes - sampling_before_.returned_bytes};
+      sampling_before_ = now;
+      comm_.all_reduce(std::span<std::int64_t>(delta), sar::reduce_op::sum);
+      sampling_.push_back(delta);
+    }
+    if (minibatch) {
+      std::array<std::int64_t, 2> rows{e.input_rows, e.gathered_rows};
+      comm_.all_reduce(std::span<std::int64_t>(rows), sar::reduce_op::sum);
+      minibatch_rows_.push_back(rows);
+    }
+    std::array<std::int64_t, 4> bytes{sent.halo_features, sent.halo_gradients, sent.parameters,
+                                      sent.evaluation};
+    std::int64_t peak = e.peak_memory_bytes;
+    double seconds = e.seconds;
+    comm_.all_reduce(std::span<std::int64_t>(bytes), sar::reduce_op::sum);
+    comm_.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
+    comm_.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
+    sent = {bytes[0], bytes[1], bytes[2], bytes[3]};
+    epoch_seconds_.push_back(seconds);
+    sampling_seconds_.push_back(e.sampling_seconds);
+    gather_seconds_.push_back(e.gather_seconds);
+    traffic_.push_back(sent);
+    peak_memory_ = peak;
+    const auto mib = [](std::int64_t b) { return sar::format_mib(static_cast<double>(b)); };
+    if (minibatch)
+      return {sar::message(sar::epoch_line(e, seconds), "  (sampling ", e.sampling_seconds,
+                           " s, gather ", e.gather_seconds, " s)",
+                           comm_.size() > 1 ? "  sent " + mib(sent.halo_features) : "",
+                           "  peak ", mib(peak)),
+              seconds};
+    return {sar::message(sar::epoch_line(e, seconds), "  sent ", mib(sent.training()), " (halo ",
+                         mib(sent.halo_features), " + ", mib(sent.halo_gradients), ", params ",
+                         mib(sent.parameters), ")  peak/rank ", mib(peak)),
+            seconds};
+  }
+
+  /// Adds the run's medians over its epochs to metrics (epoch 0 also sends what is sent once:
+  /// the first layer's halo under an exact_first_layer exchange).
+  void add_to(nlohmann::json& metrics) const {
+    metrics["epoch_seconds_median"] = median(epoch_seconds_);
+    metrics["epoch_seconds"] = epoch_seconds_;
+    metrics["peak_memory_bytes"] = peak_memory_;
+    const auto median_of = [](const auto& rows, auto part) {
+      std::vector<std::int64_t> v;
+      for (const auto& b : rows) v.push_back(part(b));
+      std::sort(v.begin(), v.end());
+      return v.empty() ? std::int64_t{0} : v[v.size() / 2];
+    };
+    metrics["bytes_sent_per_epoch"] = median_of(traffic_, [](auto& t) { return t.training(); });
+    metrics["halo_feature_bytes_per_epoch"] =
+        median_of(traffic_, [](auto& t) { return t.halo_features; });
+    metrics["halo_gradient_bytes_per_epoch"] =
+        median_of(traffic_, [](auto& t) { return t.halo_gradients; });
+    metrics["parameter_allreduce_bytes_per_epoch"] =
+        median_of(traffic_, [](auto& t) { return t.parameters; });
+    metrics["evaluation_bytes_per_epoch"] =
+        median_of(traffic_, [](auto& t) { return t.evaluation; });
+    const auto column = [](std::size_t k) { return [k](const auto& b) { return b[k]; }; };
+    if (!minibatch_rows_.empty()) {  // all ranks, per epoch (median), training
+      metrics["sampling_seconds_median"] = median(sampling_seconds_);
+      metrics["gather_seconds_median"] = median(gather_seconds_);
+      metrics["input_rows_per_epoch"] = median_of(minibatch_rows_, column(0));
+      metrics["gathered_rows_per_epoch"] = median_of(minibatch_rows_, column(1));
+    }
+    if (!sampling_.empty())  // all ranks, per epoch (median), training and evaluation
+      metrics["sampling_bytes_per_epoch"] = {
+          {"adjacency_rows", median_of(sampling_, column(0))},
+          {"feature_rows", median_of(sampling_, column(1))},
+          {"entries", median_of(sampling_, column(2))},
+          {"requests", median_of(sampling_, column(3))},
+          {"returned_rows", median_of(sampling_, column(4))}};
+  }
+
+ private:
+  /// This rank's bytes sent since the last call: by kind from a schedule's counters; a
+  /// sampling graph's everything (rows, features, gradients) as halo_features.
+  epoch_traffic traffic_since_last() {
+    if constexpr (requires { graph_.traffic().total_bytes(); }) {
+      const auto& t = graph_.traffic();
+      const epoch_traffic now{t.feature_bytes, t.gradient_bytes, t.reduce_bytes,
+                              t.evaluation_bytes};
+      const epoch_traffic delta{now.halo_features - before_.halo_features,
+                                now.halo_gradients - before_.halo_gradients,
+                                now.parameters - before_.parameters,
+                                now.evaluation - before_.evaluation};
+      before_ = now;
+      return delta;
+    } else {
+      const std::int64_t sent = comm_.bytes_sent() - sent_before_;
+      sent_before_ = comm_.bytes_sent();
+      return {.halo_features = sent};
+    }
+  }
+
+  Graph& graph_;
+  sar::mpi_communicator& comm_;
+  epoch_traffic before_{};       // a schedule's counters at the last epoch
+  std::int64_t sent_before_;     // the communicator's, for sampling graphs
+  sar::sampling_traffic sampling_before_{};
+  std::vector<double> epoch_seconds_, sampling_seconds_, gather_seconds_;  // slowest rank
+  std::vector<epoch_traffic> traffic_;  // all ranks
+  std::int64_t peak_memory_ = 0;        // largest rank, last epoch
+  // Distributed minibatches: rows of A (sampling), feature rows, vector entries (labels,
+  // degrees), request ids and returned gradient rows, all ranks.
+  std::vector<std::array<std::int64_t, 5>> sampling_;
+  // Minibatches: the input rows they read and the rows their gathers fetched (all ranks).
+  std::vector<std::array<std::int64_t, 2>> minibatch_rows_;
+};
 
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
 /// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
@@ -272,35 +501,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   const Eigen::Index local_nodes = read_sparse ? data.sparse_features.rows() : data.features.rows();
   auto model =
       sar::make_model<T, model_schedule>(config, feature_dim, data.num_outputs(), p.seed);
-  sar::matrix<T> features;
-  std::optional<sar::sparse_rows<T>> sparse;
-  if (read_sparse && may_use_sparse_features(p, model)) {
-    if constexpr (std::is_same_v<T, float>) sparse = std::move(data.sparse_features);
-    else sparse = sar::cast_values<T>(data.sparse_features);
-  } else if (read_sparse) {
-    features = sar::to_dense<T>(data.sparse_features);
-  } else {
-    if constexpr (std::is_same_v<T, float>) features = std::move(data.features);
-    else features = data.features.template cast<T>();
-    // Read dense (a store, a .npy dataset): decided alike on every rank, by the density over
-    // all ranks.
-    if (use_sparse_features(p, features, model, comm)) {
-      sparse = sar::to_sparse_rows<T, T>(features);
-      features = {};
-    }
-  }
-  data.features = {};
-  data.sparse_features = {};
-  if (sparse && comm.rank() == 0 && !p.quiet)
-    sar::log_info(sar::message("sparse features: ", sparse->non_zeros(), " non-zeros on rank 0 "
-                               "(density ", sparse->density(), ")"));
-  // --storage bf16: dense features held as bf16, read row by row by a GCN on one process and
-  // decoded by every forward otherwise (sparse ones stay).
-  std::optional<sar::bf16_rows> bf16;
-  if (p.storage == "bf16" && !sparse) {
-    bf16.emplace(features);
-    features = {};
-  }
+  run_features<T> input = run_features<T>::of(p, data, model, comm);
+  sar::matrix<T>& features = input.dense;
+  std::optional<sar::sparse_rows<T>>& sparse = input.sparse;
+  std::optional<sar::bf16_rows>& bf16 = input.bf16;
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
@@ -324,72 +528,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
                              .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every,
                              .max_loss = p.max_loss, .resume = nullptr, .after_epoch = {}};
 
-  std::vector<double> epoch_seconds, sampling_seconds, gather_seconds;  // slowest rank
-  // Bytes sent per epoch by all ranks: halo features, halo gradients, parameter all-reduce
-  // (training), evaluation halos.
-  std::vector<std::array<std::int64_t, 4>> epoch_bytes;
-  std::int64_t peak_memory = 0;  // largest rank
-  std::array<std::int64_t, 4> bytes_before{};
-  std::int64_t sent_before = comm.bytes_sent();
-  // Distributed minibatches: what the sampling graph answered, by kind (sar::sampling_traffic):
-  // rows of A (sampling), feature rows, vector entries (labels, degrees), request ids, and
-  // the gradients of borrowed embedding rows returned to their holders.
-  std::vector<std::array<std::int64_t, 5>> sampling_bytes;
-  std::array<std::int64_t, 5> sampling_before{};
-  // Minibatches: the input rows they read and the rows their gathers fetched (all ranks).
-  std::vector<std::array<std::int64_t, 2>> minibatch_rows;
+  run_record<Graph> record(graph, comm);
+  sar_programs::epoch_progress progress(p.log_every, config.epochs, root && !p.quiet);
   auto on_epoch = [&](const sar::epoch_stats& e) {
     inject_failure(p.failure, e.epoch, comm);
-    std::array<std::int64_t, 4> bytes{};  // local_schedule sends nothing
-    if constexpr (requires { graph.traffic().total_bytes(); }) {
-      const auto& t = graph.traffic();
-      const std::array<std::int64_t, 4> now{t.feature_bytes, t.gradient_bytes, t.reduce_bytes,
-                                            t.evaluation_bytes};
-      for (std::size_t k = 0; k < 4; ++k) bytes[k] = now[k] - bytes_before[k];
-      bytes_before = now;
-    } else {  // minibatches: everything sent (rows, features, gradients)
-      bytes[0] = comm.bytes_sent() - sent_before;
-      sent_before = comm.bytes_sent();
-    }
-    if constexpr (requires { graph.sent().total_bytes(); }) {
-      const auto& t = graph.sent();
-      const std::array<std::int64_t, 5> now{t.adjacency_bytes, t.row_bytes, t.entry_bytes,
-                                            t.request_bytes, t.returned_bytes};
-      std::array<std::int64_t, 5> delta{};
-      for (std::size_t k = 0; k < 5; ++k) delta[k] = now[k] - sampling_before[k];
-      sampling_before = now;
-      comm.all_reduce(std::span<std::int64_t>(delta), sar::reduce_op::sum);
-      sampling_bytes.push_back(delta);
-    }
-    if (p.minibatch > 0) {
-      std::array<std::int64_t, 2> rows{e.input_rows, e.gathered_rows};
-      comm.all_reduce(std::span<std::int64_t>(rows), sar::reduce_op::sum);
-      minibatch_rows.push_back(rows);
-    }
-    std::int64_t peak = e.peak_memory_bytes;
-    double seconds = e.seconds;
-    comm.all_reduce(std::span<std::int64_t>(bytes), sar::reduce_op::sum);
-    comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
-    comm.all_reduce(std::span<double>(&seconds, 1), sar::reduce_op::max);
-    epoch_seconds.push_back(seconds);
-    sampling_seconds.push_back(e.sampling_seconds);
-    gather_seconds.push_back(e.gather_seconds);
-    epoch_bytes.push_back(bytes);
-    peak_memory = peak;
-    if (root && !p.quiet && p.minibatch > 0)
-      sar::log_info(sar::message(
-          sar::epoch_line(e, seconds), "  (sampling ", e.sampling_seconds, " s, gather ",
-          e.gather_seconds, " s)",
-          comm.size() > 1 ? "  sent " + sar::format_mib(static_cast<double>(bytes[0])) : "",
-          "  peak ", sar::format_mib(static_cast<double>(peak))));
-    else if (root && !p.quiet)
-      sar::log_info(sar::message(
-          sar::epoch_line(e, seconds), "  sent ",
-          sar::format_mib(static_cast<double>(bytes[0] + bytes[1] + bytes[2])), " (halo ",
-          sar::format_mib(static_cast<double>(bytes[0])), " + ",
-          sar::format_mib(static_cast<double>(bytes[1])), ", params ",
-          sar::format_mib(static_cast<double>(bytes[2])), ")  peak/rank ",
-          sar::format_mib(static_cast<double>(peak))));
+    const auto [line, seconds] = record.add(e, p.minibatch > 0);
+    progress.report(e.epoch, line, seconds);
   };
   // Checkpoints: --resume restores the model, the optimiser and the run so far; --checkpoint
   // saves them every p.checkpoint_every epochs and at the end (rank 0 writes).
@@ -423,26 +567,16 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   // Regression targets in standard units (the training nodes' mean and deviation per output);
   // the metrics rescale RMSE and MAE to the original units.
   sar::target_standardisation standard;
-  if (data.task == sar::task_kind::regress && !p.raw_targets)
+  if (sar::facts_of(data.task).standardised && !p.raw_targets)
     standard = sar::standardise_targets(data.targets, data.split, [&](std::span<double> sums) {
       comm.all_reduce(sums, sar::reduce_op::sum);
     });
   // --save-model: the parameters, layer state and this rank's embedding rows of the best epoch
   // so far.
-  std::vector<T> best_values;
-  std::vector<std::vector<double>> best_state;
-  std::vector<sar::matrix<T>> best_rows;
+  best_parameters best(model);
   if (!p.save_model.empty())
     options.after_epoch = [&, checkpointing = options.after_epoch](const sar::train_result& r) {
-      if (r.best_epoch >= 0 && r.best_epoch + 1 == r.epochs_done()) {
-        const auto values = model.parameters().values();
-        best_values.assign(values.begin(), values.end());
-        best_state.clear();
-        for (const auto s : model.state()) best_state.emplace_back(s.begin(), s.end());
-        best_rows.clear();
-        for (std::size_t k = 0; k < model.parameters().table_count(); ++k)
-          best_rows.push_back(model.parameters().table(k).values);
-      }
+      best.keep_if_best(r);
       if (checkpointing) checkpointing(r);
     };
   const sar::node_data<T> nodes{features, data.labels, data.split, data.task,
@@ -461,23 +595,18 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   } else {
     result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
+  progress.finish();
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
   const std::string score = sar::score_name(data.task);  // best_val_acc, test_r2, ...
   if (!p.save_model.empty()) {
-    if (!best_values.empty()) {  // the best epoch's parameters (every rank kept the same)
-      std::copy(best_values.begin(), best_values.end(), model.parameters().values().begin());
-      auto state = model.state();
-      for (std::size_t s = 0; s < state.size(); ++s)
-        std::copy(best_state[s].begin(), best_state[s].end(), state[s].begin());
-      for (std::size_t k = 0; k < best_rows.size(); ++k)
-        model.parameters().table(k).values = std::move(best_rows[k]);
-    }
+    const bool kept = !best.empty();
+    best.restore();  // the best epoch's parameters (every rank kept the same)
     const sar::model_description description{
         .config = config, .input_dim = feature_dim, .output_dim = data.num_outputs(),
         .task = data.task, .targets = standard, .row_normalise_features = p.row_normalised,
         .about = {{"dataset", data.name}, {"sar_version", SAR_VERSION_STRING},
                   {"epochs", result.epochs_done()},
-                  {"parameters_of_epoch", best_values.empty() ? result.epochs_done() - 1
+                  {"parameters_of_epoch", !kept ? result.epochs_done() - 1
                                                               : result.best_epoch},
                   {"best_val_" + score, result.best_valid_score},  // NaN: null
                   {"test_" + score, result.test_score}}};
@@ -497,7 +626,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   nlohmann::json metrics;
   metrics["model"] = p.model;
   metrics["dataset"] = data.name;
-  metrics["precision"] = p.precision;
+  metrics["precision"] = name_of(sar_programs::precision_names, p.precision);
   metrics["sparse_features"] = sparse.has_value();
   metrics["storage"] = bf16 ? "bf16" : "fp32";
   metrics["seed"] = p.seed;
@@ -505,19 +634,17 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   metrics["schedule"] = !p.distributed() ? "local"
                         : sampled           ? "sampled"
                         : p.low_bit()       ? "low_bit"
-                                            : p.schedule;
+                                            : name_of(sar_programs::schedule_names, p.schedule);
   if (p.minibatch > 0) {
     metrics["replication"] = p.replication;
     metrics["graph_feature_bytes"] = graph_bytes;  // largest rank
     metrics["minibatch"] = p.minibatch;
-    metrics["sampler"] = p.sampler;
+    metrics["sampler"] = name_of(sar_programs::sampler_names, p.sampler);
     metrics["fanouts"] = minibatch.sampler.fanouts;
     if (!minibatch.sampler.relation_fanouts.empty())
       metrics["relation_fanouts"] = minibatch.sampler.relation_fanouts;
     metrics["bulk"] = p.bulk;
     metrics["gather_rows"] = p.gather_rows;
-    metrics["sampling_seconds_median"] = median(sampling_seconds);
-    metrics["gather_seconds_median"] = median(gather_seconds);
   }
   if constexpr (requires { graph.feature_codec_name(); }) {
     metrics["halo_codec"] = graph.feature_codec_name();
@@ -539,39 +666,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     metrics["target_mean"] = standard.mean;
     metrics["target_scale"] = standard.scale;
   }
-  metrics["epoch_seconds_median"] = median(epoch_seconds);
-  metrics["epoch_seconds"] = epoch_seconds;
-  metrics["peak_memory_bytes"] = peak_memory;
   std::vector<double> losses;
   for (const auto& e : result.history) losses.push_back(e.train_loss);
   metrics["train_loss"] = losses;
-  // Medians over the epochs; epoch 0 also sends what is sent once (the first layer's halo
-  // under an exact_first_layer exchange).
-  auto median_of = [](const auto& rows, auto part) {  // rows: arrays of counts
-    std::vector<std::int64_t> v;
-    for (const auto& b : rows) v.push_back(part(b));
-    std::sort(v.begin(), v.end());
-    return v.empty() ? std::int64_t{0} : v[v.size() / 2];
-  };
-  const auto column = [](std::size_t k) { return [k](const auto& b) { return b[k]; }; };
-  metrics["bytes_sent_per_epoch"] =
-      median_of(epoch_bytes, [](const auto& b) { return b[0] + b[1] + b[2]; });
-  metrics["halo_feature_bytes_per_epoch"] = median_of(epoch_bytes, column(0));
-  metrics["halo_gradient_bytes_per_epoch"] = median_of(epoch_bytes, column(1));
-  metrics["parameter_allreduce_bytes_per_epoch"] = median_of(epoch_bytes, column(2));
-  metrics["evaluation_bytes_per_epoch"] = median_of(epoch_bytes, column(3));
-  if (!minibatch_rows.empty()) {  // all ranks, per epoch (median), training
-    metrics["input_rows_per_epoch"] = median_of(minibatch_rows, column(0));
-    metrics["gathered_rows_per_epoch"] = median_of(minibatch_rows, column(1));
-  }
-  if (!sampling_bytes.empty()) {  // all ranks, per epoch (median), training and evaluation
-    metrics["sampling_bytes_per_epoch"] = {
-        {"adjacency_rows", median_of(sampling_bytes, column(0))},
-        {"feature_rows", median_of(sampling_bytes, column(1))},
-        {"entries", median_of(sampling_bytes, column(2))},
-        {"requests", median_of(sampling_bytes, column(3))},
-        {"returned_rows", median_of(sampling_bytes, column(4))}};
-  }
+  record.add_to(metrics);
   return metrics;
 }
 
@@ -592,7 +690,7 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   }
   sar::local_schedule schedule(std::move(graph), std::move(edge_features), std::move(edge_types));
   // bf16 storage asks for bytes before speed: no tilings of rows narrower than a cache line.
-  if (p.storage == "bf16") schedule.set_min_tiled_row_bytes(64);
+  if (p.storage == sar_programs::feature_storage::bf16) schedule.set_min_tiled_row_bytes(64);
   return train<T>(p, config, schedule, data, comm);
 }
 
@@ -602,7 +700,7 @@ nlohmann::json train_sampled_distributed(const program_options& p, const sar::mo
                                          sar::mpi_communicator& comm) {
   check_model_fits<T>(p, config, part.features.cols(), part.num_outputs(), part.in_edges.num_rows);
   sar::distributed_sampling_graph<sar::mpi_communicator> graph(
-      comm, part, p.replication, p.sampler == "ladies");
+      comm, part, p.replication, p.sampler == sar::sampler_kind::layer_wise);
   local_data data = local_data::from(part, name, part.book.num_nodes());
   return train<T>(p, config, graph, data, comm);
 }
@@ -614,7 +712,8 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
   check_model_fits<T>(p, config, part.features.cols(), part.num_outputs(), part.in_edges.num_rows);
   sar::exchange_options exchange =
       p.low_bit() ? sar::low_bit_exchange(p.halo_bits, p.gradient_bits, p.staleness, p.prefetch)
-                  : sar::named_exchange(p.schedule, p.prefetch);
+                  : sar::named_exchange(name_of(sar_programs::schedule_names, p.schedule),
+                                        p.prefetch);
   exchange.transport.progress_interval_us = p.progress_us;
   exchange.transport.pace_chunk_bytes = static_cast<std::size_t>(p.pace_kib) * 1024;
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part, std::move(exchange));

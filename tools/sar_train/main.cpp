@@ -49,11 +49,17 @@ std::string family_defaults(Setting setting) {
   return out;
 }
 
+/// --partition's values.
+const sar_programs::choices<sar::distributed_method> partition_names{
+    {"ptscotch", sar::distributed_method::ptscotch},
+    {"random", sar::distributed_method::random},
+    {"contiguous", sar::distributed_method::contiguous}};
+
 /// Throws sar::invalid_argument unless the dataset `what` has features, a split and what its
 /// task predicts (`outputs` classes or targets; `has_targets`: labels or targets present).
 void check_trainable(const std::string& what, sar::task_kind task, std::int64_t outputs,
                      bool has_targets, bool has_split, std::int64_t features) {
-  const bool classify = task == sar::task_kind::classify;
+  const bool classify = sar::has_class_ids(task);
   SAR_CHECK(outputs > 0 && has_targets && has_split && features > 0, sar::invalid_argument,
             "sar-train: ", what, " has no features, ", classify ? "labels" : "targets",
             " or split to train on",
@@ -121,7 +127,8 @@ sar::coarsening_options coarsening_of(const program_options& p) {
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
-  const bool normalise_on = p.normalise == "on";
+  using sar_programs::switch_setting;
+  const bool normalise_on = p.normalise == switch_setting::on;
   if (!p.distributed()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
               " ranks but neither --partitions nor --partition; write a partition store with "
@@ -134,13 +141,14 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     sar::graph_dataset data =
         sar::load_dataset(spec, p.sizes, sar_programs::sparse_below(p.sparse_features));
     check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
-                    !data.labels.empty() || data.task != sar::task_kind::classify,
+                    !data.labels.empty() || !sar::has_class_ids(data.task),
                     !data.split.empty(), data.feature_dim());
     program_options with = p;  // and the normalisation decided
     const auto normalise = [&](auto& features) {
       sar_programs::check_finite_features(features, "sar-train: " + spec);
       with.row_normalised =
-          normalise_on || (p.normalise == "auto" && sar_programs::smallest_feature(features) >= 0);
+          normalise_on || (p.normalise == switch_setting::automatic &&
+                           sar_programs::smallest_feature(features) >= 0);
       if (with.row_normalised) sar_programs::row_normalise(features);
     };
     if (data.sparse()) normalise(data.sparse_features);
@@ -163,7 +171,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   const bool sampled = p.minibatch > 0;
   sar::graph_part part;
   std::string name, source;
-  if (!p.partition.empty()) {
+  if (p.partition) {
     // No store: every rank reads its block of --dataset, the ranks partition it (one part
     // per rank) and move the nodes to their parts, as sar-partition does.
     sar_programs::current_phase() = "reading and partitioning " + p.dataset;
@@ -172,16 +180,17 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
         {.sizes = p.sizes, .verify_checksums = !p.skip_checksums, .features = false});
     check_trainable(sar::message("dataset '", p.dataset, "'"), block.rows.task,
                     block.rows.num_outputs(),
-                    !block.rows.labels.empty() || block.rows.task != sar::task_kind::classify,
+                    !block.rows.labels.empty() || !sar::has_class_ids(block.rows.task),
                     !block.rows.split.empty(), block.rows.feature_dim());
     SAR_CHECK(comm.size() <= block.rows.book.num_nodes(), sar::invalid_argument, "sar-train: ",
               comm.size(), " ranks for the ", block.rows.book.num_nodes(), " nodes of ",
               p.dataset, " (every rank needs a node)");
     name = block.name;
-    source = sar::message("--dataset ", p.dataset, " partitioned by ", p.partition);
+    source = sar::message("--dataset ", p.dataset, " partitioned by ",
+                          sar_programs::name_of(partition_names, *p.partition));
     std::vector<sar::graph_part> mine = sar::partition_distributed(
         comm, std::move(block),
-        {.method = sar::distributed_method_named(p.partition), .seed = p.seed,
+        {.method = *p.partition, .seed = p.seed,
          .coarsening = coarsening_of(p)});
     part = std::move(mine.front());
   } else {
@@ -204,14 +213,14 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
               "partition store ", p.partitions, " holds a ", sar::task_name(meta.task),
               " dataset");
     check_trainable(sar::message("the partition store ", p.partitions), meta.task,
-                    meta.task == sar::task_kind::classify ? meta.num_classes : meta.num_outputs,
-                    meta.has_labels || meta.task != sar::task_kind::classify, meta.has_split,
+                    sar::has_class_ids(meta.task) ? meta.num_classes : meta.num_outputs,
+                    meta.has_labels || !sar::has_class_ids(meta.task), meta.has_split,
                     meta.feature_dim);
     // Sparse features stay sparse unless off, or minibatches gather them (dense rows).
     part = sar::read_partition_part(
         p.partitions, comm.rank() / p.replication,
         {.verify_checksums = !p.skip_checksums,
-         .sparse_features = p.sparse_features != "off" && !sampled});
+         .sparse_features = p.sparse_features != switch_setting::off && !sampled});
     name = meta.dataset;
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
@@ -226,7 +235,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     // "auto" must decide alike on every rank: is any feature negative anywhere?
     double negative = sar_programs::smallest_feature(features) < 0 ? 1.0 : 0.0;
     comm.all_reduce(std::span<double>(&negative, 1), sar::reduce_op::max);
-    with.row_normalised = normalise_on || (p.normalise == "auto" && negative == 0);
+    with.row_normalised =
+        normalise_on || (p.normalise == switch_setting::automatic && negative == 0);
     if (with.row_normalised) sar_programs::row_normalise(features);
   };
   if (part.sparse()) normalise(part.sparse_features);
@@ -242,7 +252,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                             p.staleness, ", progress every ",
                                                             p.progress_us, " us, paced in ",
                                                             p.pace_kib, " KiB chunks")
-                                             : "schedule " + p.schedule));
+                                             : "schedule " + sar_programs::name_of(
+                                                                   sar_programs::schedule_names,
+                                                                   p.schedule)));
   sar_programs::current_phase() = "building the model and training";
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
   return sar_train::train_distributed<T>(with, model, part, name, comm);
@@ -278,28 +290,24 @@ sar_train::injected_failure parse_injected_failure(std::string_view text) {
   return f;
 }
 
-/// Reads and checks every setting of sar-train: the command line into `p` and `config`, and
-/// the environment variables SAR_WATCHDOG_SECONDS and SAR_TRAIN_INJECT_FAILURE. Returns
-/// nullopt to go on, or the exit status to end with at once: 0 after --help or --version,
-/// 1 after printing "sar-train: <problem>" on stderr. Not collective: it runs before MPI
-/// starts, and every rank reaches the same verdict.
-std::optional<int> parse_settings(int argc, char** argv, program_options& p,
-                                  sar::model_config& config) {
-  CLI::App app{"sar-train: GNN training (GCN, GraphSAGE, GAT), full-batch or on sampled "
-               "minibatches", "sar-train"};
-  // An option given twice takes its last value (so wrappers like scripts/main.sh can be
-  // overridden by appending arguments).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+/// The settings of the command line that are not program_options fields as they are: the
+/// model's (their defaults are the family's) and those whose default depends on others.
+struct option_overrides {
   std::optional<int> layers, epochs, patience, progress_us, pace_kib;
   std::optional<Eigen::Index> hidden, heads;
   std::optional<double> dropout, input_dropout, attention_dropout, learning_rate, weight_decay;
+  std::optional<double> watchdog;
   bool batch_norm = false;
   bool no_edge_state = false;
-  std::string messages = "mean";
+  bool mean_messages = true;
   Eigen::Index edge_weight = -1;
   bool edge_attention = false;
   Eigen::Index rgcn_bases = 0, rgcn_blocks = 0;
   bool node_embeddings = false;
+};
+
+/// Adds the options of the group "Data": the dataset or store, its sizes, task and features.
+void add_data_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Data");
   app.add_option("--dataset", p.dataset,
                  "OGB raw directory, edge-list or .mtx file, or a generator spec: "
@@ -318,12 +326,11 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "partition store from sar-partition: train on its parts, one per MPI rank "
                  "(run under mpirun -np <parts>); --dataset is then ignored")
       ->check(sar_programs::not_empty);
-  app.add_option("--partition", p.partition,
-                 "train on --dataset over the MPI ranks without a partition store: every rank "
-                 "reads 1/P of it, the ranks partition it into one part per rank (ptscotch: a "
-                 "small edge cut; random; contiguous) and move the nodes to their parts, as "
-                 "mpirun sar-partition does")
-      ->check(CLI::IsMember({"ptscotch", "random", "contiguous"}));
+  sar_programs::add_choice(
+      app, "--partition", p.partition, partition_names,
+      "train on --dataset over the MPI ranks without a partition store: every rank reads 1/P "
+      "of it, the ranks partition it into one part per rank (ptscotch: a small edge cut; "
+      "random; contiguous) and move the nodes to their parts, as mpirun sar-partition does");
   app.add_option("--cluster-size", p.cluster_size,
                  "with --partition ptscotch: partition the graph of star clusters of at most "
                  "this many nodes, then move single nodes to lower the cut, as sar-partition "
@@ -337,79 +344,91 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.add_flag("--skip-checksums", p.skip_checksums,
                "with --partitions or --partition: do not verify the CRC-32 of the part's files (faster start; "
                "a corrupt or foreign file then goes unnoticed)");
-  app.add_option("--normalise-features", p.normalise,
-                 "row-normalise features: auto (if all are non-negative) | on | off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  app.add_option("--sparse-features", p.sparse_features,
-                 "train on the features as a sparse matrix (the first layer applies its weight "
-                 "as a sparse product): auto (if at most 5% are non-zero and the model's first "
-                 "layer can) | on | off; not for minibatches on several ranks")
-      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  sar_programs::add_choice(app, "--normalise-features", p.normalise, sar_programs::switch_names,
+                           "row-normalise features: auto (if all are non-negative) | on | off");
+  sar_programs::add_choice(app, "--sparse-features", p.sparse_features,
+                           sar_programs::switch_names,
+                           "train on the features as a sparse matrix (the first layer applies "
+                           "its weight as a sparse product): auto (if at most 5% are non-zero "
+                           "and the model's first layer can) | on | off; not for minibatches on "
+                           "several ranks");
+}
+
+/// Adds the options of the group "Model": the model family and its settings.
+void add_model_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.option_defaults()->group("Model");
   app.add_option("--model", p.model, sar::family_choices())
       ->check(CLI::IsMember(sar::family_names()))->capture_default_str();
-  app.add_option("--rgcn-bases", rgcn_bases, "rgcn: share each layer's relation weights "
+  app.add_option("--rgcn-bases", o.rgcn_bases, "rgcn: share each layer's relation weights "
                  "through this many bases (the R-GCN paper's basis decomposition; 0: none)")
       ->check(sar_programs::non_negative);
-  app.add_option("--rgcn-blocks", rgcn_blocks, "rgcn: block-diagonal relation weights of this "
+  app.add_option("--rgcn-blocks", o.rgcn_blocks, "rgcn: block-diagonal relation weights of this "
                  "many blocks (dividing --hidden and the classes; 0: none)")
       ->check(sar_programs::non_negative);
-  app.add_flag("--node-embeddings", node_embeddings, "rgcn: every node of a featureless type "
+  app.add_flag("--node-embeddings", o.node_embeddings, "rgcn: every node of a featureless type "
                "learns its own input row (held and updated by the rank that holds the node; "
                "kept in checkpoints and --save-model files); default: one learnt row per "
                "featureless type");
-  app.add_option("--messages", messages, "mpnn: a node's messages are averaged (mean) or "
-                 "summed (sum)")
-      ->check(CLI::IsMember({"mean", "sum"}))->capture_default_str();
-  app.add_flag("--no-edge-state", no_edge_state, "mpnn: every step reads the edge features "
+  sar_programs::add_choice(app, "--messages", o.mean_messages,
+                           sar_programs::choices<bool>{{"mean", true}, {"sum", false}},
+                           "mpnn: a node's messages are averaged (mean) or summed (sum)");
+  app.add_flag("--no-edge-state", o.no_edge_state, "mpnn: every step reads the edge features "
                "again instead of carrying an edge state from step to step (what --minibatch "
                "needs for more than one step)");
-  app.add_option("--edge-weight", edge_weight, "gcn: weigh each edge by this column of the "
+  app.add_option("--edge-weight", o.edge_weight, "gcn: weigh each edge by this column of the "
                  "dataset's edge features (an added self-loop weighs 1)")
       ->check(sar_programs::non_negative);
-  app.add_flag("--edge-attention", edge_attention, "gat: the attention logits read the "
+  app.add_flag("--edge-attention", o.edge_attention, "gat: the attention logits read the "
                "dataset's edge features (PyG's edge_dim; an added self-loop's are 0)");
-  app.add_option("--aggregator", p.aggregator, "GraphSAGE aggregator: mean | gcn | pool")
-      ->check(CLI::IsMember({"mean", "gcn", "pool"}))->capture_default_str();
-  app.add_option("--layers", layers, "graph layers (" + family_defaults([](const auto& c) {
+  std::vector<std::string> aggregators;
+  sar::for_each_sage_aggregator([&]<class A>() { aggregators.emplace_back(A::name); });
+  app.add_option("--aggregator", p.aggregator,
+                 "GraphSAGE aggregator: " + sar::sage_aggregator_choices())
+      ->check(CLI::IsMember(aggregators))->capture_default_str();
+  app.add_option("--layers", o.layers, "graph layers (" + family_defaults([](const auto& c) {
                    return c.layers; }) + ")")->check(sar_programs::positive);
-  app.add_option("--hidden", hidden, "hidden width, per head for GAT (" +
+  app.add_option("--hidden", o.hidden, "hidden width, per head for GAT (" +
                  family_defaults([](const auto& c) { return c.hidden; }) + ")")
       ->check(sar_programs::positive);
-  app.add_option("--heads", heads, "GAT heads in hidden layers (default 8)")
+  app.add_option("--heads", o.heads, "GAT heads in hidden layers (default 8)")
       ->check(sar_programs::positive);
-  app.add_option("--dropout", dropout, "dropout on every layer's input (" +
+  app.add_option("--dropout", o.dropout, "dropout on every layer's input (" +
                  family_defaults([](const auto& c) { return c.dropout; }) + ")")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
-  app.add_option("--input-dropout", input_dropout,
+  app.add_option("--input-dropout", o.input_dropout,
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
                  "once; else --dropout)")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
-  app.add_option("--attention-dropout", attention_dropout, "GAT attention dropout (default 0.6)")
+  app.add_option("--attention-dropout", o.attention_dropout, "GAT attention dropout (default 0.6)")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
-  app.add_flag("--batch-norm", batch_norm, "batch normalisation after every hidden layer");
-  app.add_option("--precision", p.precision, "float | double")
-      ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
-  app.add_option("--storage", p.storage,
-                 "how dense input features are held: fp32 | bf16 (half the bytes, computed in "
-                 "--precision; a GCN on one process reads them row by row and keeps no first-layer "
-                 "aggregate, other runs decode them every forward; minibatches gather them as bf16)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  app.add_flag("--batch-norm", o.batch_norm, "batch normalisation after every hidden layer");
+  sar_programs::add_choice(app, "--precision", p.precision, sar_programs::precision_names,
+                           "float | double");
+  sar_programs::add_choice(
+      app, "--storage", p.storage, sar_programs::storage_names,
+      "how dense input features are held: fp32 | bf16 (half the bytes, computed in --precision; "
+      "a GCN on one process reads them row by row and keeps no first-layer aggregate, other "
+      "runs decode them every forward; minibatches gather them as bf16)");
+}
+
+/// Adds the options of the group "Optimisation": epochs, learning rate, decay, early stopping,
+/// evaluation, seed, threads.
+void add_optimisation_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.option_defaults()->group("Optimisation");
-  app.add_option("--epochs", epochs,
+  app.add_option("--epochs", o.epochs,
                  "maximum epochs (" + family_defaults([](const auto& c) { return c.epochs; }) + ")")
       ->check(sar_programs::positive);
-  app.add_option("--lr", learning_rate, "Adam learning rate (" +
+  app.add_option("--lr", o.learning_rate, "Adam learning rate (" +
                  family_defaults([](const auto& c) { return c.learning_rate; }) + ")")
       ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
-  app.add_option("--weight-decay", weight_decay,
+  app.add_option("--weight-decay", o.weight_decay,
                  "L2 weight decay (" + family_defaults([](const auto& c) {
                    return sar::message(c.weight_decay,
                                        c.decay_first_layer_only ? " on the first layer" : "");
                  }) + ")")
       ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
-  app.add_option("--patience", patience,
+  app.add_option("--patience", o.patience,
                  "stop after this many epochs without a better validation accuracy or loss; 0 = "
                  "never (" + family_defaults([](const auto& c) { return c.patience; }) + ")")
       ->check(sar_programs::non_negative);
@@ -424,6 +443,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
       ->check(sar_programs::non_negative)->capture_default_str();  // not wrapped to 2^64 - 5
   app.add_option("--threads", p.threads, "worker threads (0 = all cores)")
       ->check(CLI::Range(0, max_threads))->capture_default_str();
+}
+
+/// Adds the options of the group "Minibatch": sampled minibatches.
+void add_minibatch_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Minibatch");
   app.add_option("--minibatch", p.minibatch,
                  "train on minibatches of this many seeds with sampled neighbourhoods (one "
@@ -440,9 +463,9 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "layer from the input separated by '/', e.g. writes=3,cites=10/writes=2 (a "
                  "relation's name or src___rel___dst; 0: none, -1: all); a relation a layer "
                  "does not name draws that layer's --fanouts over its in-edges");
-  app.add_option("--sampler", p.sampler, "with --minibatch: sage (node-wise) | ladies "
-                 "(layer-wise, importance sampling)")
-      ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
+  sar_programs::add_choice(app, "--sampler", p.sampler, sar_programs::sampler_names,
+                           "with --minibatch: sage (node-wise) | ladies (layer-wise, importance "
+                           "sampling)");
   app.add_option("--bulk", p.bulk, "with --minibatch: minibatches sampled at once")
       ->check(sar_programs::positive)->capture_default_str();
   app.add_option("--gather-rows", p.gather_rows,
@@ -453,17 +476,22 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "with --minibatch and --partitions: ranks holding each part (c); P ranks "
                  "train on a store of P / c parts, rank r on part r / c")
       ->check(sar_programs::positive)->capture_default_str();
+}
+
+/// Adds the options of the group "Distributed": the schedule, low-bit halos, progress thread,
+/// watchdog.
+void add_distributed_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.option_defaults()->group("Distributed");
-  app.add_option("--schedule", p.schedule, "with --partitions: sequential | keep_halo | one_shot")
-      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
+  sar_programs::add_choice(app, "--schedule", p.schedule, sar_programs::schedule_names,
+                           "with --partitions: sequential | keep_halo | one_shot");
   app.add_option("--prefetch", p.prefetch, "sequential/keep_halo: remote blocks fetched ahead")
       ->check(sar_programs::non_negative)->capture_default_str();
-  app.add_option("--progress-us", progress_us,
+  app.add_option("--progress-us", o.progress_us,
                  "with --partitions: microseconds between two polls of MPI by the progress "
                  "thread while halo transfers are in flight (0: no thread; transfers then move "
                  "only inside MPI calls) [default: 1000 with --staleness > 1, else 0]")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--pace-kib", pace_kib,
+  app.add_option("--pace-kib", o.pace_kib,
                  "with --staleness > 1: stale halo transfers travel in chunks of this many KiB, "
                  "a few in flight per peer, so the epoch's collectives pass them (needs "
                  "--progress-us > 0; 0: unpaced) [default: 64 with --staleness > 1, else 0]")
@@ -480,12 +508,15 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "with --partitions: bounded staleness S; epochs not a multiple of S aggregate "
                  "the previous epoch's halos while this epoch's travel (1 = synchronous)")
       ->check(sar_programs::positive)->capture_default_str();
-  std::optional<double> watchdog;
-  app.add_option("--watchdog", watchdog,
+  app.add_option("--watchdog", o.watchdog,
                  "with several ranks: end the job, naming the stalled call and rank, when an "
                  "MPI call waits longer than this many seconds (0.1 to 1e9); 0 = never "
                  "(default: $SAR_WATCHDOG_SECONDS or 300)")
       ->check(sar_programs::finite_number);
+}
+
+/// Adds the options of the group "Output": metrics, logs, model files, checkpoints, epoch lines.
+void add_output_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Output");
   app.add_option("--metrics-out", p.metrics_out, "write a JSON summary to this file")
       ->check(sar_programs::not_empty);
@@ -508,106 +539,140 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
                  "up to --epochs; the settings must match the checkpoint's")
       ->check(sar_programs::not_empty);
   app.add_flag("--quiet", p.quiet, "no per-epoch lines");
+  app.add_option("--log-every", p.log_every,
+                 "an epoch line every N epochs, the first and the last always (default: on a "
+                 "terminal one status line updated in place; piped or under mpirun every 10). "
+                 "Every epoch is in --log-csv and --metrics-out either way")
+      ->check(sar_programs::positive);
+}
+
+/// The model's settings and the run's from what the command line gave (`app` parsed, `o` its
+/// overrides): the family's paper settings with the options over them, and the checks across
+/// options. Throws sar::invalid_argument naming the options.
+sar::model_config settle(const CLI::App& app, program_options& p, const option_overrides& o) {
+  sar::model_config config = sar::paper_defaults(p.model);
+  // A family's own options (rgcn's --rgcn-bases, gcn's --edge-weight ...) only with it.
+  sar::for_each_family([&]<class F>() {
+    std::string all;
+    for (std::string_view option : F::own_options)
+      all += sar::message(all.empty() ? "" : ", ", option);
+    for (std::string_view option : F::own_options)
+      SAR_CHECK(config.family == F::name || app.count(std::string(option)) == 0,
+                sar::invalid_argument, "sar-train: ", option,
+                F::own_options.size() == 1 ? " is an option" : " is one of the options",
+                " of --model ", F::name,
+                F::own_options.size() == 1 ? std::string() : sar::message(" (", all, ")"));
+  });
+  SAR_CHECK(o.rgcn_bases == 0 || o.rgcn_blocks == 0, sar::invalid_argument,
+            "sar-train: --rgcn-bases and --rgcn-blocks exclude each other");
+  config.rgcn_bases = o.rgcn_bases;
+  config.rgcn_blocks = o.rgcn_blocks;
+  config.node_embeddings = o.node_embeddings;
+  SAR_CHECK(p.relation_fanouts.empty() || p.minibatch > 0, sar::invalid_argument,
+            "sar-train: --relation-fanouts is an option of --minibatch");
+  config.edge_weight = o.edge_weight;
+  config.edge_attention = o.edge_attention;
+  config.edge_state = !o.no_edge_state;
+  config.mean_messages = o.mean_messages;
+  config.aggregation = p.aggregator;  // checked by --aggregator
+  if (o.layers) config.layers = *o.layers;
+  if (o.hidden) config.hidden = *o.hidden;
+  if (o.heads) config.heads = *o.heads;
+  if (o.dropout) config.dropout = *o.dropout;
+  if (o.attention_dropout) config.attention_dropout = *o.attention_dropout;
+  if (o.input_dropout) config.input_dropout = *o.input_dropout;
+  if (p.minibatch > 0)
+    if (const std::string refusal = sar::minibatch_refusal(config); !refusal.empty())
+      throw sar::invalid_argument(
+          sar::message("sar-train: --model ", config.family, " ", refusal));
+  if (p.low_bit()) {
+    // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
+    // once, exactly; only hidden layers' halos are quantised and stale.
+    SAR_CHECK(p.distributed(), sar::invalid_argument, "sar-train: --halo-bits, "
+              "--gradient-bits and --staleness apply to distributed training (--partitions or "
+              "--partition)");
+    SAR_CHECK(p.schedule == sar_programs::schedule_kind::sequential, sar::invalid_argument,
+              "sar-train: --halo-bits, --gradient-bits and --staleness run on the sequential "
+              "schedule, not ", sar_programs::name_of(sar_programs::schedule_names, p.schedule));
+    if (!o.input_dropout) config.input_dropout = 0;
+    config.aggregate_features_first = true;
+  }
+  // Stale transfers overlap the next epoch's compute only if something moves them.
+  p.progress_us = o.progress_us.value_or(p.staleness > 1 ? 1000 : 0);
+  p.pace_kib = o.pace_kib.value_or(p.staleness > 1 && p.progress_us > 0 ? 64 : 0);
+  SAR_CHECK(p.pace_kib == 0 || (p.staleness > 1 && p.progress_us > 0),
+            sar::invalid_argument, "sar-train: --pace-kib ", p.pace_kib, " paces stale "
+            "transfers: it needs --staleness > 1 and --progress-us > 0 (the thread that posts "
+            "the chunks)");
+  SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
+            sar::invalid_argument, "sar-train: --replication applies to minibatch training "
+            "on a partition store (--minibatch with --partitions)");
+  if (o.learning_rate) config.learning_rate = *o.learning_rate;
+  if (o.weight_decay) config.weight_decay = *o.weight_decay;
+  if (o.epochs) config.epochs = *o.epochs;
+  if (o.patience) config.patience = *o.patience;
+  else if (p.eval_every == 0) config.patience = 0;  // no evaluations: no early stopping
+  config.batch_norm = o.batch_norm;
+
+  // A resumed run continues bit for bit only if it restarts on a synchronous epoch.
+  SAR_CHECK(p.checkpoint.empty() || p.checkpoint_every % p.staleness == 0,
+            sar::invalid_argument, "sar-train: --checkpoint-every ", p.checkpoint_every,
+            " is not a multiple of --staleness ", p.staleness, " (a resumed run must start "
+            "on a synchronous epoch)");
+  SAR_CHECK(p.partitions.empty() || !p.partition, sar::invalid_argument,
+            "sar-train: --partitions (a store) and --partition (partition --dataset in "
+            "memory) exclude each other");
+  SAR_CHECK(p.partition == sar::distributed_method::ptscotch || !coarsening_of(p).enabled(),
+            sar::invalid_argument, "sar-train: --cluster-size and --arc-fraction apply to "
+            "--partition ptscotch only");
+  SAR_CHECK(!p.partition || p.replication == 1, sar::invalid_argument,
+            "sar-train: --replication ", p.replication, " needs a partition store "
+            "(--partitions); --partition makes one part per rank");
+  SAR_CHECK(p.partitions.empty() || (p.sizes.num_nodes < 0 && p.sizes.num_classes < 0),
+            sar::invalid_argument, "sar-train: --num-nodes and --num-classes apply to "
+            "--dataset; a partition store (--partitions) has its sizes in meta.json");
+  if (p.nodes > 0) {
+    SAR_CHECK(p.dataset == "planted" || p.dataset.starts_with("planted:"),
+              sar::invalid_argument, "sar-train: --nodes applies only to --dataset planted, "
+              "not '", p.dataset, "'");
+    p.dataset += (p.dataset == "planted" ? ":" : ",") + std::string("nodes=") +
+                 std::to_string(p.nodes);
+  }
+  if (o.watchdog) {
+    sar::mpi_watchdog::check_limit(*o.watchdog, "sar-train: --watchdog");
+    p.watchdog_seconds = *o.watchdog;
+  } else {
+    p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
+  }
+  if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
+    p.failure = parse_injected_failure(failure);
+  return config;
+}
+
+/// Reads and checks every setting of sar-train: the command line into `p` and `config`, and
+/// the environment variables SAR_WATCHDOG_SECONDS and SAR_TRAIN_INJECT_FAILURE. Returns
+/// nullopt to go on, or the exit status to end with at once: 0 after --help or --version,
+/// 1 after printing "sar-train: <problem>" on stderr. Not collective: it runs before MPI
+/// starts, and every rank reaches the same verdict.
+std::optional<int> parse_settings(int argc, char** argv, program_options& p,
+                                  sar::model_config& config) {
+  CLI::App app{"sar-train: GNN training (GCN, GraphSAGE, GAT), full-batch or on sampled "
+               "minibatches", "sar-train"};
+  // An option given twice takes its last value (so wrappers like scripts/main.sh can be
+  // overridden by appending arguments).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  option_overrides o;
+  add_data_options(app, p);
+  add_model_options(app, p, o);
+  add_optimisation_options(app, p, o);
+  add_minibatch_options(app, p);
+  add_distributed_options(app, p, o);
+  add_output_options(app, p);
   app.set_version_flag("--version", "sar-train (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
   try {
-    config = sar::paper_defaults(p.model);
-    // A family's own options (rgcn's --rgcn-bases, gcn's --edge-weight ...) only with it.
-    sar::for_each_family([&]<class F>() {
-      std::string all;
-      for (std::string_view option : F::own_options)
-        all += sar::message(all.empty() ? "" : ", ", option);
-      for (std::string_view option : F::own_options)
-        SAR_CHECK(config.family == F::name || app.count(std::string(option)) == 0,
-                  sar::invalid_argument, "sar-train: ", option,
-                  F::own_options.size() == 1 ? " is an option" : " is one of the options",
-                  " of --model ", F::name,
-                  F::own_options.size() == 1 ? std::string() : sar::message(" (", all, ")"));
-    });
-    SAR_CHECK(rgcn_bases == 0 || rgcn_blocks == 0, sar::invalid_argument,
-              "sar-train: --rgcn-bases and --rgcn-blocks exclude each other");
-    config.rgcn_bases = rgcn_bases;
-    config.rgcn_blocks = rgcn_blocks;
-    config.node_embeddings = node_embeddings;
-    SAR_CHECK(p.relation_fanouts.empty() || p.minibatch > 0, sar::invalid_argument,
-              "sar-train: --relation-fanouts is an option of --minibatch");
-    config.edge_weight = edge_weight;
-    config.edge_attention = edge_attention;
-    config.edge_state = !no_edge_state;
-    config.mean_messages = messages == "mean";
-    config.aggregation = *sar::aggregation_named(p.aggregator);  // checked by --aggregator
-    if (layers) config.layers = *layers;
-    if (hidden) config.hidden = *hidden;
-    if (heads) config.heads = *heads;
-    if (dropout) config.dropout = *dropout;
-    if (attention_dropout) config.attention_dropout = *attention_dropout;
-    if (input_dropout) config.input_dropout = *input_dropout;
-    if (p.minibatch > 0)
-      if (const std::string refusal = sar::minibatch_refusal(config); !refusal.empty())
-        throw sar::invalid_argument(
-            sar::message("sar-train: --model ", config.family, " ", refusal));
-    if (p.low_bit()) {
-      // Sylvie's pre-propagation: the first layer aggregates the raw features, which travel
-      // once, exactly; only hidden layers' halos are quantised and stale.
-      SAR_CHECK(p.distributed(), sar::invalid_argument, "sar-train: --halo-bits, "
-                "--gradient-bits and --staleness apply to distributed training (--partitions or "
-                "--partition)");
-      SAR_CHECK(p.schedule == "sequential", sar::invalid_argument, "sar-train: --halo-bits, "
-                "--gradient-bits and --staleness run on the sequential schedule, not ",
-                p.schedule);
-      if (!input_dropout) config.input_dropout = 0;
-      config.aggregate_features_first = true;
-    }
-    // Stale transfers overlap the next epoch's compute only if something moves them.
-    p.progress_us = progress_us.value_or(p.staleness > 1 ? 1000 : 0);
-    p.pace_kib = pace_kib.value_or(p.staleness > 1 && p.progress_us > 0 ? 64 : 0);
-    SAR_CHECK(p.pace_kib == 0 || (p.staleness > 1 && p.progress_us > 0),
-              sar::invalid_argument, "sar-train: --pace-kib ", p.pace_kib, " paces stale "
-              "transfers: it needs --staleness > 1 and --progress-us > 0 (the thread that posts "
-              "the chunks)");
-    SAR_CHECK(p.replication == 1 || (p.minibatch > 0 && !p.partitions.empty()),
-              sar::invalid_argument, "sar-train: --replication applies to minibatch training "
-              "on a partition store (--minibatch with --partitions)");
-    if (learning_rate) config.learning_rate = *learning_rate;
-    if (weight_decay) config.weight_decay = *weight_decay;
-    if (epochs) config.epochs = *epochs;
-    if (patience) config.patience = *patience;
-    else if (p.eval_every == 0) config.patience = 0;  // no evaluations: no early stopping
-    config.batch_norm = batch_norm;
-
-    // A resumed run continues bit for bit only if it restarts on a synchronous epoch.
-    SAR_CHECK(p.checkpoint.empty() || p.checkpoint_every % p.staleness == 0,
-              sar::invalid_argument, "sar-train: --checkpoint-every ", p.checkpoint_every,
-              " is not a multiple of --staleness ", p.staleness, " (a resumed run must start "
-              "on a synchronous epoch)");
-    SAR_CHECK(p.partitions.empty() || p.partition.empty(), sar::invalid_argument,
-              "sar-train: --partitions (a store) and --partition (partition --dataset in "
-              "memory) exclude each other");
-    SAR_CHECK(p.partition == "ptscotch" || !coarsening_of(p).enabled(),
-              sar::invalid_argument, "sar-train: --cluster-size and --arc-fraction apply to "
-              "--partition ptscotch only");
-    SAR_CHECK(p.partition.empty() || p.replication == 1, sar::invalid_argument,
-              "sar-train: --replication ", p.replication, " needs a partition store "
-              "(--partitions); --partition makes one part per rank");
-    SAR_CHECK(p.partitions.empty() || (p.sizes.num_nodes < 0 && p.sizes.num_classes < 0),
-              sar::invalid_argument, "sar-train: --num-nodes and --num-classes apply to "
-              "--dataset; a partition store (--partitions) has its sizes in meta.json");
-    if (p.nodes > 0) {
-      SAR_CHECK(p.dataset == "planted" || p.dataset.starts_with("planted:"),
-                sar::invalid_argument, "sar-train: --nodes applies only to --dataset planted, "
-                "not '", p.dataset, "'");
-      p.dataset += (p.dataset == "planted" ? ":" : ",") + std::string("nodes=") +
-                   std::to_string(p.nodes);
-    }
-    if (watchdog) {
-      sar::mpi_watchdog::check_limit(*watchdog, "sar-train: --watchdog");
-      p.watchdog_seconds = *watchdog;
-    } else {
-      p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
-    }
-    if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
-      p.failure = parse_injected_failure(failure);
+    config = settle(app, p, o);
   } catch (const sar::error& e) {
     std::fprintf(stderr, "%s\n", sar::describe_failure("sar-train", e).c_str());
     return 1;
@@ -632,7 +697,8 @@ int run_program(const program_options& p, const sar::model_config& config,
     tbb::task_arena arena(p.threads > 0 ? p.threads : tbb::task_arena::automatic);
     nlohmann::json metrics;
     arena.execute([&] {
-      metrics = p.precision == "double" ? run<double>(p, config, comm) : run<float>(p, config, comm);
+      metrics = p.precision == sar_programs::precision::twice ? run<double>(p, config, comm)
+                                                              : run<float>(p, config, comm);
     });
     if (comm.rank() == 0) {
       char line[200];

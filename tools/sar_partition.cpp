@@ -35,16 +35,30 @@ namespace {
 using sar_programs::clock_type;
 using sar_programs::seconds_since;
 
+/// --method's values.
+enum class partition_method { metis, ptscotch, random, contiguous };
+const sar_programs::choices<partition_method> method_names{{"metis", partition_method::metis},
+                                                 {"ptscotch", partition_method::ptscotch},
+                                                 {"random", partition_method::random},
+                                                 {"contiguous", partition_method::contiguous}};
+using balance_kind = sar::ptscotch_options::balance_kind;
+/// --balance's values.
+const sar_programs::choices<balance_kind> balance_names{
+    {"nodes", balance_kind::nodes}, {"nodes+edges", balance_kind::nodes_and_edges}};
+using sar_programs::name_of;
+
 struct settings {
   std::string dataset;
   int parts = 0;
-  std::string method = "metis";
+  partition_method method = partition_method::metis;
+  /// The method's name, as --method spells it.
+  const std::string& method_name() const { return sar_programs::name_of(method_names, method); }
   std::string out;
   std::uint64_t seed = 0;
   std::optional<double> imbalance;
-  std::string balance = "nodes";
+  balance_kind balance = balance_kind::nodes;
   sar::coarsening_options coarsening;
-  std::string sparse_features = "auto";
+  sar_programs::switch_setting sparse_features = sar_programs::switch_setting::automatic;
   sar::dataset_sizes sizes;
 };
 
@@ -65,11 +79,10 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
   app.add_option("--parts", s.parts, "number of parts (the ranks sar-train runs on)")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--method", s.method,
-                 "partitioner: metis (one process), ptscotch (any number of processes: a small "
-                 "edge cut without one process holding the graph), random, contiguous")
-      ->check(CLI::IsMember({"metis", "ptscotch", "random", "contiguous"}))
-      ->capture_default_str();
+  sar_programs::add_choice(app, "--method", s.method, method_names,
+                           "partitioner: metis (one process), ptscotch (any number of processes: "
+                           "a small edge cut without one process holding the graph), random, "
+                           "contiguous");
   app.add_option("--out", s.out,
                  "output directory (created; an existing partition store there is replaced once "
                  "the new one is complete, any other non-empty directory is refused). Under "
@@ -84,11 +97,9 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
                  "default 0.05), PT-Scotch on its balance weight (default 0.03)")
       ->check(sar_programs::finite_number)
       ->check(CLI::Range(0.0, 10.0));
-  app.add_option("--balance", s.balance,
-                 "PT-Scotch: what the parts are balanced on, nodes or nodes+edges (a node "
-                 "weighs 1 + its degree)")
-      ->check(CLI::IsMember({"nodes", "nodes+edges"}))
-      ->capture_default_str();
+  sar_programs::add_choice(app, "--balance", s.balance, balance_names,
+                           "PT-Scotch: what the parts are balanced on, nodes or nodes+edges (a "
+                           "node weighs 1 + its degree)");
   app.add_option("--cluster-size", s.coarsening.cluster_size,
                  "PT-Scotch: partition the graph of star clusters of at most this many nodes, "
                  "then move single nodes to lower the cut (0: the graph itself). Less memory "
@@ -104,9 +115,9 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
       ->capture_default_str();
   sar_programs::add_sparse_features_option(app, s.sparse_features, "the store");
   app.callback([&s] {
-    if (s.method != "ptscotch" && s.coarsening.enabled())
+    if (s.method != partition_method::ptscotch && s.coarsening.enabled())
       throw CLI::ValidationError("--cluster-size, --arc-fraction",
-                                 "apply to --method ptscotch only, not " + s.method);
+                                 "apply to --method ptscotch only, not " + s.method_name());
   });
   app.set_version_flag("--version", "sar-partition (sar " SAR_VERSION_STRING ")");
   return sar_programs::parse_command_line(app, argc, argv);
@@ -119,17 +130,17 @@ constexpr double metis_imbalance = 0.05;
 /// "random seed=3", "contiguous", "ptscotch seed=0 imbalance=0.03 balance=nodes"): the
 /// one-process and the distributed run of a method describe it alike.
 std::string describe_method(const settings& s, double imbalance) {
-  std::string text = s.method;
-  if (s.method != "contiguous") text += " seed=" + std::to_string(s.seed);
-  if (s.method == "metis" || s.method == "ptscotch") {
+  std::string text = s.method_name();
+  if (s.method != partition_method::contiguous) text += " seed=" + std::to_string(s.seed);
+  if (s.method == partition_method::metis || s.method == partition_method::ptscotch) {
     char number[64];
     std::snprintf(number, sizeof number, " imbalance=%g", imbalance);
     text += number;
   }
-  if (s.method == "ptscotch") text += " balance=" + s.balance;
-  if (s.method == "ptscotch" && s.coarsening.cluster_size > 1)
+  if (s.method == partition_method::ptscotch) text += " balance=" + name_of(balance_names, s.balance);
+  if (s.method == partition_method::ptscotch && s.coarsening.cluster_size > 1)
     text += " cluster_size=" + std::to_string(s.coarsening.cluster_size);
-  if (s.method == "ptscotch" && s.coarsening.arc_fraction < 1) {
+  if (s.method == partition_method::ptscotch && s.coarsening.arc_fraction < 1) {
     char number[64];
     std::snprintf(number, sizeof number, " arc_fraction=%g", s.coarsening.arc_fraction);
     text += number;
@@ -140,7 +151,7 @@ std::string describe_method(const settings& s, double imbalance) {
 /// Throws sar::invalid_argument before anything is loaded if `spec` declares more nodes or
 /// edges than METIS's indices hold (Debian's METIS: 32-bit), naming the distributed path.
 void refuse_beyond_metis(const settings& s) {
-  if (s.method != "metis") return;
+  if (s.method != partition_method::metis) return;
   constexpr auto most = static_cast<std::int64_t>(std::numeric_limits<idx_t>::max());
   const auto [nodes, edges] = sar::declared_graph_size(s.dataset);
   SAR_CHECK(nodes <= most && edges <= most, sar::invalid_argument, s.dataset, " declares ", nodes,
@@ -162,13 +173,13 @@ int run_serial(const settings& s) {
 
   auto start = clock_type::now();
   sar_programs::current_phase() = "partitioning";
-  std::printf("partitioning into %d parts with %s ...\n", s.parts, s.method.c_str());
+  std::printf("partitioning into %d parts with %s ...\n", s.parts, s.method_name().c_str());
   std::fflush(stdout);
   std::vector<int> part;
   const double imbalance = s.imbalance.value_or(metis_imbalance);
-  if (s.method == "metis")
+  if (s.method == partition_method::metis)
     part = sar::partition_metis(data, s.parts, {.seed = s.seed, .imbalance = imbalance});
-  else if (s.method == "random")
+  else if (s.method == partition_method::random)
     part = sar::partition_random(data.num_nodes(), s.parts, s.seed);
   else
     part = sar::partition_contiguous(data.num_nodes(), s.parts);
@@ -191,7 +202,7 @@ int run_serial(const settings& s) {
 /// parts. Collective.
 int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   const bool root = comm.rank() == 0;
-  SAR_CHECK(s.method != "metis", sar::invalid_argument, "--method metis partitions in one "
+  SAR_CHECK(s.method != partition_method::metis, sar::invalid_argument, "--method metis partitions in one "
             "process; on ", comm.size(), " ranks use --method ptscotch (or random, contiguous)");
 
   {
@@ -228,20 +239,18 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
   about.feature_dim = block.rows.feature_dim();
   about.num_classes = block.rows.num_classes;
   about.task = block.rows.task;
-  about.num_outputs = block.rows.task == sar::task_kind::classify ? 0 : block.rows.num_outputs();
+  about.num_outputs = sar::has_class_ids(block.rows.task) ? 0 : block.rows.num_outputs();
   about.has_labels = !block.rows.labels.empty();
   about.has_split = !block.rows.split.empty();
-  sar::distributed_partition_options options{.method = sar::distributed_method_named(s.method),
+  sar::distributed_partition_options options{.method = sar::distributed_method_named(s.method_name()),
                                              .parts = s.parts, .seed = s.seed};
-  if (s.method == "ptscotch") {
+  if (s.method == partition_method::ptscotch) {
     options.ptscotch.imbalance = s.imbalance.value_or(options.ptscotch.imbalance);
-    options.ptscotch.balance = s.balance == "nodes"
-                                   ? sar::ptscotch_options::balance_kind::nodes
-                                   : sar::ptscotch_options::balance_kind::nodes_and_edges;
+    options.ptscotch.balance = s.balance;
     options.coarsening = s.coarsening;
   }
   about.method = describe_method(s, options.ptscotch.imbalance);
-  say(sar::message("partitioning into ", s.parts, " parts with ", s.method, " ..."));
+  say(sar::message("partitioning into ", s.parts, " parts with ", s.method_name(), " ..."));
   sar_programs::current_phase() = "partitioning";
   std::vector<sar::graph_part> mine =
       sar::partition_distributed(comm, std::move(block), options, &meter);
@@ -281,7 +290,7 @@ int main(int argc, char** argv) {
   if (const auto status = parse_settings(argc, argv, s)) return *status;
   return sar_programs::run_under_mpi("sar-partition", argc, argv,
                                      [&](sar::mpi_communicator& comm) {
-                                       if (comm.size() == 1 && s.method != "ptscotch")
+                                       if (comm.size() == 1 && s.method != partition_method::ptscotch)
                                          return run_serial(s);
                                        return run_distributed(s, comm);
                                      });

@@ -52,14 +52,16 @@ namespace {
 constexpr double max_count = 9007199254740992.0, max_width = 16777216.0, max_layers = 1024;
 
 struct settings {
-  std::string partitions, dataset, calibration_file, model = "gcn", aggregator = "mean";
+  std::string partitions, dataset, calibration_file, model = "gcn";
   double nodes = 0, edges = 0, features = 0, classes = 0, edge_cut = -1;
   double feature_density = 0;  // 0: the source's (1 without one)
   std::vector<int> ranks;
   int layers = 0, heads = 0;
   double hidden = 0;
   bool batch_norm = false, calibrate = false, json = false;
-  std::string schedule = "sequential", precision = "float", storage = "fp32";
+  sar_programs::schedule_kind schedule = sar_programs::schedule_kind::sequential;
+  sar_programs::precision precision = sar_programs::precision::single;
+  sar_programs::feature_storage storage = sar_programs::feature_storage::fp32;
   int halo_bits = 32, gradient_bits = 32, prefetch = 1, ranks_per_machine = 1;
   double link_gbit = 0, latency_us = 0;
 };
@@ -78,7 +80,7 @@ source read_source(const settings& s) {
     const sar::partition_metadata meta = sar::read_partition_metadata(s.partitions);
     out.graph = {static_cast<double>(meta.num_nodes), static_cast<double>(meta.num_edges),
                  static_cast<double>(meta.feature_dim),
-                 static_cast<double>(meta.task == sar::task_kind::classify ? meta.num_classes
+                 static_cast<double>(sar::has_class_ids(meta.task) ? meta.num_classes
                                                                            : meta.num_outputs),
                  static_cast<double>(meta.edge_feature_dim)};
     if (meta.sparse_features && meta.num_nodes > 0 && meta.feature_dim > 0) {
@@ -468,17 +470,17 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--edge-cut", s.edge_cut, "fraction of edges between parts (default: the "
                  "store's, else 1 - 1/P as a random cut)")->check(sar_programs::number_in(0, 1));
-  app.add_option("--schedule", s.schedule, "sequential | keep_halo | one_shot")
-      ->check(CLI::IsMember({"sequential", "keep_halo", "one_shot"}))->capture_default_str();
+  sar_programs::add_choice(app, "--schedule", s.schedule, sar_programs::schedule_names,
+                           "sequential | keep_halo | one_shot");
   app.add_option("--halo-bits", s.halo_bits, "bits per value of forward halos")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}))->capture_default_str();
   app.add_option("--gradient-bits", s.gradient_bits, "bits per value of backward halos")
       ->check(CLI::IsMember({1, 2, 4, 8, 16, 32}))->capture_default_str();
-  app.add_option("--precision", s.precision, "float | double")
-      ->check(CLI::IsMember({"float", "double"}))->capture_default_str();
-  app.add_option("--storage", s.storage, "how dense input features are held (as sar-train "
-                 "--storage): fp32 | bf16")
-      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  sar_programs::add_choice(app, "--precision", s.precision, sar_programs::precision_names,
+                           "float | double");
+  sar_programs::add_choice(app, "--storage", s.storage, sar_programs::storage_names,
+                           "how dense input features are held (as sar-train --storage): fp32 | "
+                           "bf16");
   app.add_option("--link-gbit", s.link_gbit, "link bandwidth between ranks in Gbit/s (0: shared "
                  "memory, no link term)")->check(sar_programs::non_negative);
   app.add_option("--latency-us", s.latency_us, "link latency per message, microseconds")
@@ -513,11 +515,11 @@ int run(int argc, char** argv) {
   if (s.hidden > 0) run.model.hidden = static_cast<Eigen::Index>(s.hidden);
   if (s.heads > 0) run.model.heads = s.heads;
   run.model.batch_norm = s.batch_norm;
-  run.schedule = s.schedule;
+  run.schedule = sar_programs::name_of(sar_programs::schedule_names, s.schedule);
   run.halo_bits = s.halo_bits;
   run.gradient_bits = s.gradient_bits;
-  run.value_bytes = s.precision == "double" ? 8 : 4;
-  run.feature_bytes = s.storage == "bf16" ? 2 : 4;
+  run.value_bytes = s.precision == sar_programs::precision::twice ? 8 : 4;
+  run.feature_bytes = s.storage == sar_programs::feature_storage::bf16 ? 2 : 4;
   // The stored edges plus the self-loops GCN and GAT add.
   sar::graph_size graph = src.graph;
   if (adds_self_loops(run.model)) graph.edges += graph.nodes;
@@ -542,12 +544,13 @@ int run(int argc, char** argv) {
 
   // With --calibrate and a graph, the kernel rates and the model's own epoch on this machine:
   // on small graphs, then on each planned rank's part with its machine's ranks at once.
-  const nlohmann::json signature = model_signature(run.model, src.graph, s.precision);
+  const nlohmann::json signature = model_signature(
+      run.model, src.graph, sar_programs::name_of(sar_programs::precision_names, s.precision));
   sar::calibration rates;
   bool calibrated = false;
   if (s.calibrate) {
     rates = measure_rates();
-    const bool wide = s.precision == "double";
+    const bool wide = s.precision == sar_programs::precision::twice;
     if (wide) measure_model<double>(run.model, src.graph, rates);
     else measure_model<float>(run.model, src.graph, rates);
     for (const int P : ranks) {
@@ -580,7 +583,8 @@ int run(int argc, char** argv) {
     for (const auto& t : plan.memory) terms[t.name] = t.bytes;
     plans.push_back({{"ranks", P}, {"ranks_per_machine", run.ranks_per_machine},
                      {"edge_cut_fraction", cut},
-                     {"feature_density", graph.feature_density}, {"storage", s.storage},
+                     {"feature_density", graph.feature_density},
+                     {"storage", sar_programs::name_of(sar_programs::storage_names, s.storage)},
                      {"peak_memory_bytes_per_rank", plan.peak_memory_bytes},
                      {"memory_terms", terms},
                      {"halo_bytes_per_epoch", plan.halo_bytes_per_epoch},

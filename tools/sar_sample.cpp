@@ -79,7 +79,9 @@ int run(int argc, char** argv) {
                "layer-wise) as .npy arrays: per block its CSR and the dataset ids of its "
                "destinations and sources",
                "sar-sample"};
-  std::string dataset = "planted", sampler = "sage", out, loops = "auto";
+  std::string dataset = "planted", out;
+  sar::sampler_kind sampler = sar::sampler_kind::node_wise;
+  enum class self_loops { automatic, add, keep } loops = self_loops::automatic;
   sar::node_t batch_size = 64;
   std::vector<sar::node_t> fanouts{25, 10}, chosen{0};
   std::uint64_t seed = 0, epoch = 0;
@@ -88,8 +90,8 @@ int run(int argc, char** argv) {
                  "generator spec (as sar-train)")
       ->check(sar_programs::not_empty)->capture_default_str();
   sar_programs::add_dataset_size_options(app, sizes);
-  app.add_option("--sampler", sampler, "sage (node-wise) | ladies (layer-wise)")
-      ->check(CLI::IsMember({"sage", "ladies"}))->capture_default_str();
+  sar_programs::add_choice(app, "--sampler", sampler, sar_programs::sampler_names,
+                           "sage (node-wise) | ladies (layer-wise)");
   app.add_option("--fanouts", fanouts, "per layer from the input: neighbours per node (sage; "
                  "-1 = all) or nodes per layer (ladies)")->delimiter(',')->capture_default_str();
   app.add_option("--minibatch", batch_size, "seeds per minibatch")
@@ -100,8 +102,10 @@ int run(int argc, char** argv) {
       ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--seed", seed, "seed, as sar-train --seed")
       ->check(sar_programs::non_negative)->capture_default_str();
-  app.add_option("--self-loops", loops, "auto (ladies: add, as for GCN; sage: keep) | add | keep")
-      ->check(CLI::IsMember({"auto", "add", "keep"}))->capture_default_str();
+  const sar_programs::choices<self_loops> loop_names{
+      {"auto", self_loops::automatic}, {"add", self_loops::add}, {"keep", self_loops::keep}};
+  sar_programs::add_choice(app, "--self-loops", loops, loop_names,
+                           "auto (ladies: add, as for GCN; sage: keep) | add | keep");
   app.add_option("--out", out, "output directory (created; an earlier sar-sample output there "
                  "is replaced, anything else refused)")
       ->required()->check(sar_programs::not_empty);
@@ -110,11 +114,12 @@ int run(int argc, char** argv) {
 
   sar::check_replaceable(out, kind, "--out");  // before the long work
   sar::graph_dataset data = sar_programs::load_dataset_reporting(dataset, sizes);
-  const bool add = loops == "add" || (loops == "auto" && sampler == "ladies");
+  const bool add = loops == self_loops::add ||
+                   (loops == self_loops::automatic && sampler == sar::sampler_kind::layer_wise);
   const sar::csr graph = sar::with_self_loops(
       data.graph, add ? sar::self_loop_policy::add : sar::self_loop_policy::keep);
   const sar::sampler_options options{
-      .kind = sampler == "ladies" ? sar::sampler_kind::layer_wise : sar::sampler_kind::node_wise,
+      .kind = sampler,
       .fanouts = fanouts, .seed = seed};
 
   std::vector<sar::node_t> training;
@@ -138,7 +143,9 @@ int run(int argc, char** argv) {
   sar_programs::current_phase() = "sampling into " + out;
   sar::bulk_sampler bulk(graph, options);
   nlohmann::json meta = {{"format", kind.format}, {"version", format_version},
-                         {"dataset", data.name}, {"sampler", sampler}, {"fanouts", fanouts},
+                         {"dataset", data.name},
+                         {"sampler", sar_programs::name_of(sar_programs::sampler_names, sampler)},
+                         {"fanouts", fanouts},
                          {"minibatch_size", batch_size}, {"epoch", epoch}, {"seed", seed},
                          {"self_loops", add ? "add" : "keep"},
                          {"minibatches", nlohmann::json::array()}};

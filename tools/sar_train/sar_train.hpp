@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,10 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
+#include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/train/model_config.hpp"
+#include "../settings.hpp"
 
 namespace sar_train {
 
@@ -33,26 +36,27 @@ struct program_options {
   sar::node_t nodes = 0;  // planted only; 0 = the generator's default
   std::string model = "gcn";
   std::string aggregator = "mean";
-  std::string precision = "float";
-  std::string normalise = "auto";
-  std::string sparse_features = "auto";  // sar_programs::sparse_below
-  std::string storage = "fp32";          // fp32 | bf16: how dense features are held
+  sar_programs::precision precision = sar_programs::precision::single;
+  sar_programs::switch_setting normalise = sar_programs::switch_setting::automatic;
+  sar_programs::switch_setting sparse_features = sar_programs::switch_setting::automatic;
+  sar_programs::feature_storage storage = sar_programs::feature_storage::fp32;
   std::uint64_t seed = 0;
   int threads = 0;
   std::string metrics_out, csv_log;
   bool quiet = false;
+  std::optional<int> log_every;  // epoch lines every N epochs; none: a status line on a terminal
   std::string checkpoint;    // directory written every checkpoint_every epochs and at the end
   int checkpoint_every = 10;
   std::string resume;        // checkpoint directory to continue from
   int eval_every = 1;  // evaluate after every N-th epoch and the last; 0 = never
   double max_loss = 1e4;  // a larger training loss stops training (diverged)
   std::string partitions;               // a partition store: distributed training
-  std::string partition;                // or partition --dataset in memory: ptscotch | random |
-                                        // contiguous (one part per rank, no store)
+  std::optional<sar::distributed_method> partition;  // or partition --dataset in memory (one
+                                                     // part per rank, no store)
   sar::node_t cluster_size = 0;         // --partition ptscotch coarsened: star clusters
   double arc_fraction = 1;              // and the fraction of arcs PT-Scotch gets
   bool skip_checksums = false;          // read the store without verifying its CRC-32s
-  std::string schedule = "sequential";  // sequential | keep_halo | one_shot
+  sar_programs::schedule_kind schedule = sar_programs::schedule_kind::sequential;
   int prefetch = 1;
   int progress_us = 0;                  // progress thread's poll interval (0: no thread)
   int pace_kib = 0;                     // KiB per chunk of a paced stale transfer (0: unpaced)
@@ -61,7 +65,7 @@ struct program_options {
   sar::node_t minibatch = 0;            // seeds per minibatch; 0 = full-batch training
   std::vector<sar::node_t> fanouts;     // per graph layer from the input (empty: defaults)
   std::string relation_fanouts;         // per layer: relation=count,... separated by '/
-  std::string sampler = "sage";         // sage (node-wise) | ladies (layer-wise)
+  sar::sampler_kind sampler = sar::sampler_kind::node_wise;
   int bulk = 1;                         // minibatches sampled at once
   std::int64_t gather_rows = 0;         // most input rows fetched at once (0: no bound)
   int replication = 1;                  // distributed minibatch: ranks per block row (c)
@@ -75,7 +79,7 @@ struct program_options {
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
-  bool distributed() const { return !partitions.empty() || !partition.empty(); }
+  bool distributed() const { return !partitions.empty() || partition.has_value(); }
 };
 
 /// One process: the whole dataset (its graph put in the model's form by

@@ -71,7 +71,7 @@ int run(int argc, char** argv) {
                "sar-convert"};
   std::string dataset;
   std::string out;
-  std::string sparse_features = "auto";
+  sar_programs::switch_setting sparse_features = sar_programs::switch_setting::automatic;
   bool verify = false;
   bool add_reverse = false;
   sar::dataset_sizes sizes;

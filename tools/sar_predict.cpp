@@ -165,7 +165,7 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
           seen[static_cast<std::size_t>(id)] = true;
           for (Eigen::Index c = 0; c < k; ++c) all(id, c) = static_cast<float>(from[at + 1 + c]);
         }
-      const bool classify = saved.description.task == sar::task_kind::classify;
+      const bool classify = sar::has_class_ids(saved.description.task);
       std::vector<std::int32_t> classes;
       if (classify)
         for (sar::node_t i = 0; i < num_nodes; ++i) {

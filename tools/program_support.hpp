@@ -21,12 +21,16 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
 #include "sar/core/memory.hpp"
 #include "sar/graph/io/load.hpp"
+#include "settings.hpp"
 
 namespace sar_programs {
 
@@ -51,6 +55,25 @@ inline std::string out_of_memory_message() {
                       sar::format_bytes(static_cast<double>(sar::peak_memory_bytes())), "; ",
                       sar::format_bytes(static_cast<double>(sar::available_memory_bytes())),
                       " available)");
+}
+
+/// Adds an option whose value, one of `names`, is parsed straight into `value` (an Enum, or a
+/// std::optional<Enum> that stays empty without the option); an Enum's default is shown as its
+/// name, and another name is refused as CLI::IsMember refuses it (the names listed).
+template <class Enum, class Target>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, Target& value,
+                        const choices<Enum>& names, const std::string& help) {
+  std::vector<std::string> keys;
+  for (const auto& n : names) keys.push_back(n.first);
+  CLI::Option* option = app.add_option_function<std::string>(
+                               flag, [&value, names](const std::string& name) {
+                                 for (const auto& n : names)
+                                   if (n.first == name) value = n.second;
+                               },
+                               help)
+                            ->check(CLI::IsMember(keys));
+  if constexpr (std::is_same_v<Target, Enum>) option->default_str(name_of(names, value));
+  return option;
 }
 
 /// CLI11 check: the value parses as a finite number (CLI::Range lets NaN through).
@@ -138,7 +161,7 @@ inline std::optional<int> check_file_size_limit(const char* program, bool starts
 /// compares, so ranks started with different settings are refused.
 inline std::string arguments_of(int argc, char** argv) {
   std::string out;
-  for (int k = 1; k < argc; ++k) out += (k > 1 ? " " : "") + std::string(argv[k]);
+  for (int k = 1; k < argc; ++k) out.append(k > 1 ? " " : "").append(argv[k]);
   return out;
 }
 
@@ -175,6 +198,13 @@ inline void add_dataset_size_options(CLI::App& app, sar::dataset_sizes& sizes) {
       ->check(positive);
 }
 
+/// Every task's name (sar::task_table), for --task's check.
+inline std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const sar::task_facts& t : sar::task_table) names.emplace_back(t.name);
+  return names;
+}
+
 /// Adds --task, which says what the nodes of a dataset read from files are to predict
 /// (sar::dataset_sizes::task): classify, regress or multilabel.
 inline void add_task_option(CLI::App& app, sar::dataset_sizes& sizes) {
@@ -184,33 +214,31 @@ inline void add_task_option(CLI::App& app, sar::dataset_sizes& sizes) {
          "raw/node-label), regress (rows of floats: raw/node-target) or multilabel (rows of 0/1: "
          "a multi-column raw/node-label). Default: what a .npy dataset or partition store "
          "declares, else classify")
-      ->check(CLI::IsMember({"classify", "regress", "multilabel"}));
+      ->check(CLI::IsMember(task_names()));
 }
 
 /// "7 classes", "1 regression target", "112 labels (multi-label)": what a model of `task`
 /// with `outputs` outputs predicts.
 inline std::string outputs_summary(sar::task_kind task, std::int64_t outputs) {
-  switch (task) {
-    case sar::task_kind::classify: return sar::message(outputs, " classes");
-    case sar::task_kind::regress:
-      return sar::message(outputs, " regression target", outputs == 1 ? "" : "s");
-    case sar::task_kind::multilabel: return sar::message(outputs, " labels (multi-label)");
-  }
-  return "";
+  const sar::task_facts& facts = sar::facts_of(task);
+  return sar::message(outputs, " ", outputs == 1 ? facts.output : facts.outputs);
 }
 
 /// The sparse_below of sar::load_dataset for a --sparse-features setting: off 0 (dense), on 1
 /// (always sparse), auto sar::sparse_features_density.
-inline double sparse_below(const std::string& setting) {
-  return setting == "off" ? 0.0 : setting == "on" ? 1.0 : sar::sparse_features_density;
+inline double sparse_below(switch_setting setting) {
+  return setting == switch_setting::off  ? 0.0
+         : setting == switch_setting::on ? 1.0
+                                         : sar::sparse_features_density;
 }
 
 /// Whether --sparse-features `setting` keeps features with `non_zeros` of `entries` entries
 /// non-zero as sparse rows: on, or auto at most sar::sparse_features_density of them.
-inline bool wants_sparse(const std::string& setting, double non_zeros, double entries) {
+inline bool wants_sparse(switch_setting setting, double non_zeros, double entries) {
   return entries > 0 &&
-         (setting == "on" ||
-          (setting == "auto" && non_zeros <= sar::sparse_features_density * entries));
+         (setting == switch_setting::on ||
+          (setting == switch_setting::automatic &&
+           non_zeros <= sar::sparse_features_density * entries));
 }
 
 /// Holds the features of `holder` (a graph_dataset or graph_part: `rows` of them) as sparse
@@ -228,7 +256,7 @@ void hold_features(Holder& holder, bool sparse, Eigen::Index rows) {
 
 /// Turns the dense features of `data` into sparse rows where wants_sparse (a dataset read
 /// with sparse_below(setting) holds sparse features only where it does).
-inline void make_sparse_if_wanted(sar::graph_dataset& data, const std::string& setting) {
+inline void make_sparse_if_wanted(sar::graph_dataset& data, switch_setting setting) {
   if (!data.sparse())
     hold_features(data,
                   wants_sparse(setting, static_cast<double>((data.features.array() != 0.0f).count()),
@@ -237,13 +265,12 @@ inline void make_sparse_if_wanted(sar::graph_dataset& data, const std::string& s
 }
 
 /// Adds --sparse-features auto | on | off (`setting`), for a program that writes `what`.
-inline void add_sparse_features_option(CLI::App& app, std::string& setting, const char* what) {
-  app.add_option("--sparse-features", setting,
-                 sar::message("write the features as a sparse matrix in ", what, " (compressed "
-                              "rows; sar-train reads them so): auto (if at most 5% are "
-                              "non-zero) | on | off"))
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
+inline void add_sparse_features_option(CLI::App& app, switch_setting& setting,
+                                        const char* what) {
+  add_choice(app, "--sparse-features", setting, switch_names,
+             sar::message("write the features as a sparse matrix in ", what, " (compressed "
+                          "rows; sar-train reads them so): auto (if at most 5% are "
+                          "non-zero) | on | off"));
 }
 
 /// sar::load_dataset(spec, sizes, sparse_below), printing "loading <spec> ..." before and a
