@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -90,12 +91,19 @@ inline std::string task_choices() {
   return s;
 }
 
-/// The task named `name` (task_name's). Throws sar::invalid_argument for another name.
-inline task_kind parse_task(std::string_view name) {
+/// The task named `name` (task_name's), or none.
+inline std::optional<task_kind> task_named(std::string_view name) {
   for (const task_facts& t : task_table)
     if (name == t.name) return t.kind;
-  throw invalid_argument(
-      message("sar::parse_task: unknown task '", name, "' (", task_choices(), ")"));
+  return std::nullopt;
+}
+
+/// The task named `name` (task_name's). Throws sar::invalid_argument for another name.
+inline task_kind parse_task(std::string_view name) {
+  const std::optional<task_kind> kind = task_named(name);
+  SAR_CHECK(kind, invalid_argument, "sar::parse_task: unknown task '", name, "' (",
+            task_choices(), ")");
+  return *kind;
 }
 
 namespace detail {
@@ -103,9 +111,10 @@ namespace detail {
 /// sar::io_error naming `where` and the file for another name.
 inline task_kind task_in_metadata(std::string_view name, const std::string& file,
                                   const char* where) {
-  for (const task_facts& t : task_table)
-    if (name == t.name) return t.kind;
-  throw io_error(message(where, ": ", file, ": unknown task '", name, "' (", task_choices(), ")"));
+  const std::optional<task_kind> kind = task_named(name);
+  SAR_CHECK(kind, io_error, where, ": ", file, ": unknown task '", name, "' (", task_choices(),
+            ")");
+  return *kind;
 }
 }  // namespace detail
 

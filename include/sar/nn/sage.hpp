@@ -41,7 +41,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
-#include <type_traits>
 #include <utility>
 
 #include "sar/core/error.hpp"

@@ -14,8 +14,8 @@
 //   SAR_COMPILED_MODELS(, float, local_schedule)   // and the others the program uses
 //   }
 //
-// (tools/models/local.cpp and compiled_models_distributed.cpp do this for sar's
-// own programs and tests). Needs MPI (sar::mpi in CMake, sar.pc).
+// (tools/models/local.cpp and tools/models/distributed.cpp do this for sar's own programs and
+// tests). Needs MPI (sar::mpi in CMake, sar.pc).
 #pragma once
 
 #include <cstdint>
