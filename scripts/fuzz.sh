@@ -14,7 +14,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(text_graph npy partition_store checkpoint manifest model_file)
 bash scripts/install-deps.sh --fuzz
 if [ ! -d build-fuzz ]; then
-  CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=false -Dprograms=false -Dexamples=false \
+  CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=false -Dprograms=false -Dmodels=false -Dexamples=false \
     -Dbenchmarks=false -Dbuildtype=debugoptimized -Dnative=false >/dev/null
 fi
 ninja -C build-fuzz >/dev/null

@@ -25,7 +25,7 @@ bash scripts/install-deps.sh --fuzz   # clang
 if [ ! -f "$dir/build.ninja" ]; then
   # b_lundef=false: clang links the sanitizer runtimes into executables only.
   CXX=clang++ meson setup "$dir" --buildtype=plain -Dprograms=$programs -Dexamples=$programs -Dbenchmarks=false \
-    -Dmpi_training_tests=$training -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dmpi_training_tests=$training -Dmodels=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Db_ndebug=false \
     -Dcpp_args='-O1 -g1 -fno-omit-frame-pointer' >/dev/null
 fi

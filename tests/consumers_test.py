@@ -1,16 +1,23 @@
-"""An installed sar builds and runs MPI programs through each of its three doors
-(usage: consumers_test.py SOURCE_ROOT MPIRUN).
+"""An installed sar builds and runs MPI programs through each of its three doors, and
+programs linked with its compiled models through two (usage: consumers_test.py SOURCE_ROOT
+MPIRUN).
 
-1. `meson install --destdir STAGE` of a headers-only configuration of the repository.
-2. pkg-config: examples/consumers/pkg-config/build.sh with PKG_CONFIG_PATH in STAGE.
-3. CMake: find_package(sar CONFIG) with CMAKE_PREFIX_PATH in STAGE, target sar::sar.
+1. `meson install --destdir STAGE` of the headers and the compiled models (built without
+   optimisation: this checks the doors, not speed).
+2. pkg-config: examples/consumers/pkg-config/build.sh with PKG_CONFIG_PATH in STAGE; and
+   build-models.sh with sar-models and with sar-models-distributed.
+3. CMake: find_package(sar CONFIG) with CMAKE_PREFIX_PATH in STAGE, targets sar::sar,
+   sar::models and sar::models_distributed.
 4. Meson: dependency('sar') through subprojects/sar.wrap, a wrap-git of the repository's
    committed HEAD (so this step checks what was committed, not the working tree); outside a
    git checkout, subprojects/sar is a link to the source instead.
-Each consumer runs on 2 ranks and must print "consumer: ok on 2 ranks".
+Each sar consumer runs on 2 ranks and must print "consumer: ok on 2 ranks"; each models
+consumer must print "models consumer: ok", and its object file must define no instance of
+make_model, load_model or train_full_batch (the library's, declared extern by its flags).
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,11 +42,29 @@ def check_runs(binary, name):
     print(f"{name}: ok", flush=True)
 
 
+def check_models(binary, objects, name):
+    """The models consumer ran, and none of its objects compiled the library's instances."""
+    out = run(binary)
+    if "models consumer: ok" not in out:
+        sys.exit(f"FAILED: the {name} models consumer printed\n{out}")
+    if not objects:
+        sys.exit(f"FAILED: no object file of the {name} models consumer")
+    for obj in objects:
+        defined = run("nm", "-C", "--defined-only", obj)
+        compiled = [line for line in defined.splitlines()
+                    if re.search(r"\b(make_model|load_model|train_full_batch)<", line)]
+        if compiled:
+            sys.exit(f"FAILED: {obj} compiled instances the library holds:\n" +
+                     "\n".join(compiled[:5]))
+    print(f"{name} models: ok (no instance compiled)", flush=True)
+
+
 with tempfile.TemporaryDirectory(prefix="sar-consumers-") as work:
     stage = os.path.join(work, "stage")
     build = os.path.join(work, "sar-build")
-    run("meson", "setup", build, source, "--prefix=/usr/local", "-Dtests=false",
-        "-Dprograms=false", "-Dexamples=false", "-Dbenchmarks=false")
+    run("meson", "setup", build, source, "--prefix=/usr/local", "--buildtype=plain",
+        "-Dtests=false", "-Dprograms=false", "-Dexamples=false", "-Dbenchmarks=false",
+        "-Dmodels=true", "-Dnative=false")
     run("meson", "install", "-C", build, "--destdir", stage)
     prefix = os.path.join(stage, "usr", "local")
 
@@ -54,12 +79,21 @@ with tempfile.TemporaryDirectory(prefix="sar-consumers-") as work:
     binary = os.path.join(work, "consumer-pkg-config")
     run("bash", os.path.join(projects, "pkg-config", "build.sh"), binary, env=env)
     check_runs(binary, "pkg-config")
+    for package in ["sar-models", "sar-models-distributed"]:
+        binary = os.path.join(work, f"consumer-{package}")
+        run("bash", os.path.join(projects, "pkg-config", "build-models.sh"), package, binary,
+            env=env)
+        check_models(binary, [binary + ".o"], f"pkg-config {package}")
 
     cmake_build = os.path.join(work, "cmake-build")  # Ninja: Meson's, make may be absent
     run("cmake", "-G", "Ninja", "-S", os.path.join(projects, "cmake"), "-B", cmake_build,
         f"-DCMAKE_PREFIX_PATH={prefix}")
     run("cmake", "--build", cmake_build)
     check_runs(os.path.join(cmake_build, "consumer"), "cmake")
+    for target in ["models_consumer", "models_distributed_consumer"]:
+        objects = glob.glob(os.path.join(cmake_build, "**", f"{target}.dir", "**", "*.o"),
+                            recursive=True)
+        check_models(os.path.join(cmake_build, target), objects, f"cmake {target}")
 
     meson_project = os.path.join(projects, "meson")
     subprojects = os.path.join(meson_project, "subprojects")

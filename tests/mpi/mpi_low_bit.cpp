@@ -35,7 +35,6 @@
 #include "sar/graph/io/ogb.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/partition/partitioners.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/models.hpp"
 

@@ -34,7 +34,6 @@
 #include "sar/graph/generators.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"

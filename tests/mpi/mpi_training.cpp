@@ -38,7 +38,6 @@
 #include "sar/partition/partitioners.hpp"
 #include "sar/partition/relabel.hpp"
 #include "sar/nn/task.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"

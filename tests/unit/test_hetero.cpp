@@ -30,7 +30,6 @@
 #include "sar/testing/gradient_checker.hpp"
 #include "sar/comm/serial.hpp"
 #include "sar/train/checkpoint.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"

@@ -25,7 +25,6 @@
 #include "sar/sampling/samplers.hpp"
 #include "sar/sampling/spgemm.hpp"
 #include "sar/testing/gradient_checker.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"

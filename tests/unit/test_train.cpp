@@ -37,7 +37,6 @@
 #include "sar/optim/sgd.hpp"
 #include "sar/train/capacity.hpp"
 #include "sar/train/checkpoint.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"

@@ -25,7 +25,6 @@
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/checkpoint.hpp"
-#include "sar/train/compiled_models.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"

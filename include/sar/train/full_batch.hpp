@@ -434,3 +434,20 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
 }
 
 }  // namespace sar
+
+// Linked with the library sar-models: its instances are declared extern here, compiled there.
+#include "sar/train/compiled_models.hpp"
+#if defined(SAR_USE_COMPILED_MODELS) || defined(SAR_USE_COMPILED_DISTRIBUTED_MODELS)
+#include "sar/nn/any_layer.hpp"
+#include "sar/optim/adam.hpp"
+#endif
+/// train_full_batch's instance for make_model's models of (T, Schedule) with Adam: declared
+/// with `extern` as prefix, else defined.
+#define SAR_TRAIN_FULL_BATCH_INSTANCE(prefix, T, Schedule)                                 \
+  prefix template train_result                                                            \
+  train_full_batch<dynamic_sequential<T, Schedule>, Schedule, adam<T>, T>(                \
+      dynamic_sequential<T, Schedule>&, Schedule&, adam<T>&, const node_data<T>&,         \
+      const train_options&, const std::function<void(const epoch_stats&)>&);
+namespace sar {
+SAR_EXTERN_COMPILED_MODELS(SAR_TRAIN_FULL_BATCH_INSTANCE)
+}  // namespace sar

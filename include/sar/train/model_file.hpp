@@ -523,3 +523,12 @@ void to_original_units(matrix<T>& outputs, const target_standardisation& targets
 }
 
 }  // namespace sar
+
+// Linked with the library sar-models: its instances are declared extern here, compiled there.
+#include "sar/train/compiled_models.hpp"
+/// load_model's instance for (T, Schedule): declared with `extern` as prefix, else defined.
+#define SAR_LOAD_MODEL_INSTANCE(prefix, T, Schedule) \
+  prefix template dynamic_sequential<T, Schedule> load_model<T, Schedule>(const saved_model&);
+namespace sar {
+SAR_EXTERN_COMPILED_MODELS(SAR_LOAD_MODEL_INSTANCE)
+}  // namespace sar

@@ -70,3 +70,13 @@ adam<typename Model::scalar> make_optimiser(const model_config& c, Model& model)
 }
 
 }  // namespace sar
+
+// Linked with the library sar-models: its instances are declared extern here, compiled there.
+#include "sar/train/compiled_models.hpp"
+/// make_model's instance for (T, Schedule): declared with `extern` as prefix, else defined.
+#define SAR_MAKE_MODEL_INSTANCE(prefix, T, Schedule)                                     \
+  prefix template dynamic_sequential<T, Schedule> make_model<T, Schedule>(              \
+      const model_config&, Eigen::Index, Eigen::Index, std::uint64_t);
+namespace sar {
+SAR_EXTERN_COMPILED_MODELS(SAR_MAKE_MODEL_INSTANCE)
+}  // namespace sar
