@@ -26,6 +26,8 @@ enum class rng_stream : std::uint64_t {
   dropout = 7,
   quantisation = 8,
   sampling = 9,
+  link_negatives = 10,
+  edge_split = 11,
 };
 
 /// A keyed family of random numbers. Cheap to copy; thread-safe (no state).
