@@ -5,14 +5,19 @@
 //   sar-convert --dataset ../shared/data/cora --out cora-npy --verify
 //   sar-convert --dataset ogbn_mag --add-reverse --out mag-npy   # heterogeneous: node types,
 //                                                                 # relations and their reverses
+//   sar-convert --dataset ../shared/data/cora --split-edges 0.05,0.10 --out cora-links
+//                                   # link prediction: held-out edges, negatives in split/random
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "program_support.hpp"
+#include "sar/graph/edge_split.hpp"
 #include "sar/graph/heterogeneous.hpp"
+#include "sar/graph/io/link_split.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/version.hpp"
 
@@ -47,6 +52,18 @@ bool same_dataset(const sar::graph_dataset& a, const sar::graph_dataset& b) {
          a.schema == b.schema && a.edge_types == b.edge_types;
 }
 
+bool same_pairs(const sar::node_pairs& a, const sar::node_pairs& b) {
+  return a.source == b.source && a.destination == b.destination;
+}
+
+bool same_split_of(const sar::link_split& a, const sar::link_split& b) {
+  return same_pairs(a.train, b.train) && same_pairs(a.valid, b.valid) &&
+         same_pairs(a.test, b.test) && same_pairs(a.valid_negatives, b.valid_negatives) &&
+         same_pairs(a.test_negatives, b.test_negatives) && a.per_source == b.per_source &&
+         a.valid_target_negatives == b.valid_target_negatives &&
+         a.test_target_negatives == b.test_target_negatives;
+}
+
 /// Prints a heterogeneous dataset's node types (count, feature columns) and relations (edges).
 void print_schema(const sar::graph_dataset& data) {
   const sar::graph_schema& schema = data.schema;
@@ -75,6 +92,9 @@ int run(int argc, char** argv) {
   bool verify = false;
   bool add_reverse = false;
   sar::dataset_sizes sizes;
+  std::vector<double> split_edges;
+  sar::edge_split_options split_options;
+  std::string split_name = "random";
   app.add_option("--dataset", dataset,
                  "OGB raw directory (homogeneous, or heterogeneous as ogbn-mag), sar .npy dataset "
                  "directory, edge-list file, .mtx file, or a generator such as "
@@ -94,6 +114,29 @@ int run(int argc, char** argv) {
                "edge features");
   sar_programs::add_sparse_features_option(app, sparse_features, "features_indptr.npy, "
                                            "features_indices.npy and features_data.npy");
+  auto* splitting =
+      app.add_option("--split-edges", split_edges,
+                     "VALID,TEST: hold out these fractions of the undirected edges for link "
+                     "prediction (removed from the graph both ways; written to split/NAME/ with "
+                     "shared negatives, docs/link-prediction.md)")
+          ->delimiter(',')
+          ->expected(2);
+  app.add_option("--negatives", split_options.negatives,
+                 "--split-edges: shared negative pairs per held-out set (default: as many as its "
+                 "positives)")
+      ->check(CLI::PositiveNumber)
+      ->needs(splitting);
+  app.add_option("--per-source-negatives", split_options.per_source_negatives,
+                 "--split-edges: also this many negative destinations per held-out positive "
+                 "(for MRR; default 0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(splitting);
+  app.add_option("--seed", split_options.seed, "--split-edges: keys every draw (default 0)")
+      ->needs(splitting);
+  app.add_option("--split-name", split_name, "--split-edges: the folder under split/ "
+                 "(default random)")
+      ->check(sar_programs::not_empty)
+      ->needs(splitting);
   app.add_flag("--verify", verify, "read the written directory back and compare it exactly");
   app.set_version_flag("--version", "sar-convert (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
@@ -110,12 +153,28 @@ int run(int argc, char** argv) {
                 static_cast<long long>(data.graph.num_edges()));
   }
   if (data.schema.heterogeneous()) print_schema(data);
+  std::optional<sar::link_split> split;
+  if (!split_edges.empty()) {
+    split_options.valid = split_edges[0];
+    split_options.test = split_edges[1];
+    sar_programs::current_phase() = "splitting the edges";
+    split = sar::split_edges(data, split_options);
+    std::printf("held out %zu validation and %zu test edges; %zu train edges remain, %zu and %zu "
+                "shared negatives%s\n",
+                split->valid.size(), split->test.size(), split->train.size(),
+                split->valid_negatives.size(), split->test_negatives.size(),
+                split->per_source > 0
+                    ? sar::message(", ", split->per_source, " negatives per positive").c_str()
+                    : "");
+  }
 
   auto start = clock_type::now();
   sar_programs::current_phase() = "writing " + out;
   std::printf("writing %s ...\n", out.c_str());
   std::fflush(stdout);
-  sar::write_npy_dataset(out, data);
+  sar::write_npy_dataset(out, data, [&](sar::directory_writer& writer) {
+    if (split) sar::write_link_split(writer, *split, split_name);
+  });
   double seconds = seconds_since(start);
   std::printf("wrote %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(data), seconds,
               array_mebibytes(data) / seconds);
@@ -129,7 +188,9 @@ int run(int argc, char** argv) {
     seconds = seconds_since(start);
     std::printf("read %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(back), seconds,
                 array_mebibytes(back) / seconds);
-    if (!same_dataset(data, back)) {
+    const bool same_split =
+        !split || same_split_of(*split, sar::read_link_split(out, split_name, back.num_nodes()));
+    if (!same_dataset(data, back) || !same_split) {
       std::fflush(stdout);
       std::fprintf(stderr, "sar-convert: %s read back differs from the dataset written\n",
                    out.c_str());

@@ -1,7 +1,7 @@
 // Link prediction on P ranks against one process: the metrics with each rank holding a share of
 // the scores, and full-batch training (GCN, GraphSAGE and GAT encoders; dot, MLP and DistMult
-// decoders; double, dropout on), where each rank scores the pairs whose source it owns, give
-// the one-process per-epoch losses and figures.
+// decoders; double, dropout on) on renumbered nodes, where each rank scores the pairs whose
+// source it owns, give the one-process per-epoch losses and figures.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -130,10 +130,42 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   local_schedule one(graph);
   const link_result expected = train<Decoder>(one, family, features, whole);
 
-  const rank_share s = share_of(graph, P, r);
+  // On P ranks the nodes are renumbered (new = (7 old + 3) mod n, as a partitioner relabels
+  // them): the graph, the features and the split; negatives are drawn by dataset id.
+  const node_t n = graph.num_rows;
+  std::vector<node_t> renumbered(static_cast<std::size_t>(n)), original(renumbered.size());
+  for (node_t v = 0; v < n; ++v) {
+    renumbered[static_cast<std::size_t>(v)] = (7 * v + 3) % n;
+    original[static_cast<std::size_t>((7 * v + 3) % n)] = v;
+  }
+  csr moved;
+  moved.num_rows = moved.num_cols = n;
+  moved.offsets.assign(1, 0);
+  matrix<double> moved_features(n, features.cols());
+  for (node_t v = 0; v < n; ++v) {
+    const node_t old = original[static_cast<std::size_t>(v)];
+    for (const node_t u : graph.row(old)) moved.columns.push_back(renumbered[static_cast<std::size_t>(u)]);
+    moved.offsets.push_back(static_cast<edge_t>(moved.columns.size()));
+    moved_features.row(v) = features.row(old);
+  }
+  link_split moved_split = split;
+  const auto renumber = [&](std::vector<node_t>& ids) {
+    for (node_t& id : ids) id = renumbered[static_cast<std::size_t>(id)];
+  };
+  for (node_pairs* pairs : {&moved_split.train, &moved_split.valid, &moved_split.test,
+                            &moved_split.valid_negatives, &moved_split.test_negatives}) {
+    renumber(pairs->source);
+    renumber(pairs->destination);
+  }
+  renumber(moved_split.valid_target_negatives);
+  renumber(moved_split.test_target_negatives);
+  rank_share s = share_of(moved, P, r);
+  for (node_t v = s.first; v < s.first + s.rows; ++v)  // dropout is keyed by the dataset's ids
+    s.part.original_ids.push_back(original[static_cast<std::size_t>(v)]);
   distributed_schedule<mpi_communicator> ranks(comm, s.part);
-  const matrix<double> mine = features.middleRows(s.first, s.rows);
-  const link_data<double> local = link_data_of<double>(split, {mine}, s.first, s.rows);
+  const matrix<double> mine = moved_features.middleRows(s.first, s.rows);
+  link_data<double> local = link_data_of<double>(moved_split, {mine}, s.first, s.rows);
+  local.schedule_ids = renumbered;
   const link_result got = train<Decoder>(ranks, family, mine, local);
 
   const std::string what = family + " + " + std::string(Decoder::name);

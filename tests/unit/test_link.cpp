@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <random>
 #include <set>
@@ -14,6 +15,8 @@
 #include "sar/graph/builders.hpp"
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/generators.hpp"
+#include "sar/graph/io/link_split.hpp"
+#include "sar/graph/io/npy.hpp"
 #include "sar/nn/link_decoders.hpp"
 #include "sar/nn/link_loss.hpp"
 #include "sar/nn/link_metrics.hpp"
@@ -292,4 +295,52 @@ TEST_CASE("train_link_full_batch: GCN + dot learns a planted graph's links on on
   link.negatives = 601;
   CHECK_THROWS_WITH_AS(train_link_full_batch(model, head, graph, optimiser, links, options, link),
                        doctest::Contains("601"), invalid_argument);
+}
+
+TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arrays refused") {
+  namespace fs = std::filesystem;
+  graph_dataset data = make_planted_partition({.num_nodes = 200, .num_classes = 2, .feature_dim = 4});
+  const link_split split =
+      split_edges(data, {.valid = 0.1, .test = 0.1, .per_source_negatives = 3, .seed = 4});
+  const testing_support::temp_dir tmp("link-split");
+  const fs::path dir = tmp.path / "links";
+  write_npy_dataset(dir, data, [&](directory_writer& out) { write_link_split(out, split, "s"); });
+  CHECK(read_npy_dataset(dir).graph == data.graph);  // the split beside it is the reader's own
+  REQUIRE(has_link_split(dir, "s"));
+  CHECK_FALSE(has_link_split(dir, "other"));
+  const link_split back = read_link_split(dir, "s", 200);
+  CHECK(back.train.source == split.train.source);
+  CHECK(back.test.destination == split.test.destination);
+  CHECK(back.valid_negatives.source == split.valid_negatives.source);
+  CHECK(back.test_target_negatives == split.test_target_negatives);
+  CHECK(back.per_source == 3);
+
+  const fs::path files = link_split_dir(dir, "s");
+  const auto refused = [&](const std::string& what) {
+    try {
+      read_link_split(dir, "s", 200);
+    } catch (const error& e) {
+      return std::string(e.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  const std::vector<std::int64_t> two{0, 1, 2, 3, 4, 5};
+  const std::int64_t pair_shape[] = {3, 2}, triple_shape[] = {2, 3};
+  // Another dtype, another shape, an id outside the graph, an empty set, a missing file.
+  write_npy(files / "valid_edge.npy", npy_dtype::int32, pair_shape, two.data());
+  CHECK(refused("valid_edge.npy holds int32"));
+  write_npy(files / "valid_edge.npy", npy_dtype::int64, triple_shape, two.data());
+  CHECK(refused("valid_edge.npy has shape (2, 3)"));
+  const std::vector<std::int64_t> far{0, 1, 2, 200};
+  const std::int64_t far_shape[] = {2, 2}, empty_shape[] = {0, 2};
+  write_npy(files / "valid_edge.npy", npy_dtype::int64, far_shape, far.data());
+  CHECK(refused("valid_edge.npy, row 1: pair (2, 200) outside the 200 nodes"));
+  write_npy(files / "valid_edge.npy", npy_dtype::int64, empty_shape, far.data());
+  CHECK(refused("valid_edge.npy holds no pair"));
+  write_npy(files / "valid_edge.npy", npy_dtype::int64, far_shape, two.data());
+  CHECK(refused("valid_target_node_neg.npy has shape"));  // 2 positives, rows of the old ones
+  fs::remove(files / "test_target_node_neg.npy");
+  CHECK(refused("test_target_node_neg.npy is missing"));
+  fs::remove(files / "test_edge.npy");
+  CHECK(refused("test_edge.npy is missing"));
 }

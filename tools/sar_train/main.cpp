@@ -23,7 +23,10 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/core/log.hpp"
 #include "sar/io/output_file.hpp"
+#include "sar/graph/edge_split.hpp"
 #include "sar/graph/heterogeneous.hpp"
+#include "sar/graph/io/link_split.hpp"
+#include "sar/nn/link_decoders.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -124,6 +127,43 @@ sar::coarsening_options coarsening_of(const program_options& p) {
   return {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction};
 }
 
+/// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes. Throws
+/// sar::invalid_argument when --dataset has none, what read_link_split throws for a bad one.
+sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes) {
+  SAR_CHECK(sar::has_link_split(p.dataset, p.link.split), sar::invalid_argument,
+            "sar-train --task link: ", sar::link_split_dir(p.dataset, p.link.split).string(),
+            " holds no link split (train_edge.npy, valid_edge.npy, ...): write one with "
+            "sar-convert --split-edges VALID,TEST, or split in memory with --split-edges");
+  sar_programs::current_phase() = "reading the link split " + p.link.split;
+  return sar::read_link_split(p.dataset, p.link.split, num_nodes);
+}
+
+/// One process, --task link: the split (read, or made by --split-edges, which removes the
+/// held-out edges from data.graph), then the run.
+template <class T>
+nlohmann::json run_links_single(const program_options& p, const sar::model_config& config,
+                                sar::graph_dataset& data, sar::mpi_communicator& comm) {
+  sar::link_split split;
+  if (!p.link.split_edges.empty()) {
+    sar_programs::current_phase() = "splitting the edges";
+    split = sar::split_edges(data, {.valid = p.link.split_edges[0],
+                                    .test = p.link.split_edges[1], .seed = p.seed});
+  } else {
+    split = link_split_of(p, data.num_nodes());
+  }
+  sar::log_info(sar::message("link split: ", split.train.size(), " train, ", split.valid.size(),
+                             " valid and ", split.test.size(), " test positives; ",
+                             split.valid_negatives.size(), " and ", split.test_negatives.size(),
+                             " shared negatives",
+                             split.per_source > 0
+                                 ? sar::message(", ", split.per_source, " per source")
+                                 : std::string()));
+  const sar::model_config model =
+      with_graph(config, data.graph, data.schema, data.edge_types, data.edge_features, comm);
+  sar_programs::current_phase() = "building the model and training";
+  return sar_train::train_links_single<T>(p, model, data, split, comm);
+}
+
 template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
@@ -140,9 +180,10 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     // Sparse features stay sparse from the first byte (--sparse-features).
     sar::graph_dataset data =
         sar::load_dataset(spec, p.sizes, sar_programs::sparse_below(p.sparse_features));
-    check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
-                    !data.labels.empty() || !sar::has_class_ids(data.task),
-                    !data.split.empty(), data.feature_dim());
+    if (!p.link.on)
+      check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
+                      !data.labels.empty() || !sar::has_class_ids(data.task),
+                      !data.split.empty(), data.feature_dim());
     program_options with = p;  // and the normalisation decided
     const auto normalise = [&](auto& features) {
       sar_programs::check_finite_features(features, "sar-train: " + spec);
@@ -163,6 +204,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                sar_programs::outputs_summary(data.task, data.num_outputs()), ", ",
                                data.count(sar::node_split::train), " training nodes"));
     sar_programs::current_phase() = "building the model and training";
+    if (p.link.on) return run_links_single<T>(with, config, data, comm);
     return sar_train::train_single<T>(
         with, with_graph(config, data.graph, data.schema, data.edge_types, data.edge_features, comm),
         data, comm);
@@ -178,10 +220,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     sar::dataset_block block = sar::read_dataset_block(
         comm, p.dataset,
         {.sizes = p.sizes, .verify_checksums = !p.skip_checksums, .features = false});
-    check_trainable(sar::message("dataset '", p.dataset, "'"), block.rows.task,
-                    block.rows.num_outputs(),
-                    !block.rows.labels.empty() || !sar::has_class_ids(block.rows.task),
-                    !block.rows.split.empty(), block.rows.feature_dim());
+    if (!p.link.on)
+      check_trainable(sar::message("dataset '", p.dataset, "'"), block.rows.task,
+                      block.rows.num_outputs(),
+                      !block.rows.labels.empty() || !sar::has_class_ids(block.rows.task),
+                      !block.rows.split.empty(), block.rows.feature_dim());
     SAR_CHECK(comm.size() <= block.rows.book.num_nodes(), sar::invalid_argument, "sar-train: ",
               comm.size(), " ranks for the ", block.rows.book.num_nodes(), " nodes of ",
               p.dataset, " (every rank needs a node)");
@@ -256,6 +299,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                                    sar_programs::schedule_names,
                                                                    p.schedule)));
   sar_programs::current_phase() = "building the model and training";
+  if (p.link.on)
+    return sar_train::train_links_distributed<T>(
+        with, model, part, name, link_split_of(p, part.book.num_nodes()), comm);
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
   return sar_train::train_distributed<T>(with, model, part, name, comm);
 }
@@ -306,6 +352,41 @@ struct option_overrides {
   bool node_embeddings = false;
 };
 
+/// Adds the options of the group "Link prediction" (--task link).
+void add_link_options(CLI::App& app, program_options& p) {
+  app.option_defaults()->group("Link prediction");
+  app.add_option("--decoder", p.link.decoder,
+                 "how a pair of node embeddings is scored: dot (their dot product, GAE), mlp (an "
+                 "MLP on their elementwise product, OGB's LinkPredictor) or distmult (a learnt "
+                 "diagonal between them)")
+      ->check(CLI::IsMember(sar::link_decoder_names()))
+      ->capture_default_str();
+  app.add_option("--negatives", p.link.negatives,
+                 "negative pairs per positive each epoch: the positive's source with a uniform "
+                 "destination, keyed by (--seed, epoch, edge)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--split", p.link.split,
+                 "the link split to train on: --dataset's split/NAME/ (train_edge.npy, "
+                 "valid_edge.npy, ...; sar-convert --split-edges writes one)")
+      ->check(sar_programs::not_empty)
+      ->capture_default_str();
+  app.add_option("--split-edges", p.link.split_edges,
+                 "VALID,TEST: one process only: split --dataset's edges in memory instead "
+                 "(seeded by --seed; as sar-convert --split-edges)")
+      ->delimiter(',')
+      ->expected(2);
+  app.add_option("--select-by", p.link.select_by,
+                 "the validation figure that picks the best epoch (its test figures are "
+                 "reported): auc, hits@20, hits@50, hits@100, or mrr (with per-source negatives)")
+      ->check(CLI::IsMember({"auc", "hits@20", "hits@50", "hits@100", "mrr"}))
+      ->capture_default_str();
+  app.add_flag("--allow-leak", p.link.allow_leak,
+               "keep held-out positives that are edges of the message-passing graph (for "
+               "datasets whose convention is to, such as ogbl-collab with validation edges as "
+               "input); refused by default");
+}
+
 /// Adds the options of the group "Data": the dataset or store, its sizes, task and features.
 void add_data_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Data");
@@ -317,7 +398,19 @@ void add_data_options(CLI::App& app, program_options& p) {
   app.add_option("--nodes", p.nodes, "size of the built-in planted graph (with --dataset planted)")
       ->check(sar_programs::non_negative);
   sar_programs::add_dataset_size_options(app, p.sizes);
-  sar_programs::add_task_option(app, p.sizes);
+  std::vector<std::string> tasks = sar_programs::task_names();
+  tasks.push_back("link");
+  app.add_option_function<std::string>(
+         "--task",
+         [&p](const std::string& name) {
+           p.link.on = name == "link";
+           if (!p.link.on) p.sizes.task = sar::parse_task(name);
+         },
+         "what to predict: classify (one class per node: an OGB directory's raw/node-label), "
+         "regress (rows of floats: raw/node-target), multilabel (rows of 0/1: a multi-column "
+         "raw/node-label), or link (which node pairs are edges: the options of \"Link "
+         "prediction\"). Default: what a .npy dataset or partition store declares, else classify")
+      ->check(CLI::IsMember(tasks));
   app.add_flag("--raw-targets", p.raw_targets,
                "regress: train on the targets as given; by default each output is standardised "
                "with the training nodes' mean and deviation (RMSE and MAE are reported in the "
@@ -609,6 +702,10 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
             "on a partition store (--minibatch with --partitions)");
   if (o.learning_rate) config.learning_rate = *o.learning_rate;
   if (o.weight_decay) config.weight_decay = *o.weight_decay;
+  if (p.link.on) {  // GAE's settings: node embeddings learn without dropout or weight decay
+    if (!o.dropout && !o.input_dropout) config.dropout = 0;
+    if (!o.weight_decay) config.weight_decay = 0;
+  }
   if (o.epochs) config.epochs = *o.epochs;
   if (o.patience) config.patience = *o.patience;
   else if (p.eval_every == 0) config.patience = 0;  // no evaluations: no early stopping
@@ -644,6 +741,25 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
   } else {
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
+  if (p.link.on) {
+    const char* apart = p.minibatch > 0          ? "--minibatch"
+                        : !p.save_model.empty()  ? "--save-model"
+                        : !p.checkpoint.empty()  ? "--checkpoint"
+                        : !p.resume.empty()      ? "--resume"
+                        : p.low_bit()            ? "--halo-bits, --gradient-bits and --staleness"
+                        : !p.partitions.empty()  ? "--partitions"
+                                                 : nullptr;
+    SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --task link does not take ",
+              apart, " yet (link prediction trains full batch on one process or on --partition)");
+    SAR_CHECK(p.link.split_edges.empty() || !p.distributed(), sar::invalid_argument,
+              "sar-train: --split-edges splits on one process; on P ranks write the split with "
+              "sar-convert --split-edges and pass the dataset");
+  } else {
+    for (const char* option : {"--decoder", "--negatives", "--split", "--split-edges",
+                               "--select-by", "--allow-leak"})
+      SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
+                " is an option of --task link");
+  }
   if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
     p.failure = parse_injected_failure(failure);
   return config;
@@ -663,6 +779,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   option_overrides o;
   add_data_options(app, p);
+  add_link_options(app, p);
   add_model_options(app, p, o);
   add_optimisation_options(app, p, o);
   add_minibatch_options(app, p);
@@ -706,12 +823,14 @@ int run_program(const program_options& p, const sar::model_config& config,
                     metrics["epoch_seconds_median"].get<double>(),
                     metrics["peak_memory_bytes"].get<double>() / 1048576.0);
       char best[100] = "not evaluated";
+      const bool links = p.link.on;
       const std::string score =
-          sar::score_name(sar::parse_task(metrics["task"].get<std::string>()));
+          links ? p.link.select_by
+                : sar::score_name(sar::parse_task(metrics["task"].get<std::string>()));
       if (!metrics["best_epoch"].is_null())
         std::snprintf(best, sizeof best, "best epoch %d: val %s %.4f test %.4f",
                       metrics["best_epoch"].get<int>(), score.c_str(),
-                      metrics["best_val_" + score].get<double>(),
+                      metrics[(links ? "valid_" : "best_val_") + score].get<double>(),
                       metrics["test_" + score].get<double>());
       sar::log_info(sar::message(best, "; ", line));
       sar_programs::current_phase() = "writing --metrics-out";

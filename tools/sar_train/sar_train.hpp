@@ -14,6 +14,7 @@
 #include "sar/comm/mpi.hpp"
 #include "sar/graph/builders.hpp"
 #include "sar/graph/dataset.hpp"
+#include "sar/graph/edge_split.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/train/model_config.hpp"
@@ -29,6 +30,17 @@ struct injected_failure {
   enum class kind { none, error, stop, hang, wait };
   kind how = kind::none;
   int epoch = -1, rank = -1;
+};
+
+/// sar-train --task link: link prediction instead of a node task (sar/train/link_prediction.hpp).
+struct link_settings {
+  bool on = false;              // --task link
+  std::string decoder = "dot";  // a name of sar::link_decoders
+  int negatives = 1;            // per supervision positive, every epoch
+  std::string split = "random";          // the folder under --dataset's split/
+  std::vector<double> split_edges;       // VALID,TEST: split in memory instead (one process)
+  std::string select_by = "hits@50";     // the validation figure that picks the best epoch
+  bool allow_leak = false;               // keep held-out positives that are graph edges
 };
 
 struct program_options {
@@ -76,6 +88,7 @@ struct program_options {
                                         // --normalise-features and the data before training)
   double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300
   injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
+  link_settings link;                   // --task link
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
@@ -100,5 +113,19 @@ template <class T>
 nlohmann::json train_distributed(const program_options& p, const sar::model_config& config,
                                  sar::graph_part& part, const std::string& name,
                                  sar::mpi_communicator& comm);
+
+/// One process, --task link: `dataset` (its graph the message-passing graph) and `split`
+/// (sar/graph/io/link_split.hpp). Returns the run's metrics (link_training.hpp).
+template <class T>
+nlohmann::json train_links_single(const program_options& p, const sar::model_config& config,
+                                  sar::graph_dataset& dataset, const sar::link_split& split,
+                                  sar::mpi_communicator& comm);
+
+/// P ranks, --task link: this rank's part and `split` by dataset id (every rank's copy).
+/// Collective.
+template <class T>
+nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
+                                       sar::graph_part& part, const std::string& name,
+                                       sar::link_split split, sar::mpi_communicator& comm);
 
 }  // namespace sar_train

@@ -1,8 +1,13 @@
-// sar-train: the runs of models on local_schedule in float (see sar_train.hpp): one process,
-// and minibatch training on P ranks; sar-predict's and sar-plan's (shared_runs.hpp).
+// sar-train: the runs of models on local_schedule in float (see sar_train.hpp): one process
+// (node tasks and link prediction), and minibatch training on P ranks; sar-predict's and
+// sar-plan's (shared_runs.hpp).
+#include "link_training.hpp"
 #include "training.hpp"
 
 namespace sar_train {
+template nlohmann::json train_links_single<float>(
+    const program_options&, const sar::model_config&, sar::graph_dataset&, const sar::link_split&,
+    sar::mpi_communicator&);
 template nlohmann::json train_single<float>(
     const program_options&, const sar::model_config&, sar::graph_dataset&,
     sar::mpi_communicator&);

@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <tbb/parallel_for.h>
 
@@ -187,7 +189,7 @@ class mlp_decoder {
     detail::check_pairs<T>("sar::mlp_decoder::score", h, pairs, dim_, relations_);
     matrix<T> hidden;
     hidden_layer(h, pairs, hidden);
-    const auto out = hidden * store_->value(w2_);
+    const matrix<T> out = hidden * store_->value(w2_);
     for (std::size_t i = 0; i < pairs.size(); ++i)
       scores[i] = out(static_cast<Eigen::Index>(i), 0) + store_->value(b2_)(0, 0);
   }
@@ -253,5 +255,12 @@ concept link_decoder =
 /// The registry: every built-in decoder, for element type T.
 template <class T>
 using link_decoders = type_list<dot_decoder<T>, mlp_decoder<T>, distmult_decoder<T>>;
+
+/// The names of the built-in decoders, in the registry's order.
+inline std::vector<std::string> link_decoder_names() {
+  std::vector<std::string> names;
+  for_each_type(link_decoders<float>{}, [&]<class D>() { names.emplace_back(D::name); });
+  return names;
+}
 
 }  // namespace sar

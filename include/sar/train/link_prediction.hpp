@@ -50,6 +50,10 @@ struct link_data {
   std::vector<node_t> valid_target_negatives{};
   std::vector<node_t> test_target_negatives{};  ///< the same for the test positives
   int per_source = 0;  ///< columns of the *_target_negatives
+  /// The schedule's id of each dataset id, when the two differ (nodes relabelled by a
+  /// partitioner): negatives are drawn as dataset ids and renumbered, so any partition draws
+  /// the same nodes. Empty: the schedule numbers nodes as the dataset does.
+  std::vector<node_t> schedule_ids{};
 };
 
 /// The share of `split` a rank scores: the pairs whose source is in [first, first + rows) (all
@@ -312,6 +316,11 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   SAR_CHECK(data.train_ids.empty() || data.train_ids.size() == data.train.size(),
             invalid_argument, where, ": ", data.train_ids.size(), " ids for ",
             data.train.size(), " train pairs");
+  node_t num_nodes = n;
+  if constexpr (detail::ranked_schedule<Schedule>) num_nodes = graph.num_global();
+  SAR_CHECK(data.schedule_ids.empty() || data.schedule_ids.size() == static_cast<std::size_t>(num_nodes),
+            invalid_argument, where, ": ", data.schedule_ids.size(), " schedule ids for ",
+            num_nodes, " nodes");
   const bool hits = link.select_by.starts_with("hits@") &&
                     std::ranges::any_of(link.hits_at, [&](int k) {
                       return link.select_by == "hits@" + std::to_string(k);
@@ -319,8 +328,6 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   SAR_CHECK(link.select_by == "auc" || hits || (link.select_by == "mrr" && data.per_source > 0),
             invalid_argument, where, ": cannot select by ", link.select_by,
             ": auc, hits@K for a K of hits_at, or mrr (with per-source negatives)");
-  node_t num_nodes = n;
-  if constexpr (detail::ranked_schedule<Schedule>) num_nodes = graph.num_global();
   double counts[2] = {static_cast<double>(data.train.size()), 0};
   graph.all_reduce_sum(std::span<double>(counts, 1));
   SAR_CHECK(counts[0] > 0, invalid_argument, where, ": no supervision pair on any rank");
@@ -344,8 +351,10 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
                       .epoch = static_cast<std::uint64_t>(epoch)};
     const auto start = std::chrono::steady_clock::now();
     // The pairs: the positives, then each positive's k negatives.
-    const std::vector<node_t> negatives = uniform_negatives(
+    std::vector<node_t> negatives = uniform_negatives(
         options.seed, static_cast<std::uint64_t>(epoch), ids, link.negatives, num_nodes);
+    if (!data.schedule_ids.empty())
+      for (node_t& v : negatives) v = data.schedule_ids[static_cast<std::size_t>(v)];
     std::copy(data.train.source.begin(), data.train.source.end(), sources.begin());
     std::copy(data.train.destination.begin(), data.train.destination.end(), destinations.begin());
     for (std::size_t i = 0; i < positives; ++i)

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -527,10 +528,13 @@ inline constexpr directory_kind npy_dataset_kind{detail::npy::dataset_format, "m
 /// as sar::replace_directory writes (a temporary sibling swapped into place): `dir` is
 /// created if missing; a sar .npy dataset there is replaced only once the new one is
 /// complete; any other non-empty directory is refused and left untouched.
+/// `more`, if given, writes further files into the same directory before it is swapped into
+/// place (a link split: sar/graph/io/link_split.hpp).
 /// Requires: data.validate() passes and every row of data.graph is sorted.
 /// Throws sar::invalid_argument if not; sar::io_error naming the path for a refused directory
-/// or any file-system failure.
-inline void write_npy_dataset(const std::filesystem::path& dir, const graph_dataset& data) {
+/// or any file-system failure; what `more` throws (the previous directory then stays).
+inline void write_npy_dataset(const std::filesystem::path& dir, const graph_dataset& data,
+                              const std::function<void(directory_writer&)>& more = {}) {
   namespace fs = std::filesystem;
   namespace np = detail::npy;
   constexpr const char* where = "sar::write_npy_dataset";
@@ -539,7 +543,11 @@ inline void write_npy_dataset(const std::filesystem::path& dir, const graph_data
   SAR_CHECK(unsorted < 0, invalid_argument, where, ": row ", unsorted,
             " of the graph is not sorted (the format stores sorted rows, as build_csr makes them)");
   replace_directory(dir, npy_dataset_kind,
-                    [&](directory_writer& out) { np::write_arrays(out, data); }, where);
+                    [&](directory_writer& out) {
+                      np::write_arrays(out, data);
+                      if (more) more(out);
+                    },
+                    where);
 }
 
 /// Which arrays read_npy_dataset_share reads (meta.json is always read and checked).

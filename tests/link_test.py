@@ -1,0 +1,128 @@
+"""Link prediction through the programs (usage: link_test.py SAR_TRAIN SAR_CONVERT [MPIRUN]).
+
+1. sar-convert --split-edges on Cora (../shared/data): split/random/ holds int64 arrays of the
+   stated shapes, no held-out positive is an edge of the written graph (either direction),
+   the graph lost exactly the held-out edges, and --verify reads it all back.
+2. sar-train --task link (GCN, dot) on it learns: test AUC well above chance, every figure
+   the metrics promise; --decoder mlp trains too.
+3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
+   per-epoch losses and the figures of the one-process run (1e-9 relative).
+4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
+   --allow-leak; an id outside the graph names the file and row; a dataset without a split
+   says how to make one; link options without --task link, and --task link with --minibatch.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from npy_files import read_npy, write_npy
+
+sar_train, sar_convert = sys.argv[1:3]
+mpirun = sys.argv[3] if len(sys.argv) > 3 else None
+cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
+
+
+def run(command, expect=0):
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == expect, (command, result.returncode, result.stderr[-2000:])
+    return result
+
+
+def pairs(path):
+    shape, values = read_npy(path)
+    assert len(shape) == 2 and shape[1] == 2, (path, shape)
+    return [(values[2 * i], values[2 * i + 1]) for i in range(shape[0])]
+
+
+def close(a, b, tolerance):
+    return abs(a - b) <= tolerance * max(1.0, abs(b))
+
+
+with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
+    # 1. The split.
+    links = os.path.join(work, "cora-links")
+    out = run([sar_convert, "--dataset", cora, "--split-edges", "0.05,0.10",
+               "--per-source-negatives", "20", "--seed", "3", "--out", links, "--verify"])
+    assert "verified" in out.stdout, out.stdout
+    split = os.path.join(links, "split", "random")
+    train, valid, test = (pairs(os.path.join(split, f + "_edge.npy"))
+                          for f in ("train", "valid", "test"))
+    assert len(valid) > 0 and len(test) > 0 and abs(len(test) / (len(train) + len(valid) + len(test)) - 0.10) < 0.01
+    shape, _ = read_npy(os.path.join(split, "test_target_node_neg.npy"))
+    assert shape == (len(test), 20), shape
+    assert len(pairs(os.path.join(split, "valid_edge_neg.npy"))) == len(valid)
+    (n,), indptr = read_npy(os.path.join(links, "indptr.npy"))
+    _, indices = read_npy(os.path.join(links, "indices.npy"))
+    edges = set()
+    for v in range(n - 1):
+        for k in range(indptr[v], indptr[v + 1]):
+            edges.add((indices[k], v))
+    for u, v in valid + test:
+        assert (u, v) not in edges and (v, u) not in edges, ("leak", u, v)
+    assert len(edges) == 2 * len(train), (len(edges), len(train))
+
+    # 2. Training on one process.
+    metrics = os.path.join(work, "links.json")
+    base = [sar_train, "--dataset", links, "--task", "link", "--quiet"]
+    run(base + ["--epochs", "60", "--metrics-out", metrics])
+    with open(metrics) as f:
+        m = json.load(f)
+    for key in ("valid_auc", "test_auc", "valid_hits@20", "test_hits@50", "test_hits@100",
+                "valid_mrr", "test_mrr", "best_epoch", "train_loss"):
+        assert key in m, (key, m.keys())
+    assert m["task"] == "link" and len(m["train_loss"]) == 60
+    assert m["test_auc"] > 0.8, m["test_auc"]  # chance 0.5; GAE reports 0.91 after 200 epochs
+    assert m["train_loss"][-1] < m["train_loss"][0]
+    run(base + ["--epochs", "3", "--decoder", "mlp", "--negatives", "2"])
+
+    # 3. Two ranks, nodes renumbered by a random partition: the one-process run.
+    if mpirun:
+        one, two = os.path.join(work, "one.json"), os.path.join(work, "two.json")
+        exact = base + ["--epochs", "4", "--precision", "double", "--model", "sage",
+                        "--negatives", "3", "--select-by", "mrr"]
+        run(exact + ["--metrics-out", one])
+        run([mpirun, "-np", "2", "--oversubscribe"] + exact +
+            ["--partition", "random", "--metrics-out", two])
+        with open(one) as f:
+            a = json.load(f)
+        with open(two) as f:
+            b = json.load(f)
+        for x, y in zip(b["train_loss"], a["train_loss"]):
+            assert close(x, y, 1e-9), (b["train_loss"], a["train_loss"])
+        for key in ("valid_mrr", "test_mrr", "test_auc", "test_hits@20"):
+            assert close(b[key], a[key], 1e-9), (key, b[key], a[key])
+
+    # 4. Refusals.
+    leaky = os.path.join(work, "leaky")
+    shutil.copytree(links, leaky)
+    leaky_split = os.path.join(leaky, "split", "random")
+
+    def with_valid(rows):
+        """valid_edge.npy := rows, and one more row of per-source negatives (a copy)."""
+        write_npy(os.path.join(leaky_split, "valid_edge.npy"), "<i8", (len(rows), 2),
+                  [x for pair in rows for x in pair])
+        targets = os.path.join(links, "split", "random", "valid_target_node_neg.npy")
+        (count, k), values = read_npy(targets)
+        write_npy(os.path.join(leaky_split, "valid_target_node_neg.npy"), "<i8", (count + 1, k),
+                  list(values) + list(values[:k]))
+
+    bad = valid + [train[5]]
+    with_valid(bad)
+    leaky_run = [sar_train, "--dataset", leaky, "--task", "link", "--epochs", "1", "--quiet"]
+    err = run(leaky_run, expect=1).stderr
+    assert "valid_edge.npy" in err and "row %d" % (len(bad) - 1) in err and "leak" in err, err
+    run(leaky_run + ["--allow-leak"])
+    far = valid + [(0, n - 1)]  # n - 1 nodes: indptr has n entries
+    with_valid(far)
+    err = run(leaky_run, expect=1).stderr
+    assert "valid_edge.npy, row %d" % (len(far) - 1) in err and "outside" in err, err
+    err = run([sar_train, "--dataset", cora, "--task", "link", "--quiet"], expect=1).stderr
+    assert "split/random" in err and "--split-edges" in err, err
+    err = run([sar_train, "--dataset", links, "--decoder", "mlp", "--quiet"], expect=1).stderr
+    assert "--decoder is an option of --task link" in err, err
+    err = run(base + ["--minibatch", "64"], expect=1).stderr
+    assert "--minibatch" in err, err
+print("link prediction through the programs: all checks passed")

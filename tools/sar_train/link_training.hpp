@@ -1,0 +1,182 @@
+// sar-train --task link: the encoder of --model, a decoder of sar/nn/link_decoders.hpp and the
+// full-batch link-prediction loop (sar/train/link_prediction.hpp), on one process or on this
+// rank's part, with the split's pairs in the schedule's numbering. Included by the
+// translation units that compile the runs (single_*.cpp, distributed_*.cpp).
+#pragma once
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sar/comm/mpi.hpp"
+#include "sar/core/sparse_rows.hpp"
+#include "sar/core/type_list.hpp"
+#include "sar/distributed/distributed_schedule.hpp"
+#include "sar/graph/edge_split.hpp"
+#include "sar/graph/io/link_split.hpp"
+#include "sar/optim/adam.hpp"
+#include "sar/train/link_prediction.hpp"
+#include "sar/train/model_file.hpp"
+#include "sar/train/models.hpp"
+#include "../progress.hpp"
+#include "sar_train.hpp"
+
+namespace sar_train {
+
+/// Calls f.template operator()<D>() for the decoder D named `name` (for element type T).
+/// Throws sar::invalid_argument naming the known ones.
+template <class T, class F>
+void with_decoder(const std::string& name, F&& f) {
+  const bool found = sar::with_first(
+      sar::link_decoders<T>{}, [&]<class D>() { return D::name == name; },
+      [&]<class D>() { f.template operator()<D>(); });
+  SAR_CHECK(found, sar::invalid_argument, "sar-train: --decoder ", name);
+}
+
+/// Trains the encoder `config` and the decoder p.link.decoder on `data` (this rank's share, in
+/// the schedule's numbering) and returns the run's metrics: valid_/test_ auc, hits@K, mrr at
+/// the best epoch (by p.link.select_by), best_epoch, train_loss per epoch, the median epoch
+/// time and the peak memory. Collective.
+template <class T, class Schedule>
+nlohmann::json train_links(const program_options& p, const sar::model_config& config,
+                           Schedule& graph, const sar::matrix<T>& features,
+                           const sar::link_data<T>& data, const std::string& name,
+                           sar::mpi_communicator& comm) {
+  const bool root = comm.rank() == 0;
+  const Eigen::Index width = config.hidden;  // the embeddings
+  auto model = sar::make_model<T, Schedule>(config, features.cols(), width, p.seed);
+  comm.broadcast(model.parameters().values(), 0);
+  auto optimiser = sar::make_optimiser(config, model);
+  sar::train_options options{.epochs = config.epochs, .patience = config.patience,
+                             .seed = p.seed, .log_progress = false,
+                             .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every,
+                             .max_loss = p.max_loss, .resume = nullptr, .after_epoch = {}};
+  sar::link_options link{.negatives = p.link.negatives, .hits_at = {20, 50, 100},
+                         .select_by = p.link.select_by};
+  sar_programs::epoch_progress progress(p.log_every, config.epochs, root && !p.quiet);
+  const auto on_epoch = [&](const sar::epoch_stats& e) {
+    progress.report(e.epoch, sar::epoch_line(e, e.seconds), e.seconds);
+  };
+  nlohmann::json metrics{{"dataset", name}, {"model", config.family}, {"task", "link"},
+                         {"decoder", p.link.decoder}, {"negatives", p.link.negatives},
+                         {"select_by", p.link.select_by}, {"ranks", comm.size()}};
+  with_decoder<T>(p.link.decoder, [&]<class D>() {
+    sar::link_head<D, sar::adam<T>> head(
+        {width, 1}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
+        p.seed + 1);
+    comm.broadcast(head.parameters.values(), 0);
+    const sar::link_result r = sar::train_link_full_batch(
+        model, head, graph, optimiser, data, options, link, on_epoch);
+    std::vector<double> losses, seconds;
+    std::int64_t peak = 0;
+    for (const auto& e : r.training.history) {
+      losses.push_back(e.train_loss);
+      seconds.push_back(e.seconds);
+      peak = std::max(peak, e.peak_memory_bytes);
+    }
+    comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
+    metrics["train_loss"] = losses;
+    metrics["best_epoch"] = nullptr;
+    if (r.training.best_epoch >= 0) metrics["best_epoch"] = r.training.best_epoch;
+    for (const auto& [key, value] : r.valid.named()) metrics["valid_" + key] = value;
+    for (const auto& [key, value] : r.test.named()) metrics["test_" + key] = value;
+    std::sort(seconds.begin(), seconds.end());
+    metrics["epoch_seconds_median"] = seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
+    metrics["peak_memory_bytes"] = peak;
+  });
+  return metrics;
+}
+
+namespace detail {
+/// Refuses (on every rank alike) a held-out positive of `split` that is an edge of the graph
+/// whose rows [first, first + rows) are `rows_of` (the in-edges of those nodes, ids as the
+/// split's): each rank looks at the pairs with an end among its rows. Collective.
+inline void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, sar::node_t first,
+                         const program_options& p, sar::mpi_communicator& comm) {
+  if (p.link.allow_leak) return;
+  const auto joined_here = [&](sar::node_t u, sar::node_t v) {  // u in the row of v, if mine
+    if (v < first || v >= first + rows_of.num_rows) return false;
+    const auto row = rows_of.row(v - first);
+    return std::find(row.begin(), row.end(), u) != row.end();
+  };
+  for (const auto& [pairs, file] : {std::pair{&split.valid, "valid_edge.npy"},
+                                    std::pair{&split.test, "test_edge.npy"}}) {
+    std::int64_t first_leak = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = 0; i < pairs->size() && first_leak == std::numeric_limits<std::int64_t>::max(); ++i) {
+      const sar::node_t u = pairs->source[i], v = pairs->destination[i];
+      if (joined_here(u, v) || joined_here(v, u)) first_leak = static_cast<std::int64_t>(i);
+    }
+    comm.all_reduce(std::span<std::int64_t>(&first_leak, 1), sar::reduce_op::min);
+    SAR_CHECK(first_leak == std::numeric_limits<std::int64_t>::max(), sar::invalid_argument,
+              "sar-train: ", sar::link_split_dir(p.dataset, p.link.split).string(), "/", file,
+              ", row ", first_leak, ": held-out pair (", pairs->source[static_cast<std::size_t>(first_leak)],
+              ", ", pairs->destination[static_cast<std::size_t>(first_leak)],
+              ") is an edge of the message-passing graph (a leak; --allow-leak keeps it for "
+              "datasets whose convention is to)");
+  }
+}
+}  // namespace detail
+
+/// One process: link prediction on `dataset` (its graph the message-passing graph, held-out
+/// edges removed) with `split`. Refuses leaks unless --allow-leak.
+template <class T>
+nlohmann::json train_links_single(const program_options& p, const sar::model_config& config,
+                                  sar::graph_dataset& dataset, const sar::link_split& split,
+                                  sar::mpi_communicator& comm) {
+  detail::refuse_leaks(split, dataset.graph, 0, p, comm);
+  dataset.densify_above(-1.0, "sar-train", p.dataset);  // the encoders read dense rows here
+  sar::prepare_model_graph(config, dataset.graph, dataset.edge_features);
+  sar::local_schedule schedule(std::move(dataset.graph), std::move(dataset.edge_features),
+                               std::move(dataset.edge_types));
+  const sar::matrix<T> features = dataset.features.template cast<T>();
+  return train_links<T>(p, config, schedule, features, sar::link_data_of<T>(split, {features}),
+                        dataset.name, comm);
+}
+
+/// P ranks: link prediction on this rank's part (its graph in the model's form:
+/// sar::prepare_model_graph), `split` (dataset ids, read whole by every rank) renumbered as the
+/// parts number the nodes; each rank keeps the pairs whose source it owns. Collective.
+template <class T>
+nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
+                                       sar::graph_part& part, const std::string& name,
+                                       sar::link_split split, sar::mpi_communicator& comm) {
+  const sar::node_t first = part.first_global(), rows = part.in_edges.num_rows;
+  const sar::node_t n = part.book.num_nodes();
+  // Global id of every dataset id: each rank's original ids, sent to every rank.
+  std::vector<sar::node_t> global_of;
+  if (!part.original_ids.empty()) {
+    const auto P = static_cast<std::size_t>(comm.size());
+    std::vector<std::int64_t> send;
+    for (std::size_t q = 0; q < P; ++q) send.insert(send.end(), part.original_ids.begin(), part.original_ids.end());
+    const std::vector<std::int64_t> counts(P, static_cast<std::int64_t>(part.original_ids.size()));
+    const std::vector<std::int64_t> sizes = comm.all_to_all(counts);
+    std::vector<std::int64_t> all(static_cast<std::size_t>(n));
+    comm.all_to_all_v(std::span<const std::int64_t>(send), counts, std::span<std::int64_t>(all), sizes);
+    global_of.resize(static_cast<std::size_t>(n));
+    for (std::size_t g = 0; g < all.size(); ++g) global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
+    const auto renumber = [&](std::vector<sar::node_t>& ids) {
+      for (auto& id : ids) id = global_of[static_cast<std::size_t>(id)];
+    };
+    for (sar::node_pairs* pairs : {&split.train, &split.valid, &split.test, &split.valid_negatives,
+                                   &split.test_negatives}) {
+      renumber(pairs->source);
+      renumber(pairs->destination);
+    }
+    renumber(split.valid_target_negatives);
+    renumber(split.test_target_negatives);
+  }
+  detail::refuse_leaks(split, part.in_edges, first, p, comm);
+  sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
+  part.in_edges = {};
+  // The encoders read dense rows here: sparse features (bag-of-words) are made dense.
+  const sar::matrix<T> features = part.sparse() ? sar::to_dense<T>(part.sparse_features)
+                                                : part.features.template cast<T>();
+  sar::link_data<T> data = sar::link_data_of<T>(split, {features}, first, rows);
+  data.schedule_ids = std::move(global_of);  // negatives drawn by dataset id, as on one process
+  return train_links<T>(p, config, graph, features, data, name, comm);
+}
+
+}  // namespace sar_train
