@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The PyTorch peer of sar-train --task link: plain PyTorch on the CPU training the same
-encoder (torch_peer.py's GCN or GraphSAGE, the same defaults; output width = hidden) with a
+encoder (torch_peer.py's GCN or GraphSAGE with sar-train --task link's defaults: the paper's
+widths and learning rate, no dropout, no weight decay; output width = hidden) with a
 dot-product decoder on the same link split (a sar .npy dataset directory with split/NAME/,
 written by sar-convert --split-edges; docs/link-prediction.md), and reporting the same
 figures as sar-train's --metrics-out.
@@ -64,13 +65,18 @@ def main(argv=None):
     p.add_argument("--hidden", type=int)
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--negatives", type=int, default=1)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--select-by", default="hits@50")
+    p.add_argument("--eval-every", type=int, default=1,
+                   help="evaluate after every N-th epoch and the last (as sar-train)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--metrics-out")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
     settings = dict(torch_peer.DEFAULTS[args.model])
+    settings["dropout"], settings["weight_decay"] = args.dropout, args.weight_decay
     hidden = args.hidden or settings["hidden"]
     data = torch_peer.load_dataset(args.dataset)
     x = torch.from_numpy(data["features"])
@@ -109,6 +115,9 @@ def main(argv=None):
         loss.backward()
         optimiser.step()
         seconds.append(time.perf_counter() - start)
+        history.append(float(loss))
+        if (epoch + 1) % args.eval_every != 0 and epoch + 1 != args.epochs:
+            continue
         net.eval()
         with torch.no_grad():
             h = net(graph, x)
@@ -121,7 +130,6 @@ def main(argv=None):
                                        score(h, shared[:, 0], shared[:, 1]).double(),
                                        None if own_scores is None else own_scores.double(),
                                        hits_at)
-        history.append(float(loss))
         if best is None or result["valid"][args.select_by] > best[1]["valid"][args.select_by]:
             best = (epoch, result)
     metrics = {"dataset": args.dataset, "model": args.model, "task": "link", "decoder": "dot",

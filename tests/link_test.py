@@ -50,7 +50,8 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     split = os.path.join(links, "split", "random")
     train, valid, test = (pairs(os.path.join(split, f + "_edge.npy"))
                           for f in ("train", "valid", "test"))
-    assert len(valid) > 0 and len(test) > 0 and abs(len(test) / (len(train) + len(valid) + len(test)) - 0.10) < 0.01
+    total = len(train) + len(valid) + len(test)
+    assert len(valid) > 0 and abs(len(test) / total - 0.10) < 0.01, (len(valid), len(test))
     shape, _ = read_npy(os.path.join(split, "test_target_node_neg.npy"))
     assert shape == (len(test), 20), shape
     assert len(pairs(os.path.join(split, "valid_edge_neg.npy"))) == len(valid)

@@ -103,9 +103,10 @@ int run(int argc, char** argv) {
       ->check(sar_programs::not_empty);
   sar_programs::add_dataset_size_options(app, sizes);
   sar_programs::add_task_option(app, sizes);
-  app.add_option("--out", out,
-                 "output directory (created; an existing .npy dataset there is replaced once the new "
-                 "one is complete, any other non-empty directory is refused)")
+  app.add_option(
+         "--out", out,
+         "output directory (created; an existing .npy dataset there is replaced once the new "
+         "one is complete, any other non-empty directory is refused)")
       ->required()
       ->check(sar_programs::not_empty);
   app.add_flag("--add-reverse", add_reverse,

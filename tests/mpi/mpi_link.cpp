@@ -144,7 +144,8 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   matrix<double> moved_features(n, features.cols());
   for (node_t v = 0; v < n; ++v) {
     const node_t old = original[static_cast<std::size_t>(v)];
-    for (const node_t u : graph.row(old)) moved.columns.push_back(renumbered[static_cast<std::size_t>(u)]);
+    for (const node_t u : graph.row(old))
+      moved.columns.push_back(renumbered[static_cast<std::size_t>(u)]);
     moved.offsets.push_back(static_cast<edge_t>(moved.columns.size()));
     moved_features.row(v) = features.row(old);
   }

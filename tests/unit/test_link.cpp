@@ -141,7 +141,8 @@ TEST_CASE("link decoders: gradients by central differences, symmetry, the regist
         matrix<double> up = h, down = h;
         up(i, j) += step;
         down(i, j) -= step;
-        CHECK(dh(i, j) - 0.5 == doctest::Approx((loss(up) - loss(down)) / (2 * step)).epsilon(1e-6));
+        CHECK(dh(i, j) - 0.5 ==
+              doctest::Approx((loss(up) - loss(down)) / (2 * step)).epsilon(1e-6));
       }
     const std::vector<double> grads(store.grads().begin(), store.grads().end());
     for (std::size_t p = 0; p < store.size(); ++p) {
@@ -253,15 +254,19 @@ TEST_CASE("split_edges: held-out edges leave the graph both ways, negatives are 
   CHECK_THROWS_WITH_AS(check_negatives(whole, split.test, "test_edge_neg.npy"),
                        doctest::Contains("is an edge"), invalid_argument);
   // Bad settings and directed graphs.
-  graph_dataset directed = make_planted_partition({.num_nodes = 50, .num_classes = 2, .feature_dim = 2});
+  graph_dataset directed =
+      make_planted_partition({.num_nodes = 50, .num_classes = 2, .feature_dim = 2});
   directed.graph.columns[0] = (directed.graph.columns[0] + 1) % 50;
   CHECK_THROWS_WITH_AS(split_edges(directed, {}), doctest::Contains("directed"), invalid_argument);
   CHECK_THROWS_AS(split_edges(data, {.valid = 0.5, .test = 0.5}), invalid_argument);
 }
 
 TEST_CASE("train_link_full_batch: GCN + dot learns a planted graph's links on one process") {
-  graph_dataset data = make_planted_partition(
-      {.num_nodes = 600, .num_classes = 4, .average_degree = 8, .homophily = 0.9, .feature_dim = 16});
+  graph_dataset data = make_planted_partition({.num_nodes = 600,
+                                               .num_classes = 4,
+                                               .average_degree = 8,
+                                               .homophily = 0.9,
+                                               .feature_dim = 16});
   const link_split split =
       split_edges(data, {.valid = 0.05, .test = 0.10, .per_source_negatives = 20, .seed = 2});
   local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
@@ -299,7 +304,8 @@ TEST_CASE("train_link_full_batch: GCN + dot learns a planted graph's links on on
 
 TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arrays refused") {
   namespace fs = std::filesystem;
-  graph_dataset data = make_planted_partition({.num_nodes = 200, .num_classes = 2, .feature_dim = 4});
+  graph_dataset data =
+      make_planted_partition({.num_nodes = 200, .num_classes = 2, .feature_dim = 4});
   const link_split split =
       split_edges(data, {.valid = 0.1, .test = 0.1, .per_source_negatives = 3, .seed = 4});
   const testing_support::temp_dir tmp("link-split");

@@ -105,15 +105,17 @@ inline void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, 
   for (const auto& [pairs, file] : {std::pair{&split.valid, "valid_edge.npy"},
                                     std::pair{&split.test, "test_edge.npy"}}) {
     std::int64_t first_leak = std::numeric_limits<std::int64_t>::max();
-    for (std::size_t i = 0; i < pairs->size() && first_leak == std::numeric_limits<std::int64_t>::max(); ++i) {
+    for (std::size_t i = 0;
+         i < pairs->size() && first_leak == std::numeric_limits<std::int64_t>::max(); ++i) {
       const sar::node_t u = pairs->source[i], v = pairs->destination[i];
       if (joined_here(u, v) || joined_here(v, u)) first_leak = static_cast<std::int64_t>(i);
     }
     comm.all_reduce(std::span<std::int64_t>(&first_leak, 1), sar::reduce_op::min);
     SAR_CHECK(first_leak == std::numeric_limits<std::int64_t>::max(), sar::invalid_argument,
               "sar-train: ", sar::link_split_dir(p.dataset, p.link.split).string(), "/", file,
-              ", row ", first_leak, ": held-out pair (", pairs->source[static_cast<std::size_t>(first_leak)],
-              ", ", pairs->destination[static_cast<std::size_t>(first_leak)],
+              ", row ", first_leak, ": held-out pair (",
+              pairs->source[static_cast<std::size_t>(first_leak)], ", ",
+              pairs->destination[static_cast<std::size_t>(first_leak)],
               ") is an edge of the message-passing graph (a leak; --allow-leak keeps it for "
               "datasets whose convention is to)");
   }
@@ -150,13 +152,16 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
   if (!part.original_ids.empty()) {
     const auto P = static_cast<std::size_t>(comm.size());
     std::vector<std::int64_t> send;
-    for (std::size_t q = 0; q < P; ++q) send.insert(send.end(), part.original_ids.begin(), part.original_ids.end());
+    for (std::size_t q = 0; q < P; ++q)
+      send.insert(send.end(), part.original_ids.begin(), part.original_ids.end());
     const std::vector<std::int64_t> counts(P, static_cast<std::int64_t>(part.original_ids.size()));
     const std::vector<std::int64_t> sizes = comm.all_to_all(counts);
     std::vector<std::int64_t> all(static_cast<std::size_t>(n));
-    comm.all_to_all_v(std::span<const std::int64_t>(send), counts, std::span<std::int64_t>(all), sizes);
+    comm.all_to_all_v(std::span<const std::int64_t>(send), counts, std::span<std::int64_t>(all),
+                      sizes);
     global_of.resize(static_cast<std::size_t>(n));
-    for (std::size_t g = 0; g < all.size(); ++g) global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
+    for (std::size_t g = 0; g < all.size(); ++g)
+      global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
     const auto renumber = [&](std::vector<sar::node_t>& ids) {
       for (auto& id : ids) id = global_of[static_cast<std::size_t>(id)];
     };

@@ -163,11 +163,13 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
       if (r[k] < v && (k == 0 || r[k] != r[k - 1])) edges.push(r[k], v);
   }
   const auto count = static_cast<std::int64_t>(edges.size());
-  const auto n_test = static_cast<std::int64_t>(std::llround(options.test * static_cast<double>(count)));
-  const auto n_valid = static_cast<std::int64_t>(std::llround(options.valid * static_cast<double>(count)));
-  SAR_CHECK((options.valid == 0 || n_valid > 0) && (options.test == 0 || n_test > 0), invalid_argument,
-            where, ": ", count, " undirected edges leave ", n_valid, " for validation and ",
-            n_test, " for test");
+  const auto n_test =
+      static_cast<std::int64_t>(std::llround(options.test * static_cast<double>(count)));
+  const auto n_valid =
+      static_cast<std::int64_t>(std::llround(options.valid * static_cast<double>(count)));
+  SAR_CHECK((options.valid == 0 || n_valid > 0) && (options.test == 0 || n_test > 0),
+            invalid_argument, where, ": ", count, " undirected edges leave ", n_valid,
+            " for validation and ", n_test, " for test");
 
   // A keyed permutation of the edges: test first, then valid, then train.
   const counter_rng rng(options.seed, rng_stream::edge_split);
@@ -175,8 +177,9 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
   for (std::size_t e = 0; e < edges.size(); ++e) key[e] = rng.bits(0, e)[0];
   std::vector<std::size_t> order(edges.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return key[a] != key[b] ? key[a] < key[b] : a < b; });
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return key[a] != key[b] ? key[a] < key[b] : a < b;
+  });
   link_split split;
   std::vector<char> held(edges.size(), 0);
   for (std::int64_t k = 0; k < count; ++k) {
@@ -209,7 +212,8 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
       kept.push_back(e);
       remaining.columns.push_back(u);
     }
-    remaining.offsets[static_cast<std::size_t>(v) + 1] = static_cast<edge_t>(remaining.columns.size());
+    remaining.offsets[static_cast<std::size_t>(v) + 1] =
+        static_cast<edge_t>(remaining.columns.size());
   }
   if (data.edge_features.rows() > 0) data.edge_features = take_edge_rows(data.edge_features, kept);
   if (!data.edge_types.empty()) {
@@ -227,8 +231,8 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
     const std::int64_t m =
         options.negatives < 0 ? static_cast<std::int64_t>(positives.size()) : options.negatives;
     for (std::int64_t i = 0; i < m; ++i) {
-      const auto u = static_cast<node_t>(
-          draws.below(static_cast<std::uint64_t>(whole.nodes()), 2 * set, static_cast<std::uint64_t>(i)));
+      const auto u = static_cast<node_t>(draws.below(static_cast<std::uint64_t>(whole.nodes()),
+                                                     2 * set, static_cast<std::uint64_t>(i)));
       shared.push(u, detail::draw_non_neighbour(whole, draws, u, 2 * set + 1,
                                                 static_cast<std::uint64_t>(i), 0));
     }

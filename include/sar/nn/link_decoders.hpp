@@ -74,7 +74,8 @@ class dot_decoder {
  public:
   using scalar = T;  ///< element type
   static constexpr std::string_view name = "dot";  ///< the --decoder name
-  static constexpr std::string_view summary = "dot product of the two embeddings (GAE)";  ///< --help
+  static constexpr std::string_view summary =
+      "dot product of the two embeddings (GAE)";  ///< --help
 
   /// Any width >= 1.
   explicit dot_decoder(decoder_shape shape) : dim_(shape.dim), relations_(shape.relations) {}

@@ -23,7 +23,9 @@ double link_loss(std::span<const T> positive, std::span<const T> negative, doubl
             negative.size(), " negative scores, gradients of ", dpositive.size(), " and ",
             dnegative.size(), ", normaliser ", normaliser);
   // softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|); its derivative is sigmoid(x).
-  const auto softplus = [](double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); };
+  const auto softplus = [](double x) {
+    return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x)));
+  };
   const auto sigmoid = [](double x) {
     return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
   };

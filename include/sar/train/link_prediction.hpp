@@ -72,7 +72,8 @@ link_data<T> link_data_of(const link_split& split, node_data<T> nodes, node_t fi
       out.push(pairs.source[i], pairs.destination[i]);
       if (ids) ids->push_back(static_cast<edge_t>(i));
       if (targets && k > 0)
-        out_targets->insert(out_targets->end(), targets->begin() + static_cast<std::ptrdiff_t>(i * k),
+        out_targets->insert(out_targets->end(),
+                            targets->begin() + static_cast<std::ptrdiff_t>(i * k),
                             targets->begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
     }
   };
@@ -207,8 +208,9 @@ class pair_rows {
       extended.topRows(local_) = h;
       auto back = extended.bottomRows(static_cast<Eigen::Index>(remote_.size()));
       graph_.communicator().all_to_all_v(
-          std::span<const T>(reply.data(), static_cast<std::size_t>(reply.size())), times(asked_by_, d),
-          std::span<T>(back.data(), static_cast<std::size_t>(back.size())), times(asked_of_, d));
+          std::span<const T>(reply.data(), static_cast<std::size_t>(reply.size())),
+          times(asked_by_, d), std::span<T>(back.data(), static_cast<std::size_t>(back.size())),
+          times(asked_of_, d));
       return const_rows_ref<T>(extended);
     }
   }
@@ -226,8 +228,9 @@ class pair_rows {
       const matrix<T> sent = remote;
       matrix<T> back(static_cast<Eigen::Index>(wanted_.size()), d);
       graph_.communicator().all_to_all_v(
-          std::span<const T>(sent.data(), static_cast<std::size_t>(sent.size())), times(asked_of_, d),
-          std::span<T>(back.data(), static_cast<std::size_t>(back.size())), times(asked_by_, d));
+          std::span<const T>(sent.data(), static_cast<std::size_t>(sent.size())),
+          times(asked_of_, d), std::span<T>(back.data(), static_cast<std::size_t>(back.size())),
+          times(asked_by_, d));
       for (std::size_t i = 0; i < wanted_.size(); ++i)
         dh.row(wanted_[i]) += back.row(static_cast<Eigen::Index>(i));
     }
@@ -318,9 +321,10 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
             data.train.size(), " train pairs");
   node_t num_nodes = n;
   if constexpr (detail::ranked_schedule<Schedule>) num_nodes = graph.num_global();
-  SAR_CHECK(data.schedule_ids.empty() || data.schedule_ids.size() == static_cast<std::size_t>(num_nodes),
-            invalid_argument, where, ": ", data.schedule_ids.size(), " schedule ids for ",
-            num_nodes, " nodes");
+  SAR_CHECK(
+      data.schedule_ids.empty() || data.schedule_ids.size() == static_cast<std::size_t>(num_nodes),
+      invalid_argument, where, ": ", data.schedule_ids.size(), " schedule ids for ", num_nodes,
+      " nodes");
   const bool hits = link.select_by.starts_with("hits@") &&
                     std::ranges::any_of(link.hits_at, [&](int k) {
                       return link.select_by == "hits@" + std::to_string(k);
