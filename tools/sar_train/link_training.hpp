@@ -27,7 +27,7 @@
 namespace sar_train {
 
 /// Calls f.template operator()<D>() for the decoder D named `name` (for element type T).
-/// Throws sar::invalid_argument naming the known ones.
+/// Throws sar::invalid_argument for an unknown name (--decoder checks the name first).
 template <class T, class F>
 void with_decoder(const std::string& name, F&& f) {
   const bool found = sar::with_first(
