@@ -9,7 +9,8 @@
    per-epoch losses and the figures of the one-process run (1e-9 relative).
 4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
    --allow-leak; an id outside the graph names the file and row; a dataset without a split
-   says how to make one; link options without --task link, and --task link with --minibatch.
+   says how to make one; link options without --task link, --task link with --minibatch, and
+   more negatives per positive than nodes.
 """
 import json
 import os
@@ -126,4 +127,6 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     assert "--decoder is an option of --task link" in err, err
     err = run(base + ["--minibatch", "64"], expect=1).stderr
     assert "--minibatch" in err, err
+    err = run(base + ["--negatives", "100000"], expect=1).stderr
+    assert "--negatives 100000 is more than the graph's 2708 nodes" in err, err
 print("link prediction through the programs: all checks passed")

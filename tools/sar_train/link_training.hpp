@@ -46,6 +46,10 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
                            const sar::link_data<T>& data, const std::string& name,
                            sar::mpi_communicator& comm) {
   const bool root = comm.rank() == 0;
+  sar::node_t nodes = graph.num_destinations();
+  if constexpr (requires { graph.num_global(); }) nodes = graph.num_global();
+  SAR_CHECK(p.link.negatives <= nodes, sar::invalid_argument, "sar-train: --negatives ",
+            p.link.negatives, " is more than the graph's ", nodes, " nodes");
   const Eigen::Index width = config.hidden;  // the embeddings
   auto model = sar::make_model<T, Schedule>(config, features.cols(), width, p.seed);
   comm.broadcast(model.parameters().values(), 0);
