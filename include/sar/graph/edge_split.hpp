@@ -181,23 +181,20 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
     return key[a] != key[b] ? key[a] < key[b] : a < b;
   });
   link_split split;
-  std::vector<char> held(edges.size(), 0);
   for (std::int64_t k = 0; k < count; ++k) {
     const std::size_t e = order[static_cast<std::size_t>(k)];
     node_pairs& to = k < n_test ? split.test : k < n_test + n_valid ? split.valid : split.train;
     to.push(edges.source[e], edges.destination[e]);
-    held[e] = k < n_test + n_valid;
   }
 
   // Remove the held-out edges from the graph, both directions, with their per-entry rows.
   const edge_lookup held_out = [&] {
     edge_list list;
     list.num_nodes = whole.nodes();
-    for (std::size_t e = 0; e < edges.size(); ++e)
-      if (held[e]) {
-        list.src.push_back(edges.source[e]);
-        list.dst.push_back(edges.destination[e]);
-      }
+    for (const node_pairs* held : {&split.test, &split.valid}) {
+      list.src.insert(list.src.end(), held->source.begin(), held->source.end());
+      list.dst.insert(list.dst.end(), held->destination.begin(), held->destination.end());
+    }
     return edge_lookup(build_csr(list));
   }();
   std::vector<edge_t> kept;

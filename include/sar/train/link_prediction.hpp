@@ -254,32 +254,29 @@ class pair_rows {
   std::vector<std::int64_t> wanted_;         // my rows the peers read, peer by peer
 };
 
-/// Scores `pairs` (schedule ids) with the decoder on the embeddings h. Collective on P ranks.
-template <class T, class Schedule, class Decoder>
-std::vector<double> score_pairs(Schedule& graph, Decoder& decoder, const matrix<T>& h,
-                                std::span<const node_t> sources,
-                                std::span<const node_t> destinations) {
-  pair_rows<T, Schedule> rows(graph, {sources, destinations});
-  matrix<T> extended;
-  const auto e = rows.gather(h, extended);
-  const std::vector<node_t> s = rows.rows(sources), t = rows.rows(destinations);
-  std::vector<T> scores(s.size());
-  decoder.score(e, row_pairs{s, t, {}}, scores);
-  return std::vector<double>(scores.begin(), scores.end());
-}
-
-/// The figures of one held-out set (positives, shared negatives, own negatives). Collective.
+/// The figures of one held-out set (positives, shared negatives, own negatives): their
+/// remote rows fetched in one exchange, then scored. Collective.
 template <class T, class Schedule, class Decoder>
 link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h,
                            const node_pairs& positives, const node_pairs& negatives,
                            std::span<const node_t> own, int per_source,
                            std::span<const int> hits_at) {
-  const auto positive = score_pairs<T>(graph, decoder, h, positives.source, positives.destination);
-  const auto shared = score_pairs<T>(graph, decoder, h, negatives.source, negatives.destination);
   std::vector<node_t> own_sources;
   for (std::size_t i = 0; i < positives.size(); ++i)
     for (int j = 0; j < per_source; ++j) own_sources.push_back(positives.source[i]);
-  const auto own_scores = score_pairs<T>(graph, decoder, h, own_sources, own);
+  pair_rows<T, Schedule> rows(graph, {positives.source, positives.destination, negatives.source,
+                                      negatives.destination, own_sources, own});
+  matrix<T> extended;
+  const auto e = rows.gather(h, extended);
+  const auto score = [&](std::span<const node_t> sources, std::span<const node_t> destinations) {
+    const std::vector<node_t> s = rows.rows(sources), t = rows.rows(destinations);
+    std::vector<T> scores(s.size());
+    decoder.score(e, row_pairs{s, t, {}}, scores);
+    return std::vector<double>(scores.begin(), scores.end());
+  };
+  const auto positive = score(positives.source, positives.destination);
+  const auto shared = score(negatives.source, negatives.destination);
+  const auto own_scores = score(own_sources, own);
   const link_scores scores{positive, shared, own_scores, per_source};
   if constexpr (ranked_schedule<Schedule>) {
     return link_metrics(graph.communicator(), scores, hits_at);
@@ -332,10 +329,10 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   SAR_CHECK(link.select_by == "auc" || hits || (link.select_by == "mrr" && data.per_source > 0),
             invalid_argument, where, ": cannot select by ", link.select_by,
             ": auc, hits@K for a K of hits_at, or mrr (with per-source negatives)");
-  double counts[2] = {static_cast<double>(data.train.size()), 0};
-  graph.all_reduce_sum(std::span<double>(counts, 1));
-  SAR_CHECK(counts[0] > 0, invalid_argument, where, ": no supervision pair on any rank");
-  const double normaliser = counts[0] * (1 + link.negatives);
+  double supervised = static_cast<double>(data.train.size());
+  graph.all_reduce_sum(std::span<double>(&supervised, 1));
+  SAR_CHECK(supervised > 0, invalid_argument, where, ": no supervision pair on any rank");
+  const double normaliser = supervised * (1 + link.negatives);
   std::vector<edge_t> ids = data.train_ids;
   if (ids.empty())
     for (std::size_t i = 0; i < data.train.size(); ++i) ids.push_back(static_cast<edge_t>(i));
@@ -345,7 +342,14 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   link_result out;
   const auto k = static_cast<std::size_t>(link.negatives);
   const std::size_t positives = data.train.size();
+  // The pairs: the positives, then each positive's k negatives; only the negatives'
+  // destinations change from epoch to epoch.
   std::vector<node_t> sources(positives * (1 + k)), destinations(positives * (1 + k));
+  std::copy(data.train.source.begin(), data.train.source.end(), sources.begin());
+  std::copy(data.train.destination.begin(), data.train.destination.end(), destinations.begin());
+  for (std::size_t i = 0; i < positives; ++i)
+    std::fill_n(sources.begin() + static_cast<std::ptrdiff_t>(positives + i * k), k,
+                data.train.source[i]);
   std::vector<T> scores(sources.size()), dscores(sources.size());
   matrix<T> extended, dextended, dh;
   for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
@@ -354,18 +358,12 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
     layer_context ctx{.training = true, .seed = options.seed,
                       .epoch = static_cast<std::uint64_t>(epoch)};
     const auto start = std::chrono::steady_clock::now();
-    // The pairs: the positives, then each positive's k negatives.
     std::vector<node_t> negatives = uniform_negatives(
         options.seed, static_cast<std::uint64_t>(epoch), ids, link.negatives, num_nodes);
     if (!data.schedule_ids.empty())
       for (node_t& v : negatives) v = data.schedule_ids[static_cast<std::size_t>(v)];
-    std::copy(data.train.source.begin(), data.train.source.end(), sources.begin());
-    std::copy(data.train.destination.begin(), data.train.destination.end(), destinations.begin());
-    for (std::size_t i = 0; i < positives; ++i)
-      for (std::size_t j = 0; j < k; ++j) {
-        sources[positives + i * k + j] = data.train.source[i];
-        destinations[positives + i * k + j] = negatives[i * k + j];
-      }
+    std::copy(negatives.begin(), negatives.end(),
+              destinations.begin() + static_cast<std::ptrdiff_t>(positives));
     detail::pair_rows<T, Schedule> rows(graph, {sources, destinations});
     const std::vector<node_t> s = rows.rows(sources), t = rows.rows(destinations);
     const row_pairs pairs{s, t, {}};
