@@ -6,10 +6,11 @@
 2. sar-train --task link (GCN, dot) on it learns: test AUC well above chance, every figure
    the metrics promise; --decoder mlp trains too.
 3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
-   per-epoch losses and the figures of the one-process run (1e-9 relative).
+   per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
+   with --minibatch (edge minibatches on sampled neighbourhoods, which learn too).
 4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
    --allow-leak; an id outside the graph names the file and row; a dataset without a split
-   says how to make one; link options without --task link, --task link with --minibatch, and
+   says how to make one; link options without --task link, --task link with --save-model, and
    more negatives per positive than nodes.
 """
 import json
@@ -85,17 +86,25 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
         one, two = os.path.join(work, "one.json"), os.path.join(work, "two.json")
         exact = base + ["--epochs", "4", "--precision", "double", "--model", "sage",
                         "--negatives", "3", "--select-by", "mrr"]
-        run(exact + ["--metrics-out", one])
-        run([mpirun, "-np", "2", "--oversubscribe"] + exact +
-            ["--partition", "random", "--metrics-out", two])
-        with open(one) as f:
-            a = json.load(f)
-        with open(two) as f:
-            b = json.load(f)
-        for x, y in zip(b["train_loss"], a["train_loss"]):
-            assert close(x, y, 1e-9), (b["train_loss"], a["train_loss"])
-        for key in ("valid_mrr", "test_mrr", "test_auc", "test_hits@20"):
-            assert close(b[key], a[key], 1e-9), (key, b[key], a[key])
+        def one_and_two(command):
+            """The metrics of `command` on one process and on two ranks, which must agree."""
+            run(command + ["--metrics-out", one])
+            run([mpirun, "-np", "2", "--oversubscribe"] + command +
+                ["--partition", "random", "--metrics-out", two])
+            with open(one) as f:
+                a = json.load(f)
+            with open(two) as f:
+                b = json.load(f)
+            for x, y in zip(b["train_loss"], a["train_loss"]):
+                assert close(x, y, 1e-9), (b["train_loss"], a["train_loss"])
+            for key in ("valid_mrr", "test_mrr", "test_auc", "test_hits@20"):
+                assert close(b[key], a[key], 1e-9), (key, b[key], a[key])
+            return a
+
+        one_and_two(exact)
+        sampled = one_and_two(exact + ["--minibatch", "700", "--fanouts", "5,5", "--epochs", "3"])
+        assert sampled["minibatch"] == 700 and sampled["fanouts"] == [5, 5], sampled
+        assert sampled["train_loss"][-1] < sampled["train_loss"][0], sampled["train_loss"]
 
     # 4. Refusals.
     leaky = os.path.join(work, "leaky")
@@ -125,8 +134,8 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     assert "split/random" in err and "--split-edges" in err, err
     err = run([sar_train, "--dataset", links, "--decoder", "mlp", "--quiet"], expect=1).stderr
     assert "--decoder is an option of --task link" in err, err
-    err = run(base + ["--minibatch", "64"], expect=1).stderr
-    assert "--minibatch" in err, err
+    err = run(base + ["--save-model", os.path.join(work, "model")], expect=1).stderr
+    assert "--save-model" in err, err
     err = run(base + ["--negatives", "100000"], expect=1).stderr
     assert "--negatives 100000 is more than the graph's 2708 nodes" in err, err
 print("link prediction through the programs: all checks passed")

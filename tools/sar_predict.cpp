@@ -9,9 +9,12 @@
 // The output directory (format "sar-predictions"): predictions.npy, float32 (n, K), row i =
 // node i of the dataset (its id before partitioning): a regression's predictions in the
 // targets' original units, the logits of a classification or multi-label model; classes.npy,
-// int32 (n,), the predicted class (classification only); meta.json. Rank 0 gathers the rows
-// (n x K values) to write them. The features are prepared as for training (row-normalised if
-// the model's were) and must have the model's width, else the error names both widths.
+// int32 (n,), the predicted class (classification only); meta.json. A link-prediction model
+// (sar-train --task link) writes instead embeddings.npy, float32 (n, K), the encoder's output
+// per node (--embeddings), and scores.npy, float32 (m,), its decoder's score (a logit) of each
+// pair of --pairs FILE.npy (int64 (m, 2) dataset ids). Rank 0 gathers the rows (n x K values)
+// to write them. The features are prepared as for training (row-normalised if the model's
+// were) and must have the model's width, else the error names both widths.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,6 +28,7 @@
 #include "sar/io/safe_directory.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/heterogeneous.hpp"
+#include "sar/graph/io/link_split.hpp"
 #include "sar/graph/io/npy.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
@@ -39,6 +43,8 @@ constexpr sar::directory_kind predictions_kind{"sar-predictions", "meta.json"};
 
 struct settings {
   std::string model, dataset, partitions, out;
+  bool embeddings = false;  // a link model: write the embeddings
+  std::string pairs;        // a link model: score these pairs
   sar::dataset_sizes sizes;
   bool skip_checksums = false;
   int threads = 0;
@@ -64,6 +70,12 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
                  "output directory (created; an earlier sar-predict output there is replaced "
                  "once the new one is complete, any other non-empty directory is refused)")
       ->required()
+      ->check(sar_programs::not_empty);
+  app.add_flag("--embeddings", s.embeddings,
+               "a link-prediction model: write embeddings.npy, every node's embedding");
+  app.add_option("--pairs", s.pairs,
+                 "a link-prediction model: write scores.npy, the decoder's score (a logit) of "
+                 "each pair of this int64 (m, 2) .npy file of dataset node ids")
       ->check(sar_programs::not_empty);
   app.add_flag("--skip-checksums", s.skip_checksums,
                "with --partitions: do not verify the CRC-32 of the part's files");
@@ -125,11 +137,25 @@ void prepare_types(sar::saved_model& saved, sar::csr& graph, sar::graph_schema& 
 /// them, of `task`) that a model of `d` does not predict: another task or width.
 void check_outputs(sar::task_kind task, Eigen::Index outputs, const sar::model_description& d,
                    const std::string& source) {
-  if (outputs == 0) return;  // nothing to compare: a dataset without labels or targets
+  // Nothing to compare: a dataset without labels or targets, or a model of embeddings.
+  if (outputs == 0 || !d.decoder.empty()) return;
   SAR_CHECK(task == d.task && outputs == d.output_dim, sar::invalid_argument,
             "sar-predict: the model predicts ", d.output_dim, " outputs of a ",
             sar::task_name(d.task), " task, but ", source, " holds ", outputs, " of a ",
             sar::task_name(task), " task");
+}
+
+/// Throws sar::invalid_argument unless --embeddings and --pairs are given for a link model
+/// (at least one of them) and only for one.
+void check_link_options(const settings& s, const sar::model_description& d) {
+  if (d.decoder.empty())
+    SAR_CHECK(!s.embeddings && s.pairs.empty(), sar::invalid_argument, "sar-predict: ",
+              s.embeddings ? "--embeddings" : "--pairs", " applies to a link-prediction model; ",
+              s.model, " predicts a ", sar::task_name(d.task), " task");
+  else
+    SAR_CHECK(s.embeddings || !s.pairs.empty(), sar::invalid_argument, "sar-predict: ", s.model,
+              " is a link-prediction model (decoder ", d.decoder, "): ask for --embeddings, "
+              "--pairs FILE.npy or both");
 }
 
 template <class Schedule>
@@ -165,7 +191,11 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
           seen[static_cast<std::size_t>(id)] = true;
           for (Eigen::Index c = 0; c < k; ++c) all(id, c) = static_cast<float>(from[at + 1 + c]);
         }
-      const bool classify = sar::has_class_ids(saved.description.task);
+      const bool links = !saved.description.decoder.empty();
+      const bool classify = !links && sar::has_class_ids(saved.description.task);
+      std::vector<float> scores;
+      if (!s.pairs.empty())
+        scores = sar::score_saved_pairs<float>(saved, all, sar::read_node_pairs(s.pairs, num_nodes));
       std::vector<std::int32_t> classes;
       if (classify)
         for (sar::node_t i = 0; i < num_nodes; ++i) {
@@ -175,9 +205,16 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
         }
       sar::replace_directory(s.out, predictions_kind, [&](sar::directory_writer& out) {
         const std::int64_t shape[] = {num_nodes, k};
-        out.add_file("predictions.npy", [&](const std::filesystem::path& file) {
-          return sar::write_npy(file, sar::npy_dtype::float32, shape, all.data());
-        });
+        if (!links || s.embeddings)
+          out.add_file(links ? "embeddings.npy" : "predictions.npy",
+                       [&](const std::filesystem::path& file) {
+                         return sar::write_npy(file, sar::npy_dtype::float32, shape, all.data());
+                       });
+        if (!s.pairs.empty())
+          out.add_file("scores.npy", [&](const std::filesystem::path& file) {
+            const std::int64_t count[] = {static_cast<std::int64_t>(scores.size())};
+            return sar::write_npy(file, sar::npy_dtype::float32, count, scores.data());
+          });
         if (classify)
           out.add_file("classes.npy", [&](const std::filesystem::path& file) {
             return sar::write_npy(file, sar::npy_dtype::int32,
@@ -185,12 +222,18 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
           });
         out.write_metadata(nlohmann::json{
             {"format", predictions_kind.format}, {"model", s.model},
-            {"model_crc32", saved.identity}, {"task", sar::task_name(saved.description.task)},
-            {"num_nodes", num_nodes}, {"num_outputs", k},
+            {"model_crc32", saved.identity},
+            {"task", links ? std::string("link") : sar::task_name(saved.description.task)},
+            {"decoder", saved.description.decoder}, {"pairs", s.pairs},
+            {"num_pairs", scores.size()}, {"num_nodes", num_nodes}, {"num_outputs", k},
             {"source", s.dataset.empty() ? s.partitions : s.dataset}});
       }, "sar-predict");
-      std::printf("wrote %s: predictions of %lld nodes x %lld outputs\n", s.out.c_str(),
-                  static_cast<long long>(num_nodes), static_cast<long long>(k));
+      std::string wrote = links ? "" : sar::message("predictions of ", num_nodes, " nodes x ",
+                                                    k, " outputs");
+      if (links && s.embeddings) wrote = sar::message("embeddings of ", num_nodes, " nodes x ", k);
+      if (!s.pairs.empty())
+        wrote += sar::message(wrote.empty() ? "" : ", ", "scores of ", scores.size(), " pairs");
+      std::printf("wrote %s: %s\n", s.out.c_str(), wrote.c_str());
     });
   sar::detail::agree_on_failure(comm, failure, "sar-predict");
 }
@@ -206,6 +249,7 @@ int run(const settings& s, sar::mpi_communicator& comm) {
   }
   sar::saved_model saved = sar::read_model(s.model);
   const sar::model_description& d = saved.description;
+  check_link_options(s, d);
   if (s.partitions.empty()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),
               " ranks but no --partitions; on several ranks predict on a partition store");

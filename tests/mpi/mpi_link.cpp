@@ -1,11 +1,14 @@
 // Link prediction on P ranks against one process: the metrics with each rank holding a share of
 // the scores, and full-batch training (GCN, GraphSAGE and GAT encoders; dot, MLP and DistMult
 // decoders; double, dropout on) on renumbered nodes, where each rank scores the pairs whose
-// source it owns, give the one-process per-epoch losses and figures.
+// source it owns, give the one-process per-epoch losses and figures; so does minibatch
+// training on sampled edge minibatches (the minibatch's edges excluded from its blocks) on a
+// distributed sampling graph, with and without replicas.
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mpi_check.hpp"
@@ -15,8 +18,11 @@
 #include "sar/graph/builders.hpp"
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/generators.hpp"
+#include "mpi_parts.hpp"
 #include "sar/partition/graph_part.hpp"
+#include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/train/link_minibatch.hpp"
 #include "sar/train/link_prediction.hpp"
 #include "sar/train/models.hpp"
 
@@ -97,24 +103,47 @@ rank_share share_of(const csr& graph, int P, int r) {
   return s;
 }
 
-template <class Decoder, class Schedule>
-link_result train(Schedule& graph, const std::string& family, const matrix<double>& features,
-                  const link_data<double>& data) {
+/// Link prediction of `family` with Decoder on `graph`: full batch on a schedule, on sampled
+/// edge minibatches on a sampling graph.
+template <class Decoder, class Graph>
+link_result train(Graph& graph, const std::string& family, const link_data<double>& data) {
+  constexpr bool sampled = minibatch_graph<Graph>;
+  using Schedule = std::conditional_t<sampled, local_schedule, Graph>;
   model_config config = paper_defaults(family);
   config.hidden = 12;
   config.heads = family == "gat" ? 2 : 1;
-  auto model = make_model<double, Schedule>(config, features.cols(), 12, 3);
+  auto model = make_model<double, Schedule>(config, data.nodes.features.cols(), 12, 3);
   auto optimiser = make_optimiser(config, model);
   link_head<Decoder, adam<double>> head({12, 1}, adam<double>(adam_options{}), 4);
   train_options options;
-  options.epochs = 6;
+  options.epochs = sampled ? 4 : 6;
   options.seed = 5;
   options.log_progress = false;
   link_options link;
   link.negatives = 3;
   link.hits_at = {5, 20};
   link.select_by = "mrr";
-  return train_link_full_batch(model, head, graph, optimiser, data, options, link);
+  if constexpr (sampled) {
+    minibatch_options mb{.batch_size = 60, .bulk = 2, .inference_rows = 70};
+    mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {4, 4}, .seed = 2};
+    return train_link_minibatch(model, head, graph, optimiser, data, options, link, mb);
+  } else {
+    return train_link_full_batch(model, head, graph, optimiser, data, options, link);
+  }
+}
+
+/// The P-rank run `got` has the per-epoch losses, best epoch and figures of `expected`.
+void expect_same_run(const link_result& got, const link_result& expected, const std::string& what,
+                     int P) {
+  const auto& a = got.training.history;
+  const auto& b = expected.training.history;
+  EXPECT(a.size() == b.size(), what);
+  for (std::size_t e = 0; e < a.size(); ++e)
+    EXPECT(close(a[e].train_loss, b[e].train_loss, 1e-9), what, ": epoch ", e, " loss ",
+           a[e].train_loss, " on ", P, " ranks, ", b[e].train_loss, " on one process");
+  EXPECT(got.training.best_epoch == expected.training.best_epoch, what);
+  expect_same_report(got.valid, expected.valid, (what + " valid").c_str());
+  expect_same_report(got.test, expected.test, (what + " test").c_str());
 }
 
 template <class Decoder>
@@ -128,7 +157,7 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   const matrix<double> features = data.features.cast<double>();
   const link_data<double> whole = link_data_of<double>(split, {features});
   local_schedule one(graph);
-  const link_result expected = train<Decoder>(one, family, features, whole);
+  const link_result expected = train<Decoder>(one, family, whole);
 
   // On P ranks the nodes are renumbered (new = (7 old + 3) mod n, as a partitioner relabels
   // them): the graph, the features and the split; negatives are drawn by dataset id.
@@ -167,18 +196,38 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   const matrix<double> mine = moved_features.middleRows(s.first, s.rows);
   link_data<double> local = link_data_of<double>(moved_split, {mine}, s.first, s.rows);
   local.schedule_ids = renumbered;
-  const link_result got = train<Decoder>(ranks, family, mine, local);
+  const link_result got = train<Decoder>(ranks, family, local);
+  expect_same_run(got, expected, family + " + " + std::string(Decoder::name), P);
+}
 
-  const std::string what = family + " + " + std::string(Decoder::name);
-  const auto& a = got.training.history;
-  const auto& b = expected.training.history;
-  EXPECT(a.size() == b.size(), what);
-  for (std::size_t e = 0; e < a.size(); ++e)
-    EXPECT(close(a[e].train_loss, b[e].train_loss, 1e-9), what, ": epoch ", e, " loss ",
-           a[e].train_loss, " on ", P, " ranks, ", b[e].train_loss, " on one process");
-  EXPECT(got.training.best_epoch == expected.training.best_epoch, what);
-  expect_same_report(got.valid, expected.valid, (what + " valid").c_str());
-  expect_same_report(got.test, expected.test, (what + " test").c_str());
+/// Minibatch link prediction on P ranks (P / replication parts) against one process.
+template <class Decoder>
+void check_minibatch(mpi_communicator& comm, const std::string& family, int replication) {
+  const int P = comm.size(), groups = P / replication;
+  graph_dataset data = make_planted_partition(
+      {.num_nodes = 300, .num_classes = 3, .average_degree = 6, .feature_dim = 8, .seed = 4});
+  const link_split split =
+      split_edges(data, {.valid = 0.1, .test = 0.1, .per_source_negatives = 6, .seed = 2});
+  const auto loops = family == "sage" ? self_loop_policy::keep : self_loop_policy::add;
+  const csr graph = with_self_loops(data.graph, loops);
+  const matrix<double> features = data.features.cast<double>();
+  sampling_graph one(graph);
+  const link_result expected =
+      train<Decoder>(one, family, link_data_of<double>(split, {features}));
+
+  std::vector<int> assignment(static_cast<std::size_t>(data.num_nodes()));
+  for (std::size_t v = 0; v < assignment.size(); ++v)
+    assignment[v] = static_cast<int>((v * 7) % static_cast<std::size_t>(groups));
+  graph_part part = mpi_test::cut_part(data, assignment, groups, comm.rank() / replication);
+  part.in_edges = with_self_loops(part.in_edges, loops, part.first_global());
+  const matrix<double> mine = part.features.cast<double>();
+  distributed_sampling_graph<mpi_communicator> ranks(comm, part, replication, false);
+  const link_result got =
+      train<Decoder>(ranks, family, link_data_of<double>(split, {mine}, ranks));
+  expect_same_run(got, expected,
+                  "minibatch " + family + " + " + std::string(Decoder::name) + ", replication " +
+                      std::to_string(replication),
+                  P);
 }
 
 }  // namespace
@@ -190,6 +239,9 @@ int main(int argc, char** argv) {
     check_training<dot_decoder<double>>(comm, "sage");
     check_training<mlp_decoder<double>>(comm, "gcn");
     check_training<distmult_decoder<double>>(comm, "gat");
+    check_minibatch<dot_decoder<double>>(comm, "sage", 1);
+    check_minibatch<mlp_decoder<double>>(comm, "gcn", 1);
+    check_minibatch<distmult_decoder<double>>(comm, "gat", comm.size() % 2 == 0 ? 2 : 1);
     if (comm.rank() == 0)
       std::printf("link prediction: all checks passed on %d ranks\n", comm.size());
   });

@@ -22,6 +22,8 @@
 #include "sar/nn/link_metrics.hpp"
 #include "sar/sampling/negatives.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/sampling/samplers.hpp"
+#include "sar/train/link_minibatch.hpp"
 #include "sar/train/link_prediction.hpp"
 #include "sar/train/models.hpp"
 #include "test_support.hpp"
@@ -36,6 +38,17 @@ std::vector<double> tied_scores(std::size_t n, std::uint64_t seed) {
   std::vector<double> s(n);
   for (auto& x : s) x = static_cast<double>(gen() % 10) * 0.25;
   return s;
+}
+
+/// A planted graph whose links a model can learn (classes of 0.9 homophily).
+graph_dataset planted_links() {
+  return make_planted_partition({.num_nodes = 600, .num_classes = 4, .average_degree = 8,
+                                 .homophily = 0.9, .feature_dim = 16});
+}
+
+/// Its 85/5/10 split, with 20 negatives per held-out source.
+link_split split_of(graph_dataset& data) {
+  return split_edges(data, {.valid = 0.05, .test = 0.10, .per_source_negatives = 20, .seed = 2});
 }
 
 }  // namespace
@@ -262,13 +275,8 @@ TEST_CASE("split_edges: held-out edges leave the graph both ways, negatives are 
 }
 
 TEST_CASE("train_link_full_batch: GCN + dot learns a planted graph's links on one process") {
-  graph_dataset data = make_planted_partition({.num_nodes = 600,
-                                               .num_classes = 4,
-                                               .average_degree = 8,
-                                               .homophily = 0.9,
-                                               .feature_dim = 16});
-  const link_split split =
-      split_edges(data, {.valid = 0.05, .test = 0.10, .per_source_negatives = 20, .seed = 2});
+  graph_dataset data = planted_links();
+  const link_split split = split_of(data);
   local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
   model_config config = paper_defaults("gcn");
   config.hidden = 32;
@@ -300,6 +308,76 @@ TEST_CASE("train_link_full_batch: GCN + dot learns a planted graph's links on on
   link.negatives = 601;
   CHECK_THROWS_WITH_AS(train_link_full_batch(model, head, graph, optimiser, links, options, link),
                        doctest::Contains("601"), invalid_argument);
+}
+
+TEST_CASE("bulk_sampler leaves a minibatch's excluded pairs out of its blocks, both ways") {
+  const graph_dataset data = make_planted_partition(
+      {.num_nodes = 120, .num_classes = 3, .average_degree = 6, .seed = 3});
+  for (const sampler_kind kind : {sampler_kind::node_wise, sampler_kind::layer_wise}) {
+    sampler_options options{.kind = kind, .seed = 4};
+    options.fanouts = kind == sampler_kind::node_wise ? std::vector<node_t>{-1, -1}
+                                                      : std::vector<node_t>{120, 120};
+    bulk_sampler sampler(data.graph, options);
+    // Two minibatches of the same seeds: the first excludes an edge of each (one given
+    // reversed), the second nothing.
+    const node_t v = data.graph.row(5)[0], w = data.graph.row(9)[0];
+    const std::vector<std::vector<node_t>> seeds = {{5, 9}, {5, 9}};
+    const std::vector<node_t> first = {v, 9}, second = {5, w};
+    const excluded_pairs excluded(first, second);
+    const std::vector<excluded_pairs> exclude = {excluded, {}};
+    sampling_graph whole(data.graph);
+    const auto samples = sampler.sample(whole, seeds, seeds, 0, 0, exclude);
+    for (std::size_t b = 0; b < 2; ++b) {
+      std::set<std::pair<node_t, node_t>> seen;  // (destination, source) of every block edge
+      for (const sampled_block& block : samples[b].blocks)
+        for (node_t r = 0; r < block.edges.num_rows; ++r)
+          for (const node_t c : block.edges.row(r)) seen.emplace(block.ids[r], block.ids[c]);
+      // Every neighbour is drawn (all of them): an edge is missing only where excluded.
+      CHECK(seen.contains({5, v}) == (b == 1));
+      CHECK(seen.contains({9, w}) == (b == 1));
+      if (b == 0)
+        for (const auto& [d, c] : seen) CHECK_FALSE(excluded.contains(c, d));
+      CHECK(seen.size() > 10);
+    }
+  }
+  CHECK_THROWS_AS(excluded_pairs(std::vector<node_t>{1}, std::vector<node_t>{}), invalid_argument);
+}
+
+TEST_CASE("train_link_minibatch: SAGE + dot on sampled edge minibatches learns as full batch") {
+  graph_dataset data = planted_links();
+  const link_split split = split_of(data);
+  const csr graph = with_self_loops(data.graph, self_loop_policy::keep);
+  model_config config = paper_defaults("sage");
+  config.hidden = 32;
+  config.dropout = 0;
+  train_options options;
+  options.epochs = 10;
+  options.log_progress = false;
+  link_options link;
+  link.hits_at = {10, 50};
+  link.select_by = "auc";
+  const link_data<float> links = link_data_of<float>(split, {data.features});
+  const auto run = [&](bool minibatch) {
+    auto model = make_model<float, sampled_minibatch::schedule_type>(
+        config, data.features.cols(), 32, 1);
+    auto optimiser = make_optimiser(config, model);
+    link_head<dot_decoder<float>, adam<float>> head({32, 1}, adam<float>(adam_options{}), 1);
+    if (!minibatch) {
+      local_schedule whole(graph);
+      return train_link_full_batch(model, head, whole, optimiser, links, options, link);
+    }
+    sampling_graph sampled(graph);
+    minibatch_options mb{.batch_size = 256, .bulk = 2};
+    mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {10, 10}, .seed = 3};
+    return train_link_minibatch(model, head, sampled, optimiser, links, options, link, mb);
+  };
+  const link_result sampled = run(true);
+  REQUIRE(sampled.training.history.size() == 10);
+  CHECK(sampled.training.history.back().train_loss < sampled.training.history.front().train_loss);
+  const link_result full = run(false);
+  CHECK(sampled.test.auc > 0.8);
+  CHECK(sampled.test.auc > full.test.auc - 0.03);
+  CHECK(sampled.valid.auc == doctest::Approx(sampled.training.best_valid_score));
 }
 
 TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arrays refused") {

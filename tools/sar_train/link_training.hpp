@@ -1,12 +1,14 @@
 // sar-train --task link: the encoder of --model, a decoder of sar/nn/link_decoders.hpp and the
-// full-batch link-prediction loop (sar/train/link_prediction.hpp), on one process or on this
-// rank's part, with the split's pairs in the schedule's numbering. Included by the
-// translation units that compile the runs (single_*.cpp, distributed_*.cpp).
+// full-batch link-prediction loop (sar/train/link_prediction.hpp; the split's pairs in the
+// schedule's numbering) or, with --minibatch, the edge-minibatch loop
+// (sar/train/link_minibatch.hpp; pairs in dataset ids), on one process or on this rank's part.
+// Included by the translation units that compile the runs (single_*.cpp, distributed_*.cpp).
 #pragma once
 
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,11 +20,14 @@
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/io/link_split.hpp"
 #include "sar/optim/adam.hpp"
+#include "sar/sampling/distributed_sampling_graph.hpp"
+#include "sar/train/link_minibatch.hpp"
 #include "sar/train/link_prediction.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 #include "../progress.hpp"
 #include "sar_train.hpp"
+#include "training.hpp"
 
 namespace sar_train {
 
@@ -36,18 +41,24 @@ void with_decoder(const std::string& name, F&& f) {
   SAR_CHECK(found, sar::invalid_argument, "sar-train: --decoder ", name);
 }
 
-/// Trains the encoder `config` and the decoder p.link.decoder on `data` (this rank's share, in
-/// the schedule's numbering) and returns the run's metrics: valid_/test_ auc, hits@K, mrr at
-/// the best epoch (by p.link.select_by), best_epoch, train_loss per epoch, the median epoch
-/// time and the peak memory. Collective.
-template <class T, class Schedule>
+/// Trains the encoder `config` and the decoder p.link.decoder on `data` (this rank's share)
+/// over `graph`: a schedule (full batch; pairs in its numbering) or a minibatch graph
+/// (--minibatch; pairs in dataset ids). Returns the run's metrics: valid_/test_ auc, hits@K,
+/// mrr at the best epoch (by p.link.select_by), best_epoch, train_loss per epoch, the median
+/// epoch time and the peak memory. Collective.
+template <class T, class Graph>
 nlohmann::json train_links(const program_options& p, const sar::model_config& config,
-                           Schedule& graph, const sar::matrix<T>& features,
+                           Graph& graph, const sar::matrix<T>& features,
                            const sar::link_data<T>& data, const std::string& name,
                            sar::mpi_communicator& comm) {
+  constexpr bool sampled = sar::minibatch_graph<Graph>;
+  // The model runs on the graph itself, or on the schedules of sampled minibatches.
+  using Schedule = std::conditional_t<sampled, sar::sampled_minibatch::schedule_type, Graph>;
   const bool root = comm.rank() == 0;
-  sar::node_t nodes = graph.num_destinations();
-  if constexpr (requires { graph.num_global(); }) nodes = graph.num_global();
+  sar::node_t nodes = 0;
+  if constexpr (sampled) nodes = graph.num_nodes();
+  else if constexpr (requires { graph.num_global(); }) nodes = graph.num_global();
+  else nodes = graph.num_destinations();
   SAR_CHECK(p.link.negatives <= nodes, sar::invalid_argument, "sar-train: --negatives ",
             p.link.negatives, " is more than the graph's ", nodes, " nodes");
   const Eigen::Index width = config.hidden;  // the embeddings
@@ -72,8 +83,17 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
         {width, 1}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
         p.seed + 1);
     comm.broadcast(head.parameters.values(), 0);
-    const sar::link_result r = sar::train_link_full_batch(
-        model, head, graph, optimiser, data, options, link, on_epoch);
+    sar::link_result r;
+    if constexpr (sampled) {
+      const sar::minibatch_options minibatch = minibatch_options_of(p, config);
+      r = sar::train_link_minibatch(model, head, graph, optimiser, data, options, link, minibatch,
+                                    on_epoch);
+      metrics["minibatch"] = p.minibatch;
+      metrics["fanouts"] = minibatch.sampler.fanouts;
+    } else {
+      r = sar::train_link_full_batch(model, head, graph, optimiser, data, options, link,
+                                     on_epoch);
+    }
     std::vector<double> losses, seconds;
     std::int64_t peak = 0;
     for (const auto& e : r.training.history) {
@@ -96,14 +116,17 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
 
 namespace detail {
 /// Refuses (on every rank alike) a held-out positive of `split` that is an edge of the graph
-/// whose rows [first, first + rows) are `rows_of` (the in-edges of those nodes, ids as the
-/// split's): each rank looks at the pairs with an end among its rows. Collective.
-inline void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, sar::node_t first,
-                         const program_options& p, sar::mpi_communicator& comm) {
+/// whose rows are `rows_of` (the in-edges of this rank's nodes, ids as the split's; row_of(v):
+/// the row of node v, or -1 if it is not here): each rank looks at the pairs with an end among
+/// its rows. Collective.
+template <class RowOf>
+void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, RowOf&& row_of,
+                  const program_options& p, sar::mpi_communicator& comm) {
   if (p.link.allow_leak) return;
   const auto joined_here = [&](sar::node_t u, sar::node_t v) {  // u in the row of v, if mine
-    if (v < first || v >= first + rows_of.num_rows) return false;
-    const auto row = rows_of.row(v - first);
+    const sar::node_t r = row_of(v);
+    if (r < 0) return false;
+    const auto row = rows_of.row(r);
     return std::find(row.begin(), row.end(), u) != row.end();
   };
   for (const auto& [pairs, file] : {std::pair{&split.valid, "valid_edge.npy"},
@@ -132,23 +155,40 @@ template <class T>
 nlohmann::json train_links_single(const program_options& p, const sar::model_config& config,
                                   sar::graph_dataset& dataset, const sar::link_split& split,
                                   sar::mpi_communicator& comm) {
-  detail::refuse_leaks(split, dataset.graph, 0, p, comm);
+  const sar::node_t n = dataset.num_nodes();
+  detail::refuse_leaks(split, dataset.graph,
+                       [&](sar::node_t v) { return v < n ? v : sar::node_t{-1}; }, p, comm);
   dataset.densify_above(-1.0, "sar-train", p.dataset);  // the encoders read dense rows here
   sar::prepare_model_graph(config, dataset.graph, dataset.edge_features);
+  const sar::matrix<T> features = dataset.features.template cast<T>();
+  const sar::link_data<T> data = sar::link_data_of<T>(split, {features});
+  if (p.minibatch > 0) {
+    sar::sampling_graph sampled(dataset.graph, dataset.edge_features, dataset.edge_types);
+    return train_links<T>(p, config, sampled, features, data, dataset.name, comm);
+  }
   sar::local_schedule schedule(std::move(dataset.graph), std::move(dataset.edge_features),
                                std::move(dataset.edge_types));
-  const sar::matrix<T> features = dataset.features.template cast<T>();
-  return train_links<T>(p, config, schedule, features, sar::link_data_of<T>(split, {features}),
-                        dataset.name, comm);
+  return train_links<T>(p, config, schedule, features, data, dataset.name, comm);
 }
 
 /// P ranks: link prediction on this rank's part (its graph in the model's form:
-/// sar::prepare_model_graph), `split` (dataset ids, read whole by every rank) renumbered as the
-/// parts number the nodes; each rank keeps the pairs whose source it owns. Collective.
+/// sar::prepare_model_graph) with `split` (dataset ids, read whole by every rank); each rank
+/// keeps the pairs whose source it owns. Full batch renumbers the split as the parts number
+/// the nodes; --minibatch samples by dataset id. Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,
                                        sar::link_split split, sar::mpi_communicator& comm) {
+  if (p.minibatch > 0) {
+    const sar::matrix<T> features = part.sparse() ? sar::to_dense<T>(part.sparse_features)
+                                                  : part.features.template cast<T>();
+    sar::distributed_sampling_graph<sar::mpi_communicator> graph(
+        comm, part, p.replication, p.sampler == sar::sampler_kind::layer_wise);
+    detail::refuse_leaks(split, graph.local_rows(),
+                         [&](sar::node_t v) { return graph.local_row(v); }, p, comm);
+    return train_links<T>(p, config, graph, features,
+                          sar::link_data_of<T>(split, {features}, graph), name, comm);
+  }
   const sar::node_t first = part.first_global(), rows = part.in_edges.num_rows;
   const sar::node_t n = part.book.num_nodes();
   // Global id of every dataset id: each rank's original ids, sent to every rank.
@@ -177,7 +217,10 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
     renumber(split.valid_target_negatives);
     renumber(split.test_target_negatives);
   }
-  detail::refuse_leaks(split, part.in_edges, first, p, comm);
+  detail::refuse_leaks(split, part.in_edges,
+                       [&](sar::node_t v) { return v >= first && v - first < rows ? v - first
+                                                                                  : sar::node_t{-1}; },
+                       p, comm);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
   part.in_edges = {};
   // The encoders read dense rows here: sparse features (bag-of-words) are made dense.

@@ -542,9 +542,10 @@ void add_optimisation_options(CLI::App& app, program_options& p, option_override
 void add_minibatch_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Minibatch");
   app.add_option("--minibatch", p.minibatch,
-                 "train on minibatches of this many seeds with sampled neighbourhoods (one "
-                 "process, or data-parallel over the ranks of --partitions); evaluation runs "
-                 "layer-wise over every node. 0 = full batch")
+                 "train on minibatches of this many seeds (--task link: positive edges, "
+                 "left out of their own sampled graph) with sampled neighbourhoods (one "
+                 "process, or data-parallel over the ranks of --partitions or --partition); "
+                 "evaluation runs layer-wise over every node. 0 = full batch")
       ->check(sar_programs::non_negative)->capture_default_str();
   app.add_option("--fanouts", p.fanouts,
                  "with --minibatch: per layer from the input, neighbours sampled per node "
@@ -742,15 +743,14 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
   if (p.link.on) {
-    const char* apart = p.minibatch > 0          ? "--minibatch"
-                        : !p.save_model.empty()  ? "--save-model"
+    const char* apart = !p.save_model.empty()  ? "--save-model"
                         : !p.checkpoint.empty()  ? "--checkpoint"
                         : !p.resume.empty()      ? "--resume"
                         : p.low_bit()            ? "--halo-bits, --gradient-bits and --staleness"
                         : !p.partitions.empty()  ? "--partitions"
                                                  : nullptr;
     SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --task link does not take ",
-              apart, " yet (link prediction trains full batch on one process or on --partition)");
+              apart, " yet (link prediction trains on one process or on --partition)");
     SAR_CHECK(p.link.split_edges.empty() || !p.distributed(), sar::invalid_argument,
               "sar-train: --split-edges splits on one process; on P ranks write the split with "
               "sar-convert --split-edges and pass the dataset");

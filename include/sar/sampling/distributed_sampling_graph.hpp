@@ -262,6 +262,8 @@ class distributed_sampling_graph {
   int size() const { return comm_->size(); }
   /// Ranks per group c (each part lives on c ranks).
   int replication() const { return replication_; }
+  /// The communicator the ranks share.
+  Comm& communicator() const { return *comm_; }
   /// Whether this rank's nodes count in metrics (replica 0 of each group).
   bool counts_in_evaluation() const { return replica_ == 0; }
   /// Number of nodes of this rank's part.

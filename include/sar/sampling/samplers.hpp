@@ -106,6 +106,39 @@ struct sampler_options {
   }
 };
 
+/// Node pairs a minibatch's sample leaves out of its blocks, each in both directions: the
+/// supervision edges of a link-prediction minibatch and their reverses (DGL's
+/// exclude='reverse_id'), so a model does not see the edge it is asked to predict. A picked
+/// edge that is excluded is dropped after the draw (the other picks stay what they were, so a
+/// sample does not depend on which rank drew it).
+class excluded_pairs {
+ public:
+  /// Excludes nothing.
+  excluded_pairs() = default;
+  /// Excludes (first[i], second[i]) and (second[i], first[i]) for every i. Requires spans of
+  /// one length.
+  excluded_pairs(std::span<const node_t> first, std::span<const node_t> second) {
+    SAR_CHECK(first.size() == second.size(), invalid_argument, "sar::excluded_pairs: ",
+              first.size(), " first and ", second.size(), " second nodes");
+    for (std::size_t i = 0; i < first.size(); ++i)
+      keys_.push_back(key(first[i], second[i]));
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+  }
+  /// Whether the edge u -> v (or v -> u) is excluded.
+  bool contains(node_t u, node_t v) const {
+    return std::binary_search(keys_.begin(), keys_.end(), key(u, v));
+  }
+  /// Whether nothing is excluded.
+  bool empty() const { return keys_.empty(); }
+
+ private:
+  static std::pair<node_t, node_t> key(node_t u, node_t v) {
+    return {std::min(u, v), std::max(u, v)};
+  }
+  std::vector<std::pair<node_t, node_t>> keys_;  // (smaller, larger), sorted
+};
+
 /// Throws sar::invalid_argument naming `where` for an empty fanout list, a fanout of 0 or
 /// below -1, or -1 for the layer-wise sampler.
 inline void check_sampler_options(const char* where, const sampler_options& o) {
@@ -593,17 +626,21 @@ class bulk_sampler {
   /// of shares[b] (a subset of batches[b], possibly empty) within minibatch b, which has the
   /// seeds batches[b] (every rank passes the same batches). Node-wise, it is the sample one
   /// process draws for shares[b]; layer-wise, the picks are those of the whole minibatch.
-  /// Collective on a distributed graph. Throws as above (a share may be empty).
+  /// With `exclude` (empty, or one per minibatch), minibatch b's blocks leave out the edges
+  /// exclude[b] names. Collective on a distributed graph. Throws as above (a share may be
+  /// empty).
   template <sampling_graph_of Graph>
   std::vector<minibatch_sample> sample(Graph& graph, std::span<const std::vector<node_t>> batches,
                                        std::span<const std::vector<node_t>> shares,
-                                       std::uint64_t epoch, std::uint64_t first_minibatch) {
+                                       std::uint64_t epoch, std::uint64_t first_minibatch,
+                                       std::span<const excluded_pairs> exclude = {}) {
     constexpr const char* where = "sar::bulk_sampler::sample";
     const node_t n = graph.num_nodes();
     const std::size_t k = batches.size();
     const auto layers = options_.fanouts.size();
-    SAR_CHECK(shares.size() == k, invalid_argument, where, ": ", shares.size(), " shares for ",
-              k, " minibatches");
+    SAR_CHECK(shares.size() == k && (exclude.empty() || exclude.size() == k), invalid_argument,
+              where, ": ", shares.size(), " shares and ", exclude.size(),
+              " exclusions for ", k, " minibatches");
     detail::row_marker& marker = marker_;
     const auto check_seeds = [&](std::span<const node_t> seeds, std::uint64_t b) {
       auto& mark = marker.local();
@@ -643,9 +680,10 @@ class bulk_sampler {
         std::copy_n(out[b].ids.begin(), out[b].level_sizes[l + 1], stacked.begin() + row_start[b]);
       if (options_.kind == sampler_kind::node_wise)
         sample_node_wise(graph.rows(stacked, options_.by_relation(l)), row_start, stacked, out,
-                         l, epoch, first_minibatch);
+                         l, epoch, first_minibatch, exclude);
       else
-        sample_layer_wise(graph, row_start, stacked, out, whole_level, l, epoch, first_minibatch);
+        sample_layer_wise(graph, row_start, stacked, out, whole_level, l, epoch, first_minibatch,
+                          exclude);
     }
     return out;
   }
@@ -654,7 +692,8 @@ class bulk_sampler {
   /// Node-wise layer l: each row of rows_of_a draws its fanout; the picks join the level.
   void sample_node_wise(const adjacency_rows& rows_of_a, const std::vector<node_t>& row_start,
                         const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
-                        std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch) {
+                        std::size_t l, std::uint64_t epoch, std::uint64_t first_minibatch,
+                        std::span<const excluded_pairs> exclude) {
     const bool edge_ids = !rows_of_a.first_edge.empty();
     std::vector<edge_t> entries;  // with edge ids: the entry of rows_of_a of each pick
     const auto key_of = [&](node_t r) {
@@ -662,12 +701,14 @@ class bulk_sampler {
           std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin() - 1);
       return dart_key{epoch, first_minibatch + b, static_cast<std::uint64_t>(stacked[r]), l};
     };
-    const sparse_matrix picked =
+    sparse_matrix picked =
         options_.by_relation(l)
             ? detail::sample_by_relation(rows_of_a, options_.relation_fanouts[l], options_.seed,
                                          key_of, entries)
             : sample_rows(rows_of_a.a, std::vector<node_t>(stacked.size(), options_.fanouts[l]),
                           options_.seed, key_of, edge_ids ? &entries : nullptr);
+    if (!exclude.empty()) drop_excluded(picked, edge_ids ? &entries : nullptr, row_start, stacked,
+                                        exclude);
     detail::row_marker& marker = marker_;
     tbb::parallel_for(std::size_t{0}, out.size(), [&](std::size_t b) {
       minibatch_sample& s = out[b];
@@ -702,13 +743,40 @@ class bulk_sampler {
     });
   }
 
+  /// Removes from `picked` (row r: the picks of destination stacked[r], of the minibatch
+  /// whose rows start at row_start[b]) the edges its minibatch excludes, and their entries.
+  static void drop_excluded(sparse_matrix& picked, std::vector<edge_t>* entries,
+                            const std::vector<node_t>& row_start,
+                            const std::vector<node_t>& stacked,
+                            std::span<const excluded_pairs> exclude) {
+    csr& p = picked.pattern;
+    edge_t kept = 0;
+    for (std::size_t b = 0; b + 1 < row_start.size(); ++b)
+      for (node_t r = row_start[b]; r < row_start[b + 1]; ++r) {
+        const edge_t begin = p.offsets[r], end = p.offsets[r + 1];
+        p.offsets[r] = kept;
+        for (edge_t e = begin; e < end; ++e) {
+          if (exclude[b].contains(stacked[r], p.columns[e])) continue;
+          p.columns[kept] = p.columns[e];
+          picked.values[kept] = picked.values[e];
+          if (entries) (*entries)[kept] = (*entries)[e];
+          ++kept;
+        }
+      }
+    p.offsets[p.num_rows] = kept;
+    p.columns.resize(static_cast<std::size_t>(kept));
+    picked.values.resize(static_cast<std::size_t>(kept));
+    if (entries) entries->resize(static_cast<std::size_t>(kept));
+  }
+
   /// Layer-wise layer l: every minibatch draws s sources from the importances of its whole
-  /// level; this process's rows keep their edges into the picks.
+  /// level; this process's rows keep their edges into the picks (less those it excludes).
   template <class Graph>
   void sample_layer_wise(Graph& graph, const std::vector<node_t>& row_start,
                          const std::vector<node_t>& stacked, std::vector<minibatch_sample>& out,
                          std::vector<std::vector<node_t>>& whole_level, std::size_t l,
-                         std::uint64_t epoch, std::uint64_t first_minibatch) {
+                         std::uint64_t epoch, std::uint64_t first_minibatch,
+                         std::span<const excluded_pairs> exclude) {
     const std::size_t k = out.size();
     // P = Q (Â o Â): one row per minibatch, the importance of every candidate source.
     sparse_matrix q;
@@ -779,7 +847,8 @@ class bulk_sampler {
         for (std::size_t j = 0; j < candidates_of_row.size(); ++j) {
           const node_t v = candidates_of_row[j];
           const auto p = pick_of(v);
-          if (p < 0) continue;
+          if (p < 0 || (!exclude.empty() && exclude[b].contains(stacked[row_start[b] + r], v)))
+            continue;
           edges.columns.push_back(mark.find(v));
           if (edge_ids)
             block.edge_ids.push_back(fetched.first_edge[row_start[b] + r] + static_cast<edge_t>(j));

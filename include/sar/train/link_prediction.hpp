@@ -56,13 +56,11 @@ struct link_data {
   std::vector<node_t> schedule_ids{};
 };
 
-/// The share of `split` a rank scores: the pairs whose source is in [first, first + rows) (all
-/// of them by default), with their rows of per-source negatives and each train pair's index in
-/// split.train as its id; `nodes` are the rank's features.
-template <class T>
-link_data<T> link_data_of(const link_split& split, node_data<T> nodes, node_t first = 0,
-                          node_t rows = std::numeric_limits<node_t>::max()) {
-  const auto owns = [&](node_t u) { return u >= first && u - first < rows; };
+/// The share of `split` a rank scores: the pairs whose source satisfies owns(source), with
+/// their rows of per-source negatives and each train pair's index in split.train as its id;
+/// `nodes` are the rank's features.
+template <class T, class Owns>
+link_data<T> link_data_where(const link_split& split, node_data<T> nodes, Owns&& owns) {
   const auto k = static_cast<std::size_t>(split.per_source);
   const auto keep = [&](const node_pairs& pairs, const std::vector<node_t>* targets,
                         node_pairs& out, std::vector<node_t>* out_targets,
@@ -84,6 +82,14 @@ link_data<T> link_data_of(const link_split& split, node_data<T> nodes, node_t fi
   keep(split.valid_negatives, nullptr, out.valid_negatives, nullptr, nullptr);
   keep(split.test_negatives, nullptr, out.test_negatives, nullptr, nullptr);
   return out;
+}
+
+/// link_data_where for the sources in [first, first + rows) (all of them by default): a
+/// rank's share on a schedule whose ranks own consecutive ids.
+template <class T>
+link_data<T> link_data_of(const link_split& split, node_data<T> nodes, node_t first = 0,
+                          node_t rows = std::numeric_limits<node_t>::max()) {
+  return link_data_where(split, nodes, [&](node_t u) { return u >= first && u - first < rows; });
 }
 
 /// Settings of link prediction beyond train_options.
@@ -254,8 +260,35 @@ class pair_rows {
   std::vector<std::int64_t> wanted_;         // my rows the peers read, peer by peer
 };
 
-/// The figures of one held-out set (positives, shared negatives, own negatives): their
-/// remote rows fetched in one exchange, then scored. Collective.
+/// The figures of one held-out set (positives, shared negatives, each positive's
+/// per_source own negatives) over all ranks of `comm`, scored by `decoder` on the embeddings
+/// `e`, whose row of node g is row_of(g). Collective.
+template <class T, class Comm, class Decoder, class RowOf>
+link_report score_held_out(Comm& comm, Decoder& decoder, const_rows_ref<T> e, RowOf&& row_of,
+                           const node_pairs& positives, const node_pairs& negatives,
+                           std::span<const node_t> own, int per_source,
+                           std::span<const int> hits_at) {
+  const auto score = [&](auto&& source_of, std::span<const node_t> destinations) {
+    std::vector<node_t> s(destinations.size()), t(destinations.size());
+    for (std::size_t i = 0; i < destinations.size(); ++i) {
+      s[i] = row_of(source_of(i));
+      t[i] = row_of(destinations[i]);
+    }
+    std::vector<T> scores(s.size());
+    decoder.score(e, row_pairs{s, t, {}}, scores);
+    return std::vector<double>(scores.begin(), scores.end());
+  };
+  const auto k = static_cast<std::size_t>(std::max(per_source, 1));
+  const auto positive = score([&](std::size_t i) { return positives.source[i]; },
+                              positives.destination);
+  const auto shared = score([&](std::size_t i) { return negatives.source[i]; },
+                            negatives.destination);
+  const auto own_scores = score([&](std::size_t i) { return positives.source[i / k]; }, own);
+  return link_metrics(comm, link_scores{positive, shared, own_scores, per_source}, hits_at);
+}
+
+/// score_held_out on a schedule's embeddings h (full batch): the remote rows the pairs read
+/// fetched in one exchange. Collective.
 template <class T, class Schedule, class Decoder>
 link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h,
                            const node_pairs& positives, const node_pairs& negatives,
@@ -268,22 +301,25 @@ link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h
                                       negatives.destination, own_sources, own});
   matrix<T> extended;
   const auto e = rows.gather(h, extended);
-  const auto score = [&](std::span<const node_t> sources, std::span<const node_t> destinations) {
-    const std::vector<node_t> s = rows.rows(sources), t = rows.rows(destinations);
-    std::vector<T> scores(s.size());
-    decoder.score(e, row_pairs{s, t, {}}, scores);
-    return std::vector<double>(scores.begin(), scores.end());
-  };
-  const auto positive = score(positives.source, positives.destination);
-  const auto shared = score(negatives.source, negatives.destination);
-  const auto own_scores = score(own_sources, own);
-  const link_scores scores{positive, shared, own_scores, per_source};
+  const auto row_of = [&](node_t g) { return rows.row(g); };
   if constexpr (ranked_schedule<Schedule>) {
-    return link_metrics(graph.communicator(), scores, hits_at);
+    return score_held_out<T>(graph.communicator(), decoder, e, row_of, positives, negatives, own,
+                             per_source, hits_at);
   } else {
     serial_communicator one;
-    return link_metrics(one, scores, hits_at);
+    return score_held_out<T>(one, decoder, e, row_of, positives, negatives, own, per_source,
+                             hits_at);
   }
+}
+
+/// Throws sar::invalid_argument naming `where` unless link.select_by names a figure the
+/// evaluation reports: auc, hits@K for a K of hits_at, or mrr with per-source negatives.
+inline void check_select_by(const link_options& link, int per_source, const char* where) {
+  const bool hits = std::ranges::any_of(
+      link.hits_at, [&](int k) { return link.select_by == "hits@" + std::to_string(k); });
+  SAR_CHECK(link.select_by == "auc" || hits || (link.select_by == "mrr" && per_source > 0),
+            invalid_argument, where, ": cannot select by ", link.select_by,
+            ": auc, hits@K for a K of hits_at, or mrr (with per-source negatives)");
 }
 
 /// The figure `name` of a report ("auc", "mrr", "hits\@K"), NaN if absent.
@@ -291,6 +327,29 @@ inline double figure(const link_report& report, const std::string& name) {
   for (const auto& [key, value] : report.named())
     if (key == name) return value;
   return std::numeric_limits<double>::quiet_NaN();
+}
+/// Ends epoch `stats` of a link run: when it was evaluated, its scores are the select_by
+/// figures of `valid` and `test` and the progress line (after `line`) lists the other
+/// validation figures; `out` keeps the reports of the best epoch.
+inline void finish_link_epoch(epoch_recorder& recorder, epoch_stats stats, std::string line,
+                              const link_report& valid, const link_report& test,
+                              const std::string& select_by, link_result& out) {
+  if (stats.evaluated) {
+    stats.valid_loss = 0;  // the best epoch is chosen by the figure alone
+    stats.valid_score = figure(valid, select_by);
+    stats.test_score = figure(test, select_by);
+    for (const auto& [name, value] : valid.named())
+      if (name != select_by) {
+        char text[64];
+        std::snprintf(text, sizeof text, "  val %s %.4f", name.c_str(), value);
+        line += text;
+      }
+  }
+  recorder.finish(stats, line);
+  if (recorder.result().best_epoch == stats.epoch) {
+    out.valid = valid;
+    out.test = test;
+  }
 }
 }  // namespace detail
 
@@ -322,13 +381,7 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       data.schedule_ids.empty() || data.schedule_ids.size() == static_cast<std::size_t>(num_nodes),
       invalid_argument, where, ": ", data.schedule_ids.size(), " schedule ids for ", num_nodes,
       " nodes");
-  const bool hits = link.select_by.starts_with("hits@") &&
-                    std::ranges::any_of(link.hits_at, [&](int k) {
-                      return link.select_by == "hits@" + std::to_string(k);
-                    });
-  SAR_CHECK(link.select_by == "auc" || hits || (link.select_by == "mrr" && data.per_source > 0),
-            invalid_argument, where, ": cannot select by ", link.select_by,
-            ": auc, hits@K for a K of hits_at, or mrr (with per-source negatives)");
+  detail::check_select_by(link, data.per_source, where);
   double supervised = static_cast<double>(data.train.size());
   graph.all_reduce_sum(std::span<double>(&supervised, 1));
   SAR_CHECK(supervised > 0, invalid_argument, where, ": no supervision pair on any rank");
@@ -390,7 +443,6 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
     stats.train_score = std::numeric_limits<double>::quiet_NaN();
 
     link_report valid, test;
-    std::string detail_line;
     if (options.evaluates(epoch)) {
       ctx.training = false;
       const matrix<T>& eval = data.nodes.forward(model, graph, ctx);
@@ -399,21 +451,8 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       test = detail::evaluate_links<T>(graph, head.decoder, eval, data.test, data.test_negatives,
                                        data.test_target_negatives, data.per_source, link.hits_at);
       stats.evaluated = true;
-      stats.valid_loss = 0;  // the best epoch is chosen by the figure alone
-      stats.valid_score = detail::figure(valid, link.select_by);
-      stats.test_score = detail::figure(test, link.select_by);
-      for (const auto& [name, value] : valid.named())
-        if (name != link.select_by) {
-          char figure[64];
-          std::snprintf(figure, sizeof figure, "  val %s %.4f", name.c_str(), value);
-          detail_line += figure;
-        }
     }
-    recorder.finish(stats, detail_line);
-    if (recorder.result().best_epoch == epoch) {
-      out.valid = valid;
-      out.test = test;
-    }
+    detail::finish_link_epoch(recorder, stats, "", valid, test, link.select_by, out);
   }
   out.training = std::move(recorder.result());
   return out;

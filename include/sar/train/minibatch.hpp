@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <span>
 #include <type_traits>
 #include <unordered_set>
@@ -99,16 +100,19 @@ inline std::vector<node_t> shuffled_nodes(std::span<const node_t> nodes, std::ui
   return order;
 }
 
-/// This rank's part of an epoch's minibatches: the training nodes of all ranks in the order
-/// shuffled_nodes gives them, cut into minibatches of batch_size seeds (the last may be
-/// smaller), and minibatch b's seeds cut into `ranks` consecutive shares, share r for rank r.
+/// This rank's part of an epoch's minibatches: the training items (nodes, or a link
+/// minibatch's edges) of all ranks in the order shuffled_nodes gives them, cut into
+/// minibatches of batch_size items (the last may be smaller), and minibatch b's items cut
+/// into `ranks` consecutive shares, share r for rank r.
 struct minibatch_shares {
-  node_t train_count = 0;          ///< training nodes over all ranks
-  node_t batch_size = 1;           ///< seeds per minibatch (the last may have fewer)
+  node_t train_count = 0;          ///< training items over all ranks
+  node_t batch_size = 1;           ///< items per minibatch (the last may have fewer)
   int rank = 0;                    ///< this rank
   int ranks = 1;                   ///< ranks sharing each minibatch
-  std::vector<node_t> nodes;       ///< this rank's shares, minibatch after minibatch
-  /// This rank's share of minibatch b: nodes[start[b], start[b + 1]).
+  /// Values per item in `nodes`: 1 for a node; an edge travels as (id, source, destination).
+  int width = 1;
+  std::vector<node_t> nodes;       ///< this rank's shares' items, minibatch after minibatch
+  /// This rank's share of minibatch b: items [start[b], start[b + 1]) of nodes.
   std::vector<std::size_t> start;
 
   /// Number of minibatches.
@@ -118,39 +122,57 @@ struct minibatch_shares {
   /// Where share r of a minibatch of `size` seeds begins within it (share r ends where r + 1
   /// begins; share `ranks` begins at `size`).
   node_t share_begin(node_t size, int r) const { return size * r / ranks; }
-  /// This rank's share of minibatch b.
+  /// This rank's share of minibatch b (width values per item).
   std::span<const node_t> share(node_t b) const {
-    return std::span<const node_t>(nodes).subspan(start[b], start[b + 1] - start[b]);
+    const auto w = static_cast<std::size_t>(width);
+    return std::span<const node_t>(nodes).subspan(start[b] * w, (start[b + 1] - start[b]) * w);
+  }
+  /// Copies of this rank's shares of minibatches first, ..., first + count - 1.
+  std::vector<std::vector<node_t>> shares(node_t first, node_t count) const {
+    std::vector<std::vector<node_t>> out;
+    for (node_t b = first; b < first + count; ++b) out.emplace_back(share(b).begin(), share(b).end());
+    return out;
   }
 };
 
-/// The minibatch shares of `epoch` (minibatch_shares) from this rank's training nodes
-/// `training` (every rank's disjoint from the others', train_count over all ranks): the
-/// permutation keyed by (seed, epoch, node id) sorted across ranks by key range, so no rank
-/// holds more than its share of the training nodes. Requires batch_size >= 1. Collective on a
-/// distributed graph (three all-to-alls); one process: its shares are the whole minibatches.
+/// The minibatch shares of `epoch` (minibatch_shares) from this rank's training items
+/// `training` (`width` values per item, the first its id, which keys its place; every rank's
+/// ids disjoint from the others', train_count items over all ranks): the permutation keyed by
+/// (seed, epoch, id) sorted across ranks by key range, so no rank holds more than its share
+/// of the items. Requires batch_size >= 1. Collective on a distributed graph (three
+/// all-to-alls); one process: its shares are the whole minibatches.
 template <class Graph>
 minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
                                  node_t train_count, node_t batch_size, std::uint64_t seed,
-                                 std::uint64_t epoch) {
+                                 std::uint64_t epoch, int width = 1) {
   minibatch_shares out;
   out.train_count = train_count;
   out.batch_size = batch_size;
   out.rank = graph.rank();
   out.ranks = graph.size();
+  out.width = width;
   const auto ranks = static_cast<std::size_t>(out.ranks);
-  // 1. (key, id) to the rank of the key's range: keys are uniform, so ranges hold even counts.
+  const auto w = static_cast<std::size_t>(width);
+  // 1. (key, item) to the rank of the key's range: keys are uniform, so ranges hold even
+  //    counts.
   const shuffle_keys key_of(seed);
   std::vector<std::vector<std::int64_t>> by_range(ranks);
-  for (node_t v : training) {
-    const std::uint64_t key = key_of(epoch, v);
+  for (std::size_t i = 0; i < training.size(); i += w) {
+    const std::uint64_t key = key_of(epoch, training[i]);
     const auto range = static_cast<std::size_t>(((key >> 32) * ranks) >> 32);
-    by_range[range].insert(by_range[range].end(), {std::bit_cast<std::int64_t>(key), v});
+    by_range[range].push_back(std::bit_cast<std::int64_t>(key));
+    by_range[range].insert(by_range[range].end(), training.begin() + static_cast<std::ptrdiff_t>(i),
+                           training.begin() + static_cast<std::ptrdiff_t>(i + w));
   }
-  std::vector<std::pair<std::uint64_t, node_t>> keyed;
+  // Each item as (key, id, where its values are in `values`).
+  std::vector<std::int64_t> values;
+  std::vector<std::tuple<std::uint64_t, node_t, std::size_t>> keyed;
   for (const auto& from : graph.all_to_all(by_range))
-    for (std::size_t i = 0; i < from.size(); i += 2)
-      keyed.emplace_back(std::bit_cast<std::uint64_t>(from[i]), from[i + 1]);
+    for (std::size_t i = 0; i < from.size(); i += 1 + w) {
+      keyed.emplace_back(std::bit_cast<std::uint64_t>(from[i]), from[i + 1], values.size());
+      values.insert(values.end(), from.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                    from.begin() + static_cast<std::ptrdiff_t>(i + 1 + w));
+    }
   by_range = {};
   std::sort(keyed.begin(), keyed.end());
   // 2. The place of this rank's first node in the global order: the counts of lower ranges.
@@ -169,9 +191,11 @@ minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
     const node_t within = place - b * batch_size, size = out.seeds(b);
     // The last r with share_begin(size, r) <= within.
     const auto r = static_cast<std::size_t>(((within + 1) * out.ranks + size - 1) / size - 1);
-    to_share[r].push_back(keyed[i].second);
+    const auto at = values.begin() + static_cast<std::ptrdiff_t>(std::get<2>(keyed[i]));
+    to_share[r].insert(to_share[r].end(), at, at + static_cast<std::ptrdiff_t>(w));
   }
   keyed = {};
+  values = {};
   for (const auto& from : graph.all_to_all(to_share))
     out.nodes.insert(out.nodes.end(), from.begin(), from.end());
   const node_t batches = out.batches();
@@ -181,9 +205,9 @@ minibatch_shares shuffled_shares(Graph& graph, std::span<const node_t> training,
     out.start[b + 1] = out.start[b] + static_cast<std::size_t>(
         out.share_begin(size, out.rank + 1) - out.share_begin(size, out.rank));
   }
-  SAR_CHECK(out.start[batches] == out.nodes.size(), error, "sar::shuffled_shares: rank ",
-            out.rank, " received ", out.nodes.size(), " seeds for shares of ",
-            out.start[batches], " (are the ranks' training nodes disjoint?)");
+  SAR_CHECK(out.start[batches] * w == out.nodes.size(), error, "sar::shuffled_shares: rank ",
+            out.rank, " received ", out.nodes.size() / w, " items for shares of ",
+            out.start[batches], " (are the ranks' training items disjoint?)");
   return out;
 }
 
@@ -393,6 +417,22 @@ matrix<T> infer_layer_wise(Model& model, Graph& graph, const bf16_rows& features
   return detail::infer_stages(model, graph, features, ctx, rows_per_block);
 }
 
+namespace detail {
+/// infer_layer_wise on data's features, in whichever form they are held (dense, sparse on a
+/// graph that gathers them, bf16). Collective on a distributed graph.
+template <class Model, minibatch_graph Graph, class T = typename Model::scalar>
+matrix<T> infer_node_data(Model& model, Graph& graph, const node_data<T>& data,
+                          const layer_context& ctx, node_t rows_per_block) {
+  if (data.sparse_features != nullptr) {
+    if constexpr (gathers_sparse_rows<Graph, T>)
+      return infer_layer_wise(model, graph, *data.sparse_features, ctx, rows_per_block);
+  } else if (data.bf16_features != nullptr) {
+    return infer_layer_wise(model, graph, *data.bf16_features, ctx, rows_per_block);
+  }
+  return infer_layer_wise(model, graph, data.features, ctx, rows_per_block);
+}
+}  // namespace detail
+
 /// One process: the output for every node of `graph` (in-edges, row = dataset id).
 template <class Model, class T = typename Model::scalar>
 matrix<T> infer_layer_wise(Model& model, const csr& graph,
@@ -481,13 +521,13 @@ struct bulk_gather {
 
 /// Fetches the minibatches of `samples` from `begin` on: as many as keep the union of their
 /// input nodes within `bound` rows on every rank (at least one; bound 0: all the rest).
-/// Collective: one small all-reduce, one gather of feature rows, one of out-degrees, one of
-/// labels or targets, and with an edge table one of the edge rows (features, relations) of
-/// the group's blocks (each edge once).
+/// Collective: one small all-reduce, one gather of feature rows, one of out-degrees, with
+/// `targets` one of labels or targets, and with an edge table one of the edge rows (features,
+/// relations) of the group's blocks (each edge once).
 template <class T, class Graph>
 bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
                             const std::vector<minibatch_sample>& samples, node_t begin,
-                            node_t bound) {
+                            node_t bound, bool targets = true) {
   const auto count = static_cast<node_t>(samples.size());
   std::vector<std::int64_t> too_many(static_cast<std::size_t>(count - begin), 0);
   if (bound > 0) {  // the union's size after each minibatch
@@ -524,6 +564,7 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   }
   out.out_degrees = graph.out_degrees(out.ids);
   if (edge_table) out.edges = graph.gather_edges(out.edge_ids);
+  if (!targets) return out;
   if (has_class_ids(data.task))
     out.targets.labels = graph.gather(data.labels, out.seeds);
   else
@@ -531,8 +572,9 @@ bulk_gather<T> gather_group(Graph& graph, const node_data<T>& data,
   return out;
 }
 
-/// The seeds of minibatches first, first + 1, ... of `order`, given shares[b], this rank's
-/// share of minibatch first + b: every rank's shares joined in rank order. Collective.
+/// The items of minibatches first, first + 1, ... of `order`, given shares[b], this rank's
+/// share of minibatch first + b (order.width values per item): every rank's shares joined in
+/// rank order. Collective.
 template <class Graph>
 std::vector<std::vector<node_t>> whole_minibatches(Graph& graph, const minibatch_shares& order,
                                                    node_t first,
@@ -547,7 +589,8 @@ std::vector<std::vector<node_t>> whole_minibatches(Graph& graph, const minibatch
     auto at = all[static_cast<std::size_t>(r)].begin();
     for (std::size_t b = 0; b < shares.size(); ++b) {
       const node_t size = order.seeds(first + static_cast<node_t>(b));
-      const node_t count = order.share_begin(size, r + 1) - order.share_begin(size, r);
+      const node_t count =
+          (order.share_begin(size, r + 1) - order.share_begin(size, r)) * order.width;
       seeds[b].insert(seeds[b].end(), at, at + count);
       at += count;
     }
@@ -634,11 +677,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     double loss_sum = 0;
     for (node_t first = 0; first < batches; first += mb.bulk) {
       const node_t count = std::min<node_t>(mb.bulk, batches - first);
-      std::vector<std::vector<node_t>> shares(static_cast<std::size_t>(count));
-      for (node_t b = 0; b < count; ++b) {
-        const auto share = order.share(first + b);
-        shares[b].assign(share.begin(), share.end());
-      }
+      const std::vector<std::vector<node_t>> shares = order.shares(first, count);
       const std::vector<std::vector<node_t>> seeds =
           detail::whole_minibatches(graph, order, first, shares);
       auto t = clock::now();
@@ -693,15 +732,7 @@ train_result train_minibatch(Model& model, Graph& graph, Optimiser& optimiser,
     if (options.evaluates(epoch)) {
       const layer_context eval{.training = false, .seed = options.seed,
                                .epoch = static_cast<std::uint64_t>(epoch)};
-      matrix<T> logits;
-      if (data.sparse_features != nullptr) {
-        if constexpr (detail::gathers_sparse_rows<Graph, T>)
-          logits = infer_layer_wise(model, graph, *data.sparse_features, eval, mb.inference_rows);
-      } else if (data.bf16_features != nullptr) {
-        logits = infer_layer_wise(model, graph, *data.bf16_features, eval, mb.inference_rows);
-      } else {
-        logits = infer_layer_wise(model, graph, data.features, eval, mb.inference_rows);
-      }
+      matrix<T> logits = detail::infer_node_data(model, graph, data, eval, mb.inference_rows);
       if (!graph.counts_in_evaluation()) logits.resize(0, logits.cols());
       detail::evaluate(graph, logits, evaluated, evaluated.node_targets(),
                        task.normaliser(valid_count, width), stats);
