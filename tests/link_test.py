@@ -1,17 +1,20 @@
-"""Link prediction through the programs (usage: link_test.py SAR_TRAIN SAR_CONVERT [MPIRUN]).
+"""Link prediction through the programs (usage: link_test.py SAR_TRAIN SAR_CONVERT SAR_PREDICT
+[MPIRUN]).
 
 1. sar-convert --split-edges on Cora (../shared/data): split/random/ holds int64 arrays of the
    stated shapes, no held-out positive is an edge of the written graph (either direction),
    the graph lost exactly the held-out edges, and --verify reads it all back.
 2. sar-train --task link (GCN, dot) on it learns: test AUC well above chance, every figure
-   the metrics promise; --decoder mlp trains too.
+   the metrics promise; --decoder mlp trains too, saved with --save-model: sar-predict
+   --embeddings --pairs writes every node's embedding and the scores of the test positives and
+   negatives, whose AUC is the test AUC sar-train reported at its best epoch.
 3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
    per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
    with --minibatch (edge minibatches on sampled neighbourhoods, which learn too).
 4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
    --allow-leak; an id outside the graph names the file and row; a dataset without a split
-   says how to make one; link options without --task link, --task link with --save-model, and
-   more negatives per positive than nodes.
+   says how to make one; link options without --task link, --embeddings for a node model,
+   a link model without --embeddings or --pairs, and more negatives per positive than nodes.
 """
 import json
 import os
@@ -22,8 +25,8 @@ import tempfile
 
 from npy_files import read_npy, write_npy
 
-sar_train, sar_convert = sys.argv[1:3]
-mpirun = sys.argv[3] if len(sys.argv) > 3 else None
+sar_train, sar_convert, sar_predict = sys.argv[1:4]
+mpirun = sys.argv[4] if len(sys.argv) > 4 else None
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 
 
@@ -79,7 +82,35 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     assert m["task"] == "link" and len(m["train_loss"]) == 60
     assert m["test_auc"] > 0.8, m["test_auc"]  # chance 0.5; GAE reports 0.91 after 200 epochs
     assert m["train_loss"][-1] < m["train_loss"][0]
-    run(base + ["--epochs", "3", "--decoder", "mlp", "--negatives", "2"])
+    # 2b. A saved MLP-decoder model scores pairs as training evaluated them.
+    model = os.path.join(work, "links.sarmodel")
+    run(base + ["--epochs", "8", "--decoder", "mlp", "--negatives", "2", "--select-by", "auc",
+                "--save-model", model, "--metrics-out", metrics])
+    with open(metrics) as f:
+        m = json.load(f)
+    test_positive, test_negative = test, pairs(os.path.join(split, "test_edge_neg.npy"))
+    asked = os.path.join(work, "asked.npy")
+    write_npy(asked, "<i8", (len(test_positive) + len(test_negative), 2),
+              [x for pair in test_positive + test_negative for x in pair])
+    predicted = os.path.join(work, "predicted")
+    run([sar_predict, "--model", model, "--dataset", links, "--embeddings", "--pairs", asked,
+         "--out", predicted])
+    shape, _ = read_npy(os.path.join(predicted, "embeddings.npy"))
+    assert shape == (n - 1, 16), shape  # --hidden's default for GCN
+    (count,), scores = read_npy(os.path.join(predicted, "scores.npy"))
+    assert count == len(test_positive) + len(test_negative), count
+    p_scores, n_scores = scores[:len(test_positive)], scores[len(test_positive):]
+    wins = sum((p > q) + 0.5 * (p == q) for p in p_scores for q in n_scores)
+    auc = wins / (len(p_scores) * len(n_scores))
+    assert abs(auc - m["test_auc"]) < 1e-3, (auc, m["test_auc"], m["best_epoch"])
+    err = run([sar_predict, "--model", model, "--dataset", links, "--out", predicted],
+              expect=1).stderr
+    assert "--embeddings, --pairs" in err, err
+    far_pairs = os.path.join(work, "far.npy")
+    write_npy(far_pairs, "<i8", (2, 2), [0, 1, 0, n + 5])
+    err = run([sar_predict, "--model", model, "--dataset", links, "--pairs", far_pairs,
+               "--out", predicted], expect=1).stderr
+    assert "far.npy, row 1" in err and "outside" in err, err
 
     # 3. Two ranks, nodes renumbered by a random partition: the one-process run.
     if mpirun:
@@ -134,8 +165,11 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     assert "split/random" in err and "--split-edges" in err, err
     err = run([sar_train, "--dataset", links, "--decoder", "mlp", "--quiet"], expect=1).stderr
     assert "--decoder is an option of --task link" in err, err
-    err = run(base + ["--save-model", os.path.join(work, "model")], expect=1).stderr
-    assert "--save-model" in err, err
+    node_model = os.path.join(work, "node.sarmodel")
+    run([sar_train, "--dataset", cora, "--epochs", "1", "--quiet", "--save-model", node_model])
+    err = run([sar_predict, "--model", node_model, "--dataset", cora, "--embeddings",
+               "--out", os.path.join(work, "node-predicted")], expect=1).stderr
+    assert "--embeddings applies to a link-prediction model" in err, err
     err = run(base + ["--negatives", "100000"], expect=1).stderr
     assert "--negatives 100000 is more than the graph's 2708 nodes" in err, err
 print("link prediction through the programs: all checks passed")

@@ -3,7 +3,7 @@
 // header and size checks behind the checksum are reached too; an even first byte leaves it as
 // it is. A file read_model accepts is loaded (load_model), given the rows of its per-node
 // embeddings if it has any (hold_saved_rows), and predicts on a 3-node graph (with edge types
-// when the model has a schema).
+// when the model has a schema); a link-prediction model's decoder scores two pairs.
 // SAR_FUZZ_WRITE_SEEDS=DIR writes a valid model file of each kind as seeds.
 #include <cstring>
 #include <string>
@@ -26,8 +26,10 @@ sar::graph_schema ring_schema() {
 const std::vector<sar::node_t> ring_nodes{0, 1, 2};
 
 /// A small trained-looking model of `kind` as a model file's content; `embeddings`: an rgcn
-/// whose author has no features but a learnt row.
-std::string model_of(const std::string& kind, bool batch_norm, bool embeddings = false) {
+/// whose author has no features but a learnt row; `link`: a link-prediction model with an MLP
+/// decoder.
+std::string model_of(const std::string& kind, bool batch_norm, bool embeddings = false,
+                     bool link = false) {
   sar::model_config c = sar::paper_defaults(kind);
   c.hidden = 3;
   c.heads = 2;
@@ -42,10 +44,19 @@ std::string model_of(const std::string& kind, bool batch_norm, bool embeddings =
   std::vector<sar::row_table<float>> tables;  // held whole: the rows of every node
   for (std::size_t k = 0; k < model.parameters().table_count(); ++k)
     tables.push_back(model.parameters().table(k));
+  const std::span<const sar::row_table<float>> held(tables);
+  if (!link)
+    return sar::model_file_content(
+        model, {.config = c, .input_dim = 4, .output_dim = 2, .task = sar::task_kind::regress,
+                .targets = {{1.5, -2}, {0.5, 3}}},
+        held);
+  sar::mlp_decoder<float> mlp({2, 1});
+  sar::parameter_store<float> weights;
+  mlp.declare(weights);
+  weights.allocate();
+  weights.initialise(3);
   return sar::model_file_content(
-      model, {.config = c, .input_dim = 4, .output_dim = 2, .task = sar::task_kind::regress,
-              .targets = {{1.5, -2}, {0.5, 3}}},
-      std::span<const sar::row_table<float>>(tables));
+      model, {.config = c, .input_dim = 4, .output_dim = 2, .decoder = "mlp"}, held, &weights);
 }
 
 }  // namespace
@@ -68,6 +79,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                         std::ios::binary);
       out.put(static_cast<char>(2 * k));
       out << model_of("rgcn", false, /*embeddings=*/true);
+      std::ofstream link(std::filesystem::path(dir) / ("seed-" + std::to_string(k++)),
+                         std::ios::binary);
+      link.put(static_cast<char>(2 * k));
+      link << model_of("gcn", false, /*embeddings=*/false, /*link=*/true);
     }
     return true;
   }();
@@ -92,6 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const sar::matrixf x = sar::matrixf::Ones(3, saved.description.input_dim);
     sar::matrixf y = sar::predict(model, graph, x);
     sar::to_original_units(y, saved.description.targets);
+    if (!saved.description.decoder.empty())
+      (void)sar::score_saved_pairs<float>(saved, y, {.source = {0, 2}, .destination = {1, 0}});
   });
   return 0;
 }

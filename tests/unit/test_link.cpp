@@ -25,6 +25,7 @@
 #include "sar/sampling/samplers.hpp"
 #include "sar/train/link_minibatch.hpp"
 #include "sar/train/link_prediction.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 #include "test_support.hpp"
 
@@ -378,6 +379,51 @@ TEST_CASE("train_link_minibatch: SAGE + dot on sampled edge minibatches learns a
   CHECK(sampled.test.auc > 0.8);
   CHECK(sampled.test.auc > full.test.auc - 0.03);
   CHECK(sampled.valid.auc == doctest::Approx(sampled.training.best_valid_score));
+}
+
+TEST_CASE("a link model saved with its decoder predicts the scores it was evaluated with") {
+  graph_dataset data = planted_links();
+  const link_split split = split_of(data);
+  local_schedule graph(with_self_loops(data.graph, self_loop_policy::add));
+  model_config config = paper_defaults("gcn");
+  config.hidden = 16;
+  auto model = make_model<float, local_schedule>(config, data.features.cols(), 16, 1);
+  auto optimiser = make_optimiser(config, model);
+  link_head<mlp_decoder<float>, adam<float>> head({16, 1}, adam<float>(adam_options{}), 1);
+  train_options options;
+  options.epochs = 3;
+  options.log_progress = false;
+  (void)train_link_full_batch(model, head, graph, optimiser,
+                              link_data_of<float>(split, {data.features}), options, {});
+  const testing_support::temp_dir dir("link-model");
+  const auto file = dir.path / "links.sarmodel";
+  serial_communicator one;
+  const model_description d{.config = config, .input_dim = data.features.cols(),
+                            .output_dim = 16, .decoder = "mlp"};
+  save_model(one, file, model, d, 0, &head.parameters);
+  const saved_model saved = read_model(file);
+  CHECK(saved.description.decoder == "mlp");
+  std::size_t packed = 0;  // the decoder's values without the store's padding
+  for (std::size_t k = 0; k < head.parameters.size(); ++k)
+    packed += static_cast<std::size_t>(head.parameters.shape(k).rows * head.parameters.shape(k).cols);
+  CHECK(saved.decoder_parameters.size() == head.parameters.size());
+  CHECK(saved.decoder_values.size() == packed);
+  auto loaded = load_model<float, local_schedule>(saved);
+  const matrixf h = predict(loaded, graph, data.features);
+  std::vector<float> expected(split.test.size());
+  const auto& pairs = split.test;
+  head.decoder.score(h, row_pairs{pairs.source, pairs.destination, {}}, expected);
+  CHECK(score_saved_pairs<float>(saved, h, pairs) == expected);
+  // Decoder and name go together; a node model has no pairs to score.
+  CHECK_THROWS_AS(save_model(one, file, model, d), invalid_argument);
+  const saved_model node_model = [&] {
+    save_model(one, file, model, {.config = config, .input_dim = data.features.cols(),
+                                  .output_dim = 16});
+    return read_model(file);
+  }();
+  CHECK(node_model.description.decoder.empty());
+  CHECK_THROWS_WITH_AS(score_saved_pairs<float>(node_model, h, pairs),
+                       doctest::Contains("no decoder"), invalid_argument);
 }
 
 TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arrays refused") {

@@ -25,6 +25,7 @@
 #include "sar/train/link_prediction.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
+#include "sar/version.hpp"
 #include "../progress.hpp"
 #include "sar_train.hpp"
 #include "training.hpp"
@@ -83,6 +84,15 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
         {width, 1}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
         p.seed + 1);
     comm.broadcast(head.parameters.values(), 0);
+    // --save-model: the encoder's and the decoder's parameters of the best epoch so far.
+    best_parameters best(model);
+    std::vector<T> best_decoder;
+    if (!p.save_model.empty())
+      options.after_epoch = [&](const sar::train_result& r) {
+        best.keep_if_best(r);
+        if (r.best_epoch >= 0 && r.best_epoch + 1 == r.epochs_done())
+          best_decoder.assign(head.parameters.values().begin(), head.parameters.values().end());
+      };
     sar::link_result r;
     if constexpr (sampled) {
       const sar::minibatch_options minibatch = minibatch_options_of(p, config);
@@ -110,6 +120,20 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
     std::sort(seconds.begin(), seconds.end());
     metrics["epoch_seconds_median"] = seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
     metrics["peak_memory_bytes"] = peak;
+    if (!p.save_model.empty()) {
+      best.restore();  // the best epoch's (every rank kept the same)
+      if (!best_decoder.empty())
+        std::copy(best_decoder.begin(), best_decoder.end(), head.parameters.values().begin());
+      nlohmann::json about = metrics;
+      about.erase("train_loss");
+      about["sar_version"] = SAR_VERSION_STRING;
+      const sar::model_description description{
+          .config = config, .input_dim = features.cols(), .output_dim = width,
+          .decoder = p.link.decoder, .row_normalise_features = p.row_normalised,
+          .about = about};
+      sar::save_model(comm, p.save_model, model, description, 0, &head.parameters);
+      if (root && !p.quiet) sar::log_info("saved the model to " + p.save_model);
+    }
   });
   return metrics;
 }

@@ -743,8 +743,7 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
   if (p.link.on) {
-    const char* apart = !p.save_model.empty()  ? "--save-model"
-                        : !p.checkpoint.empty()  ? "--checkpoint"
+    const char* apart = !p.checkpoint.empty()  ? "--checkpoint"
                         : !p.resume.empty()      ? "--resume"
                         : p.low_bit()            ? "--halo-bits, --gradient-bits and --staleness"
                         : !p.partitions.empty()  ? "--partitions"

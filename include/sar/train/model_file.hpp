@@ -2,34 +2,39 @@
 // (sar::model_config and the input and output widths), what its outputs mean (the task, a
 // regression's target standardisation, how the features were normalised), its parameters and
 // its layers' state (batch norm's running statistics), and the rows of its per-node
-// embeddings if it learnt any. Format "sar-model", version 2:
+// embeddings if it learnt any, and for link prediction its decoder. Format "sar-model",
+// version 3:
 //   bytes 0-7        magic "SARMODEL"
-//   bytes 8-11       uint32 format version (2), little-endian like everything after
+//   bytes 8-11       uint32 format version (3), little-endian like everything after
 //   bytes 12-15      uint32 0
 //   bytes 16-23      uint64 H, the bytes of the JSON header
-//   H bytes          the header: {"format": "sar-model", "format_version": 2,
+//   H bytes          the header: {"format": "sar-model", "format_version": 3,
 //                    "scalar": "float32" | "float64", "model": {model_config's fields},
 //                    "input_dim": F, "output_dim": K, "task": "classify" | "regress" |
-//                    "multilabel", "target_mean": [...], "target_scale": [...] (regress;
+//                    "multilabel" | "link", "target_mean": [...], "target_scale": [...] (regress;
 //                    else empty), "row_normalise_features": bool, "parameters": [{"name",
 //                    "rows", "cols"}, ...], "state": [sizes], "tables": [{"name",
-//                    "first_id", "end_id", "cols"}, ...], "about": {free: what the writer
-//                    adds, e.g. the dataset and the scores}}
+//                    "first_id", "end_id", "cols"}, ...], "decoder": {"name", "parameters":
+//                    [{"name", "rows", "cols"}, ...]} (link only), "about": {free: what the
+//                    writer adds, e.g. the dataset and the scores}}
 //   the parameters   packed back to back in store order, of the scalar type
 //   the state        every layer's state array in order, float64
 //   the tables       each row table (sar/nn/parameters.hpp: per-node embeddings) whole: the
 //                    rows of ids first_id .. end_id - 1 in order, cols values each, of the
 //                    scalar type
+//   the decoder      link only: its parameters packed in store order, of the scalar type
 //   4 bytes          uint32 CRC-32 (zlib) of everything before it
 // Written as an output file (sar/io/output_file.hpp: replaced whole or not at all); read
 // whole and checked (magic, version, sizes, CRC-32, every field) before anything of it is used.
-// Version 1 files (no tables) are read too.
+// Version 1 files (no tables) and version 2 files (no decoder) are read too.
 //
 //   sar::save_model(comm, "model.sar", model, {.input_dim = F, .task = ..., ...});  // collective
 //   const sar::saved_model saved = sar::read_model("model.sar");
 //   auto model = sar::load_model<float, Schedule>(saved);   // make_model + the parameters
 //   sar::hold_saved_rows(model, saved, ids);  // embeddings only: the rows of this rank's nodes
 //   sar::matrixf y = sar::predict(model, graph, features);  // evaluation mode
+//   // A link-prediction model (saved with its decoder's parameters): y holds embeddings.
+//   std::vector<float> s = sar::score_saved_pairs<float>(saved, y, pairs);
 #pragma once
 
 #include <cmath>
@@ -52,7 +57,9 @@
 #include "sar/io/output_file.hpp"
 #include "sar/core/task_kind.hpp"
 #include "sar/graph/builders.hpp"
+#include "sar/graph/edge_split.hpp"
 #include "sar/nn/layer.hpp"
+#include "sar/nn/link_decoders.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/families.hpp"
@@ -61,7 +68,7 @@
 namespace sar {
 
 /// Version of the model file format (see the top of this file).
-inline constexpr int model_file_version = 2;
+inline constexpr int model_file_version = 3;
 
 /// What a model file says about its model besides the parameters (what the writer states).
 struct model_description {
@@ -75,6 +82,9 @@ struct model_description {
   /// regress: the standardisation of the training targets (standardise_targets); a
   /// prediction p is p * scale + mean in the original units. Empty: none.
   target_standardisation targets{};
+  /// Link prediction: the name of the decoder (sar/nn/link_decoders.hpp) whose parameters the
+  /// file holds; the outputs are node embeddings and `task` is not read. Empty: a node task.
+  std::string decoder{};
   /// Whether the features were row-normalised (each row divided by its sum) before training;
   /// a user of the model must do the same (sar-predict does).
   bool row_normalise_features = false;
@@ -96,6 +106,8 @@ struct saved_model {
     std::vector<double> values;  ///< (end_id - first_id) x cols, row-major, by id
   };
   std::vector<table> tables;   ///< the model's row tables, in store order
+  std::vector<checkpoint::parameter> decoder_parameters;  ///< link: names and shapes, in order
+  std::vector<double> decoder_values;                     ///< link: the decoder's, packed
   std::uint32_t identity = 0;  ///< the file's CRC-32
 };
 
@@ -192,11 +204,13 @@ void append_whole(std::string& out, const row_table<T>& t) {
 /// described by `d`, with `tables`: its row tables (per-node embeddings) gathered whole, in
 /// store order (detail::checkpoints::gather_tables; none for a model without). Requires
 /// d.config, input_dim and output_dim to be those the model was built with (load_model
-/// rebuilds it from them). Not collective. Throws sar::invalid_argument for a table missing,
-/// mis-shaped, or without a row of some id of its range.
+/// rebuilds it from them). With d.decoder, `decoder` holds that decoder's parameters.
+/// Not collective. Throws sar::invalid_argument for a table missing, mis-shaped, or without a
+/// row of some id of its range, or a decoder named without parameters or the reverse.
 template <class Model>
 std::string model_file_content(Model& model, const model_description& d,
-                               std::span<const row_table<typename Model::scalar>> tables = {}) {
+                               std::span<const row_table<typename Model::scalar>> tables = {},
+                               const parameter_store<typename Model::scalar>* decoder = nullptr) {
   using T = typename Model::scalar;
   namespace mf = detail::model_files;
   namespace cp = detail::checkpoints;
@@ -204,6 +218,9 @@ std::string model_file_content(Model& model, const model_description& d,
   SAR_CHECK(tables.size() == store.table_count(), invalid_argument, "sar::save_model: the "
             "model has ", store.table_count(), " row tables (per-node embeddings), ",
             tables.size(), " given");
+  SAR_CHECK(d.decoder.empty() == (decoder == nullptr), invalid_argument, "sar::save_model: ",
+            d.decoder.empty() ? "decoder parameters without a decoder name"
+                              : "no parameters for the decoder " + d.decoder);
   nlohmann::json table_list = nlohmann::json::array();
   for (std::size_t k = 0; k < tables.size(); ++k) {
     const row_table_shape& shape = tables[k].shape;
@@ -220,16 +237,21 @@ std::string model_file_content(Model& model, const model_description& d,
       {"model", mf::config_json(d.config)},
       {"input_dim", d.input_dim},
       {"output_dim", d.output_dim},
-      {"task", task_name(d.task)},
+      {"task", d.decoder.empty() ? task_name(d.task) : "link"},
       {"target_mean", d.targets.mean},
       {"target_scale", d.targets.scale},
       {"row_normalise_features", d.row_normalise_features},
       {"about", d.about}};
-  nlohmann::json parameters = nlohmann::json::array(), sizes = nlohmann::json::array();
-  for (std::size_t p = 0; p < store.size(); ++p)
-    parameters.push_back({{"name", store.shape(p).name}, {"rows", store.shape(p).rows},
-                          {"cols", store.shape(p).cols}});
-  header["parameters"] = parameters;
+  const auto shapes = [](const parameter_store<T>& of) {
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t p = 0; p < of.size(); ++p)
+      list.push_back({{"name", of.shape(p).name}, {"rows", of.shape(p).rows},
+                      {"cols", of.shape(p).cols}});
+    return list;
+  };
+  nlohmann::json sizes = nlohmann::json::array();
+  header["parameters"] = shapes(store);
+  if (decoder) header["decoder"] = {{"name", d.decoder}, {"parameters", shapes(*decoder)}};
   for (const auto s : model.state()) sizes.push_back(s.size());
   header["state"] = sizes;
   header["tables"] = table_list;
@@ -245,6 +267,10 @@ std::string model_file_content(Model& model, const model_description& d,
   for (const auto s : model.state())
     out.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(double));
   for (const auto& t : tables) mf::append_whole(out, t);
+  if (decoder) {
+    const std::vector<T> weights = cp::packed<T>(*decoder, decoder->values());
+    out.append(reinterpret_cast<const char*>(weights.data()), weights.size() * sizeof(T));
+  }
   mf::append(out, crc32_update(0, out.data(), out.size()));
   return out;
 }
@@ -255,11 +281,13 @@ std::string model_file_content(Model& model, const model_description& d,
 /// Its row tables (per-node embeddings) are gathered to the root first, so the root holds
 /// every row of them once. Requires the parameters and state to be the same on every rank (as
 /// the training loops keep them), and every row of each table held by some rank (replicas
-/// equal). Collective. Throws sar::io_error naming the file, sar::invalid_argument naming a
-/// row no rank holds.
+/// equal). A link-prediction model passes its decoder's parameters (d.decoder its name).
+/// Collective. Throws sar::io_error naming the file, sar::invalid_argument naming a row no
+/// rank holds.
 template <communicator Comm, class Model>
 void save_model(Comm& comm, const std::filesystem::path& file, Model& model,
-                const model_description& d, int root = 0) {
+                const model_description& d, int root = 0,
+                const parameter_store<typename Model::scalar>* decoder = nullptr) {
   using T = typename Model::scalar;
   std::vector<row_table<T>> tables;
   if (model.parameters().table_count() > 0)  // the same on every rank
@@ -268,8 +296,9 @@ void save_model(Comm& comm, const std::filesystem::path& file, Model& model,
   std::exception_ptr failure;
   if (comm.rank() == root)
     detail::guarded(failure, [&] {
-      write_output_file(file, model_file_content(model, d, std::span<const row_table<T>>(tables)),
-                        "sar::save_model");
+      write_output_file(
+          file, model_file_content(model, d, std::span<const row_table<T>>(tables), decoder),
+          "sar::save_model");
     });
   detail::agree_on_failure(comm, failure, "sar::save_model");
 }
@@ -302,7 +331,7 @@ inline saved_model read_model(const std::filesystem::path& file) {
   std::memcpy(&version, bytes.data() + 8, 4);
   std::memcpy(&header_bytes, bytes.data() + 16, 8);
   std::memcpy(&crc, bytes.data() + bytes.size() - 4, 4);
-  SAR_CHECK(version == 1 || version == static_cast<std::uint32_t>(model_file_version), io_error,
+  SAR_CHECK(version >= 1 && version <= static_cast<std::uint32_t>(model_file_version), io_error,
             where, ": ", name, " has format version ", version, "; this sar reads versions 1 to ",
             model_file_version);
   const std::uint64_t body = bytes.size() - 4;
@@ -313,7 +342,7 @@ inline saved_model read_model(const std::filesystem::path& file) {
             ", the file says ", crc, "): the file is corrupted or truncated");
   saved_model out;
   out.identity = crc;
-  std::uint64_t total = 0, state_total = 0, table_total = 0;
+  std::uint64_t total = 0, state_total = 0, table_total = 0, decoder_total = 0;
   std::vector<std::uint64_t> state_sizes;
   model_description& d = out.description;
   try {
@@ -334,10 +363,36 @@ inline saved_model read_model(const std::filesystem::path& file) {
                   d.output_dim < limit,
               io_error, where, ": ", name, ": input_dim ", d.input_dim, ", output_dim ",
               d.output_dim);
-    try {
-      d.task = parse_task(j.at("task").get<std::string>());
-    } catch (const invalid_argument& e) {
-      throw io_error(message(where, ": ", name, ": ", e.what()));
+    constexpr std::int64_t limit64 = limit;
+    const auto read_shapes = [&](const nlohmann::json& list, const char* what,
+                                 std::vector<checkpoint::parameter>& into, std::uint64_t& count) {
+      for (const auto& p : list) {
+        checkpoint::parameter q{p.at("name").get<std::string>(), p.at("rows").get<std::int64_t>(),
+                                p.at("cols").get<std::int64_t>()};
+        SAR_CHECK(q.rows >= 0 && q.cols >= 0 && q.rows < limit64 && q.cols < limit64, io_error,
+                  where, ": ", name, ": ", what, " '", q.name, "' has shape ", q.rows, " x ",
+                  q.cols);
+        count += static_cast<std::uint64_t>(q.rows * q.cols);
+        SAR_CHECK(count < (std::uint64_t{1} << 40), io_error, where, ": ", name, ": the ", what,
+                  "s hold more than 2^40 values");
+        into.push_back(std::move(q));
+      }
+    };
+    const std::string task = j.at("task").get<std::string>();
+    if (task == "link" && version >= 3) {
+      const auto& decoder = j.at("decoder");
+      d.decoder = decoder.at("name").get<std::string>();
+      const auto names = link_decoder_names();
+      SAR_CHECK(std::find(names.begin(), names.end(), d.decoder) != names.end(), io_error, where,
+                ": ", name, ": unknown decoder '", d.decoder, "'");
+      read_shapes(decoder.at("parameters"), "decoder parameter", out.decoder_parameters,
+                  decoder_total);
+    } else {
+      try {
+        d.task = parse_task(task);
+      } catch (const invalid_argument& e) {
+        throw io_error(message(where, ": ", name, ": ", e.what()));
+      }
     }
     d.targets.mean = j.at("target_mean").get<std::vector<double>>();
     d.targets.scale = j.at("target_scale").get<std::vector<double>>();
@@ -356,17 +411,7 @@ inline saved_model read_model(const std::filesystem::path& file) {
                 d.targets.mean[k], ", scale ", d.targets.scale[k], ")");
     d.row_normalise_features = j.at("row_normalise_features").get<bool>();
     d.about = j.at("about");
-    for (const auto& p : j.at("parameters")) {
-      checkpoint::parameter q{p.at("name").get<std::string>(), p.at("rows").get<std::int64_t>(),
-                              p.at("cols").get<std::int64_t>()};
-      SAR_CHECK(q.rows >= 0 && q.cols >= 0 && q.rows < limit && q.cols < limit, io_error,
-                where, ": ", name, ": parameter '", q.name, "' has shape ", q.rows, " x ",
-                q.cols);
-      total += static_cast<std::uint64_t>(q.rows * q.cols);
-      SAR_CHECK(total < (std::uint64_t{1} << 40), io_error, where, ": ", name,
-                ": the parameters hold more than 2^40 values");
-      out.parameters.push_back(std::move(q));
-    }
+    read_shapes(j.at("parameters"), "parameter", out.parameters, total);
     for (const auto& s : j.at("state")) {
       state_sizes.push_back(s.get<std::uint64_t>());
       state_total += state_sizes.back();
@@ -395,7 +440,8 @@ inline saved_model read_model(const std::filesystem::path& file) {
   }
   const std::uint64_t value_bytes = out.scalar == npy_dtype::float32 ? 4 : 8;
   const std::uint64_t expected = mf::prefix_bytes + header_bytes +
-                                 (total + table_total) * value_bytes + state_total * 8 + 4;
+                                 (total + table_total + decoder_total) * value_bytes +
+                                 state_total * 8 + 4;
   SAR_CHECK(bytes.size() == expected, io_error, where, ": ", name, " holds ", bytes.size(),
             " bytes, its header implies ", expected);
   const char* at = bytes.data() + mf::prefix_bytes + header_bytes;
@@ -421,6 +467,7 @@ inline saved_model read_model(const std::filesystem::path& file) {
   for (auto& t : out.tables)
     read_values(t.values, static_cast<std::uint64_t>(t.shape.end_id - t.shape.first_id) *
                               static_cast<std::uint64_t>(t.shape.cols));
+  read_values(out.decoder_values, decoder_total);
   return out;
 }
 
@@ -458,6 +505,45 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
   }
   detail::checkpoints::put_into(model, saved.values, saved.state);
   return model;
+}
+
+/// The scores (logits) by the decoder of the link-prediction model `saved` of `pairs` (rows
+/// of `embeddings`, the model's outputs: dataset id = row), with the decoder's saved
+/// parameters. Not collective. Throws sar::invalid_argument for a model without a decoder,
+/// parameters that do not fit the decoder, or a pair outside the rows.
+template <class T>
+std::vector<T> score_saved_pairs(const saved_model& saved, const_rows_ref<T> embeddings,
+                                 const node_pairs& pairs) {
+  constexpr const char* where = "sar::score_saved_pairs";
+  const model_description& d = saved.description;
+  SAR_CHECK(!d.decoder.empty(), invalid_argument, where, ": the model predicts a ",
+            task_name(d.task), " task, not links (it has no decoder)");
+  std::vector<T> scores(pairs.size());
+  const bool found = with_first(
+      link_decoders<T>{}, [&]<class D>() { return D::name == d.decoder; },
+      [&]<class D>() {
+        D decoder(decoder_shape{embeddings.cols(), 1});
+        parameter_store<T> store;
+        decoder.declare(store);
+        store.allocate();
+        struct parameters_only {  // what check_fits reads of a model
+          parameter_store<T>& store;
+          parameter_store<T>& parameters() { return store; }
+          std::vector<std::span<double>> state() { return {}; }
+        } fits{store};
+        detail::checkpoints::check_fits(saved.decoder_parameters, saved.decoder_values.size(),
+                                        {}, fits, std::string(where) + ": the file's decoder");
+        detail::checkpoints::unpack<T>(store, saved.decoder_values, store.values());
+        std::vector<node_t> s(pairs.source.begin(), pairs.source.end());
+        std::vector<node_t> t(pairs.destination.begin(), pairs.destination.end());
+        for (std::size_t i = 0; i < s.size(); ++i)
+          SAR_CHECK(s[i] >= 0 && s[i] < embeddings.rows() && t[i] >= 0 && t[i] < embeddings.rows(),
+                    invalid_argument, where, ": pair ", i, " (", s[i], ", ", t[i],
+                    ") outside the ", embeddings.rows(), " nodes");
+        decoder.score(embeddings, row_pairs{s, t, {}}, scores);
+      });
+  SAR_CHECK(found, invalid_argument, where, ": unknown decoder '", d.decoder, "'");
+  return scores;
 }
 
 /// Every row table of `model` (load_model's of `saved`) holds the rows of the dataset ids in

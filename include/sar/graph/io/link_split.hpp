@@ -51,8 +51,8 @@ inline std::vector<std::int64_t> interleave(const node_pairs& pairs) {
 // The int64 array `file` of `columns` columns (any, if -1): its values, rows and columns.
 // Throws sar::io_error naming the file for another dtype or shape.
 inline std::vector<std::int64_t> read_ids(const std::filesystem::path& file, std::int64_t columns,
-                                          std::int64_t& rows, std::int64_t& cols) {
-  constexpr const char* where = "sar::read_link_split";
+                                          std::int64_t& rows, std::int64_t& cols,
+                                          const char* where = "sar::read_link_split") {
   const npy_header header = read_npy_header(file);
   SAR_CHECK(header.dtype == npy_dtype::int64, io_error, where, ": ", file.string(), " holds ",
             npy_dtype_name(header.dtype), ", expected int64 node ids");
@@ -69,11 +69,11 @@ inline std::vector<std::int64_t> read_ids(const std::filesystem::path& file, std
 // The pairs of `file` ([rows, 2]), every id in [0, num_nodes). Throws sar::io_error for the
 // array's form, sar::invalid_argument naming the file and row for an id outside the graph,
 // and for an empty array when `required`.
-inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes, bool required) {
+inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes, bool required,
+                             const char* where = "sar::read_link_split") {
   std::int64_t rows = 0, cols = 0;
-  const std::vector<std::int64_t> ids = read_ids(file, 2, rows, cols);
-  SAR_CHECK(!required || rows > 0, invalid_argument, "sar::read_link_split: ", file.string(),
-            " holds no pair");
+  const std::vector<std::int64_t> ids = read_ids(file, 2, rows, cols, where);
+  SAR_CHECK(!required || rows > 0, invalid_argument, where, ": ", file.string(), " holds no pair");
   node_pairs out;
   out.source.reserve(static_cast<std::size_t>(rows));
   out.destination.reserve(static_cast<std::size_t>(rows));
@@ -81,13 +81,20 @@ inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes
     const std::int64_t u = ids[static_cast<std::size_t>(2 * i)];
     const std::int64_t v = ids[static_cast<std::size_t>(2 * i + 1)];
     SAR_CHECK(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, invalid_argument,
-              "sar::read_link_split: ", file.string(), ", row ", i, ": pair (", u, ", ", v,
+              where, ": ", file.string(), ", row ", i, ": pair (", u, ", ", v,
               ") outside the ", num_nodes, " nodes");
     out.push(u, v);
   }
   return out;
 }
 }  // namespace detail::link_files
+
+/// The node pairs of the .npy file `file` (int64, shape (m, 2), dataset ids), every id in
+/// [0, num_nodes). Not collective. Throws sar::io_error naming the file for another dtype or
+/// shape, sar::invalid_argument naming the file and row for an id outside the graph.
+inline node_pairs read_node_pairs(const std::filesystem::path& file, node_t num_nodes) {
+  return detail::link_files::read_pairs(file, num_nodes, false, "sar::read_node_pairs");
+}
 
 /// Writes `split` into split/`name`/ of the directory `out` is writing (the arrays at the top
 /// of this file). Throws what directory_writer and write_npy throw.
