@@ -13,7 +13,8 @@ epoch an evaluation forward and, as OGB's evaluators compute them: AUC (ties hal
 against the shared negatives (above the K-th highest negative score), MRR against the
 per-source negatives (ties half). The test figures are those of the epoch with the best
 validation Hits@50 (or --select-by). Features are row-normalised when none is negative, as
-sar-train's --normalise-features auto does.
+sar-train's --normalise-features auto does. --sparse-features trains on them as a torch sparse
+COO tensor (the first layer's x W by torch.sparse.mm), as torch_peer.py does.
 
   /usr/bin/python3 bench/torch_link_peer.py --dataset cora-links --model gcn --epochs 100
 """
@@ -73,6 +74,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--metrics-out")
+    p.add_argument("--sparse-features", action="store_true",
+                   help="the features as a sparse COO tensor (torch.sparse.mm in the first layer)")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
     settings = dict(torch_peer.DEFAULTS[args.model])
@@ -83,7 +86,9 @@ def main(argv=None):
     if x.min() >= 0:
         sums = x.sum(1, keepdim=True)
         x = torch.where(sums > 0, x / torch.where(sums > 0, sums, torch.ones_like(sums)), x)
-    n = x.shape[0]
+    n, width = x.shape
+    if args.sparse_features:
+        x = torch_peer.SparseFeatures(x.numpy(), width)
     graph = torch_peer.build_graph(args.model, data["indptr"], data["indices"])
     folder = os.path.join(args.dataset, "split", args.split)
     train = read_pairs(os.path.join(folder, "train_edge.npy"))
@@ -93,7 +98,7 @@ def main(argv=None):
         held[part] = (read_pairs(os.path.join(folder, f"{part}_edge.npy")),
                       read_pairs(os.path.join(folder, f"{part}_edge_neg.npy")),
                       read_pairs(own_path, 0) if os.path.exists(own_path) else None)
-    net = torch_peer.Net(args.model, x.shape[1], hidden, hidden, settings["heads"],
+    net = torch_peer.Net(args.model, width, hidden, hidden, settings["heads"],
                          settings["dropout"], settings["attention_dropout"])
     optimiser = torch_peer.make_optimiser(net, settings)
     hits_at = (20, 50, 100)

@@ -10,7 +10,8 @@
    negatives, whose AUC is the test AUC sar-train reported at its best epoch.
 3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
    per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
-   with --minibatch (edge minibatches on sampled neighbourhoods, which learn too).
+   with --minibatch (edge minibatches on sampled neighbourhoods, which learn too) and
+   --negative-sampler degree (in-degree^0.75 drawn alike however the nodes are numbered).
 4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
    --allow-leak; an id outside the graph names the file and row; a dataset without a split
    says how to make one; link options without --task link, --embeddings for a node model,
@@ -133,8 +134,10 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
             return a
 
         one_and_two(exact)
-        sampled = one_and_two(exact + ["--minibatch", "700", "--fanouts", "5,5", "--epochs", "3"])
+        sampled = one_and_two(exact + ["--minibatch", "700", "--fanouts", "5,5", "--epochs", "3",
+                                       "--negative-sampler", "degree"])
         assert sampled["minibatch"] == 700 and sampled["fanouts"] == [5, 5], sampled
+        assert sampled["negative_sampler"] == "degree", sampled
         assert sampled["train_loss"][-1] < sampled["train_loss"][0], sampled["train_loss"]
 
     # 4. Refusals.

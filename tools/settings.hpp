@@ -48,6 +48,12 @@ inline const choices<feature_storage> storage_names{{"fp32", feature_storage::fp
 inline const choices<sar::sampler_kind> sampler_names{{"sage", sar::sampler_kind::node_wise},
                                                       {"ladies", sar::sampler_kind::layer_wise}};
 
+/// --negative-sampler's values (sar-train --task link): where negative destinations come from.
+enum class negative_sampler { uniform, degree };
+/// Their names.
+inline const choices<negative_sampler> negative_sampler_names{
+    {"uniform", negative_sampler::uniform}, {"degree", negative_sampler::degree}};
+
 /// --schedule's values (sar-train, sar-plan): the distributed schedules by their names in
 /// sar::named_exchange.
 enum class schedule_kind { sequential, keep_halo, one_shot };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -217,6 +218,31 @@ TEST_CASE("uniform_negatives: keyed by (seed, epoch, edge id), in range, refused
   CHECK(uniform_negatives(4, 0, ids, 5, 100) != a);
   CHECK_THROWS_WITH_AS(uniform_negatives(3, 0, ids, 101, 100), doctest::Contains("101"),
                        invalid_argument);
+}
+
+TEST_CASE("degree^0.75 negatives: frequencies follow the weights, zero weight never drawn") {
+  const std::vector<node_t> degrees{0, 1, 16, 81, 4};  // weights 0, 1, 8, 27, 2.83
+  const negative_distribution from(degree_weights(degrees));
+  CHECK_FALSE(from.uniform());
+  std::vector<edge_t> ids(20000);
+  std::iota(ids.begin(), ids.end(), edge_t{0});
+  const auto drawn = draw_negatives(5, 0, ids, 2, from);
+  std::vector<double> count(5, 0.0);
+  for (const node_t v : drawn) count[static_cast<std::size_t>(v)] += 1;
+  const double total = 1 + 8 + 27 + std::pow(4.0, 0.75);
+  CHECK(count[0] == 0);
+  for (std::size_t v = 1; v < 5; ++v) {
+    const double expected = std::pow(static_cast<double>(degrees[v]), 0.75) / total;
+    CHECK(count[v] / static_cast<double>(drawn.size()) == doctest::Approx(expected).epsilon(0.05));
+  }
+  // Keyed like the uniform draws: an edge draws the same wherever it is listed.
+  const std::vector<edge_t> one{777};
+  const auto alone = draw_negatives(5, 0, one, 2, from);
+  CHECK(std::equal(alone.begin(), alone.end(), drawn.begin() + 2 * 777));
+  CHECK_THROWS_WITH_AS(negative_distribution(std::vector<double>{0.0, 0.0}),
+                       doctest::Contains("no node"), invalid_argument);
+  CHECK_THROWS_WITH_AS(negative_distribution(std::vector<double>{1.0, -1.0}),
+                       doctest::Contains("node 1"), invalid_argument);
 }
 
 TEST_CASE("split_edges: held-out edges leave the graph both ways, negatives are no edges") {

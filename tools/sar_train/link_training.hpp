@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -42,16 +43,21 @@ void with_decoder(const std::string& name, F&& f) {
   SAR_CHECK(found, sar::invalid_argument, "sar-train: --decoder ", name);
 }
 
-/// Trains the encoder `config` and the decoder p.link.decoder on `data` (this rank's share)
-/// over `graph`: a schedule (full batch; pairs in its numbering) or a minibatch graph
-/// (--minibatch; pairs in dataset ids). Returns the run's metrics: valid_/test_ auc, hits@K,
-/// mrr at the best epoch (by p.link.select_by), best_epoch, train_loss per epoch, the median
-/// epoch time and the peak memory. Collective.
+/// This rank's link data for its input features, as the run reads them (dense, sparse or
+/// bf16 rows: run_features).
+template <class T>
+using link_data_for = std::function<sar::link_data<T>(sar::node_data<T>)>;
+
+/// Trains the encoder `config` and the decoder p.link.decoder over `graph`: a schedule (full
+/// batch; pairs in its numbering) or a minibatch graph (--minibatch; pairs in dataset ids), on
+/// the features of `inputs` (emptied) and this rank's pairs, data_of(the features). Returns
+/// the run's metrics: valid_/test_ auc, hits@K, mrr at the best epoch (by
+/// p.link.select_by), best_epoch, train_loss per epoch, the median epoch time and the peak
+/// memory. Collective.
 template <class T, class Graph>
 nlohmann::json train_links(const program_options& p, const sar::model_config& config,
-                           Graph& graph, const sar::matrix<T>& features,
-                           const sar::link_data<T>& data, const std::string& name,
-                           sar::mpi_communicator& comm) {
+                           Graph& graph, local_data& inputs, const link_data_for<T>& data_of,
+                           const std::string& name, sar::mpi_communicator& comm) {
   constexpr bool sampled = sar::minibatch_graph<Graph>;
   // The model runs on the graph itself, or on the schedules of sampled minibatches.
   using Schedule = std::conditional_t<sampled, sar::sampled_minibatch::schedule_type, Graph>;
@@ -63,8 +69,18 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
   SAR_CHECK(p.link.negatives <= nodes, sar::invalid_argument, "sar-train: --negatives ",
             p.link.negatives, " is more than the graph's ", nodes, " nodes");
   const Eigen::Index width = config.hidden;  // the embeddings
-  auto model = sar::make_model<T, Schedule>(config, features.cols(), width, p.seed);
+  const bool read_sparse = inputs.sparse_features.num_cols > 0;  // a dataset's or a store's
+  const Eigen::Index feature_dim =
+      read_sparse ? inputs.sparse_features.cols() : inputs.features.cols();
+  const Eigen::Index local_nodes =
+      read_sparse ? inputs.sparse_features.rows() : inputs.features.rows();
+  auto model = sar::make_model<T, Schedule>(config, feature_dim, width, p.seed);
+  const run_features<T> input = run_features<T>::of(p, inputs, model, comm);
+  const sar::link_data<T> data = data_of(
+      {.features = input.dense, .sparse_features = input.sparse ? &*input.sparse : nullptr,
+       .bf16_features = input.bf16 ? &*input.bf16 : nullptr});
   comm.broadcast(model.parameters().values(), 0);
+  hold_embedding_rows(config, model, graph, local_nodes);
   auto optimiser = sar::make_optimiser(config, model);
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,
                              .seed = p.seed, .log_progress = false,
@@ -78,6 +94,9 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
   };
   nlohmann::json metrics{{"dataset", name}, {"model", config.family}, {"task", "link"},
                          {"decoder", p.link.decoder}, {"negatives", p.link.negatives},
+                         {"negative_sampler",
+                          sar_programs::name_of(sar_programs::negative_sampler_names,
+                                                p.link.sampler)},
                          {"select_by", p.link.select_by}, {"ranks", comm.size()}};
   with_decoder<T>(p.link.decoder, [&]<class D>() {
     sar::link_head<D, sar::adam<T>> head(
@@ -128,7 +147,7 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
       about.erase("train_loss");
       about["sar_version"] = SAR_VERSION_STRING;
       const sar::model_description description{
-          .config = config, .input_dim = features.cols(), .output_dim = width,
+          .config = config, .input_dim = feature_dim, .output_dim = width,
           .decoder = p.link.decoder, .row_normalise_features = p.row_normalised,
           .about = about};
       sar::save_model(comm, p.save_model, model, description, 0, &head.parameters);
@@ -139,6 +158,40 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
 }
 
 namespace detail {
+/// Every rank's `mine`, joined in rank order, on every rank. Collective.
+inline std::vector<std::int64_t> joined(sar::mpi_communicator& comm,
+                                        std::span<const std::int64_t> mine) {
+  const auto P = static_cast<std::size_t>(comm.size());
+  std::vector<std::int64_t> send;
+  for (std::size_t q = 0; q < P; ++q) send.insert(send.end(), mine.begin(), mine.end());
+  const std::vector<std::int64_t> counts(P, static_cast<std::int64_t>(mine.size()));
+  const std::vector<std::int64_t> sizes = comm.all_to_all(counts);
+  std::int64_t total = 0;
+  for (const auto c : sizes) total += c;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(total));
+  comm.all_to_all_v(std::span<const std::int64_t>(send), counts, std::span<std::int64_t>(all),
+                    sizes);
+  return all;
+}
+
+/// What --negative-sampler asks for (sar::link_data::negative_weights): empty for uniform;
+/// for degree, every node's in-degree^0.75 by dataset id, from this rank's rows of the graph
+/// the model aggregates over (`ids`: their dataset ids; empty: row r is node first + r).
+/// Collective.
+inline std::vector<double> negative_weights(const program_options& p, const sar::csr& rows,
+                                            std::span<const sar::node_t> ids, sar::node_t first,
+                                            sar::node_t n, sar::mpi_communicator& comm) {
+  if (p.link.sampler == sar_programs::negative_sampler::uniform) return {};
+  std::vector<std::int64_t> mine;  // (dataset id, in-degree) per row
+  for (sar::node_t r = 0; r < rows.num_rows; ++r)
+    mine.insert(mine.end(),
+                {ids.empty() ? first + r : ids[static_cast<std::size_t>(r)], rows.degree(r)});
+  std::vector<sar::node_t> degrees(static_cast<std::size_t>(n), 0);
+  const std::vector<std::int64_t> all = joined(comm, mine);
+  for (std::size_t i = 0; i < all.size(); i += 2) degrees[static_cast<std::size_t>(all[i])] = all[i + 1];
+  return sar::degree_weights(degrees);
+}
+
 /// Refuses (on every rank alike) a held-out positive of `split` that is an edge of the graph
 /// whose rows are `rows_of` (the in-edges of this rank's nodes, ids as the split's; row_of(v):
 /// the row of node v, or -1 if it is not here): each rank looks at the pairs with an end among
@@ -177,22 +230,27 @@ void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, RowOf&&
 /// edges removed) with `split`. Refuses leaks unless --allow-leak.
 template <class T>
 nlohmann::json train_links_single(const program_options& p, const sar::model_config& config,
-                                  sar::graph_dataset& dataset, const sar::link_split& split,
+                                  sar::graph_dataset& dataset, sar::link_split split,
                                   sar::mpi_communicator& comm) {
   const sar::node_t n = dataset.num_nodes();
   detail::refuse_leaks(split, dataset.graph,
                        [&](sar::node_t v) { return v < n ? v : sar::node_t{-1}; }, p, comm);
-  dataset.densify_above(-1.0, "sar-train", p.dataset);  // the encoders read dense rows here
   sar::prepare_model_graph(config, dataset.graph, dataset.edge_features);
-  const sar::matrix<T> features = dataset.features.template cast<T>();
-  const sar::link_data<T> data = sar::link_data_of<T>(split, {features});
+  const std::vector<double> weights = detail::negative_weights(p, dataset.graph, {}, 0, n, comm);
+  const link_data_for<T> data_of = [&](sar::node_data<T> nodes) {
+    sar::link_data<T> data = sar::link_data_of<T>(split, nodes);
+    split = {};  // its pairs are the data's now
+    data.negative_weights = weights;
+    return data;
+  };
+  local_data inputs = local_data::from(dataset, dataset.name, n);
   if (p.minibatch > 0) {
     sar::sampling_graph sampled(dataset.graph, dataset.edge_features, dataset.edge_types);
-    return train_links<T>(p, config, sampled, features, data, dataset.name, comm);
+    return train_links<T>(p, config, sampled, inputs, data_of, dataset.name, comm);
   }
   sar::local_schedule schedule(std::move(dataset.graph), std::move(dataset.edge_features),
                                std::move(dataset.edge_types));
-  return train_links<T>(p, config, schedule, features, data, dataset.name, comm);
+  return train_links<T>(p, config, schedule, inputs, data_of, dataset.name, comm);
 }
 
 /// P ranks: link prediction on this rank's part (its graph in the model's form:
@@ -204,29 +262,26 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
                                        sar::graph_part& part, const std::string& name,
                                        sar::link_split split, sar::mpi_communicator& comm) {
   if (p.minibatch > 0) {
-    const sar::matrix<T> features = part.sparse() ? sar::to_dense<T>(part.sparse_features)
-                                                  : part.features.template cast<T>();
+    const std::vector<double> weights = detail::negative_weights(
+        p, part.in_edges, part.original_ids, part.first_global(), part.book.num_nodes(), comm);
     sar::distributed_sampling_graph<sar::mpi_communicator> graph(
         comm, part, p.replication, p.sampler == sar::sampler_kind::layer_wise);
     detail::refuse_leaks(split, graph.local_rows(),
                          [&](sar::node_t v) { return graph.local_row(v); }, p, comm);
-    return train_links<T>(p, config, graph, features,
-                          sar::link_data_of<T>(split, {features}, graph), name, comm);
+    local_data inputs = local_data::from(part, name, part.book.num_nodes());
+    return train_links<T>(p, config, graph, inputs, [&](sar::node_data<T> nodes) {
+      sar::link_data<T> data = sar::link_data_of<T>(split, nodes, graph);
+      split = {};  // this rank's share is all the run reads
+      data.negative_weights = weights;
+      return data;
+    }, name, comm);
   }
   const sar::node_t first = part.first_global(), rows = part.in_edges.num_rows;
   const sar::node_t n = part.book.num_nodes();
   // Global id of every dataset id: each rank's original ids, sent to every rank.
   std::vector<sar::node_t> global_of;
   if (!part.original_ids.empty()) {
-    const auto P = static_cast<std::size_t>(comm.size());
-    std::vector<std::int64_t> send;
-    for (std::size_t q = 0; q < P; ++q)
-      send.insert(send.end(), part.original_ids.begin(), part.original_ids.end());
-    const std::vector<std::int64_t> counts(P, static_cast<std::int64_t>(part.original_ids.size()));
-    const std::vector<std::int64_t> sizes = comm.all_to_all(counts);
-    std::vector<std::int64_t> all(static_cast<std::size_t>(n));
-    comm.all_to_all_v(std::span<const std::int64_t>(send), counts, std::span<std::int64_t>(all),
-                      sizes);
+    const std::vector<std::int64_t> all = detail::joined(comm, part.original_ids);
     global_of.resize(static_cast<std::size_t>(n));
     for (std::size_t g = 0; g < all.size(); ++g)
       global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
@@ -245,14 +300,18 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
                        [&](sar::node_t v) { return v >= first && v - first < rows ? v - first
                                                                                   : sar::node_t{-1}; },
                        p, comm);
+  const std::vector<double> weights =
+      detail::negative_weights(p, part.in_edges, part.original_ids, first, n, comm);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
   part.in_edges = {};
-  // The encoders read dense rows here: sparse features (bag-of-words) are made dense.
-  const sar::matrix<T> features = part.sparse() ? sar::to_dense<T>(part.sparse_features)
-                                                : part.features.template cast<T>();
-  sar::link_data<T> data = sar::link_data_of<T>(split, {features}, first, rows);
-  data.schedule_ids = std::move(global_of);  // negatives drawn by dataset id, as on one process
-  return train_links<T>(p, config, graph, features, data, name, comm);
+  local_data inputs = local_data::from(part, name, n);
+  return train_links<T>(p, config, graph, inputs, [&](sar::node_data<T> nodes) {
+    sar::link_data<T> data = sar::link_data_of<T>(split, nodes, first, rows);
+    split = {};  // this rank's share is all the run reads
+    data.schedule_ids = global_of;  // negatives drawn by dataset id, as on one process
+    data.negative_weights = weights;
+    return data;
+  }, name, comm);
 }
 
 }  // namespace sar_train

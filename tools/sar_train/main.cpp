@@ -161,7 +161,7 @@ nlohmann::json run_links_single(const program_options& p, const sar::model_confi
   const sar::model_config model =
       with_graph(config, data.graph, data.schema, data.edge_types, data.edge_features, comm);
   sar_programs::current_phase() = "building the model and training";
-  return sar_train::train_links_single<T>(p, model, data, split, comm);
+  return sar_train::train_links_single<T>(p, model, data, std::move(split), comm);
 }
 
 template <class T>
@@ -366,6 +366,11 @@ void add_link_options(CLI::App& app, program_options& p) {
                  "destination, keyed by (--seed, epoch, edge)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sar_programs::add_choice(app, "--negative-sampler", p.link.sampler,
+                           sar_programs::negative_sampler_names,
+                           "where negative destinations come from: uniform over the nodes, or "
+                           "degree (in proportion to in-degree^0.75, as DGL's link-prediction "
+                           "guide and word2vec draw them)");
   app.add_option("--split", p.link.split,
                  "the link split to train on: --dataset's split/NAME/ (train_edge.npy, "
                  "valid_edge.npy, ...; sar-convert --split-edges writes one)")
@@ -754,8 +759,8 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
               "sar-train: --split-edges splits on one process; on P ranks write the split with "
               "sar-convert --split-edges and pass the dataset");
   } else {
-    for (const char* option : {"--decoder", "--negatives", "--split", "--split-edges",
-                               "--select-by", "--allow-leak"})
+    for (const char* option : {"--decoder", "--negatives", "--negative-sampler", "--split",
+                               "--split-edges", "--select-by", "--allow-leak"})
       SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
                 " is an option of --task link");
   }

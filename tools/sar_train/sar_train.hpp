@@ -37,6 +37,8 @@ struct link_settings {
   bool on = false;              // --task link
   std::string decoder = "dot";  // a name of sar::link_decoders
   int negatives = 1;            // per supervision positive, every epoch
+  // Their destinations: uniform, or in proportion to in-degree^0.75.
+  sar_programs::negative_sampler sampler = sar_programs::negative_sampler::uniform;
   std::string split = "random";          // the folder under --dataset's split/
   std::vector<double> split_edges;       // VALID,TEST: split in memory instead (one process)
   std::string select_by = "hits@50";     // the validation figure that picks the best epoch
@@ -115,14 +117,15 @@ nlohmann::json train_distributed(const program_options& p, const sar::model_conf
                                  sar::mpi_communicator& comm);
 
 /// One process, --task link: `dataset` (its graph the message-passing graph) and `split`
-/// (sar/graph/io/link_split.hpp). Returns the run's metrics (link_training.hpp).
+/// (sar/graph/io/link_split.hpp; freed once its pairs are taken). Returns the run's metrics
+/// (link_training.hpp).
 template <class T>
 nlohmann::json train_links_single(const program_options& p, const sar::model_config& config,
-                                  sar::graph_dataset& dataset, const sar::link_split& split,
+                                  sar::graph_dataset& dataset, sar::link_split split,
                                   sar::mpi_communicator& comm);
 
-/// P ranks, --task link: this rank's part and `split` by dataset id (every rank's copy).
-/// Collective.
+/// P ranks, --task link: this rank's part and `split` by dataset id (every rank's copy, freed
+/// once this rank's share is taken). Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,

@@ -6,7 +6,7 @@
 
 namespace sar_train {
 template nlohmann::json train_links_single<double>(
-    const program_options&, const sar::model_config&, sar::graph_dataset&, const sar::link_split&,
+    const program_options&, const sar::model_config&, sar::graph_dataset&, sar::link_split,
     sar::mpi_communicator&);
 template nlohmann::json train_single<double>(
     const program_options&, const sar::model_config&, sar::graph_dataset&,

@@ -263,6 +263,26 @@ std::vector<sar::node_t> node_ids_of(const Schedule& graph) {
   return ids;
 }
 
+/// A model of `config` with node embeddings (config.node_embeddings) holds the rows of this
+/// rank's `local_nodes` nodes of `graph` (a schedule or a minibatch graph; one process: every
+/// node); nothing otherwise.
+template <class Model, class Graph>
+void hold_embedding_rows(const sar::model_config& config, Model& model, const Graph& graph,
+                         sar::node_t local_nodes) {
+  if (!config.node_embeddings) return;
+  std::vector<sar::node_t> ids;
+  if constexpr (sar::minibatch_graph<Graph>) {
+    ids.assign(graph.local_ids().begin(), graph.local_ids().end());
+    if (ids.empty()) {  // one process: row r is node r
+      ids.resize(static_cast<std::size_t>(local_nodes));
+      std::iota(ids.begin(), ids.end(), sar::node_t{0});
+    }
+  } else {
+    ids = node_ids_of(graph);
+  }
+  model.parameters().hold_rows(ids);
+}
+
 /// The input features of a run as the model reads them: dense, sparse rows (--sparse-features)
 /// or bf16 rows (--storage bf16), exactly one of them non-empty.
 template <class T>
@@ -507,19 +527,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
-  if (config.node_embeddings) {  // the rows of this rank's nodes (one process: every node)
-    std::vector<sar::node_t> ids;
-    if constexpr (sampled) {
-      ids.assign(graph.local_ids().begin(), graph.local_ids().end());
-      if (ids.empty()) {  // one process: row r is node r
-        ids.resize(static_cast<std::size_t>(local_nodes));
-        std::iota(ids.begin(), ids.end(), sar::node_t{0});
-      }
-    } else {
-      ids = node_ids_of(graph);
-    }
-    model.parameters().hold_rows(ids);
-  }
+  hold_embedding_rows(config, model, graph, local_nodes);
   auto optimiser = sar::make_optimiser(config, model);
   const bool root = comm.rank() == 0;
   sar::train_options options{.epochs = config.epochs, .patience = config.patience,

@@ -11,7 +11,9 @@
 // Contract (the layer contract of sar/nn/layer.hpp, on pairs): declare() declares the
 // parameters; score() writes one score per pair and keeps nothing; backward() ASSIGNS the
 // parameter gradients and ADDS the embedding gradients into dh. All three are symmetric in
-// (u, v). Not collective: the caller fetches remote embeddings and reduces the gradients.
+// (u, v). The embeddings are one matrix, or two (pair_embeddings: the sources' rows and the
+// destinations', so a rank need not copy its own rows beside a peer's). Not collective: the
+// caller fetches remote embeddings and reduces the gradients.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,32 @@ struct row_pairs {
   std::int32_t relation_of(std::size_t i) const { return relation.empty() ? 0 : relation[i]; }
 };
 
+/// The embeddings a decoder reads: pair i's source is row source[i] of `sources`, its
+/// destination row destination[i] of `destinations`: one matrix (the usual case, converted from
+/// it), or two (a rank's own rows and a peer's, sar/train/link_prediction.hpp).
+template <class T>
+struct pair_embeddings {
+  const_rows_ref<T> sources;       ///< rows the sources index
+  const_rows_ref<T> destinations;  ///< rows the destinations index
+  /// Both ends in `h`.
+  template <class Rows>
+  pair_embeddings(const Rows& h) : sources(h), destinations(h) {}  // NOLINT: a conversion
+  /// Sources in `s`, destinations in `d`.
+  pair_embeddings(const_rows_ref<T> s, const_rows_ref<T> d) : sources(s), destinations(d) {}
+};
+
+/// Where a decoder's backward adds the embeddings' gradients: matrices of the shapes of
+/// pair_embeddings' (one matrix when the embeddings are one; none: a gradient of size 0).
+template <class T>
+struct pair_gradients {
+  matrix<T>* sources;       ///< gradients of the source rows
+  matrix<T>* destinations;  ///< gradients of the destination rows
+  /// Both in `dh`.
+  pair_gradients(matrix<T>& dh) : sources(&dh), destinations(&dh) {}  // NOLINT: a conversion
+  /// Sources' in `ds`, destinations' in `dd`.
+  pair_gradients(matrix<T>& ds, matrix<T>& dd) : sources(&ds), destinations(&dd) {}
+};
+
 /// What a decoder is built for.
 struct decoder_shape {
   Eigen::Index dim = 0;  ///< embedding width d
@@ -49,19 +77,21 @@ struct decoder_shape {
 
 namespace detail {
 template <class T>
-void check_pairs(const char* where, const_rows_ref<T> h, const row_pairs& pairs,
+void check_pairs(const char* where, const pair_embeddings<T>& h, const row_pairs& pairs,
                  Eigen::Index dim, int relations) {
-  SAR_CHECK(h.cols() == dim, invalid_argument, where, ": embeddings have ", h.cols(),
+  SAR_CHECK(h.sources.cols() == dim && h.destinations.cols() == dim, invalid_argument, where,
+            ": embeddings have ", h.sources.cols(), " and ", h.destinations.cols(),
             " columns, the decoder ", dim);
   SAR_CHECK(pairs.destination.size() == pairs.size() &&
                 (pairs.relation.empty() || pairs.relation.size() == pairs.size()),
             invalid_argument, where, ": ", pairs.size(), " sources, ", pairs.destination.size(),
             " destinations, ", pairs.relation.size(), " relations");
   for (std::size_t i = 0; i < pairs.size(); ++i) {
-    SAR_CHECK(pairs.source[i] >= 0 && pairs.source[i] < h.rows() && pairs.destination[i] >= 0 &&
-                  pairs.destination[i] < h.rows(),
+    SAR_CHECK(pairs.source[i] >= 0 && pairs.source[i] < h.sources.rows() &&
+                  pairs.destination[i] >= 0 && pairs.destination[i] < h.destinations.rows(),
               invalid_argument, where, ": pair ", i, " (", pairs.source[i], ", ",
-              pairs.destination[i], ") outside the ", h.rows(), " embedding rows");
+              pairs.destination[i], ") outside the ", h.sources.rows(), " and ",
+              h.destinations.rows(), " embedding rows");
     SAR_CHECK(pairs.relation_of(i) >= 0 && pairs.relation_of(i) < relations, invalid_argument,
               where, ": pair ", i, " has relation ", pairs.relation_of(i), " of ", relations);
   }
@@ -84,21 +114,21 @@ class dot_decoder {
 
   /// scores[i] := h_u . h_v of pair i. Requires scores.size() == pairs.size(); throws
   /// sar::invalid_argument for a pair outside h.
-  void score(const_rows_ref<T> h, const row_pairs& pairs, std::span<T> scores) const {
+  void score(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<T> scores) const {
     detail::check_pairs<T>("sar::dot_decoder::score", h, pairs, dim_, relations_);
     tbb::parallel_for(std::size_t{0}, pairs.size(), [&](std::size_t i) {
-      scores[i] = h.row(pairs.source[i]).dot(h.row(pairs.destination[i]));
+      scores[i] = h.sources.row(pairs.source[i]).dot(h.destinations.row(pairs.destination[i]));
     });
   }
-  /// dh_u += ds h_v, dh_v += ds h_u. Requires dh of h's shape.
-  void backward(const_rows_ref<T> h, const row_pairs& pairs, std::span<const T> dscores,
-                matrix<T>& dh) {
+  /// dh_u += ds h_v, dh_v += ds h_u. Requires dh of h's shapes.
+  void backward(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<const T> dscores,
+                pair_gradients<T> dh) {
     detail::check_pairs<T>("sar::dot_decoder::backward", h, pairs, dim_, relations_);
-    if (dh.size() == 0) return;
+    if (dh.sources->size() == 0) return;
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       const node_t u = pairs.source[i], v = pairs.destination[i];
-      dh.row(u) += dscores[i] * h.row(v);
-      dh.row(v) += dscores[i] * h.row(u);
+      dh.sources->row(u) += dscores[i] * h.destinations.row(v);
+      dh.destinations->row(v) += dscores[i] * h.sources.row(u);
     }
   }
 
@@ -129,18 +159,18 @@ class distmult_decoder {
   }
 
   /// scores[i] := sum_j h_u[j] r[j] h_v[j]. Same requirements as dot_decoder::score.
-  void score(const_rows_ref<T> h, const row_pairs& pairs, std::span<T> scores) const {
+  void score(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<T> scores) const {
     detail::check_pairs<T>("sar::distmult_decoder::score", h, pairs, dim_, relations_);
     const auto& r = store_->value(diagonal_);
     tbb::parallel_for(std::size_t{0}, pairs.size(), [&](std::size_t i) {
-      scores[i] = (h.row(pairs.source[i]).array() * r.row(pairs.relation_of(i)).array() *
-                   h.row(pairs.destination[i]).array())
+      scores[i] = (h.sources.row(pairs.source[i]).array() * r.row(pairs.relation_of(i)).array() *
+                   h.destinations.row(pairs.destination[i]).array())
                       .sum();
     });
   }
   /// dr := sum ds h_u * h_v per relation; dh_u += ds r * h_v, dh_v += ds r * h_u.
-  void backward(const_rows_ref<T> h, const row_pairs& pairs, std::span<const T> dscores,
-                matrix<T>& dh) {
+  void backward(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<const T> dscores,
+                pair_gradients<T> dh) {
     detail::check_pairs<T>("sar::distmult_decoder::backward", h, pairs, dim_, relations_);
     const auto& r = store_->value(diagonal_);
     auto dr = store_->grad(diagonal_);
@@ -148,10 +178,10 @@ class distmult_decoder {
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       const node_t u = pairs.source[i], v = pairs.destination[i];
       const auto rel = pairs.relation_of(i);
-      dr.row(rel).array() += dscores[i] * h.row(u).array() * h.row(v).array();
-      if (dh.size() == 0) continue;
-      dh.row(u).array() += dscores[i] * r.row(rel).array() * h.row(v).array();
-      dh.row(v).array() += dscores[i] * r.row(rel).array() * h.row(u).array();
+      dr.row(rel).array() += dscores[i] * h.sources.row(u).array() * h.destinations.row(v).array();
+      if (dh.sources->size() == 0) continue;
+      dh.sources->row(u).array() += dscores[i] * r.row(rel).array() * h.destinations.row(v).array();
+      dh.destinations->row(v).array() += dscores[i] * r.row(rel).array() * h.sources.row(u).array();
     }
   }
 
@@ -186,7 +216,7 @@ class mlp_decoder {
   }
 
   /// scores[i] := the MLP of pair i. Same requirements as dot_decoder::score.
-  void score(const_rows_ref<T> h, const row_pairs& pairs, std::span<T> scores) const {
+  void score(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<T> scores) const {
     detail::check_pairs<T>("sar::mlp_decoder::score", h, pairs, dim_, relations_);
     matrix<T> hidden;
     hidden_layer(h, pairs, hidden);
@@ -196,8 +226,8 @@ class mlp_decoder {
   }
   /// The MLP's backward: its parameter gradients assigned, dh_u += dz * h_v, dh_v += dz * h_u
   /// for dz the gradient of the product z = h_u * h_v.
-  void backward(const_rows_ref<T> h, const row_pairs& pairs, std::span<const T> dscores,
-                matrix<T>& dh) {
+  void backward(const pair_embeddings<T>& h, const row_pairs& pairs, std::span<const T> dscores,
+                pair_gradients<T> dh) {
     detail::check_pairs<T>("sar::mlp_decoder::backward", h, pairs, dim_, relations_);
     const auto m = static_cast<Eigen::Index>(pairs.size());
     matrix<T> hidden;
@@ -209,23 +239,24 @@ class mlp_decoder {
     dhidden.array() *= (hidden.array() > T(0)).template cast<T>();
     store_->grad(w1_) = z.transpose() * dhidden;
     store_->grad(b1_) = dhidden.colwise().sum();
-    if (dh.size() == 0) return;
+    if (dh.sources->size() == 0) return;
     const matrix<T> dz = dhidden * store_->value(w1_).transpose();
     for (Eigen::Index i = 0; i < m; ++i) {
       const node_t u = pairs.source[static_cast<std::size_t>(i)];
       const node_t v = pairs.destination[static_cast<std::size_t>(i)];
-      dh.row(u).array() += dz.row(i).array() * h.row(v).array();
-      dh.row(v).array() += dz.row(i).array() * h.row(u).array();
+      dh.sources->row(u).array() += dz.row(i).array() * h.destinations.row(v).array();
+      dh.destinations->row(v).array() += dz.row(i).array() * h.sources.row(u).array();
     }
   }
 
  private:
   /// hidden := relu(z W1 + b1); returns z (one row h_u * h_v per pair).
-  matrix<T> hidden_layer(const_rows_ref<T> h, const row_pairs& pairs, matrix<T>& hidden) const {
+  matrix<T> hidden_layer(const pair_embeddings<T>& h, const row_pairs& pairs,
+                         matrix<T>& hidden) const {
     matrix<T> z(static_cast<Eigen::Index>(pairs.size()), dim_);
     tbb::parallel_for(std::size_t{0}, pairs.size(), [&](std::size_t i) {
       z.row(static_cast<Eigen::Index>(i)) =
-          h.row(pairs.source[i]).cwiseProduct(h.row(pairs.destination[i]));
+          h.sources.row(pairs.source[i]).cwiseProduct(h.destinations.row(pairs.destination[i]));
     });
     hidden = z * store_->value(w1_);
     hidden.rowwise() += store_->value(b1_).row(0);
@@ -243,9 +274,9 @@ class mlp_decoder {
 template <class D>
 concept link_decoder =
     requires(D& d, const D& cd, parameter_store<typename D::scalar>& store,
-             const_rows_ref<typename D::scalar> h, const row_pairs& pairs,
+             const pair_embeddings<typename D::scalar>& h, const row_pairs& pairs,
              std::span<typename D::scalar> scores, std::span<const typename D::scalar> dscores,
-             matrix<typename D::scalar>& dh) {
+             pair_gradients<typename D::scalar> dh) {
       { D::name } -> std::convertible_to<std::string_view>;
       { D::summary } -> std::convertible_to<std::string_view>;
       d.declare(store);

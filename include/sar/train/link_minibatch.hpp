@@ -47,25 +47,28 @@ link_report evaluate_sampled_links(Graph& graph, Decoder& decoder, const matrix<
                                    const node_pairs& positives, const node_pairs& negatives,
                                    std::span<const node_t> own, int per_source,
                                    std::span<const int> hits_at) {
-  std::vector<node_t> ids;
-  for (const auto list : {std::span<const node_t>(positives.source),
-                          std::span<const node_t>(positives.destination),
-                          std::span<const node_t>(negatives.source),
-                          std::span<const node_t>(negatives.destination), own})
-    ids.insert(ids.end(), list.begin(), list.end());
+  const node_pairs pairs = held_out_pairs(positives, negatives, own, per_source);
+  std::vector<node_t> ids = pairs.source;
+  ids.insert(ids.end(), pairs.destination.begin(), pairs.destination.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   const matrix<T> e = graph.gather(const_rows_ref<T>(h), ids);
-  const auto row_of = [&](node_t g) {
-    return static_cast<node_t>(std::lower_bound(ids.begin(), ids.end(), g) - ids.begin());
+  const auto rows_of = [&](const std::vector<node_t>& nodes) {
+    std::vector<node_t> rows(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      rows[i] = std::lower_bound(ids.begin(), ids.end(), nodes[i]) - ids.begin();
+    return rows;
   };
+  const std::vector<node_t> s = rows_of(pairs.source), t = rows_of(pairs.destination);
+  std::vector<T> scores(pairs.size());
+  decoder.score(e, row_pairs{s, t, {}}, scores);
   if constexpr (requires { graph.communicator(); }) {
-    return score_held_out<T>(graph.communicator(), decoder, const_rows_ref<T>(e), row_of,
-                             positives, negatives, own, per_source, hits_at);
+    return held_out_figures<T>(graph.communicator(), scores, positives.size(), negatives.size(),
+                               per_source, hits_at);
   } else {
     serial_communicator one;
-    return score_held_out<T>(one, decoder, const_rows_ref<T>(e), row_of, positives, negatives,
-                             own, per_source, hits_at);
+    return held_out_figures<T>(one, scores, positives.size(), negatives.size(), per_source,
+                               hits_at);
   }
 }
 
@@ -76,15 +79,15 @@ struct edge_batch {
   std::vector<node_t> seeds;         ///< every node they name, sorted, each once
 
   /// The edges of `items` ((id, source, destination) per edge) and their k negatives of
-  /// `epoch` (dataset ids).
+  /// `epoch` drawn from `from` (dataset ids).
   edge_batch(std::span<const node_t> items, int k, std::uint64_t seed, std::uint64_t epoch,
-             node_t num_nodes) {
+             const negative_distribution& from) {
     std::vector<edge_t> ids;
     for (std::size_t i = 0; i < items.size(); i += 3) {
       ids.push_back(items[i]);
       positives.push(items[i + 1], items[i + 2]);
     }
-    negatives = uniform_negatives(seed, epoch, ids, k, num_nodes);
+    negatives = draw_negatives(seed, epoch, ids, k, from);
     seeds = positives.source;
     seeds.insert(seeds.end(), positives.destination.begin(), positives.destination.end());
     seeds.insert(seeds.end(), negatives.begin(), negatives.end());
@@ -128,6 +131,7 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
   SAR_CHECK(link.negatives >= 1 && link.negatives <= num_nodes, invalid_argument, where, ": ",
             link.negatives, " negatives per positive among ", num_nodes, " nodes");
   detail::check_select_by(link, data.per_source, where);
+  const negative_distribution negatives_from = detail::negatives_of(data, num_nodes, where);
   // The training items: (id, source, destination) per supervision positive.
   std::vector<node_t> items;
   for (std::size_t i = 0; i < data.train.size(); ++i)
@@ -176,11 +180,11 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
       std::vector<excluded_pairs> exclude;
       std::vector<double> pairs_of;  // the whole minibatch's scored pairs
       for (node_t b = 0; b < count; ++b) {
-        detail::edge_batch whole(whole_items[b], k, options.seed, epoch_key, num_nodes);
+        detail::edge_batch whole(whole_items[b], k, options.seed, epoch_key, negatives_from);
         exclude.emplace_back(whole.positives.source, whole.positives.destination);
         pairs_of.push_back(static_cast<double>(whole.positives.size()) * (1 + k));
         whole_seeds.push_back(std::move(whole.seeds));
-        mine.emplace_back(shares[b], k, options.seed, epoch_key, num_nodes);
+        mine.emplace_back(shares[b], k, options.seed, epoch_key, negatives_from);
         my_seeds.push_back(mine.back().seeds);
       }
       std::vector<minibatch_sample> samples =

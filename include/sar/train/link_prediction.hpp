@@ -4,10 +4,12 @@
 // negatives from sar/sampling/negatives.hpp); evaluation reports AUC, Hits@K and MRR with
 // OGB's conventions (sar/nn/link_metrics.hpp).
 //
-// On P ranks (a distributed schedule) each rank scores the pairs whose source it owns. The
-// embeddings of the remote destinations its pairs read come from their owners in one
-// deduplicated request per epoch (pair_rows), their gradients go back the same way, and only
-// sums and order statistics are reduced: no rank holds another's pairs. Collective.
+// On P ranks (a distributed schedule) each rank scores the pairs whose source it owns, block by
+// block as SAR aggregates (pair_blocks): first the pairs whose destination is its own, then,
+// peer after peer, those whose destination the peer owns, with the peer's rows they read
+// fetched for that block (each row once) and its gradients sent back before the next block.
+// A rank holds its own embeddings and one peer's rows at a time, only sums and order
+// statistics are reduced, and no rank holds another's pairs. Collective.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sar/comm/serial.hpp"
@@ -50,6 +53,9 @@ struct link_data {
   std::vector<node_t> valid_target_negatives{};
   std::vector<node_t> test_target_negatives{};  ///< the same for the test positives
   int per_source = 0;  ///< columns of the *_target_negatives
+  /// The weight of each node (by dataset id) as a negative destination, e.g. in-degree^0.75
+  /// (degree_weights in sar/sampling/negatives.hpp); empty: uniform.
+  std::vector<double> negative_weights{};
   /// The schedule's id of each dataset id, when the two differ (nodes relabelled by a
   /// partitioner): negatives are drawn as dataset ids and renumbered, so any partition draws
   /// the same nodes. Empty: the schedule numbers nodes as the dataset does.
@@ -134,182 +140,261 @@ concept ranked_schedule = requires(Schedule& s) {
   s.first_global();
 };
 
-/// The rows a rank's pairs read: its own nodes' embeddings, then those of the remote nodes
-/// they name, fetched from their owners (one deduplicated request); and the way back for
-/// those rows' gradients. On one process the rows are the embeddings themselves.
+/// A rank's pairs (sources its own nodes, destinations any node) visited block by block, the
+/// SAR way: first the pairs whose destination is local, then, peer after peer in ring order,
+/// those whose destination that peer owns, with the peer's rows they read fetched for the
+/// visit and dropped after it. A rank holds its own embeddings and one peer's rows at a time
+/// (not every remote row its pairs read), and in training the block's gradients go back to
+/// their owner before the next block arrives. A block's sources are rows of this rank's
+/// embeddings, its destinations rows of the same (block 0) or of the peer's rows.
 template <class T, class Schedule>
-class pair_rows {
+class pair_blocks {
  public:
-  /// Maps the nodes of `lists` (schedule ids) to rows. Collective on P ranks. Throws
-  /// sar::invalid_argument for a node outside the graph.
-  pair_rows(Schedule& graph, std::initializer_list<std::span<const node_t>> lists)
+  /// One block's pairs: their rows of the visited matrix, and their places in the lists.
+  struct block {
+    row_pairs rows;                  ///< (source row, destination row) per pair (pair_embeddings)
+    std::span<const std::size_t> at;  ///< each pair's index in the lists given
+  };
+
+  /// Groups the pairs (sources[i], destinations[i]) (schedule ids) by the owner of their
+  /// destination. Collective on P ranks (the ids each block will read are sent once). Throws
+  /// sar::invalid_argument for a source not on this rank or a node outside the graph.
+  pair_blocks(Schedule& graph, std::span<const node_t> sources,
+              std::span<const node_t> destinations)
       : graph_(graph) {
+    constexpr const char* where = "sar::train_link_full_batch";
+    node_t total = graph.num_destinations();
+    std::vector<std::int64_t> starts{0};
+    int p = 1, rank = 0;
     if constexpr (ranked_schedule<Schedule>) {
       auto& comm = graph.communicator();
+      p = comm.size();
+      rank = comm.rank();
       first_ = graph.first_global();
-      local_ = graph.num_local();
-      const node_t total = graph.num_global();
-      const auto p = static_cast<std::size_t>(comm.size());
-      const std::vector<std::int64_t> starts =
-          comm.all_to_all(std::vector<std::int64_t>(p, first_));
-      for (const auto list : lists)
-        for (const node_t g : list) {
-          SAR_CHECK(g >= 0 && g < total, invalid_argument, "sar::train_link_full_batch: node ",
-                    g, " outside the ", total, " nodes");
-          if (g < first_ || g >= first_ + local_) remote_.push_back(g);
-        }
-      std::sort(remote_.begin(), remote_.end());
-      remote_.erase(std::unique(remote_.begin(), remote_.end()), remote_.end());
-      // Owners' ranges are contiguous and in rank order: the sorted ids group by owner.
-      asked_of_.assign(p, 0);
-      for (const node_t g : remote_) {
-        const auto owner = std::upper_bound(starts.begin(), starts.end(), g) - starts.begin() - 1;
-        ++asked_of_[static_cast<std::size_t>(owner)];
+      total = graph.num_global();
+      starts = comm.all_to_all(std::vector<std::int64_t>(static_cast<std::size_t>(p), first_));
+    }
+    local_ = graph.num_destinations();
+    const auto P = static_cast<std::size_t>(p);
+    const auto owner_of = [&](node_t g) {
+      return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), g) -
+                                      starts.begin() - 1);
+    };
+    // Blocks in visiting order: this rank's, then peer (rank + k) % P for k = 1, ..., P - 1.
+    const auto block_of = [&](std::size_t owner) {
+      return (owner + P - static_cast<std::size_t>(rank)) % P;
+    };
+    ids_.assign(P, {});
+    std::vector<std::vector<std::size_t>> members(P);
+    for (std::size_t i = 0; i < destinations.size(); ++i) {
+      const node_t u = sources[i], v = destinations[i];
+      SAR_CHECK(u >= first_ && u < first_ + local_, invalid_argument, where, ": source ", u,
+                " is not a node of rank ", rank, " ([", first_, ", ", first_ + local_, "))");
+      SAR_CHECK(v >= 0 && v < total, invalid_argument, where, ": node ", v, " outside the ",
+                total, " nodes");
+      const std::size_t b = block_of(owner_of(v));
+      members[b].push_back(i);
+      if (b > 0) ids_[b].push_back(v);
+    }
+    for (auto& ids : ids_) {
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    }
+    offsets_.assign(1, 0);
+    for (std::size_t b = 0; b < P; ++b) {
+      for (const std::size_t i : members[b]) {
+        at_.push_back(i);
+        source_rows_.push_back(sources[i] - first_);
+        const node_t v = destinations[i];
+        destination_rows_.push_back(
+            b == 0 ? v - first_
+                   : static_cast<node_t>(std::lower_bound(ids_[b].begin(), ids_[b].end(), v) -
+                                         ids_[b].begin()));
       }
-      asked_by_ = comm.all_to_all(asked_of_);
+      offsets_.push_back(at_.size());
+    }
+    if constexpr (ranked_schedule<Schedule>) {
+      // What each peer reads of this rank, in the order it lists them: asked_by_[q] rows.
+      std::vector<std::int64_t> asking(P, 0);
+      for (std::size_t b = 1; b < P; ++b)
+        asking[(b + static_cast<std::size_t>(rank)) % P] = static_cast<std::int64_t>(ids_[b].size());
+      auto& comm = graph.communicator();
+      asked_by_ = comm.all_to_all(asking);
+      std::vector<std::int64_t> send;
+      for (std::size_t q = 0; q < P; ++q) {
+        const auto& ids = ids_[block_of(q)];
+        if (q != static_cast<std::size_t>(rank)) send.insert(send.end(), ids.begin(), ids.end());
+      }
       std::int64_t asked = 0;
       for (const auto c : asked_by_) asked += c;
       wanted_.resize(static_cast<std::size_t>(asked));
-      comm.all_to_all_v(std::span<const std::int64_t>(remote_), asked_of_,
+      comm.all_to_all_v(std::span<const std::int64_t>(send), asking,
                         std::span<std::int64_t>(wanted_), asked_by_);
       for (auto& g : wanted_) {
-        SAR_CHECK(g >= first_ && g < first_ + local_, invalid_argument,
-                  "sar::train_link_full_batch: asked for node ", g, " which rank ",
-                  comm.rank(), " does not own");
+        SAR_CHECK(g >= first_ && g < first_ + local_, invalid_argument, where,
+                  ": asked for node ", g, " which rank ", rank, " does not own");
         g -= first_;
       }
-    } else {
-      local_ = graph.num_destinations();
-      for (const auto list : lists)
-        for (const node_t g : list)
-          SAR_CHECK(g >= 0 && g < local_, invalid_argument, "sar::train_link_full_batch: node ",
-                    g, " outside the ", local_, " nodes");
+      wanted_start_.assign(1, 0);
+      for (const auto c : asked_by_) wanted_start_.push_back(wanted_start_.back() + c);
     }
   }
 
-  /// The row of node g (one of the lists' nodes or this rank's).
-  node_t row(node_t g) const {
-    if (g >= first_ && g < first_ + local_) return g - first_;
-    return local_ + static_cast<node_t>(std::lower_bound(remote_.begin(), remote_.end(), g) -
-                                        remote_.begin());
-  }
-  /// The rows of `nodes`.
-  std::vector<node_t> rows(std::span<const node_t> nodes) const {
-    std::vector<node_t> out(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) out[i] = row(nodes[i]);
-    return out;
+  /// Calls visit(e, block) for every block: e (pair_embeddings) holds the rows the block's
+  /// pairs read: this rank's h, and h or the peer's rows. Collective on P ranks (one exchange
+  /// per peer).
+  template <class Visit>
+  void score(const matrix<T>& h, Visit&& visit) {
+    run(h, nullptr, visit);
   }
 
-  /// The embeddings of every row: h itself on one process, else h followed by the remote rows
-  /// (kept in `extended`). Collective on P ranks.
-  const_rows_ref<T> gather(const matrix<T>& h, matrix<T>& extended) {
-    if constexpr (!ranked_schedule<Schedule>) {
-      return const_rows_ref<T>(h);
-    } else {
-      const Eigen::Index d = h.cols();
-      matrix<T> reply(static_cast<Eigen::Index>(wanted_.size()), d);
-      for (std::size_t i = 0; i < wanted_.size(); ++i)
-        reply.row(static_cast<Eigen::Index>(i)) = h.row(wanted_[i]);
-      extended.resize(local_ + static_cast<Eigen::Index>(remote_.size()), d);
-      extended.topRows(local_) = h;
-      auto back = extended.bottomRows(static_cast<Eigen::Index>(remote_.size()));
-      graph_.communicator().all_to_all_v(
-          std::span<const T>(reply.data(), static_cast<std::size_t>(reply.size())),
-          times(asked_by_, d), std::span<T>(back.data(), static_cast<std::size_t>(back.size())),
-          times(asked_of_, d));
-      return const_rows_ref<T>(extended);
-    }
+  /// As score, with gradients: visit(e, block, de) adds the gradients of e's rows into de
+  /// (pair_gradients, as a decoder's backward does); the peer's rows' go back to it and dh
+  /// becomes the gradient of every local row (from this rank's pairs and the peers').
+  /// Collective.
+  template <class Visit>
+  void train(const matrix<T>& h, matrix<T>& dh, Visit&& visit) {
+    run(h, &dh, visit);
   }
-
-  /// Adds the gradients of the remote rows of `dextended` into their owners' `dh` (and, on P
-  /// ranks, its own rows: dh := the top rows of dextended plus what the peers return).
-  /// Collective on P ranks.
-  void scatter(matrix<T>& dextended, matrix<T>& dh) {
-    if constexpr (!ranked_schedule<Schedule>) {
-      dh.swap(dextended);
-    } else {
-      const Eigen::Index d = dextended.cols();
-      dh = dextended.topRows(local_);
-      const auto remote = dextended.bottomRows(static_cast<Eigen::Index>(remote_.size()));
-      const matrix<T> sent = remote;
-      matrix<T> back(static_cast<Eigen::Index>(wanted_.size()), d);
-      graph_.communicator().all_to_all_v(
-          std::span<const T>(sent.data(), static_cast<std::size_t>(sent.size())),
-          times(asked_of_, d), std::span<T>(back.data(), static_cast<std::size_t>(back.size())),
-          times(asked_by_, d));
-      for (std::size_t i = 0; i < wanted_.size(); ++i)
-        dh.row(wanted_[i]) += back.row(static_cast<Eigen::Index>(i));
-    }
-  }
-
-  /// Rows of the extended matrix.
-  node_t size() const { return local_ + static_cast<node_t>(remote_.size()); }
 
  private:
-  static std::vector<std::int64_t> times(const std::vector<std::int64_t>& counts, Eigen::Index d) {
-    std::vector<std::int64_t> out(counts);
-    for (auto& c : out) c *= d;
-    return out;
+  template <class Visit>
+  void run(const matrix<T>& h, matrix<T>* dh, Visit& visit) {
+    if (dh) dh->setZero(h.rows(), h.cols());
+    const auto call = [&](const_rows_ref<T> destinations, std::size_t b, matrix<T>* dd) {
+      const std::size_t count = offsets_[b + 1] - offsets_[b];
+      const block view{
+          row_pairs{std::span<const node_t>(source_rows_).subspan(offsets_[b], count),
+                    std::span<const node_t>(destination_rows_).subspan(offsets_[b], count), {}},
+          std::span<const std::size_t>(at_).subspan(offsets_[b], count)};
+      const pair_embeddings<T> e(const_rows_ref<T>(h), destinations);
+      if constexpr (std::is_invocable_v<Visit&, const pair_embeddings<T>&, const block&,
+                                        pair_gradients<T>>)
+        visit(e, view, pair_gradients<T>(*dh, *dd));
+      else
+        visit(e, view);
+    };
+    call(h, 0, dh);
+    if constexpr (ranked_schedule<Schedule>) {
+      auto& comm = graph_.communicator();
+      const auto P = static_cast<std::size_t>(comm.size());
+      const auto rank = static_cast<std::size_t>(comm.rank());
+      const Eigen::Index d = h.cols();
+      matrix<T> peer, dpeer;  // one peer's rows at a time, and their gradients
+      for (std::size_t k = 1; k < P; ++k) {
+        // Step k: the rows of `from` this block reads come in; mine that `to` reads go out.
+        const std::size_t from = (rank + k) % P, to = (rank + P - k) % P;
+        const auto rows = static_cast<Eigen::Index>(ids_[k].size());
+        const auto served = static_cast<std::size_t>(asked_by_[to]);
+        const auto mine = std::span<const std::int64_t>(wanted_).subspan(
+            static_cast<std::size_t>(wanted_start_[to]), served);
+        matrix<T> rows_out(static_cast<Eigen::Index>(served), d);
+        for (std::size_t i = 0; i < served; ++i)
+          rows_out.row(static_cast<Eigen::Index>(i)) = h.row(mine[i]);
+        peer.resize(rows, d);
+        exchange(rows_out, to, peer.data(), peer.size(), from);
+        if (!dh) {
+          call(peer, k, nullptr);
+          continue;
+        }
+        dpeer.setZero(rows, d);
+        call(peer, k, &dpeer);
+        // The block's rows' gradients back to `from`; mine from `to`, added where they belong.
+        exchange(dpeer, from, rows_out.data(), rows_out.size(), to);
+        for (std::size_t i = 0; i < served; ++i)
+          dh->row(mine[i]) += rows_out.row(static_cast<Eigen::Index>(i));
+      }
+    }
+  }
+
+  /// Sends `out` to rank `to` and receives `count` values into `in` from rank `from` (every
+  /// other count 0). Collective.
+  void exchange(const matrix<T>& out, std::size_t to, T* in, Eigen::Index count,
+                std::size_t from) {
+    auto& comm = graph_.communicator();
+    const auto P = static_cast<std::size_t>(comm.size());
+    std::vector<std::int64_t> send(P, 0), receive(P, 0);
+    send[to] = static_cast<std::int64_t>(out.size());
+    receive[from] = static_cast<std::int64_t>(count);
+    comm.all_to_all_v(std::span<const T>(out.data(), static_cast<std::size_t>(out.size())), send,
+                      std::span<T>(in, static_cast<std::size_t>(count)), receive);
   }
 
   Schedule& graph_;
   node_t first_ = 0, local_ = 0;
-  std::vector<node_t> remote_;               // sorted remote ids this rank reads
-  std::vector<std::int64_t> asked_of_;       // per owner: how many of remote_
-  std::vector<std::int64_t> asked_by_;       // per peer: how many of mine it reads
-  std::vector<std::int64_t> wanted_;         // my rows the peers read, peer by peer
+  std::vector<std::vector<node_t>> ids_;       // per block: the peer's ids it reads, sorted
+  std::vector<std::size_t> at_;                // the pairs, block after block
+  std::vector<node_t> source_rows_, destination_rows_;  // their rows, aligned with at_
+  std::vector<std::size_t> offsets_;           // block b: at_[offsets_[b], offsets_[b + 1])
+  std::vector<std::int64_t> asked_by_;         // per peer: how many of my rows it reads
+  std::vector<std::int64_t> wanted_;           // those rows (local), peer after peer
+  std::vector<std::int64_t> wanted_start_;     // where each peer's begin in wanted_
 };
 
-/// The figures of one held-out set (positives, shared negatives, each positive's
-/// per_source own negatives) over all ranks of `comm`, scored by `decoder` on the embeddings
-/// `e`, whose row of node g is row_of(g). Collective.
-template <class T, class Comm, class Decoder, class RowOf>
-link_report score_held_out(Comm& comm, Decoder& decoder, const_rows_ref<T> e, RowOf&& row_of,
-                           const node_pairs& positives, const node_pairs& negatives,
-                           std::span<const node_t> own, int per_source,
-                           std::span<const int> hits_at) {
-  const auto score = [&](auto&& source_of, std::span<const node_t> destinations) {
-    std::vector<node_t> s(destinations.size()), t(destinations.size());
-    for (std::size_t i = 0; i < destinations.size(); ++i) {
-      s[i] = row_of(source_of(i));
-      t[i] = row_of(destinations[i]);
-    }
-    std::vector<T> scores(s.size());
-    decoder.score(e, row_pairs{s, t, {}}, scores);
-    return std::vector<double>(scores.begin(), scores.end());
-  };
-  const auto k = static_cast<std::size_t>(std::max(per_source, 1));
-  const auto positive = score([&](std::size_t i) { return positives.source[i]; },
-                              positives.destination);
-  const auto shared = score([&](std::size_t i) { return negatives.source[i]; },
-                            negatives.destination);
-  const auto own_scores = score([&](std::size_t i) { return positives.source[i / k]; }, own);
-  return link_metrics(comm, link_scores{positive, shared, own_scores, per_source}, hits_at);
+/// The pairs of one held-out set as one list: the positives, the shared negatives, then each
+/// positive's per_source own negatives (its source with each of `own`, row-major).
+inline node_pairs held_out_pairs(const node_pairs& positives, const node_pairs& negatives,
+                                 std::span<const node_t> own, int per_source) {
+  node_pairs all = positives;
+  all.source.insert(all.source.end(), negatives.source.begin(), negatives.source.end());
+  all.destination.insert(all.destination.end(), negatives.destination.begin(),
+                         negatives.destination.end());
+  for (std::size_t i = 0; i < positives.size(); ++i)
+    for (int j = 0; j < per_source; ++j)
+      all.push(positives.source[i], own[i * static_cast<std::size_t>(per_source) +
+                                        static_cast<std::size_t>(j)]);
+  return all;
 }
 
-/// score_held_out on a schedule's embeddings h (full batch): the remote rows the pairs read
-/// fetched in one exchange. Collective.
+/// The figures over all ranks of `comm` of one held-out set from the scores of its pairs in
+/// held_out_pairs' order (`positives` and `negatives` of them first). Collective.
+template <class T, class Comm>
+link_report held_out_figures(Comm& comm, std::span<const T> scores, std::size_t positives,
+                             std::size_t negatives, int per_source,
+                             std::span<const int> hits_at) {
+  const std::vector<double> all(scores.begin(), scores.end());
+  const std::span<const double> s(all);
+  return link_metrics(comm,
+                      link_scores{s.first(positives), s.subspan(positives, negatives),
+                                  s.subspan(positives + negatives), per_source},
+                      hits_at);
+}
+
+/// The figures of one held-out set on a schedule's embeddings h (full batch), its pairs
+/// scored block by block (pair_blocks). Collective.
 template <class T, class Schedule, class Decoder>
 link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h,
                            const node_pairs& positives, const node_pairs& negatives,
                            std::span<const node_t> own, int per_source,
                            std::span<const int> hits_at) {
-  std::vector<node_t> own_sources;
-  for (std::size_t i = 0; i < positives.size(); ++i)
-    for (int j = 0; j < per_source; ++j) own_sources.push_back(positives.source[i]);
-  pair_rows<T, Schedule> rows(graph, {positives.source, positives.destination, negatives.source,
-                                      negatives.destination, own_sources, own});
-  matrix<T> extended;
-  const auto e = rows.gather(h, extended);
-  const auto row_of = [&](node_t g) { return rows.row(g); };
+  const node_pairs pairs = held_out_pairs(positives, negatives, own, per_source);
+  pair_blocks<T, Schedule> blocks(graph, pairs.source, pairs.destination);
+  std::vector<T> scores(pairs.size()), some;
+  blocks.score(h, [&](const pair_embeddings<T>& e, const auto& block) {
+    some.resize(block.at.size());
+    decoder.score(e, block.rows, some);
+    for (std::size_t i = 0; i < some.size(); ++i) scores[block.at[i]] = some[i];
+  });
   if constexpr (ranked_schedule<Schedule>) {
-    return score_held_out<T>(graph.communicator(), decoder, e, row_of, positives, negatives, own,
-                             per_source, hits_at);
+    return held_out_figures<T>(graph.communicator(), scores, positives.size(), negatives.size(),
+                               per_source, hits_at);
   } else {
     serial_communicator one;
-    return score_held_out<T>(one, decoder, e, row_of, positives, negatives, own, per_source,
-                             hits_at);
+    return held_out_figures<T>(one, scores, positives.size(), negatives.size(), per_source,
+                               hits_at);
   }
+}
+
+/// Where `data`'s negatives come from: its negative_weights, or uniform over num_nodes.
+/// Throws sar::invalid_argument naming `where` for weights of another count of nodes.
+template <class T>
+negative_distribution negatives_of(const link_data<T>& data, node_t num_nodes,
+                                   const char* where) {
+  if (data.negative_weights.empty()) return negative_distribution(num_nodes);
+  SAR_CHECK(data.negative_weights.size() == static_cast<std::size_t>(num_nodes),
+            invalid_argument, where, ": ", data.negative_weights.size(),
+            " negative weights for ", num_nodes, " nodes");
+  return negative_distribution(data.negative_weights);
 }
 
 /// Throws sar::invalid_argument naming `where` unless link.select_by names a figure the
@@ -355,7 +440,8 @@ inline void finish_link_epoch(epoch_recorder& recorder, epoch_stats stats, std::
 
 /// Trains `model` (the encoder, its output the embeddings) and `head` (the decoder) for link
 /// prediction on `data`: each epoch, every supervision positive (u, v) with options.negatives
-/// negatives (u, w), w uniform over all nodes keyed by (options.seed, epoch, the pair's id);
+/// negatives (u, w), w drawn uniformly over all nodes (or by data.negative_weights) keyed by
+/// (options.seed, epoch, the pair's id);
 /// the loss is their binary cross-entropy averaged over all ranks' pairs; then, every
 /// options.evaluate_every epochs, the validation and test figures. The best epoch is the one
 /// with the highest validation link.select_by. Requires data.nodes.features of
@@ -382,6 +468,7 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       invalid_argument, where, ": ", data.schedule_ids.size(), " schedule ids for ", num_nodes,
       " nodes");
   detail::check_select_by(link, data.per_source, where);
+  const negative_distribution negatives_from = detail::negatives_of(data, num_nodes, where);
   double supervised = static_cast<double>(data.train.size());
   graph.all_reduce_sum(std::span<double>(&supervised, 1));
   SAR_CHECK(supervised > 0, invalid_argument, where, ": no supervision pair on any rank");
@@ -403,34 +490,48 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   for (std::size_t i = 0; i < positives; ++i)
     std::fill_n(sources.begin() + static_cast<std::ptrdiff_t>(positives + i * k), k,
                 data.train.source[i]);
-  std::vector<T> scores(sources.size()), dscores(sources.size());
-  matrix<T> extended, dextended, dh;
+  auto decoder_grads = head.parameters.grads();
+  std::vector<T> summed(decoder_grads.size()), scores, dscores, positive, negative, dpositive,
+      dnegative;
+  matrix<T> dh;
   for (int epoch = recorder.first_epoch(); recorder.trains(epoch); ++epoch) {
     epoch_stats stats;
     stats.epoch = epoch;
     layer_context ctx{.training = true, .seed = options.seed,
                       .epoch = static_cast<std::uint64_t>(epoch)};
     const auto start = std::chrono::steady_clock::now();
-    std::vector<node_t> negatives = uniform_negatives(
-        options.seed, static_cast<std::uint64_t>(epoch), ids, link.negatives, num_nodes);
+    std::vector<node_t> negatives = draw_negatives(
+        options.seed, static_cast<std::uint64_t>(epoch), ids, link.negatives, negatives_from);
     if (!data.schedule_ids.empty())
       for (node_t& v : negatives) v = data.schedule_ids[static_cast<std::size_t>(v)];
     std::copy(negatives.begin(), negatives.end(),
               destinations.begin() + static_cast<std::ptrdiff_t>(positives));
-    detail::pair_rows<T, Schedule> rows(graph, {sources, destinations});
-    const std::vector<node_t> s = rows.rows(sources), t = rows.rows(destinations);
-    const row_pairs pairs{s, t, {}};
+    detail::pair_blocks<T, Schedule> blocks(graph, sources, destinations);
 
     const matrix<T>& h = data.nodes.forward(model, graph, ctx);
-    const auto e = rows.gather(h, extended);
-    head.decoder.score(e, pairs, scores);
-    double loss = link_loss<T>(std::span<const T>(scores).first(positives),
-                               std::span<const T>(scores).subspan(positives), normaliser,
-                               std::span<T>(dscores).first(positives),
-                               std::span<T>(dscores).subspan(positives));
-    dextended.setZero(e.rows(), e.cols());
-    head.decoder.backward(e, pairs, dscores, dextended);
-    rows.scatter(dextended, dh);
+    double loss = 0;
+    std::fill(summed.begin(), summed.end(), T(0));
+    blocks.train(h, dh, [&](const pair_embeddings<T>& e, const auto& block,
+                            pair_gradients<T> de) {
+      const std::size_t count = block.at.size();
+      if (count == 0) return;
+      scores.resize(count);
+      dscores.resize(count);
+      head.decoder.score(e, block.rows, scores);
+      // The loss of the block's positives (pairs [0, positives)) and negatives.
+      positive.clear();
+      negative.clear();
+      for (std::size_t i = 0; i < count; ++i)
+        (block.at[i] < positives ? positive : negative).push_back(scores[i]);
+      dpositive.resize(positive.size());
+      dnegative.resize(negative.size());
+      loss += link_loss<T>(positive, negative, normaliser, dpositive, dnegative);
+      for (std::size_t i = 0, p = 0, q = 0; i < count; ++i)
+        dscores[i] = block.at[i] < positives ? dpositive[p++] : dnegative[q++];
+      head.decoder.backward(e, block.rows, dscores, de);
+      for (std::size_t j = 0; j < summed.size(); ++j) summed[j] += decoder_grads[j];
+    });
+    std::copy(summed.begin(), summed.end(), decoder_grads.begin());
     model.backward(graph, ctx, dh);
     graph.all_reduce_sum(model.parameters().grads());
     graph.all_reduce_sum(head.parameters.grads());

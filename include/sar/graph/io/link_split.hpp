@@ -13,6 +13,7 @@
 // edges (sar/graph/edge_split.hpp checks; sar-convert --split-edges writes such splits).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -66,24 +67,37 @@ inline std::vector<std::int64_t> read_ids(const std::filesystem::path& file, std
   return values;
 }
 
-// The pairs of `file` ([rows, 2]), every id in [0, num_nodes). Throws sar::io_error for the
-// array's form, sar::invalid_argument naming the file and row for an id outside the graph,
-// and for an empty array when `required`.
+// The pairs of `file` ([rows, 2]), every id in [0, num_nodes), read in pieces (no copy of
+// the whole array beside the pairs). Throws sar::io_error for the array's form,
+// sar::invalid_argument naming the file and row for an id outside the graph, and for an empty
+// array when `required`.
 inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes, bool required,
                              const char* where = "sar::read_link_split") {
-  std::int64_t rows = 0, cols = 0;
-  const std::vector<std::int64_t> ids = read_ids(file, 2, rows, cols, where);
+  const npy_header header = read_npy_header(file);
+  SAR_CHECK(header.dtype == npy_dtype::int64, io_error, where, ": ", file.string(), " holds ",
+            npy_dtype_name(header.dtype), ", expected int64 node ids");
+  SAR_CHECK(header.shape.size() == 2 && header.shape[1] == 2, io_error, where, ": ",
+            file.string(), " has shape ", npy_shape_string(header.shape), ", expected (rows, 2)");
+  const std::int64_t rows = header.shape[0];
   SAR_CHECK(!required || rows > 0, invalid_argument, where, ": ", file.string(), " holds no pair");
   node_pairs out;
   out.source.reserve(static_cast<std::size_t>(rows));
   out.destination.reserve(static_cast<std::size_t>(rows));
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const std::int64_t u = ids[static_cast<std::size_t>(2 * i)];
-    const std::int64_t v = ids[static_cast<std::size_t>(2 * i + 1)];
-    SAR_CHECK(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, invalid_argument,
-              where, ": ", file.string(), ", row ", i, ": pair (", u, ", ", v,
-              ") outside the ", num_nodes, " nodes");
-    out.push(u, v);
+  constexpr std::int64_t piece = std::int64_t{1} << 20;  // rows read at once
+  std::vector<std::int64_t> ids;
+  for (std::int64_t first = 0; first < rows; first += piece) {
+    const std::int64_t count = std::min(piece, rows - first);
+    ids.resize(static_cast<std::size_t>(2 * count));
+    read_npy_elements(file, header, static_cast<std::uint64_t>(2 * first),
+                      static_cast<std::uint64_t>(2 * count), ids.data());
+    for (std::int64_t k = 0; k < count; ++k) {
+      const std::int64_t u = ids[static_cast<std::size_t>(2 * k)];
+      const std::int64_t v = ids[static_cast<std::size_t>(2 * k + 1)];
+      SAR_CHECK(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, invalid_argument, where,
+                ": ", file.string(), ", row ", first + k, ": pair (", u, ", ", v,
+                ") outside the ", num_nodes, " nodes");
+      out.push(u, v);
+    }
   }
   return out;
 }
