@@ -7,7 +7,8 @@
 2. sar-train --task link (GCN, dot) on it learns: test AUC well above chance, every figure
    the metrics promise; --decoder mlp trains too, saved with --save-model: sar-predict
    --embeddings --pairs writes every node's embedding and the scores of the test positives and
-   negatives, whose AUC is the test AUC sar-train reported at its best epoch.
+   negatives, whose AUC is the test AUC sar-train reported at its best epoch; --hits-at picks
+   the K of Hits@K (and --select-by one of them).
 3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
    per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
    with --minibatch (edge minibatches on sampled neighbourhoods, which learn too) and
@@ -83,6 +84,14 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     assert m["task"] == "link" and len(m["train_loss"]) == 60
     assert m["test_auc"] > 0.8, m["test_auc"]  # chance 0.5; GAE reports 0.91 after 200 epochs
     assert m["train_loss"][-1] < m["train_loss"][0]
+    hits = os.path.join(work, "hits.json")
+    run(base + ["--epochs", "2", "--hits-at", "10,30", "--select-by", "hits@30",
+                "--metrics-out", hits])
+    with open(hits) as f:
+        h = json.load(f)
+    assert "test_hits@10" in h and "test_hits@30" in h and "test_hits@50" not in h, h.keys()
+    err = run(base + ["--select-by", "hits@50", "--hits-at", "10"], expect=1).stderr
+    assert "--select-by hits@50" in err and "--hits-at" in err, err
     # 2b. A saved MLP-decoder model scores pairs as training evaluated them.
     model = os.path.join(work, "links.sarmodel")
     run(base + ["--epochs", "8", "--decoder", "mlp", "--negatives", "2", "--select-by", "auc",

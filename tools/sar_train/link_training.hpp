@@ -86,7 +86,7 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
                              .seed = p.seed, .log_progress = false,
                              .csv_log = root ? p.csv_log : "", .evaluate_every = p.eval_every,
                              .max_loss = p.max_loss, .resume = nullptr, .after_epoch = {}};
-  sar::link_options link{.negatives = p.link.negatives, .hits_at = {20, 50, 100},
+  sar::link_options link{.negatives = p.link.negatives, .hits_at = p.link.hits_at,
                          .select_by = p.link.select_by};
   sar_programs::epoch_progress progress(p.log_every, config.epochs, root && !p.quiet);
   const auto on_epoch = [&](const sar::epoch_stats& e) {

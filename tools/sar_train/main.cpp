@@ -8,6 +8,7 @@
 // SAR_TRAIN_INJECT_FAILURE) is read and checked in parse_settings, before MPI starts: a bad
 // one ends every rank with the message and exit code 1. An error on any rank later ends
 // every rank with the message and exit code 1 too (sar::run_mpi_program).
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -381,10 +382,15 @@ void add_link_options(CLI::App& app, program_options& p) {
                  "(seeded by --seed; as sar-convert --split-edges)")
       ->delimiter(',')
       ->expected(2);
+  app.add_option("--hits-at", p.link.hits_at,
+                 "the K of the Hits@K reported (against the shared negatives)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--select-by", p.link.select_by,
                  "the validation figure that picks the best epoch (its test figures are "
-                 "reported): auc, hits@20, hits@50, hits@100, or mrr (with per-source negatives)")
-      ->check(CLI::IsMember({"auc", "hits@20", "hits@50", "hits@100", "mrr"}))
+                 "reported): auc, hits@K for a K of --hits-at, or mrr (with per-source "
+                 "negatives)")
       ->capture_default_str();
   app.add_flag("--allow-leak", p.link.allow_leak,
                "keep held-out positives that are edges of the message-passing graph (for "
@@ -748,6 +754,11 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
   if (p.link.on) {
+    const bool hits = std::ranges::any_of(
+        p.link.hits_at, [&](int k) { return p.link.select_by == "hits@" + std::to_string(k); });
+    SAR_CHECK(p.link.select_by == "auc" || p.link.select_by == "mrr" || hits,
+              sar::invalid_argument, "sar-train: --select-by ", p.link.select_by,
+              " is none of auc, mrr, or hits@K for a K of --hits-at");
     const char* apart = !p.checkpoint.empty()  ? "--checkpoint"
                         : !p.resume.empty()      ? "--resume"
                         : p.low_bit()            ? "--halo-bits, --gradient-bits and --staleness"
@@ -760,7 +771,7 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
               "sar-convert --split-edges and pass the dataset");
   } else {
     for (const char* option : {"--decoder", "--negatives", "--negative-sampler", "--split",
-                               "--split-edges", "--select-by", "--allow-leak"})
+                               "--split-edges", "--hits-at", "--select-by", "--allow-leak"})
       SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
                 " is an option of --task link");
   }

@@ -41,6 +41,7 @@ struct link_settings {
   sar_programs::negative_sampler sampler = sar_programs::negative_sampler::uniform;
   std::string split = "random";          // the folder under --dataset's split/
   std::vector<double> split_edges;       // VALID,TEST: split in memory instead (one process)
+  std::vector<int> hits_at = {20, 50, 100};  // the K of the Hits@K reported
   std::string select_by = "hits@50";     // the validation figure that picks the best epoch
   bool allow_leak = false;               // keep held-out positives that are graph edges
 };
