@@ -169,6 +169,10 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
     err = run(leaky_run, expect=1).stderr
     assert "valid_edge.npy" in err and "row %d" % (len(bad) - 1) in err and "leak" in err, err
     run(leaky_run + ["--allow-leak"])
+    if mpirun:  # each rank reads a share of the split; the leak is found where its ends live
+        err = run([mpirun, "-np", "2", "--oversubscribe"] + leaky_run + ["--partition", "random"],
+                  expect=1).stderr
+        assert "valid_edge.npy, row %d" % (len(bad) - 1) in err and "leak" in err, err
     far = valid + [(0, n - 1)]  # n - 1 nodes: indptr has n entries
     with_valid(far)
     err = run(leaky_run, expect=1).stderr

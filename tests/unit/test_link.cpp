@@ -470,6 +470,27 @@ TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arra
   CHECK(back.valid_negatives.source == split.valid_negatives.source);
   CHECK(back.test_target_negatives == split.test_target_negatives);
   CHECK(back.per_source == 3);
+  // Three shares of it are the whole, in order; a share's train ids continue the previous.
+  link_split joined;
+  for (int share = 0; share < 3; ++share) {
+    const link_split part = read_link_split(dir, "s", 200, share, 3);
+    REQUIRE(part.train_ids.size() == part.train.size());
+    CHECK(part.train_ids.front() == static_cast<edge_t>(joined.train.size()));
+    for (const auto& [whole, piece] : {std::pair{&joined.train, &part.train},
+                                       std::pair{&joined.test, &part.test},
+                                       std::pair{&joined.valid_negatives, &part.valid_negatives}}) {
+      whole->source.insert(whole->source.end(), piece->source.begin(), piece->source.end());
+      whole->destination.insert(whole->destination.end(), piece->destination.begin(),
+                                piece->destination.end());
+    }
+    joined.test_target_negatives.insert(joined.test_target_negatives.end(),
+                                        part.test_target_negatives.begin(),
+                                        part.test_target_negatives.end());
+  }
+  CHECK(joined.train.destination == split.train.destination);
+  CHECK(joined.test.source == split.test.source);
+  CHECK(joined.valid_negatives.destination == split.valid_negatives.destination);
+  CHECK(joined.test_target_negatives == split.test_target_negatives);
 
   const fs::path files = link_split_dir(dir, "s");
   const auto refused = [&](const std::string& what) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <string>
@@ -192,13 +193,92 @@ inline std::vector<double> negative_weights(const program_options& p, const sar:
   return sar::degree_weights(degrees);
 }
 
+/// Moves the pairs of `split` (this rank's share of its rows, from first_rows in valid_edge.npy
+/// and test_edge.npy; schedule ids) to the ranks owning their sources (owner_of(node)), each
+/// train pair with its id and each held-out positive with its per-source negatives, and
+/// returns what this rank receives. `checked` receives the held-out positives with an end this
+/// rank owns (for the leak check), `rows` their rows of the two files. Collective.
+template <class OwnerOf>
+sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
+                                 sar::link_split& checked,
+                                 std::array<std::vector<std::int64_t>, 2>& rows,
+                                 std::array<std::int64_t, 2> first_rows,
+                                 sar::mpi_communicator& comm) {
+  const auto P = static_cast<std::size_t>(comm.size());
+  const auto k = static_cast<std::size_t>(split.per_source);
+  sar::link_split out;
+  out.per_source = split.per_source;
+  // Train pairs: (id, u, v) to u's owner.
+  std::vector<std::vector<std::int64_t>> send(P);
+  for (std::size_t i = 0; i < split.train.size(); ++i) {
+    const auto u = split.train.source[i];
+    send[owner_of(u)].insert(send[owner_of(u)].end(),
+                             {split.train_ids.empty() ? static_cast<sar::edge_t>(i)
+                                                      : split.train_ids[i],
+                              u, split.train.destination[i]});
+  }
+  split.train = {};
+  split.train_ids = {};
+  for (const auto& from : sar::all_to_all_vectors(comm, send))
+    for (std::size_t at = 0; at < from.size(); at += 3) {
+      out.train_ids.push_back(from[at]);
+      out.train.push(from[at + 1], from[at + 2]);
+    }
+  // Held-out positives: (row, u, v, its k negatives, scored) to u's owner (scored 1) and, if
+  // another, to v's (scored 0: checked for leaks only).
+  const auto held_out = [&](const sar::node_pairs& pairs, const std::vector<sar::node_t>& targets,
+                            std::int64_t first_row, sar::node_pairs& scored,
+                            std::vector<sar::node_t>& scored_targets, sar::node_pairs& check,
+                            std::vector<std::int64_t>& check_rows) {
+    std::vector<std::vector<std::int64_t>> to(P);
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const auto u = pairs.source[i], v = pairs.destination[i];
+      const std::int64_t row = first_row + static_cast<std::int64_t>(i);
+      auto& scoring = to[owner_of(u)];
+      scoring.insert(scoring.end(), {row, u, v, 1});
+      scoring.insert(scoring.end(), targets.begin() + static_cast<std::ptrdiff_t>(i * k),
+                     targets.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
+      if (owner_of(v) != owner_of(u)) to[owner_of(v)].insert(to[owner_of(v)].end(), {row, u, v, 0});
+    }
+    for (const auto& from : sar::all_to_all_vectors(comm, to))
+      for (std::size_t at = 0; at < from.size();) {
+        const bool mine = from[at + 3] == 1;
+        check.push(from[at + 1], from[at + 2]);
+        check_rows.push_back(from[at]);
+        if (mine) {
+          scored.push(from[at + 1], from[at + 2]);
+          scored_targets.insert(scored_targets.end(), from.begin() + static_cast<std::ptrdiff_t>(at + 4),
+                                from.begin() + static_cast<std::ptrdiff_t>(at + 4 + k));
+        }
+        at += 4 + (mine ? k : 0);
+      }
+  };
+  held_out(split.valid, split.valid_target_negatives, first_rows[0], out.valid,
+           out.valid_target_negatives, checked.valid, rows[0]);
+  held_out(split.test, split.test_target_negatives, first_rows[1], out.test,
+           out.test_target_negatives, checked.test, rows[1]);
+  // Shared negatives: (u, v) to u's owner.
+  for (auto [pairs, into] : {std::pair{&split.valid_negatives, &out.valid_negatives},
+                             std::pair{&split.test_negatives, &out.test_negatives}}) {
+    std::vector<std::vector<std::int64_t>> to(P);
+    for (std::size_t i = 0; i < pairs->size(); ++i)
+      to[owner_of(pairs->source[i])].insert(to[owner_of(pairs->source[i])].end(),
+                                            {pairs->source[i], pairs->destination[i]});
+    for (const auto& from : sar::all_to_all_vectors(comm, to))
+      for (std::size_t at = 0; at < from.size(); at += 2) into->push(from[at], from[at + 1]);
+  }
+  return out;
+}
+
 /// Refuses (on every rank alike) a held-out positive of `split` that is an edge of the graph
 /// whose rows are `rows_of` (the in-edges of this rank's nodes, ids as the split's; row_of(v):
 /// the row of node v, or -1 if it is not here): each rank looks at the pairs with an end among
-/// its rows. Collective.
+/// its rows. file_rows: each pair's row of valid_edge.npy and test_edge.npy (empty: its
+/// index). Collective.
 template <class RowOf>
 void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, RowOf&& row_of,
-                  const program_options& p, sar::mpi_communicator& comm) {
+                  const program_options& p, sar::mpi_communicator& comm,
+                  std::array<std::span<const std::int64_t>, 2> file_rows = {}) {
   if (p.link.allow_leak) return;
   const auto joined_here = [&](sar::node_t u, sar::node_t v) {  // u in the row of v, if mine
     const sar::node_t r = row_of(v);
@@ -206,20 +286,32 @@ void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, RowOf&&
     const auto row = rows_of.row(r);
     return std::find(row.begin(), row.end(), u) != row.end();
   };
-  for (const auto& [pairs, file] : {std::pair{&split.valid, "valid_edge.npy"},
-                                    std::pair{&split.test, "test_edge.npy"}}) {
-    std::int64_t first_leak = std::numeric_limits<std::int64_t>::max();
-    for (std::size_t i = 0;
-         i < pairs->size() && first_leak == std::numeric_limits<std::int64_t>::max(); ++i) {
+  constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
+  const std::array<std::pair<const sar::node_pairs*, const char*>, 2> sets{
+      std::pair{&split.valid, "valid_edge.npy"}, std::pair{&split.test, "test_edge.npy"}};
+  for (std::size_t set = 0; set < 2; ++set) {
+    const auto& [pairs, file] = sets[set];
+    const auto row_in_file = [&](std::size_t i) {
+      return file_rows[set].empty() ? static_cast<std::int64_t>(i) : file_rows[set][i];
+    };
+    // The first leaking row over all ranks, then its pair from the rank that has it.
+    std::int64_t first_leak = none, pair[2] = {-1, -1};
+    for (std::size_t i = 0; i < pairs->size(); ++i) {
       const sar::node_t u = pairs->source[i], v = pairs->destination[i];
-      if (joined_here(u, v) || joined_here(v, u)) first_leak = static_cast<std::int64_t>(i);
+      if (row_in_file(i) < first_leak && (joined_here(u, v) || joined_here(v, u))) {
+        first_leak = row_in_file(i);
+        pair[0] = u;
+        pair[1] = v;
+      }
     }
+    const std::int64_t mine = first_leak;
     comm.all_reduce(std::span<std::int64_t>(&first_leak, 1), sar::reduce_op::min);
-    SAR_CHECK(first_leak == std::numeric_limits<std::int64_t>::max(), sar::invalid_argument,
-              "sar-train: ", sar::link_split_dir(p.dataset, p.link.split).string(), "/", file,
-              ", row ", first_leak, ": held-out pair (",
-              pairs->source[static_cast<std::size_t>(first_leak)], ", ",
-              pairs->destination[static_cast<std::size_t>(first_leak)],
+    if (first_leak == none) continue;
+    if (mine != first_leak) pair[0] = pair[1] = -1;
+    comm.all_reduce(std::span<std::int64_t>(pair), sar::reduce_op::max);
+    SAR_CHECK(false, sar::invalid_argument, "sar-train: ",
+              sar::link_split_dir(p.dataset, p.link.split).string(), "/", file, ", row ",
+              first_leak, ": held-out pair (", pair[0], ", ", pair[1],
               ") is an edge of the message-passing graph (a leak; --allow-leak keeps it for "
               "datasets whose convention is to)");
   }
@@ -254,9 +346,10 @@ nlohmann::json train_links_single(const program_options& p, const sar::model_con
 }
 
 /// P ranks: link prediction on this rank's part (its graph in the model's form:
-/// sar::prepare_model_graph) with `split` (dataset ids, read whole by every rank); each rank
-/// keeps the pairs whose source it owns. Full batch renumbers the split as the parts number
-/// the nodes; --minibatch samples by dataset id. Collective.
+/// sar::prepare_model_graph) with `split` (dataset ids). Full batch: `split` is this rank's
+/// share of the rows, renumbered as the parts number the nodes and sent to the ranks owning
+/// the pairs' sources; --minibatch: every rank's copy, of which it keeps the pairs whose
+/// source is its own, sampled by dataset id. Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,
@@ -296,10 +389,25 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
     renumber(split.valid_target_negatives);
     renumber(split.test_target_negatives);
   }
-  detail::refuse_leaks(split, part.in_edges,
+  // This rank's share of the split's rows, to the ranks owning the pairs' sources (held-out
+  // positives to their destinations' too, for the leak check).
+  std::array<std::int64_t, 2> first_rows{};
+  for (std::size_t set = 0; set < 2; ++set) {
+    const std::int64_t mine =
+        static_cast<std::int64_t>((set == 0 ? split.valid : split.test).size());
+    const std::vector<std::int64_t> sizes = detail::joined(comm, std::span(&mine, 1));
+    for (int r = 0; r < comm.rank(); ++r) first_rows[set] += sizes[static_cast<std::size_t>(r)];
+  }
+  sar::link_split checked;
+  std::array<std::vector<std::int64_t>, 2> checked_rows;
+  split = detail::route_to_sources(
+      std::move(split), [&](sar::node_t g) { return static_cast<std::size_t>(part.book.owner(g)); },
+      checked, checked_rows, first_rows, comm);
+  detail::refuse_leaks(checked, part.in_edges,
                        [&](sar::node_t v) { return v >= first && v - first < rows ? v - first
                                                                                   : sar::node_t{-1}; },
-                       p, comm);
+                       p, comm, {checked_rows[0], checked_rows[1]});
+  checked = {};
   const std::vector<double> weights =
       detail::negative_weights(p, part.in_edges, part.original_ids, first, n, comm);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);

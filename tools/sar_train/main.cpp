@@ -128,15 +128,17 @@ sar::coarsening_options coarsening_of(const program_options& p) {
   return {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction};
 }
 
-/// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes. Throws
-/// sar::invalid_argument when --dataset has none, what read_link_split throws for a bad one.
-sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes) {
+/// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes (share `share`
+/// of `shares`: read_link_split). Throws sar::invalid_argument when --dataset has none, what
+/// read_link_split throws for a bad one.
+sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes, int share = 0,
+                              int shares = 1) {
   SAR_CHECK(sar::has_link_split(p.dataset, p.link.split), sar::invalid_argument,
             "sar-train --task link: ", sar::link_split_dir(p.dataset, p.link.split).string(),
             " holds no link split (train_edge.npy, valid_edge.npy, ...): write one with "
             "sar-convert --split-edges VALID,TEST, or split in memory with --split-edges");
   sar_programs::current_phase() = "reading the link split " + p.link.split;
-  return sar::read_link_split(p.dataset, p.link.split, num_nodes);
+  return sar::read_link_split(p.dataset, p.link.split, num_nodes, share, shares);
 }
 
 /// One process, --task link: the split (read, or made by --split-edges, which removes the
@@ -301,8 +303,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                                    p.schedule)));
   sar_programs::current_phase() = "building the model and training";
   if (p.link.on)
-    return sar_train::train_links_distributed<T>(
-        with, model, part, name, link_split_of(p, part.book.num_nodes()), comm);
+    return sar_train::train_links_distributed<T>(  // full batch: each rank reads a share
+        with, model, part, name,
+        sampled ? link_split_of(p, part.book.num_nodes())
+                : link_split_of(p, part.book.num_nodes(), comm.rank(), comm.size()),
+        comm);
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
   return sar_train::train_distributed<T>(with, model, part, name, comm);
 }

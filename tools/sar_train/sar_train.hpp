@@ -125,8 +125,9 @@ nlohmann::json train_links_single(const program_options& p, const sar::model_con
                                   sar::graph_dataset& dataset, sar::link_split split,
                                   sar::mpi_communicator& comm);
 
-/// P ranks, --task link: this rank's part and `split` by dataset id (every rank's copy, freed
-/// once this rank's share is taken). Collective.
+/// P ranks, --task link: this rank's part and `split` by dataset id (full batch: this rank's
+/// share of its rows, read_link_split; --minibatch: every rank's copy), freed once this rank's
+/// pairs are taken. Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,

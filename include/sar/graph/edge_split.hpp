@@ -49,6 +49,9 @@ struct link_split {
   std::vector<node_t> valid_target_negatives;
   std::vector<node_t> test_target_negatives;  ///< the same for the test positives
   int per_source = 0;  ///< columns of the *_target_negatives
+  /// Each train pair's id (its row of train_edge.npy: what keys its negatives) where it is not
+  /// its index: a share of the split, or pairs moved between ranks. Empty: pair i has id i.
+  std::vector<edge_t> train_ids;
 };
 
 /// Settings of split_edges.

@@ -63,8 +63,8 @@ struct link_data {
 };
 
 /// The share of `split` a rank scores: the pairs whose source satisfies owns(source), with
-/// their rows of per-source negatives and each train pair's index in split.train as its id;
-/// `nodes` are the rank's features.
+/// their rows of per-source negatives and each train pair's id (split.train_ids, or its
+/// index); `nodes` are the rank's features.
 template <class T, class Owns>
 link_data<T> link_data_where(const link_split& split, node_data<T> nodes, Owns&& owns) {
   const auto k = static_cast<std::size_t>(split.per_source);
@@ -74,7 +74,8 @@ link_data<T> link_data_where(const link_split& split, node_data<T> nodes, Owns&&
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       if (!owns(pairs.source[i])) continue;
       out.push(pairs.source[i], pairs.destination[i]);
-      if (ids) ids->push_back(static_cast<edge_t>(i));
+      if (ids)
+        ids->push_back(split.train_ids.empty() ? static_cast<edge_t>(i) : split.train_ids[i]);
       if (targets && k > 0)
         out_targets->insert(out_targets->end(),
                             targets->begin() + static_cast<std::ptrdiff_t>(i * k),

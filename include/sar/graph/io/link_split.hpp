@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -49,52 +50,42 @@ inline std::vector<std::int64_t> interleave(const node_pairs& pairs) {
   return out;
 }
 
-// The int64 array `file` of `columns` columns (any, if -1): its values, rows and columns.
-// Throws sar::io_error naming the file for another dtype or shape.
-inline std::vector<std::int64_t> read_ids(const std::filesystem::path& file, std::int64_t columns,
-                                          std::int64_t& rows, std::int64_t& cols,
-                                          const char* where = "sar::read_link_split") {
-  const npy_header header = read_npy_header(file);
-  SAR_CHECK(header.dtype == npy_dtype::int64, io_error, where, ": ", file.string(), " holds ",
-            npy_dtype_name(header.dtype), ", expected int64 node ids");
-  SAR_CHECK(header.shape.size() == 2 && (columns < 0 || header.shape[1] == columns), io_error,
-            where, ": ", file.string(), " has shape ", npy_shape_string(header.shape),
-            ", expected (rows, ", columns < 0 ? std::string("K") : std::to_string(columns), ")");
-  rows = header.shape[0];
-  cols = header.shape[1];
-  std::vector<std::int64_t> values(header.element_count());
-  read_npy_data(file, header, values.data());
-  return values;
+// Rows [m share / shares, m (share + 1) / shares) of an array of m rows.
+inline std::pair<std::int64_t, std::int64_t> share_rows(std::int64_t m, int share, int shares) {
+  return {m * share / shares, m * (share + 1) / shares};
 }
 
-// The pairs of `file` ([rows, 2]), every id in [0, num_nodes), read in pieces (no copy of
-// the whole array beside the pairs). Throws sar::io_error for the array's form,
-// sar::invalid_argument naming the file and row for an id outside the graph, and for an empty
-// array when `required`.
+// Share `share` of `shares` of the pairs of `file` ([rows, 2]; share_rows), every id in
+// [0, num_nodes), read in pieces (no copy of the array beside the pairs); `first` := the row of
+// the share's first pair. Throws sar::io_error for the array's form, sar::invalid_argument
+// naming the file and row for an id outside the graph, and for an empty array when `required`.
 inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes, bool required,
-                             const char* where = "sar::read_link_split") {
+                             const char* where = "sar::read_link_split", int share = 0,
+                             int shares = 1, std::int64_t* first = nullptr) {
   const npy_header header = read_npy_header(file);
   SAR_CHECK(header.dtype == npy_dtype::int64, io_error, where, ": ", file.string(), " holds ",
             npy_dtype_name(header.dtype), ", expected int64 node ids");
   SAR_CHECK(header.shape.size() == 2 && header.shape[1] == 2, io_error, where, ": ",
             file.string(), " has shape ", npy_shape_string(header.shape), ", expected (rows, 2)");
-  const std::int64_t rows = header.shape[0];
-  SAR_CHECK(!required || rows > 0, invalid_argument, where, ": ", file.string(), " holds no pair");
+  SAR_CHECK(!required || header.shape[0] > 0, invalid_argument, where, ": ", file.string(),
+            " holds no pair");
+  const auto [begin, end] = share_rows(header.shape[0], share, shares);
+  if (first) *first = begin;
   node_pairs out;
-  out.source.reserve(static_cast<std::size_t>(rows));
-  out.destination.reserve(static_cast<std::size_t>(rows));
+  out.source.reserve(static_cast<std::size_t>(end - begin));
+  out.destination.reserve(static_cast<std::size_t>(end - begin));
   constexpr std::int64_t piece = std::int64_t{1} << 20;  // rows read at once
   std::vector<std::int64_t> ids;
-  for (std::int64_t first = 0; first < rows; first += piece) {
-    const std::int64_t count = std::min(piece, rows - first);
+  for (std::int64_t at = begin; at < end; at += piece) {
+    const std::int64_t count = std::min(piece, end - at);
     ids.resize(static_cast<std::size_t>(2 * count));
-    read_npy_elements(file, header, static_cast<std::uint64_t>(2 * first),
+    read_npy_elements(file, header, static_cast<std::uint64_t>(2 * at),
                       static_cast<std::uint64_t>(2 * count), ids.data());
     for (std::int64_t k = 0; k < count; ++k) {
       const std::int64_t u = ids[static_cast<std::size_t>(2 * k)];
       const std::int64_t v = ids[static_cast<std::size_t>(2 * k + 1)];
       SAR_CHECK(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, invalid_argument, where,
-                ": ", file.string(), ", row ", first + k, ": pair (", u, ", ", v,
+                ": ", file.string(), ", row ", at + k, ": pair (", u, ", ", v,
                 ") outside the ", num_nodes, " nodes");
       out.push(u, v);
     }
@@ -141,14 +132,17 @@ inline void write_link_split(directory_writer& out, const link_split& split,
 }
 
 /// Reads the link split `name` of the dataset at `dataset`, whose graph has `num_nodes` nodes
-/// (the arrays at the top of this file). Throws sar::io_error naming the file for a missing
+/// (the arrays at the top of this file), or share `share` of `shares` of it: rows
+/// [m share / shares, m (share + 1) / shares) of each array of m rows (per-source negatives
+/// with their positives; split.train_ids the train rows), so P ranks read it once between
+/// them. Throws sar::io_error naming the file for a missing
 /// array, a dtype other than int64 or a wrong shape (target negatives whose rows are not their
 /// positives', or whose K differ between valid and test, or only one of them);
 /// sar::invalid_argument naming the file and row for an id outside [0, num_nodes), and for an
 /// empty train, valid or test set. Leaks are the caller's to check (check_held_out), against
 /// the graph it passes messages on.
 inline link_split read_link_split(const std::filesystem::path& dataset, const std::string& name,
-                                  node_t num_nodes) {
+                                  node_t num_nodes, int share = 0, int shares = 1) {
   namespace lf = detail::link_files;
   namespace fs = std::filesystem;
   constexpr const char* where = "sar::read_link_split";
@@ -159,12 +153,21 @@ inline link_split read_link_split(const std::filesystem::path& dataset, const st
     SAR_CHECK(fs::is_regular_file(dir / file, ec), io_error, where, ": ", (dir / file).string(),
               " is missing (a link split holds train_edge, valid_edge, test_edge, "
               "valid_edge_neg and test_edge_neg .npy arrays)");
+  SAR_CHECK(shares >= 1 && share >= 0 && share < shares, invalid_argument, where, ": share ",
+            share, " of ", shares);
   link_split split;
-  split.train = lf::read_pairs(dir / "train_edge.npy", num_nodes, true);
-  split.valid = lf::read_pairs(dir / "valid_edge.npy", num_nodes, true);
-  split.test = lf::read_pairs(dir / "test_edge.npy", num_nodes, true);
-  split.valid_negatives = lf::read_pairs(dir / "valid_edge_neg.npy", num_nodes, false);
-  split.test_negatives = lf::read_pairs(dir / "test_edge_neg.npy", num_nodes, false);
+  const auto pairs = [&](const char* file, bool required, std::int64_t* first = nullptr) {
+    return lf::read_pairs(dir / file, num_nodes, required, where, share, shares, first);
+  };
+  std::int64_t first_train = 0;
+  split.train = pairs("train_edge.npy", true, &first_train);
+  if (shares > 1)
+    for (std::size_t i = 0; i < split.train.size(); ++i)
+      split.train_ids.push_back(first_train + static_cast<edge_t>(i));
+  split.valid = pairs("valid_edge.npy", true);
+  split.test = pairs("test_edge.npy", true);
+  split.valid_negatives = pairs("valid_edge_neg.npy", false);
+  split.test_negatives = pairs("test_edge_neg.npy", false);
   const fs::path valid_targets = dir / "valid_target_node_neg.npy";
   const fs::path test_targets = dir / "test_target_node_neg.npy";
   const bool with_valid = fs::is_regular_file(valid_targets, ec);
@@ -175,20 +178,30 @@ inline link_split read_link_split(const std::filesystem::path& dataset, const st
   if (!with_valid) return split;
   // Each file's rows are its positives'; K (the columns) the same in both.
   std::int64_t k = -1;
-  const auto targets = [&](const fs::path& file, std::size_t positives) {
-    std::int64_t rows = 0;
-    std::vector<std::int64_t> ids = lf::read_ids(file, k, rows, k);
-    SAR_CHECK(rows == static_cast<std::int64_t>(positives) && k >= 1, io_error, where, ": ",
-              file.string(), " has shape (", rows, ", ", k, ") for ", positives,
-              " positives (expected one row of at least one node each)");
+  const auto targets = [&](const fs::path& file, const char* positives_file) {
+    const std::int64_t positives = read_npy_header(dir / positives_file).shape[0];
+    const npy_header header = read_npy_header(file);
+    SAR_CHECK(header.dtype == npy_dtype::int64 && header.shape.size() == 2, io_error, where,
+              ": ", file.string(), " holds ", npy_dtype_name(header.dtype), " of shape ",
+              npy_shape_string(header.shape), ", expected int64 (rows, K)");
+    const std::int64_t rows = header.shape[0];
+    if (k < 0) k = header.shape[1];
+    SAR_CHECK(rows == positives && header.shape[1] == k && k >= 1, io_error, where, ": ",
+              file.string(), " has shape (", rows, ", ", header.shape[1], ") for ", positives,
+              " positives (expected one row of at least one node each, K alike in valid and "
+              "test)");
+    const auto [begin, end] = lf::share_rows(rows, share, shares);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>((end - begin) * k));
+    read_npy_elements(file, header, static_cast<std::uint64_t>(begin * k), ids.size(),
+                      ids.data());
     for (std::size_t i = 0; i < ids.size(); ++i)
       SAR_CHECK(ids[i] >= 0 && ids[i] < num_nodes, invalid_argument, where, ": ", file.string(),
-                ", row ", i / static_cast<std::size_t>(k), ": node ", ids[i], " outside the ",
-                num_nodes, " nodes");
+                ", row ", begin + static_cast<std::int64_t>(i) / k, ": node ", ids[i],
+                " outside the ", num_nodes, " nodes");
     return ids;
   };
-  split.valid_target_negatives = targets(valid_targets, split.valid.size());
-  split.test_target_negatives = targets(test_targets, split.test.size());
+  split.valid_target_negatives = targets(valid_targets, "valid_edge.npy");
+  split.test_target_negatives = targets(test_targets, "test_edge.npy");
   split.per_source = static_cast<int>(k);
   return split;
 }
