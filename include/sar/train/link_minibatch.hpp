@@ -21,7 +21,6 @@
 #include <span>
 #include <vector>
 
-#include "sar/comm/serial.hpp"
 #include "sar/core/error.hpp"
 #include "sar/sampling/negatives.hpp"
 #include "sar/sampling/samplers.hpp"
@@ -62,14 +61,8 @@ link_report evaluate_sampled_links(Graph& graph, Decoder& decoder, const matrix<
   const std::vector<node_t> s = rows_of(pairs.source), t = rows_of(pairs.destination);
   std::vector<T> scores(pairs.size());
   decoder.score(e, row_pairs{s, t, {}}, scores);
-  if constexpr (requires { graph.communicator(); }) {
-    return held_out_figures<T>(graph.communicator(), scores, positives.size(), negatives.size(),
-                               per_source, hits_at);
-  } else {
-    serial_communicator one;
-    return held_out_figures<T>(one, scores, positives.size(), negatives.size(), per_source,
-                               hits_at);
-  }
+  return held_out_figures<T>(graph, scores, positives.size(), negatives.size(), per_source,
+                             hits_at);
 }
 
 /// One minibatch's positive edges (a share, or the whole minibatch) with their negatives.

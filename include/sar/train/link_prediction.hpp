@@ -347,18 +347,23 @@ inline node_pairs held_out_pairs(const node_pairs& positives, const node_pairs& 
   return all;
 }
 
-/// The figures over all ranks of `comm` of one held-out set from the scores of its pairs in
-/// held_out_pairs' order (`positives` and `negatives` of them first). Collective.
-template <class T, class Comm>
-link_report held_out_figures(Comm& comm, std::span<const T> scores, std::size_t positives,
+/// The figures over all ranks of `graph` (a schedule or sampling graph; one process without a
+/// communicator) of one held-out set from the scores of its pairs in held_out_pairs' order
+/// (`positives` and `negatives` of them first). Collective.
+template <class T, class Graph>
+link_report held_out_figures(Graph& graph, std::span<const T> scores, std::size_t positives,
                              std::size_t negatives, int per_source,
                              std::span<const int> hits_at) {
   const std::vector<double> all(scores.begin(), scores.end());
   const std::span<const double> s(all);
-  return link_metrics(comm,
-                      link_scores{s.first(positives), s.subspan(positives, negatives),
-                                  s.subspan(positives + negatives), per_source},
-                      hits_at);
+  const link_scores figures{s.first(positives), s.subspan(positives, negatives),
+                            s.subspan(positives + negatives), per_source};
+  if constexpr (requires { graph.communicator(); }) {
+    return link_metrics(graph.communicator(), figures, hits_at);
+  } else {
+    serial_communicator one;
+    return link_metrics(one, figures, hits_at);
+  }
 }
 
 /// The figures of one held-out set on a schedule's embeddings h (full batch), its pairs
@@ -376,14 +381,8 @@ link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h
     decoder.score(e, block.rows, some);
     for (std::size_t i = 0; i < some.size(); ++i) scores[block.at[i]] = some[i];
   });
-  if constexpr (ranked_schedule<Schedule>) {
-    return held_out_figures<T>(graph.communicator(), scores, positives.size(), negatives.size(),
-                               per_source, hits_at);
-  } else {
-    serial_communicator one;
-    return held_out_figures<T>(one, scores, positives.size(), negatives.size(), per_source,
-                               hits_at);
-  }
+  return held_out_figures<T>(graph, scores, positives.size(), negatives.size(), per_source,
+                             hits_at);
 }
 
 /// Where `data`'s negatives come from: its negative_weights, or uniform over num_nodes.
