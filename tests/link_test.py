@@ -13,6 +13,9 @@
    per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
    with --minibatch (edge minibatches on sampled neighbourhoods, which learn too) and
    --negative-sampler degree (in-degree^0.75 drawn alike however the nodes are numbered).
+   A split of a heterogeneous graph (sar-convert --split-edges on planted-hetero) has a
+   relation column; R-GCN + DistMult trains on it alike on one process and two ranks, full
+   batch and minibatch; a model that erases types says it does not read them.
 4. Refusals: a leak (a held-out positive that is an edge) names the file and row unless
    --allow-leak; an id outside the graph names the file and row; a dataset without a split
    says how to make one; link options without --task link, --embeddings for a node model,
@@ -148,6 +151,26 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
         assert sampled["minibatch"] == 700 and sampled["fanouts"] == [5, 5], sampled
         assert sampled["negative_sampler"] == "degree", sampled
         assert sampled["train_loss"][-1] < sampled["train_loss"][0], sampled["train_loss"]
+
+    # 3b. Relations: a split of a heterogeneous graph carries each pair's relation (a third
+    #     column), and R-GCN + DistMult scores each with its own diagonal; two ranks agree.
+    typed = os.path.join(work, "typed")
+    run([sar_convert, "--dataset", "planted-hetero:nodes=600,authors=200,seed=3",
+         "--split-edges", "0.1,0.1", "--per-source-negatives", "4", "--out", typed])
+    for name in ("train_edge", "valid_edge", "test_edge_neg"):
+        shape, _ = read_npy(os.path.join(typed, "split", "random", name + ".npy"))
+        assert len(shape) == 2 and shape[1] == 3, (name, shape)
+    relational = [sar_train, "--dataset", typed, "--task", "link", "--quiet", "--model", "rgcn",
+                  "--decoder", "distmult", "--epochs", "3", "--precision", "double",
+                  "--negatives", "2", "--select-by", "mrr"]
+    if mpirun:
+        one_and_two(relational)
+        one_and_two(relational + ["--minibatch", "500", "--fanouts", "4,4"])
+    else:
+        run(relational)
+    err = run([sar_train, "--dataset", typed, "--task", "link", "--epochs", "1", "--model",
+               "gcn", "--decoder", "distmult"]).stderr
+    assert "relations are not read" in err, err
 
     # 4. Refusals.
     leaky = os.path.join(work, "leaky")

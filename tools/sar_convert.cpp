@@ -7,6 +7,7 @@
 //                                                                 # relations and their reverses
 //   sar-convert --dataset ../shared/data/cora --split-edges 0.05,0.10 --out cora-links
 //                                   # link prediction: held-out edges, negatives in split/random
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -52,14 +53,10 @@ bool same_dataset(const sar::graph_dataset& a, const sar::graph_dataset& b) {
          a.schema == b.schema && a.edge_types == b.edge_types;
 }
 
-bool same_pairs(const sar::node_pairs& a, const sar::node_pairs& b) {
-  return a.source == b.source && a.destination == b.destination;
-}
-
 bool same_split_of(const sar::link_split& a, const sar::link_split& b) {
-  return same_pairs(a.train, b.train) && same_pairs(a.valid, b.valid) &&
-         same_pairs(a.test, b.test) && same_pairs(a.valid_negatives, b.valid_negatives) &&
-         same_pairs(a.test_negatives, b.test_negatives) && a.per_source == b.per_source &&
+  return a.train == b.train && a.valid == b.valid && a.test == b.test &&
+         a.valid_negatives == b.valid_negatives && a.test_negatives == b.test_negatives &&
+         a.per_source == b.per_source &&
          a.valid_target_negatives == b.valid_target_negatives &&
          a.test_target_negatives == b.test_target_negatives;
 }
@@ -190,7 +187,9 @@ int run(int argc, char** argv) {
     std::printf("read %.1f MiB of arrays (%.2f s, %.0f MiB/s)\n", array_mebibytes(back), seconds,
                 array_mebibytes(back) / seconds);
     const bool same_split =
-        !split || same_split_of(*split, sar::read_link_split(out, split_name, back.num_nodes()));
+        !split || same_split_of(*split, sar::read_link_split(
+                                    out, split_name, back.num_nodes(), 0, 1,
+                                    std::max(1, static_cast<int>(back.schema.num_relations()))));
     if (!same_dataset(data, back) || !same_split) {
       std::fflush(stdout);
       std::fprintf(stderr, "sar-convert: %s read back differs from the dataset written\n",

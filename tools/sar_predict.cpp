@@ -16,6 +16,7 @@
 // to write them. The features are prepared as for training (row-normalised if the model's
 // were) and must have the model's width, else the error names both widths.
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -194,8 +195,14 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
       const bool links = !saved.description.decoder.empty();
       const bool classify = !links && sar::has_class_ids(saved.description.task);
       std::vector<float> scores;
-      if (!s.pairs.empty())
-        scores = sar::score_saved_pairs<float>(saved, all, sar::read_node_pairs(s.pairs, num_nodes));
+      if (!s.pairs.empty()) {
+        // A model that erased the graph's types scores every pair as of relation 0.
+        const int relations = sar::link_relations(saved.description.config);
+        sar::node_pairs pairs = sar::read_node_pairs(
+            s.pairs, num_nodes, relations > 1 ? relations : std::numeric_limits<int>::max());
+        if (relations == 1) pairs.relation = {};
+        scores = sar::score_saved_pairs<float>(saved, all, pairs);
+      }
       std::vector<std::int32_t> classes;
       if (classify)
         for (sar::node_t i = 0; i < num_nodes; ++i) {

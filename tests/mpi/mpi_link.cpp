@@ -3,7 +3,8 @@
 // decoders; double, dropout on) on renumbered nodes, where each rank scores the pairs whose
 // source it owns, give the one-process per-epoch losses and figures; so does minibatch
 // training on sampled edge minibatches (the minibatch's edges excluded from its blocks) on a
-// distributed sampling graph, with and without replicas.
+// distributed sampling graph, with and without replicas; and so does R-GCN + DistMult on the
+// typed pairs of a heterogeneous graph, full batch on a partition's parts and minibatch.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -19,6 +20,7 @@
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/generators.hpp"
 #include "mpi_parts.hpp"
+#include "sar/partition/partitioners.hpp"
 #include "sar/partition/graph_part.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
@@ -103,18 +105,25 @@ rank_share share_of(const csr& graph, int P, int r) {
   return s;
 }
 
-/// Link prediction of `family` with Decoder on `graph`: full batch on a schedule, on sampled
-/// edge minibatches on a sampling graph.
-template <class Decoder, class Graph>
-link_result train(Graph& graph, const std::string& family, const link_data<double>& data) {
-  constexpr bool sampled = minibatch_graph<Graph>;
-  using Schedule = std::conditional_t<sampled, local_schedule, Graph>;
+/// The encoder of `family` these checks train (rgcn over `schema`'s relations).
+model_config encoder(const std::string& family, const graph_schema& schema = {}) {
   model_config config = paper_defaults(family);
   config.hidden = 12;
   config.heads = family == "gat" ? 2 : 1;
+  if (reads_graph_types(config)) config.schema = schema;
+  return config;
+}
+
+/// Link prediction of the encoder `config` with Decoder on `graph`: full batch on a schedule,
+/// on sampled edge minibatches on a sampling graph.
+template <class Decoder, class Graph>
+link_result train(Graph& graph, const model_config& config, const link_data<double>& data) {
+  constexpr bool sampled = minibatch_graph<Graph>;
+  using Schedule = std::conditional_t<sampled, local_schedule, Graph>;
   auto model = make_model<double, Schedule>(config, data.nodes.features.cols(), 12, 3);
   auto optimiser = make_optimiser(config, model);
-  link_head<Decoder, adam<double>> head({12, 1}, adam<double>(adam_options{}), 4);
+  link_head<Decoder, adam<double>> head({12, link_relations(config)},
+                                        adam<double>(adam_options{}), 4);
   train_options options;
   options.epochs = sampled ? 4 : 6;
   options.seed = 5;
@@ -157,7 +166,7 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   const matrix<double> features = data.features.cast<double>();
   const link_data<double> whole = link_data_of<double>(split, {features});
   local_schedule one(graph);
-  const link_result expected = train<Decoder>(one, family, whole);
+  const link_result expected = train<Decoder>(one, encoder(family), whole);
 
   // On P ranks the nodes are renumbered (new = (7 old + 3) mod n, as a partitioner relabels
   // them): the graph, the features and the split; negatives are drawn by dataset id.
@@ -196,7 +205,7 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   const matrix<double> mine = moved_features.middleRows(s.first, s.rows);
   link_data<double> local = link_data_of<double>(moved_split, {mine}, s.first, s.rows);
   local.schedule_ids = renumbered;
-  const link_result got = train<Decoder>(ranks, family, local);
+  const link_result got = train<Decoder>(ranks, encoder(family), local);
   expect_same_run(got, expected, family + " + " + std::string(Decoder::name), P);
 }
 
@@ -213,7 +222,7 @@ void check_minibatch(mpi_communicator& comm, const std::string& family, int repl
   const matrix<double> features = data.features.cast<double>();
   sampling_graph one(graph);
   const link_result expected =
-      train<Decoder>(one, family, link_data_of<double>(split, {features}));
+      train<Decoder>(one, encoder(family), link_data_of<double>(split, {features}));
 
   std::vector<int> assignment(static_cast<std::size_t>(data.num_nodes()));
   for (std::size_t v = 0; v < assignment.size(); ++v)
@@ -223,11 +232,64 @@ void check_minibatch(mpi_communicator& comm, const std::string& family, int repl
   const matrix<double> mine = part.features.cast<double>();
   distributed_sampling_graph<mpi_communicator> ranks(comm, part, replication, false);
   const link_result got =
-      train<Decoder>(ranks, family, link_data_of<double>(split, {mine}, ranks));
+      train<Decoder>(ranks, encoder(family), link_data_of<double>(split, {mine}, ranks));
   expect_same_run(got, expected,
                   "minibatch " + family + " + " + std::string(Decoder::name) + ", replication " +
                       std::to_string(replication),
                   P);
+}
+
+/// R-GCN + DistMult on a planted heterogeneous graph (reverse relations added; the split's
+/// pairs each of a relation, so DistMult scores each with its relation's diagonal): full batch
+/// on the relabelled parts of a random partition and minibatch on a distributed sampling graph
+/// give the one-process runs.
+void check_relational(mpi_communicator& comm) {
+  const int P = comm.size(), r = comm.rank();
+  graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 200, .num_authors = 80, .feature_dim = 6, .author_feature_dim = 3,
+       .degree = 3, .authors_per_paper = 2, .seed = 3});
+  const link_split split =
+      split_edges(data, {.valid = 0.1, .test = 0.1, .per_source_negatives = 6, .seed = 2});
+  EXPECT(split.train.typed() && split.valid.typed() && split.test_negatives.typed(),
+         "a split of a typed graph has untyped pairs");
+  const model_config config = encoder("rgcn", data.schema);
+  EXPECT(link_relations(config) == data.schema.num_relations(), "rgcn's decoder knows ",
+         link_relations(config), " relations of ", data.schema.num_relations());
+  const matrix<double> features = data.features.cast<double>();
+  const link_data<double> whole = link_data_of<double>(split, {features});
+  local_schedule one(csr{data.graph}, matrixf(), std::vector<std::int32_t>(data.edge_types));
+  const link_result expected = train<distmult_decoder<double>>(one, config, whole);
+
+  const std::vector<int> assignment = partition_random(data.num_nodes(), P, 7);
+  const relabelling ids = relabel(assignment, P);
+  graph_part part = mpi_test::cut_part(data, assignment, P, r);
+  link_split moved = split;  // in the parts' numbering
+  const auto renumber = [&](std::vector<node_t>& nodes) {
+    for (node_t& v : nodes) v = ids.new_of_old[static_cast<std::size_t>(v)];
+  };
+  for (node_pairs* pairs : {&moved.train, &moved.valid, &moved.test, &moved.valid_negatives,
+                            &moved.test_negatives}) {
+    renumber(pairs->source);
+    renumber(pairs->destination);
+  }
+  renumber(moved.valid_target_negatives);
+  renumber(moved.test_target_negatives);
+  const matrix<double> mine = part.features.cast<double>();
+  {
+    distributed_schedule<mpi_communicator> ranks(comm, part);
+    link_data<double> local =
+        link_data_of<double>(moved, {mine}, part.first_global(), part.in_edges.num_rows);
+    local.schedule_ids = ids.new_of_old;
+    expect_same_run(train<distmult_decoder<double>>(ranks, config, local), expected,
+                    "rgcn + distmult", P);
+  }
+  sampling_graph sampled_one(data.graph, data.edge_features, data.edge_types);
+  const link_result expected_sampled =
+      train<distmult_decoder<double>>(sampled_one, config, whole);
+  distributed_sampling_graph<mpi_communicator> sampled(comm, part, 1, false);
+  expect_same_run(train<distmult_decoder<double>>(sampled, config,
+                                                  link_data_of<double>(split, {mine}, sampled)),
+                  expected_sampled, "minibatch rgcn + distmult", P);
 }
 
 }  // namespace
@@ -235,6 +297,7 @@ void check_minibatch(mpi_communicator& comm, const std::string& family, int repl
 int main(int argc, char** argv) {
   return mpi_test::run_checked(argc, argv, [](mpi_communicator& comm) {
     check_metrics(comm);
+    check_relational(comm);
     check_training<dot_decoder<double>>(comm, "gcn");
     check_training<dot_decoder<double>>(comm, "sage");
     check_training<mlp_decoder<double>>(comm, "gcn");

@@ -452,6 +452,64 @@ TEST_CASE("a link model saved with its decoder predicts the scores it was evalua
                        doctest::Contains("no decoder"), invalid_argument);
 }
 
+TEST_CASE("split_edges on a typed graph: each pair of its edge's relation, read back typed") {
+  namespace fs = std::filesystem;
+  graph_dataset data = make_planted_heterogeneous(
+      {.num_papers = 150, .num_authors = 60, .feature_dim = 4, .author_feature_dim = 2,
+       .degree = 2, .authors_per_paper = 2, .seed = 5});
+  const csr original = data.graph;
+  const std::vector<std::int32_t> types = data.edge_types;
+  const link_split split = split_edges(
+      data, {.valid = 0.1, .test = 0.1, .negatives = 40, .per_source_negatives = 2, .seed = 3});
+  REQUIRE(split.typed());
+  // A pair's relation: the smallest type of an entry u -> v of the original graph.
+  const auto relation_of = [&](node_t u, node_t v) {
+    std::int32_t best = -1;
+    for (edge_t e = original.offsets[v]; e < original.offsets[v + 1]; ++e)
+      if (original.columns[static_cast<std::size_t>(e)] == u &&
+          (best < 0 || types[static_cast<std::size_t>(e)] < best))
+        best = types[static_cast<std::size_t>(e)];
+    return best;
+  };
+  for (const node_pairs* pairs : {&split.train, &split.valid, &split.test}) {
+    REQUIRE(pairs->relation.size() == pairs->size());
+    for (std::size_t i = 0; i < pairs->size(); ++i)
+      CHECK(pairs->relation[i] == relation_of(pairs->source[i], pairs->destination[i]));
+  }
+  CHECK(data.edge_types.size() == static_cast<std::size_t>(data.graph.num_edges()));
+  // Shared negative i corrupts test positive i mod n: its source and relation.
+  REQUIRE(split.test_negatives.size() == 40);
+  for (std::size_t i = 0; i < 40; ++i) {
+    const std::size_t j = i % split.test.size();
+    CHECK(split.test_negatives.source[i] == split.test.source[j]);
+    CHECK(split.test_negatives.relation[i] == split.test.relation[j]);
+  }
+  // On disk: three columns, read back equal; a relation the graph lacks is refused.
+  const testing_support::temp_dir tmp("typed-split");
+  const fs::path dir = tmp.path / "links";
+  write_npy_dataset(dir, data, [&](directory_writer& out) { write_link_split(out, split, "s"); });
+  CHECK(read_npy_header(link_split_dir(dir, "s") / "test_edge_neg.npy").shape[1] == 3);
+  const int relations = data.schema.num_relations();
+  const link_split back = read_link_split(dir, "s", data.num_nodes(), 0, 1, relations);
+  CHECK(back.train == split.train);
+  CHECK(back.test_negatives == split.test_negatives);
+  std::int32_t highest = 0;
+  for (const std::int32_t r : split.train.relation) highest = std::max(highest, r);
+  REQUIRE(highest > 0);
+  const std::string outside = "relation " + std::to_string(highest) + " outside the graph's " +
+                              std::to_string(highest) + " relations";
+  CHECK_THROWS_WITH_AS(read_link_split(dir, "s", data.num_nodes(), 0, 1, highest),
+                       doctest::Contains(outside.c_str()), invalid_argument);
+  // Held-out pairs carry them to the decoder: per-source negatives take their positive's.
+  const node_pairs all = detail::held_out_pairs(split.test, split.test_negatives,
+                                                split.test_target_negatives, 2);
+  REQUIRE(all.relation.size() == all.size());
+  CHECK(all.relation.back() == split.test.relation.back());
+  node_pairs untyped;
+  untyped.push(0, 1);
+  CHECK_THROWS_AS(detail::held_out_pairs(split.test, untyped, {}, 0), invalid_argument);
+}
+
 TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arrays refused") {
   namespace fs = std::filesystem;
   graph_dataset data =
@@ -502,12 +560,14 @@ TEST_CASE("link splits on disk: written with a .npy dataset, read back, bad arra
     return false;
   };
   const std::vector<std::int64_t> two{0, 1, 2, 3, 4, 5};
-  const std::int64_t pair_shape[] = {3, 2}, triple_shape[] = {2, 3};
+  const std::int64_t pair_shape[] = {3, 2}, triple_shape[] = {2, 3}, wide_shape[] = {1, 4};
   // Another dtype, another shape, an id outside the graph, an empty set, a missing file.
   write_npy(files / "valid_edge.npy", npy_dtype::int32, pair_shape, two.data());
   CHECK(refused("valid_edge.npy holds int32"));
+  write_npy(files / "valid_edge.npy", npy_dtype::int64, wide_shape, two.data());
+  CHECK(refused("valid_edge.npy has shape (1, 4)"));
   write_npy(files / "valid_edge.npy", npy_dtype::int64, triple_shape, two.data());
-  CHECK(refused("valid_edge.npy has shape (2, 3)"));
+  CHECK(refused("valid_edge.npy has 3 columns, train_edge.npy 2"));  // relations in all or none
   const std::vector<std::int64_t> far{0, 1, 2, 200};
   const std::int64_t far_shape[] = {2, 2}, empty_shape[] = {0, 2};
   write_npy(files / "valid_edge.npy", npy_dtype::int64, far_shape, far.data());

@@ -101,7 +101,7 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
                          {"select_by", p.link.select_by}, {"ranks", comm.size()}};
   with_decoder<T>(p.link.decoder, [&]<class D>() {
     sar::link_head<D, sar::adam<T>> head(
-        {width, 1}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
+        {width, sar::link_relations(config)}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
         p.seed + 1);
     comm.broadcast(head.parameters.values(), 0);
     // --save-model: the encoder's and the decoder's parameters of the best epoch so far.
@@ -195,8 +195,8 @@ inline std::vector<double> negative_weights(const program_options& p, const sar:
 
 /// Moves the pairs of `split` (this rank's share of its rows, from first_rows in valid_edge.npy
 /// and test_edge.npy; schedule ids) to the ranks owning their sources (owner_of(node)), each
-/// train pair with its id and each held-out positive with its per-source negatives, and
-/// returns what this rank receives. `checked` receives the held-out positives with an end this
+/// train pair with its id and each held-out positive with its per-source negatives, with
+/// their relations if any rank's are typed, and returns what this rank receives. `checked` receives the held-out positives with an end this
 /// rank owns (for the leak check), `rows` their rows of the two files. Collective.
 template <class OwnerOf>
 sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
@@ -208,23 +208,33 @@ sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
   const auto k = static_cast<std::size_t>(split.per_source);
   sar::link_split out;
   out.per_source = split.per_source;
-  // Train pairs: (id, u, v) to u's owner.
+  std::int64_t typed = split.typed();
+  comm.all_reduce(std::span<std::int64_t>(&typed, 1), sar::reduce_op::max);
+  // A pair travels as (u, v) or (u, v, relation).
+  const std::size_t pair_width = typed ? 3 : 2;
+  const auto put = [&](std::vector<std::int64_t>& to, const sar::node_pairs& pairs, std::size_t i) {
+    to.insert(to.end(), {pairs.source[i], pairs.destination[i]});
+    if (typed) to.push_back(pairs.relation_of(i));
+  };
+  const auto take = [&](sar::node_pairs& into, const std::int64_t* pair) {
+    if (typed) into.push(pair[0], pair[1], static_cast<std::int32_t>(pair[2]));
+    else into.push(pair[0], pair[1]);
+  };
+  // Train pairs: (id, pair) to u's owner.
   std::vector<std::vector<std::int64_t>> send(P);
   for (std::size_t i = 0; i < split.train.size(); ++i) {
-    const auto u = split.train.source[i];
-    send[owner_of(u)].insert(send[owner_of(u)].end(),
-                             {split.train_ids.empty() ? static_cast<sar::edge_t>(i)
-                                                      : split.train_ids[i],
-                              u, split.train.destination[i]});
+    auto& to = send[owner_of(split.train.source[i])];
+    to.push_back(split.train_ids.empty() ? static_cast<sar::edge_t>(i) : split.train_ids[i]);
+    put(to, split.train, i);
   }
   split.train = {};
   split.train_ids = {};
   for (const auto& from : sar::all_to_all_vectors(comm, send))
-    for (std::size_t at = 0; at < from.size(); at += 3) {
+    for (std::size_t at = 0; at < from.size(); at += 1 + pair_width) {
       out.train_ids.push_back(from[at]);
-      out.train.push(from[at + 1], from[at + 2]);
+      take(out.train, &from[at + 1]);
     }
-  // Held-out positives: (row, u, v, its k negatives, scored) to u's owner (scored 1) and, if
+  // Held-out positives: (row, scored, pair, its k negatives) to u's owner (scored 1) and, if
   // another, to v's (scored 0: checked for leaks only).
   const auto held_out = [&](const sar::node_pairs& pairs, const std::vector<sar::node_t>& targets,
                             std::int64_t first_row, sar::node_pairs& scored,
@@ -235,37 +245,42 @@ sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
       const auto u = pairs.source[i], v = pairs.destination[i];
       const std::int64_t row = first_row + static_cast<std::int64_t>(i);
       auto& scoring = to[owner_of(u)];
-      scoring.insert(scoring.end(), {row, u, v, 1});
+      scoring.insert(scoring.end(), {row, 1});
+      put(scoring, pairs, i);
       scoring.insert(scoring.end(), targets.begin() + static_cast<std::ptrdiff_t>(i * k),
                      targets.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
-      if (owner_of(v) != owner_of(u)) to[owner_of(v)].insert(to[owner_of(v)].end(), {row, u, v, 0});
+      if (owner_of(v) != owner_of(u)) {
+        auto& checking = to[owner_of(v)];
+        checking.insert(checking.end(), {row, 0});
+        put(checking, pairs, i);
+      }
     }
     for (const auto& from : sar::all_to_all_vectors(comm, to))
       for (std::size_t at = 0; at < from.size();) {
-        const bool mine = from[at + 3] == 1;
-        check.push(from[at + 1], from[at + 2]);
+        const bool mine = from[at + 1] == 1;
+        const std::int64_t* pair = &from[at + 2];
+        take(check, pair);
         check_rows.push_back(from[at]);
+        at += 2 + pair_width;
         if (mine) {
-          scored.push(from[at + 1], from[at + 2]);
-          scored_targets.insert(scored_targets.end(), from.begin() + static_cast<std::ptrdiff_t>(at + 4),
-                                from.begin() + static_cast<std::ptrdiff_t>(at + 4 + k));
+          take(scored, pair);
+          scored_targets.insert(scored_targets.end(), from.begin() + static_cast<std::ptrdiff_t>(at),
+                                from.begin() + static_cast<std::ptrdiff_t>(at + k));
+          at += k;
         }
-        at += 4 + (mine ? k : 0);
       }
   };
   held_out(split.valid, split.valid_target_negatives, first_rows[0], out.valid,
            out.valid_target_negatives, checked.valid, rows[0]);
   held_out(split.test, split.test_target_negatives, first_rows[1], out.test,
            out.test_target_negatives, checked.test, rows[1]);
-  // Shared negatives: (u, v) to u's owner.
+  // Shared negatives: the pair to u's owner.
   for (auto [pairs, into] : {std::pair{&split.valid_negatives, &out.valid_negatives},
                              std::pair{&split.test_negatives, &out.test_negatives}}) {
     std::vector<std::vector<std::int64_t>> to(P);
-    for (std::size_t i = 0; i < pairs->size(); ++i)
-      to[owner_of(pairs->source[i])].insert(to[owner_of(pairs->source[i])].end(),
-                                            {pairs->source[i], pairs->destination[i]});
+    for (std::size_t i = 0; i < pairs->size(); ++i) put(to[owner_of(pairs->source[i])], *pairs, i);
     for (const auto& from : sar::all_to_all_vectors(comm, to))
-      for (std::size_t at = 0; at < from.size(); at += 2) into->push(from[at], from[at + 1]);
+      for (std::size_t at = 0; at < from.size(); at += pair_width) take(*into, &from[at]);
   }
   return out;
 }

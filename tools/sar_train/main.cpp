@@ -128,17 +128,33 @@ sar::coarsening_options coarsening_of(const program_options& p) {
   return {.cluster_size = p.cluster_size, .arc_fraction = p.arc_fraction};
 }
 
-/// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes (share `share`
-/// of `shares`: read_link_split). Throws sar::invalid_argument when --dataset has none, what
-/// read_link_split throws for a bad one.
-sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes, int share = 0,
-                              int shares = 1) {
+/// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes and `relations`
+/// relations (share `share` of `shares`: read_link_split). Throws sar::invalid_argument when
+/// --dataset has none, what read_link_split throws for a bad one.
+sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes, int relations,
+                              int share = 0, int shares = 1) {
   SAR_CHECK(sar::has_link_split(p.dataset, p.link.split), sar::invalid_argument,
             "sar-train --task link: ", sar::link_split_dir(p.dataset, p.link.split).string(),
             " holds no link split (train_edge.npy, valid_edge.npy, ...): write one with "
             "sar-convert --split-edges VALID,TEST, or split in memory with --split-edges");
   sar_programs::current_phase() = "reading the link split " + p.link.split;
-  return sar::read_link_split(p.dataset, p.link.split, num_nodes, share, shares);
+  return sar::read_link_split(p.dataset, p.link.split, num_nodes, share, shares, relations);
+}
+
+/// `split` as the model `config` reads it: without relations when the model erases the
+/// graph's types (said on rank 0), for its decoder scores relation 0 only.
+sar::link_split as_model_reads(sar::link_split split, const sar::model_config& config,
+                               sar::mpi_communicator& comm) {
+  if (sar::link_relations(config) > 1) return split;
+  std::int64_t typed = split.typed();
+  comm.all_reduce(std::span<std::int64_t>(&typed, 1), sar::reduce_op::max);
+  if (typed && comm.rank() == 0)
+    sar::log_info(sar::message("the split's relations are not read: --model ", config.family,
+                               " erases the graph's types (rgcn keeps them)"));
+  for (sar::node_pairs* pairs : {&split.train, &split.valid, &split.test, &split.valid_negatives,
+                                 &split.test_negatives})
+    pairs->relation = {};
+  return split;
 }
 
 /// One process, --task link: the split (read, or made by --split-edges, which removes the
@@ -152,7 +168,8 @@ nlohmann::json run_links_single(const program_options& p, const sar::model_confi
     split = sar::split_edges(data, {.valid = p.link.split_edges[0],
                                     .test = p.link.split_edges[1], .seed = p.seed});
   } else {
-    split = link_split_of(p, data.num_nodes());
+    split = link_split_of(p, data.num_nodes(), std::max(1, static_cast<int>(
+                                                    data.schema.num_relations())));
   }
   sar::log_info(sar::message("link split: ", split.train.size(), " train, ", split.valid.size(),
                              " valid and ", split.test.size(), " test positives; ",
@@ -164,7 +181,8 @@ nlohmann::json run_links_single(const program_options& p, const sar::model_confi
   const sar::model_config model =
       with_graph(config, data.graph, data.schema, data.edge_types, data.edge_features, comm);
   sar_programs::current_phase() = "building the model and training";
-  return sar_train::train_links_single<T>(p, model, data, std::move(split), comm);
+  return sar_train::train_links_single<T>(p, model, data,
+                                         as_model_reads(std::move(split), model, comm), comm);
 }
 
 template <class T>
@@ -271,6 +289,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
   }
+  const int relations = std::max(1, static_cast<int>(part.schema.num_relations()));
   const sar::model_config model =
       with_graph(config, part.in_edges, part.schema, part.edge_types, part.edge_features, comm);
   sar::prepare_model_graph(model, part.in_edges, part.edge_features, part.first_global());
@@ -305,8 +324,10 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   if (p.link.on)
     return sar_train::train_links_distributed<T>(  // full batch: each rank reads a share
         with, model, part, name,
-        sampled ? link_split_of(p, part.book.num_nodes())
-                : link_split_of(p, part.book.num_nodes(), comm.rank(), comm.size()),
+        as_model_reads(sampled ? link_split_of(p, part.book.num_nodes(), relations)
+                               : link_split_of(p, part.book.num_nodes(), relations, comm.rank(),
+                                               comm.size()),
+                       model, comm),
         comm);
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
   return sar_train::train_distributed<T>(with, model, part, name, comm);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <numeric>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sar/core/error.hpp"
@@ -24,17 +25,36 @@
 
 namespace sar {
 
-/// A list of node pairs (source, destination), by dataset node id.
+/// A list of node pairs (source, destination), by dataset node id, each of a relation (an edge
+/// type of a heterogeneous graph: DistMult scores each relation apart) or, untyped, all of
+/// relation 0.
 struct node_pairs {
   std::vector<node_t> source;       ///< first node of each pair
   std::vector<node_t> destination;  ///< second node of each pair
+  std::vector<std::int32_t> relation;  ///< each pair's relation, or empty: untyped
   /// Number of pairs.
   std::size_t size() const { return source.size(); }
-  /// Appends (u, v).
+  /// Whether the pairs carry relations (a list without pairs never does).
+  bool typed() const { return !relation.empty(); }
+  /// Relation of pair i (0 when untyped).
+  std::int32_t relation_of(std::size_t i) const { return relation.empty() ? 0 : relation[i]; }
+  /// Appends (u, v), untyped.
   void push(node_t u, node_t v) {
     source.push_back(u);
     destination.push_back(v);
   }
+  /// Appends (u, v) of relation r.
+  void push(node_t u, node_t v, std::int32_t r) {
+    push(u, v);
+    relation.push_back(r);
+  }
+  /// Appends pair i of `from`, with its relation if `from` is typed.
+  void push_from(const node_pairs& from, std::size_t i) {
+    if (from.typed()) push(from.source[i], from.destination[i], from.relation[i]);
+    else push(from.source[i], from.destination[i]);
+  }
+  /// Equal pairs and relations.
+  bool operator==(const node_pairs&) const = default;
 };
 
 /// A link-prediction split of a graph.
@@ -52,6 +72,11 @@ struct link_split {
   /// Each train pair's id (its row of train_edge.npy: what keys its negatives) where it is not
   /// its index: a share of the split, or pairs moved between ranks. Empty: pair i has id i.
   std::vector<edge_t> train_ids;
+  /// Whether the pairs carry relations (any list does: then every non-empty list does).
+  bool typed() const {
+    return train.typed() || valid.typed() || test.typed() || valid_negatives.typed() ||
+           test_negatives.typed();
+  }
 };
 
 /// Settings of split_edges.
@@ -140,6 +165,10 @@ inline node_t draw_non_neighbour(const edge_lookup& whole, const counter_rng& rn
 /// data.graph in both directions (with their rows of edge_features and edge_types), and draws
 /// the shared negatives (uniform pairs u != v that are no edge of the original graph) and,
 /// with per_source_negatives, each held-out positive's negative destinations (the same rule).
+/// On a typed graph (data.edge_types) a pair {u, v}, u < v, has the relation of the entry
+/// u -> v (the smallest of several; held out, every entry between u and v leaves), and shared
+/// negative i corrupts the destination of held-out positive i mod n, keeping its source and
+/// relation.
 /// Every draw is keyed by options.seed, so the split depends on nothing else. Returns the split
 /// with the remaining edges as train, once each (u < v). Throws sar::invalid_argument for a
 /// graph that is not symmetric, fractions outside [0, 1) or summing to 1 or more, a held-out
@@ -155,15 +184,27 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
   csr& graph = data.graph;
   SAR_CHECK(is_symmetric(graph), invalid_argument, where,
             ": the graph is directed; link prediction splits undirected edges (each stored both "
-            "ways)");
+            "ways)", data.schema.heterogeneous() ? "; add each relation's reverse (sar-convert "
+                                                  "--add-reverse)" : "");
   const edge_lookup whole(graph);
 
-  // The undirected edges {u, v}, u < v, once each, in row order.
+  // The undirected edges {u, v}, u < v, once each, in row order; on a typed graph each of the
+  // relation of its entry u -> v (the smallest, if several).
+  const bool typed = !data.edge_types.empty();
   node_pairs edges;
+  std::vector<std::pair<node_t, std::int32_t>> row;
   for (node_t v = 0; v < whole.nodes(); ++v) {
-    const auto r = whole.row(v);
-    for (std::size_t k = 0; k < r.size(); ++k)
-      if (r[k] < v && (k == 0 || r[k] != r[k - 1])) edges.push(r[k], v);
+    row.clear();
+    for (edge_t e = graph.offsets[v]; e < graph.offsets[v + 1]; ++e)
+      if (graph.columns[static_cast<std::size_t>(e)] < v)
+        row.emplace_back(graph.columns[static_cast<std::size_t>(e)],
+                         typed ? data.edge_types[static_cast<std::size_t>(e)] : 0);
+    std::sort(row.begin(), row.end());
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      if (k > 0 && row[k].first == row[k - 1].first) continue;
+      if (typed) edges.push(row[k].first, v, row[k].second);
+      else edges.push(row[k].first, v);
+    }
   }
   const auto count = static_cast<std::int64_t>(edges.size());
   const auto n_test =
@@ -187,7 +228,7 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
   for (std::int64_t k = 0; k < count; ++k) {
     const std::size_t e = order[static_cast<std::size_t>(k)];
     node_pairs& to = k < n_test ? split.test : k < n_test + n_valid ? split.valid : split.train;
-    to.push(edges.source[e], edges.destination[e]);
+    to.push_from(edges, e);
   }
 
   // Remove the held-out edges from the graph, both directions, with their per-entry rows.
@@ -228,13 +269,21 @@ inline link_split split_edges(graph_dataset& data, const edge_split_options& opt
   const counter_rng draws(options.seed, rng_stream::link_negatives);
   const auto negatives_of = [&](const node_pairs& positives, std::uint64_t set, node_pairs& shared,
                                 std::vector<node_t>& per_source) {
-    const std::int64_t m =
-        options.negatives < 0 ? static_cast<std::int64_t>(positives.size()) : options.negatives;
+    const std::int64_t m = typed && positives.size() == 0 ? 0
+                           : options.negatives < 0 ? static_cast<std::int64_t>(positives.size())
+                                                   : options.negatives;
     for (std::int64_t i = 0; i < m; ++i) {
-      const auto u = static_cast<node_t>(draws.below(static_cast<std::uint64_t>(whole.nodes()),
-                                                     2 * set, static_cast<std::uint64_t>(i)));
-      shared.push(u, detail::draw_non_neighbour(whole, draws, u, 2 * set + 1,
-                                                static_cast<std::uint64_t>(i), 0));
+      const auto at = static_cast<std::uint64_t>(i);
+      if (typed) {  // corrupts positive i mod n: its source and relation kept
+        const std::size_t j = static_cast<std::size_t>(at % positives.size());
+        const node_t u = positives.source[j];
+        shared.push(u, detail::draw_non_neighbour(whole, draws, u, 2 * set + 1, at, 0),
+                    positives.relation[j]);
+        continue;
+      }
+      const auto u = static_cast<node_t>(
+          draws.below(static_cast<std::uint64_t>(whole.nodes()), 2 * set, at));
+      shared.push(u, detail::draw_non_neighbour(whole, draws, u, 2 * set + 1, at, 0));
     }
     const auto k = static_cast<std::size_t>(options.per_source_negatives);
     per_source.resize(positives.size() * k);

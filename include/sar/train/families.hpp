@@ -3,6 +3,7 @@
 // make_model, memory estimates, sar-plan) looks it up here by name.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,6 +92,12 @@ inline bool reads_sparse_input(const model_config& c) {
 /// with its types erased.
 inline bool reads_graph_types(const model_config& c) {
   return with_family(c.family, []<class F>() { return F::reads_graph_types; });
+}
+
+/// The relations a link decoder over a model of `c` tells apart (decoder_shape::relations):
+/// the schema's for a model that reads the graph's types (rgcn), else 1 (types erased).
+inline int link_relations(const model_config& c) {
+  return reads_graph_types(c) ? std::max(1, static_cast<int>(c.schema.num_relations())) : 1;
 }
 
 /// The family's own settings of `c` added to a run's description `j` (sar-train's metrics and

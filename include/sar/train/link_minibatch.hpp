@@ -60,25 +60,26 @@ link_report evaluate_sampled_links(Graph& graph, Decoder& decoder, const matrix<
   };
   const std::vector<node_t> s = rows_of(pairs.source), t = rows_of(pairs.destination);
   std::vector<T> scores(pairs.size());
-  decoder.score(e, row_pairs{s, t, {}}, scores);
+  decoder.score(e, row_pairs{s, t, pairs.relation}, scores);
   return held_out_figures<T>(graph, scores, positives.size(), negatives.size(), per_source,
                              hits_at);
 }
 
 /// One minibatch's positive edges (a share, or the whole minibatch) with their negatives.
 struct edge_batch {
-  node_pairs positives;              ///< (source, destination) per edge
+  node_pairs positives;              ///< (source, destination[, relation]) per edge
   std::vector<node_t> negatives;     ///< k negative destinations per edge, row-major
   std::vector<node_t> seeds;         ///< every node they name, sorted, each once
 
-  /// The edges of `items` ((id, source, destination) per edge) and their k negatives of
-  /// `epoch` drawn from `from` (dataset ids).
-  edge_batch(std::span<const node_t> items, int k, std::uint64_t seed, std::uint64_t epoch,
-             const negative_distribution& from) {
+  /// The edges of `items` ((id, source, destination) per edge, and its relation when typed)
+  /// and their k negatives of `epoch` drawn from `from` (dataset ids).
+  edge_batch(std::span<const node_t> items, bool typed, int k, std::uint64_t seed,
+             std::uint64_t epoch, const negative_distribution& from) {
     std::vector<edge_t> ids;
-    for (std::size_t i = 0; i < items.size(); i += 3) {
+    for (std::size_t i = 0; i < items.size(); i += typed ? 4 : 3) {
       ids.push_back(items[i]);
-      positives.push(items[i + 1], items[i + 2]);
+      if (typed) positives.push(items[i + 1], items[i + 2], static_cast<std::int32_t>(items[i + 3]));
+      else positives.push(items[i + 1], items[i + 2]);
     }
     negatives = draw_negatives(seed, epoch, ids, k, from);
     seeds = positives.source;
@@ -125,13 +126,19 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
             link.negatives, " negatives per positive among ", num_nodes, " nodes");
   detail::check_select_by(link, data.per_source, where);
   const negative_distribution negatives_from = detail::negatives_of(data, num_nodes, where);
-  // The training items: (id, source, destination) per supervision positive.
+  // The training items: (id, source, destination[, relation]) per supervision positive, typed
+  // when any rank's are.
+  std::int64_t counts[2] = {static_cast<std::int64_t>(data.train.size()), data.train.typed()};
+  graph.all_reduce_sum(std::span<std::int64_t>(counts));
+  const std::int64_t train_count = counts[0];
+  const bool typed = counts[1] > 0;
+  const int width = typed ? 4 : 3;
   std::vector<node_t> items;
-  for (std::size_t i = 0; i < data.train.size(); ++i)
+  for (std::size_t i = 0; i < data.train.size(); ++i) {
     items.insert(items.end(), {data.train_ids.empty() ? static_cast<edge_t>(i) : data.train_ids[i],
                                data.train.source[i], data.train.destination[i]});
-  std::int64_t train_count = static_cast<std::int64_t>(data.train.size());
-  graph.all_reduce_sum(std::span<std::int64_t>(&train_count, 1));
+    if (typed) items.push_back(data.train.relation_of(i));
+  }
   SAR_CHECK(train_count > 0, invalid_argument, where, ": no supervision pair on any rank");
   SAR_CHECK(mb.batch_size >= 1 && mb.batch_size <= train_count, invalid_argument, where,
             ": batch size ", mb.batch_size, " outside [1, ", train_count, "] (the train pairs)");
@@ -159,7 +166,7 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
     const auto start = clock::now();
     const auto epoch_key = static_cast<std::uint64_t>(epoch);
     const minibatch_shares order =
-        shuffled_shares(graph, items, train_count, mb.batch_size, options.seed, epoch_key, 3);
+        shuffled_shares(graph, items, train_count, mb.batch_size, options.seed, epoch_key, width);
     double loss_sum = 0;
     for (node_t first = 0; first < batches; first += mb.bulk) {
       const node_t count = std::min<node_t>(mb.bulk, batches - first);
@@ -173,11 +180,12 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
       std::vector<excluded_pairs> exclude;
       std::vector<double> pairs_of;  // the whole minibatch's scored pairs
       for (node_t b = 0; b < count; ++b) {
-        detail::edge_batch whole(whole_items[b], k, options.seed, epoch_key, negatives_from);
+        detail::edge_batch whole(whole_items[b], typed, k, options.seed, epoch_key,
+                                 negatives_from);
         exclude.emplace_back(whole.positives.source, whole.positives.destination);
         pairs_of.push_back(static_cast<double>(whole.positives.size()) * (1 + k));
         whole_seeds.push_back(std::move(whole.seeds));
-        mine.emplace_back(shares[b], k, options.seed, epoch_key, negatives_from);
+        mine.emplace_back(shares[b], typed, k, options.seed, epoch_key, negatives_from);
         my_seeds.push_back(mine.back().seeds);
       }
       std::vector<minibatch_sample> samples =
@@ -209,9 +217,10 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
           const matrix<T>& h = nodes.sparse_features != nullptr
                                    ? forward_sparse(model, blocks, ctx, sparse_x)
                                    : model.forward(blocks, ctx, std::move(x));
-          // The positives' rows, then each positive's k negatives'.
+          // The positives' rows, then each positive's k negatives' (of its relation).
           const std::size_t positives = batch.positives.size();
           std::vector<node_t> s, d;
+          std::vector<std::int32_t> r = batch.positives.relation;
           for (std::size_t i = 0; i < positives; ++i) {
             s.push_back(batch.row(batch.positives.source[i]));
             d.push_back(batch.row(batch.positives.destination[i]));
@@ -219,8 +228,9 @@ link_result train_link_minibatch(Model& model, Head& head, Graph& graph, Optimis
           for (std::size_t i = 0; i < batch.negatives.size(); ++i) {
             s.push_back(s[i / static_cast<std::size_t>(k)]);
             d.push_back(batch.row(batch.negatives[i]));
+            if (typed) r.push_back(r[i / static_cast<std::size_t>(k)]);
           }
-          const row_pairs pairs{s, d, {}};
+          const row_pairs pairs{s, d, r};
           std::vector<T> scores(s.size()), dscores(s.size());
           head.decoder.score(h, pairs, scores);
           loss = link_loss<T>(std::span<const T>(scores).first(positives),

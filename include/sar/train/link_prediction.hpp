@@ -73,7 +73,7 @@ link_data<T> link_data_where(const link_split& split, node_data<T> nodes, Owns&&
                         std::vector<edge_t>* ids) {
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       if (!owns(pairs.source[i])) continue;
-      out.push(pairs.source[i], pairs.destination[i]);
+      out.push_from(pairs, i);
       if (ids)
         ids->push_back(split.train_ids.empty() ? static_cast<edge_t>(i) : split.train_ids[i]);
       if (targets && k > 0)
@@ -157,11 +157,12 @@ class pair_blocks {
     std::span<const std::size_t> at;  ///< each pair's index in the lists given
   };
 
-  /// Groups the pairs (sources[i], destinations[i]) (schedule ids) by the owner of their
-  /// destination. Collective on P ranks (the ids each block will read are sent once). Throws
-  /// sar::invalid_argument for a source not on this rank or a node outside the graph.
+  /// Groups the pairs (sources[i], destinations[i]) (schedule ids) of relations[i] (empty:
+  /// untyped) by the owner of their destination. Collective on P ranks (the ids each block
+  /// will read are sent once). Throws sar::invalid_argument for a source not on this rank or a
+  /// node outside the graph.
   pair_blocks(Schedule& graph, std::span<const node_t> sources,
-              std::span<const node_t> destinations)
+              std::span<const node_t> destinations, std::span<const std::int32_t> relations = {})
       : graph_(graph) {
     constexpr const char* where = "sar::train_link_full_batch";
     node_t total = graph.num_destinations();
@@ -205,6 +206,7 @@ class pair_blocks {
     for (std::size_t b = 0; b < P; ++b) {
       for (const std::size_t i : members[b]) {
         at_.push_back(i);
+        if (!relations.empty()) relations_.push_back(relations[i]);
         source_rows_.push_back(sources[i] - first_);
         const node_t v = destinations[i];
         destination_rows_.push_back(
@@ -264,9 +266,11 @@ class pair_blocks {
     if (dh) dh->setZero(h.rows(), h.cols());
     const auto call = [&](const_rows_ref<T> destinations, std::size_t b, matrix<T>* dd) {
       const std::size_t count = offsets_[b + 1] - offsets_[b];
+      const std::span<const std::int32_t> relations = relations_;
       const block view{
           row_pairs{std::span<const node_t>(source_rows_).subspan(offsets_[b], count),
-                    std::span<const node_t>(destination_rows_).subspan(offsets_[b], count), {}},
+                    std::span<const node_t>(destination_rows_).subspan(offsets_[b], count),
+                    relations.empty() ? relations : relations.subspan(offsets_[b], count)},
           std::span<const std::size_t>(at_).subspan(offsets_[b], count)};
       const pair_embeddings<T> e(const_rows_ref<T>(h), destinations);
       if constexpr (std::is_invocable_v<Visit&, const pair_embeddings<T>&, const block&,
@@ -326,6 +330,7 @@ class pair_blocks {
   std::vector<std::vector<node_t>> ids_;       // per block: the peer's ids it reads, sorted
   std::vector<std::size_t> at_;                // the pairs, block after block
   std::vector<node_t> source_rows_, destination_rows_;  // their rows, aligned with at_
+  std::vector<std::int32_t> relations_;        // their relations (empty: untyped), the same
   std::vector<std::size_t> offsets_;           // block b: at_[offsets_[b], offsets_[b + 1])
   std::vector<std::int64_t> asked_by_;         // per peer: how many of my rows it reads
   std::vector<std::int64_t> wanted_;           // those rows (local), peer after peer
@@ -333,17 +338,24 @@ class pair_blocks {
 };
 
 /// The pairs of one held-out set as one list: the positives, the shared negatives, then each
-/// positive's per_source own negatives (its source with each of `own`, row-major).
+/// positive's per_source own negatives (its source and relation with each of `own`,
+/// row-major). Throws sar::invalid_argument when one of positives and negatives carries
+/// relations and the other, not empty, does not.
 inline node_pairs held_out_pairs(const node_pairs& positives, const node_pairs& negatives,
                                  std::span<const node_t> own, int per_source) {
+  SAR_CHECK(positives.size() == 0 || negatives.size() == 0 ||
+                positives.typed() == negatives.typed(),
+            invalid_argument, "sar::held_out_pairs: positives ",
+            positives.typed() ? "with" : "without", " relations, negatives ",
+            negatives.typed() ? "with" : "without");
   node_pairs all = positives;
-  all.source.insert(all.source.end(), negatives.source.begin(), negatives.source.end());
-  all.destination.insert(all.destination.end(), negatives.destination.begin(),
-                         negatives.destination.end());
+  for (std::size_t i = 0; i < negatives.size(); ++i) all.push_from(negatives, i);
   for (std::size_t i = 0; i < positives.size(); ++i)
-    for (int j = 0; j < per_source; ++j)
-      all.push(positives.source[i], own[i * static_cast<std::size_t>(per_source) +
-                                        static_cast<std::size_t>(j)]);
+    for (int j = 0; j < per_source; ++j) {
+      const node_t v = own[i * static_cast<std::size_t>(per_source) + static_cast<std::size_t>(j)];
+      if (positives.typed()) all.push(positives.source[i], v, positives.relation[i]);
+      else all.push(positives.source[i], v);
+    }
   return all;
 }
 
@@ -374,7 +386,7 @@ link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h
                            std::span<const node_t> own, int per_source,
                            std::span<const int> hits_at) {
   const node_pairs pairs = held_out_pairs(positives, negatives, own, per_source);
-  pair_blocks<T, Schedule> blocks(graph, pairs.source, pairs.destination);
+  pair_blocks<T, Schedule> blocks(graph, pairs.source, pairs.destination, pairs.relation);
   std::vector<T> scores(pairs.size()), some;
   blocks.score(h, [&](const pair_embeddings<T>& e, const auto& block) {
     some.resize(block.at.size());
@@ -440,8 +452,8 @@ inline void finish_link_epoch(epoch_recorder& recorder, epoch_stats stats, std::
 
 /// Trains `model` (the encoder, its output the embeddings) and `head` (the decoder) for link
 /// prediction on `data`: each epoch, every supervision positive (u, v) with options.negatives
-/// negatives (u, w), w drawn uniformly over all nodes (or by data.negative_weights) keyed by
-/// (options.seed, epoch, the pair's id);
+/// negatives (u, w) of its relation, w drawn uniformly over all nodes (or by
+/// data.negative_weights) keyed by (options.seed, epoch, the pair's id);
 /// the loss is their binary cross-entropy averaged over all ranks' pairs; then, every
 /// options.evaluate_every epochs, the validation and test figures. The best epoch is the one
 /// with the highest validation link.select_by. Requires data.nodes.features of
@@ -487,9 +499,13 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
   std::vector<node_t> sources(positives * (1 + k)), destinations(positives * (1 + k));
   std::copy(data.train.source.begin(), data.train.source.end(), sources.begin());
   std::copy(data.train.destination.begin(), data.train.destination.end(), destinations.begin());
-  for (std::size_t i = 0; i < positives; ++i)
+  std::vector<std::int32_t> relations;  // a typed positive's negatives are of its relation
+  if (data.train.typed()) relations = data.train.relation;
+  for (std::size_t i = 0; i < positives; ++i) {
     std::fill_n(sources.begin() + static_cast<std::ptrdiff_t>(positives + i * k), k,
                 data.train.source[i]);
+    if (data.train.typed()) relations.insert(relations.end(), k, data.train.relation[i]);
+  }
   auto decoder_grads = head.parameters.grads();
   std::vector<T> summed(decoder_grads.size()), scores, dscores, positive, negative, dpositive,
       dnegative;
@@ -506,7 +522,7 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       for (node_t& v : negatives) v = data.schedule_ids[static_cast<std::size_t>(v)];
     std::copy(negatives.begin(), negatives.end(),
               destinations.begin() + static_cast<std::ptrdiff_t>(positives));
-    detail::pair_blocks<T, Schedule> blocks(graph, sources, destinations);
+    detail::pair_blocks<T, Schedule> blocks(graph, sources, destinations, relations);
 
     const matrix<T>& h = data.nodes.forward(model, graph, ctx);
     double loss = 0;

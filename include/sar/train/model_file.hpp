@@ -509,8 +509,9 @@ dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
 
 /// The scores (logits) by the decoder of the link-prediction model `saved` of `pairs` (rows
 /// of `embeddings`, the model's outputs: dataset id = row), with the decoder's saved
-/// parameters. Not collective. Throws sar::invalid_argument for a model without a decoder,
-/// parameters that do not fit the decoder, or a pair outside the rows.
+/// parameters; a typed pair by its relation's (an untyped model's decoder knows relation 0).
+/// Not collective. Throws sar::invalid_argument for a model without a decoder, parameters
+/// that do not fit the decoder, or a pair outside the rows or relations.
 template <class T>
 std::vector<T> score_saved_pairs(const saved_model& saved, const_rows_ref<T> embeddings,
                                  const node_pairs& pairs) {
@@ -522,7 +523,7 @@ std::vector<T> score_saved_pairs(const saved_model& saved, const_rows_ref<T> emb
   const bool found = with_first(
       link_decoders<T>{}, [&]<class D>() { return D::name == d.decoder; },
       [&]<class D>() {
-        D decoder(decoder_shape{embeddings.cols(), 1});
+        D decoder(decoder_shape{embeddings.cols(), link_relations(d.config)});
         parameter_store<T> store;
         decoder.declare(store);
         store.allocate();
@@ -540,7 +541,7 @@ std::vector<T> score_saved_pairs(const saved_model& saved, const_rows_ref<T> emb
           SAR_CHECK(s[i] >= 0 && s[i] < embeddings.rows() && t[i] >= 0 && t[i] < embeddings.rows(),
                     invalid_argument, where, ": pair ", i, " (", s[i], ", ", t[i],
                     ") outside the ", embeddings.rows(), " nodes");
-        decoder.score(embeddings, row_pairs{s, t, {}}, scores);
+        decoder.score(embeddings, row_pairs{s, t, pairs.relation}, scores);
       });
   SAR_CHECK(found, invalid_argument, where, ": unknown decoder '", d.decoder, "'");
   return scores;

@@ -9,6 +9,10 @@
 //   valid_target_node_neg.npy   [n, K]  optional: negative destinations of each positive's
 //   test_target_node_neg.npy    [t, K]  source (ogbl-citation2: MRR); both or neither
 //
+// On a heterogeneous graph the pair arrays may carry each pair's relation (an edge type of the
+// dataset, 0-based) in a third column: [rows, 3] = (source, destination, relation), every pair
+// array alike (per-source negatives take their positive's relation).
+//
 // The dataset's graph is the message-passing graph: no held-out positive may be one of its
 // edges (sar/graph/edge_split.hpp checks; sar-convert --split-edges writes such splits).
 #pragma once
@@ -41,11 +45,13 @@ inline bool has_link_split(const std::filesystem::path& dataset, const std::stri
 }
 
 namespace detail::link_files {
-inline std::vector<std::int64_t> interleave(const node_pairs& pairs) {
-  std::vector<std::int64_t> out(2 * pairs.size());
+inline std::vector<std::int64_t> interleave(const node_pairs& pairs, bool typed) {
+  const std::size_t w = typed ? 3 : 2;
+  std::vector<std::int64_t> out(w * pairs.size());
   for (std::size_t i = 0; i < pairs.size(); ++i) {
-    out[2 * i] = pairs.source[i];
-    out[2 * i + 1] = pairs.destination[i];
+    out[w * i] = pairs.source[i];
+    out[w * i + 1] = pairs.destination[i];
+    if (typed) out[w * i + 2] = pairs.relation_of(i);
   }
   return out;
 }
@@ -55,62 +61,79 @@ inline std::pair<std::int64_t, std::int64_t> share_rows(std::int64_t m, int shar
   return {m * share / shares, m * (share + 1) / shares};
 }
 
-// Share `share` of `shares` of the pairs of `file` ([rows, 2]; share_rows), every id in
-// [0, num_nodes), read in pieces (no copy of the array beside the pairs); `first` := the row of
-// the share's first pair. Throws sar::io_error for the array's form, sar::invalid_argument
-// naming the file and row for an id outside the graph, and for an empty array when `required`.
+// Share `share` of `shares` of the pairs of `file` ([rows, 2], or [rows, 3] with relations;
+// share_rows), every id in [0, num_nodes) and relation in [0, num_relations), read in pieces (no
+// copy of the array beside the pairs); `first` := the row of the share's first pair. Throws
+// sar::io_error for the array's form, sar::invalid_argument naming the file and row for an id
+// or relation out of range, and for an empty array when `required`.
 inline node_pairs read_pairs(const std::filesystem::path& file, node_t num_nodes, bool required,
-                             const char* where = "sar::read_link_split", int share = 0,
+                             std::int32_t num_relations, const char* where, int share = 0,
                              int shares = 1, std::int64_t* first = nullptr) {
   const npy_header header = read_npy_header(file);
   SAR_CHECK(header.dtype == npy_dtype::int64, io_error, where, ": ", file.string(), " holds ",
             npy_dtype_name(header.dtype), ", expected int64 node ids");
-  SAR_CHECK(header.shape.size() == 2 && header.shape[1] == 2, io_error, where, ": ",
-            file.string(), " has shape ", npy_shape_string(header.shape), ", expected (rows, 2)");
+  SAR_CHECK(header.shape.size() == 2 && (header.shape[1] == 2 || header.shape[1] == 3), io_error,
+            where, ": ", file.string(), " has shape ", npy_shape_string(header.shape),
+            ", expected (rows, 2), or (rows, 3) with each pair's relation");
   SAR_CHECK(!required || header.shape[0] > 0, invalid_argument, where, ": ", file.string(),
             " holds no pair");
+  const std::int64_t w = header.shape[1];
   const auto [begin, end] = share_rows(header.shape[0], share, shares);
   if (first) *first = begin;
   node_pairs out;
   out.source.reserve(static_cast<std::size_t>(end - begin));
   out.destination.reserve(static_cast<std::size_t>(end - begin));
+  if (w == 3) out.relation.reserve(static_cast<std::size_t>(end - begin));
   constexpr std::int64_t piece = std::int64_t{1} << 20;  // rows read at once
   std::vector<std::int64_t> ids;
   for (std::int64_t at = begin; at < end; at += piece) {
     const std::int64_t count = std::min(piece, end - at);
-    ids.resize(static_cast<std::size_t>(2 * count));
-    read_npy_elements(file, header, static_cast<std::uint64_t>(2 * at),
-                      static_cast<std::uint64_t>(2 * count), ids.data());
+    ids.resize(static_cast<std::size_t>(w * count));
+    read_npy_elements(file, header, static_cast<std::uint64_t>(w * at),
+                      static_cast<std::uint64_t>(w * count), ids.data());
     for (std::int64_t k = 0; k < count; ++k) {
-      const std::int64_t u = ids[static_cast<std::size_t>(2 * k)];
-      const std::int64_t v = ids[static_cast<std::size_t>(2 * k + 1)];
+      const std::int64_t u = ids[static_cast<std::size_t>(w * k)];
+      const std::int64_t v = ids[static_cast<std::size_t>(w * k + 1)];
       SAR_CHECK(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes, invalid_argument, where,
                 ": ", file.string(), ", row ", at + k, ": pair (", u, ", ", v,
                 ") outside the ", num_nodes, " nodes");
-      out.push(u, v);
+      if (w == 2) {
+        out.push(u, v);
+        continue;
+      }
+      const std::int64_t r = ids[static_cast<std::size_t>(w * k + 2)];
+      SAR_CHECK(r >= 0 && r < num_relations, invalid_argument, where, ": ", file.string(),
+                ", row ", at + k, ": relation ", r, " outside the graph's ", num_relations,
+                " relations");
+      out.push(u, v, static_cast<std::int32_t>(r));
     }
   }
   return out;
 }
 }  // namespace detail::link_files
 
-/// The node pairs of the .npy file `file` (int64, shape (m, 2), dataset ids), every id in
-/// [0, num_nodes). Not collective. Throws sar::io_error naming the file for another dtype or
-/// shape, sar::invalid_argument naming the file and row for an id outside the graph.
-inline node_pairs read_node_pairs(const std::filesystem::path& file, node_t num_nodes) {
-  return detail::link_files::read_pairs(file, num_nodes, false, "sar::read_node_pairs");
+/// The node pairs of the .npy file `file` (int64, shape (m, 2), or (m, 3) with each pair's
+/// relation, dataset ids), every id in [0, num_nodes) and relation in [0, num_relations). Not
+/// collective. Throws sar::io_error naming the file for another dtype or shape,
+/// sar::invalid_argument naming the file and row for an id or relation out of range.
+inline node_pairs read_node_pairs(const std::filesystem::path& file, node_t num_nodes,
+                                  std::int32_t num_relations = 1) {
+  return detail::link_files::read_pairs(file, num_nodes, false, num_relations,
+                                        "sar::read_node_pairs");
 }
 
 /// Writes `split` into split/`name`/ of the directory `out` is writing (the arrays at the top
-/// of this file). Throws what directory_writer and write_npy throw.
+/// of this file; three columns when the split is typed). Throws what directory_writer and
+/// write_npy throw.
 inline void write_link_split(directory_writer& out, const link_split& split,
                              const std::string& name) {
   namespace lf = detail::link_files;
   const std::string dir = "split/" + name + "/";
   out.make_directory(dir.substr(0, dir.size() - 1));
+  const bool typed = split.typed();
   const auto pairs = [&](const char* file, const node_pairs& p) {
-    const std::vector<std::int64_t> ids = lf::interleave(p);
-    const std::array<std::int64_t, 2> shape{static_cast<std::int64_t>(p.size()), 2};
+    const std::vector<std::int64_t> ids = lf::interleave(p, typed);
+    const std::array<std::int64_t, 2> shape{static_cast<std::int64_t>(p.size()), typed ? 3 : 2};
     out.add_file(dir + file, [&](const std::filesystem::path& path) {
       return write_npy(path, npy_dtype::int64, shape, ids.data());
     });
@@ -135,14 +158,15 @@ inline void write_link_split(directory_writer& out, const link_split& split,
 /// (the arrays at the top of this file), or share `share` of `shares` of it: rows
 /// [m share / shares, m (share + 1) / shares) of each array of m rows (per-source negatives
 /// with their positives; split.train_ids the train rows), so P ranks read it once between
-/// them. Throws sar::io_error naming the file for a missing
-/// array, a dtype other than int64 or a wrong shape (target negatives whose rows are not their
-/// positives', or whose K differ between valid and test, or only one of them);
-/// sar::invalid_argument naming the file and row for an id outside [0, num_nodes), and for an
-/// empty train, valid or test set. Leaks are the caller's to check (check_held_out), against
-/// the graph it passes messages on.
+/// them. Relations (a third column) are in [0, num_relations). Throws sar::io_error naming the
+/// file for a missing array, a dtype other than int64 or a wrong shape (pair arrays of
+/// different widths, target negatives whose rows are not their positives', or whose K differ
+/// between valid and test, or only one of them); sar::invalid_argument naming the file and row
+/// for an id or relation out of range, and for an empty train, valid or test set. Leaks are the
+/// caller's to check (check_held_out), against the graph it passes messages on.
 inline link_split read_link_split(const std::filesystem::path& dataset, const std::string& name,
-                                  node_t num_nodes, int share = 0, int shares = 1) {
+                                  node_t num_nodes, int share = 0, int shares = 1,
+                                  std::int32_t num_relations = 1) {
   namespace lf = detail::link_files;
   namespace fs = std::filesystem;
   constexpr const char* where = "sar::read_link_split";
@@ -155,9 +179,24 @@ inline link_split read_link_split(const std::filesystem::path& dataset, const st
               "valid_edge_neg and test_edge_neg .npy arrays)");
   SAR_CHECK(shares >= 1 && share >= 0 && share < shares, invalid_argument, where, ": share ",
             share, " of ", shares);
+  // Every pair array of one width: relations in all or in none (other shapes: read_pairs).
+  const auto columns = [&](const char* file) {  // 2 or 3, else -1
+    const npy_header header = read_npy_header(dir / file);
+    const bool pairs = header.shape.size() == 2 && (header.shape[1] == 2 || header.shape[1] == 3);
+    return pairs ? header.shape[1] : std::int64_t{-1};
+  };
+  const std::int64_t width = columns("train_edge.npy");
+  for (const char* file : {"valid_edge.npy", "test_edge.npy", "valid_edge_neg.npy",
+                           "test_edge_neg.npy"}) {
+    const std::int64_t w = columns(file);
+    SAR_CHECK(w < 0 || width < 0 || w == width, io_error, where, ": ", (dir / file).string(),
+              " has ", w, " columns, train_edge.npy ", width,
+              " (each pair's relation in a third column of every pair array, or of none)");
+  }
   link_split split;
   const auto pairs = [&](const char* file, bool required, std::int64_t* first = nullptr) {
-    return lf::read_pairs(dir / file, num_nodes, required, where, share, shares, first);
+    return lf::read_pairs(dir / file, num_nodes, required, num_relations, where, share, shares,
+                          first);
   };
   std::int64_t first_train = 0;
   split.train = pairs("train_edge.npy", true, &first_train);
