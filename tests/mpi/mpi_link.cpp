@@ -3,7 +3,8 @@
 // decoders; double, dropout on) on renumbered nodes, where each rank scores the pairs whose
 // source it owns, give the one-process per-epoch losses and figures; so does minibatch
 // training on sampled edge minibatches (the minibatch's edges excluded from its blocks) on a
-// distributed sampling graph, with and without replicas; and so does R-GCN + DistMult on the
+// distributed sampling graph, with and without replicas; with a peer's rows in pieces of a few
+// rows, full batch trains alike; and so does R-GCN + DistMult on the
 // typed pairs of a heterogeneous graph, full batch on a partition's parts and minibatch.
 #include <cmath>
 #include <cstdio>
@@ -114,10 +115,12 @@ model_config encoder(const std::string& family, const graph_schema& schema = {})
   return config;
 }
 
-/// Link prediction of the encoder `config` with Decoder on `graph`: full batch on a schedule,
-/// on sampled edge minibatches on a sampling graph.
+/// Link prediction of the encoder `config` with Decoder on `graph`: full batch on a schedule
+/// (a peer's rows in pieces of at most piece_bytes), on sampled edge minibatches on a sampling
+/// graph.
 template <class Decoder, class Graph>
-link_result train(Graph& graph, const model_config& config, const link_data<double>& data) {
+link_result train(Graph& graph, const model_config& config, const link_data<double>& data,
+                  std::size_t piece_bytes = link_options{}.piece_bytes) {
   constexpr bool sampled = minibatch_graph<Graph>;
   using Schedule = std::conditional_t<sampled, local_schedule, Graph>;
   auto model = make_model<double, Schedule>(config, data.nodes.features.cols(), 12, 3);
@@ -132,6 +135,7 @@ link_result train(Graph& graph, const model_config& config, const link_data<doub
   link.negatives = 3;
   link.hits_at = {5, 20};
   link.select_by = "mrr";
+  link.piece_bytes = piece_bytes;
   if constexpr (sampled) {
     minibatch_options mb{.batch_size = 60, .bulk = 2, .inference_rows = 70};
     mb.sampler = {.kind = sampler_kind::node_wise, .fanouts = {4, 4}, .seed = 2};
@@ -156,7 +160,8 @@ void expect_same_run(const link_result& got, const link_result& expected, const 
 }
 
 template <class Decoder>
-void check_training(mpi_communicator& comm, const std::string& family) {
+void check_training(mpi_communicator& comm, const std::string& family,
+                    std::size_t piece_bytes = link_options{}.piece_bytes) {
   const int P = comm.size(), r = comm.rank();
   graph_dataset data = make_planted_partition(
       {.num_nodes = 300, .num_classes = 3, .average_degree = 6, .feature_dim = 8, .seed = 4});
@@ -205,8 +210,11 @@ void check_training(mpi_communicator& comm, const std::string& family) {
   const matrix<double> mine = moved_features.middleRows(s.first, s.rows);
   link_data<double> local = link_data_of<double>(moved_split, {mine}, s.first, s.rows);
   local.schedule_ids = renumbered;
-  const link_result got = train<Decoder>(ranks, encoder(family), local);
-  expect_same_run(got, expected, family + " + " + std::string(Decoder::name), P);
+  const link_result got = train<Decoder>(ranks, encoder(family), local, piece_bytes);
+  expect_same_run(got, expected,
+                  family + " + " + std::string(Decoder::name) + ", pieces of " +
+                      std::to_string(piece_bytes) + " bytes",
+                  P);
 }
 
 /// Minibatch link prediction on P ranks (P / replication parts) against one process.
@@ -300,6 +308,7 @@ int main(int argc, char** argv) {
     check_relational(comm);
     check_training<dot_decoder<double>>(comm, "gcn");
     check_training<dot_decoder<double>>(comm, "sage");
+    check_training<dot_decoder<double>>(comm, "sage", 300);  // a peer's rows 3 at a time
     check_training<mlp_decoder<double>>(comm, "gcn");
     check_training<distmult_decoder<double>>(comm, "gat");
     check_minibatch<dot_decoder<double>>(comm, "sage", 1);

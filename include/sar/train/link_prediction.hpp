@@ -106,6 +106,10 @@ struct link_options {
   /// The validation figure that picks the best epoch: "auc", "mrr" or "hits\@K" (a K of
   /// hits_at).
   std::string select_by = "hits@50";
+  /// Full batch on P ranks: the most bytes of a peer's embedding rows (and as many of their
+  /// gradients, and of the rows this rank serves) held at once; a peer's block is visited in
+  /// pieces of so many rows (more pieces: less memory, more messages).
+  std::size_t piece_bytes = std::size_t{32} << 20;
 };
 
 /// A decoder with its parameters (declared, allocated and initialised from `seed`) and their
@@ -144,10 +148,11 @@ concept ranked_schedule = requires(Schedule& s) {
 /// A rank's pairs (sources its own nodes, destinations any node) visited block by block, the
 /// SAR way: first the pairs whose destination is local, then, peer after peer in ring order,
 /// those whose destination that peer owns, with the peer's rows they read fetched for the
-/// visit and dropped after it. A rank holds its own embeddings and one peer's rows at a time
-/// (not every remote row its pairs read), and in training the block's gradients go back to
-/// their owner before the next block arrives. A block's sources are rows of this rank's
-/// embeddings, its destinations rows of the same (block 0) or of the peer's rows.
+/// visit and dropped after it, in pieces of at most piece_bytes of rows. A rank holds its own
+/// embeddings and one piece of a peer's rows at a time (not every remote row its pairs read),
+/// and in training the piece's gradients go back to their owner before the next arrives. A
+/// block's sources are rows of this rank's embeddings, its destinations rows of the same
+/// (block 0) or of the peer's piece.
 template <class T, class Schedule>
 class pair_blocks {
  public:
@@ -158,12 +163,14 @@ class pair_blocks {
   };
 
   /// Groups the pairs (sources[i], destinations[i]) (schedule ids) of relations[i] (empty:
-  /// untyped) by the owner of their destination. Collective on P ranks (the ids each block
-  /// will read are sent once). Throws sar::invalid_argument for a source not on this rank or a
-  /// node outside the graph.
+  /// untyped) by the owner of their destination; a peer's rows travel in pieces of at most
+  /// piece_bytes (at least one row). Collective on P ranks (the ids each block will read are
+  /// sent once). Throws sar::invalid_argument for a source not on this rank or a node outside
+  /// the graph.
   pair_blocks(Schedule& graph, std::span<const node_t> sources,
-              std::span<const node_t> destinations, std::span<const std::int32_t> relations = {})
-      : graph_(graph) {
+              std::span<const node_t> destinations, std::span<const std::int32_t> relations = {},
+              std::size_t piece_bytes = link_options{}.piece_bytes)
+      : graph_(graph), piece_bytes_(piece_bytes) {
     constexpr const char* where = "sar::train_link_full_batch";
     node_t total = graph.num_destinations();
     std::vector<std::int64_t> starts{0};
@@ -202,6 +209,10 @@ class pair_blocks {
       std::sort(ids.begin(), ids.end());
       ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     }
+    for (std::size_t b = 1; b < P; ++b)  // a peer's pairs by destination: its pieces in turn
+      std::stable_sort(members[b].begin(), members[b].end(), [&](std::size_t i, std::size_t j) {
+        return destinations[i] < destinations[j];
+      });
     offsets_.assign(1, 0);
     for (std::size_t b = 0; b < P; ++b) {
       for (const std::size_t i : members[b]) {
@@ -243,9 +254,9 @@ class pair_blocks {
     }
   }
 
-  /// Calls visit(e, block) for every block: e (pair_embeddings) holds the rows the block's
-  /// pairs read: this rank's h, and h or the peer's rows. Collective on P ranks (one exchange
-  /// per peer).
+  /// Calls visit(e, block) for every block (a peer's once per piece): e (pair_embeddings)
+  /// holds the rows the block's pairs read: this rank's h, and h or the peer's piece.
+  /// Collective on P ranks (one exchange per piece).
   template <class Visit>
   void score(const matrix<T>& h, Visit&& visit) {
     run(h, nullptr, visit);
@@ -264,14 +275,24 @@ class pair_blocks {
   template <class Visit>
   void run(const matrix<T>& h, matrix<T>* dh, Visit& visit) {
     if (dh) dh->setZero(h.rows(), h.cols());
-    const auto call = [&](const_rows_ref<T> destinations, std::size_t b, matrix<T>* dd) {
-      const std::size_t count = offsets_[b + 1] - offsets_[b];
+    // Visits the pairs [begin, end) of the lists (a block, or the part of one a piece reads),
+    // their destinations rows of `destinations` counted from row `first` of the block's.
+    std::vector<node_t> shifted;
+    const auto call = [&](const_rows_ref<T> destinations, std::size_t begin, std::size_t end,
+                          std::size_t first, matrix<T>* dd) {
+      const std::size_t count = end - begin;
+      std::span<const node_t> rows =
+          std::span<const node_t>(destination_rows_).subspan(begin, count);
+      if (first > 0) {
+        shifted.assign(rows.begin(), rows.end());
+        for (node_t& row : shifted) row -= static_cast<node_t>(first);
+        rows = shifted;
+      }
       const std::span<const std::int32_t> relations = relations_;
       const block view{
-          row_pairs{std::span<const node_t>(source_rows_).subspan(offsets_[b], count),
-                    std::span<const node_t>(destination_rows_).subspan(offsets_[b], count),
-                    relations.empty() ? relations : relations.subspan(offsets_[b], count)},
-          std::span<const std::size_t>(at_).subspan(offsets_[b], count)};
+          row_pairs{std::span<const node_t>(source_rows_).subspan(begin, count), rows,
+                    relations.empty() ? relations : relations.subspan(begin, count)},
+          std::span<const std::size_t>(at_).subspan(begin, count)};
       const pair_embeddings<T> e(const_rows_ref<T>(h), destinations);
       if constexpr (std::is_invocable_v<Visit&, const pair_embeddings<T>&, const block&,
                                         pair_gradients<T>>)
@@ -279,35 +300,57 @@ class pair_blocks {
       else
         visit(e, view);
     };
-    call(h, 0, dh);
+    call(h, offsets_[0], offsets_[1], 0, dh);
     if constexpr (ranked_schedule<Schedule>) {
       auto& comm = graph_.communicator();
       const auto P = static_cast<std::size_t>(comm.size());
       const auto rank = static_cast<std::size_t>(comm.rank());
       const Eigen::Index d = h.cols();
-      matrix<T> peer, dpeer;  // one peer's rows at a time, and their gradients
+      const std::size_t piece =
+          std::max<std::size_t>(1, piece_bytes_ / (sizeof(T) * static_cast<std::size_t>(d)));
+      // Pieces of step k: the most any rank receives or serves in it.
+      std::vector<std::int64_t> pieces(P, 0);
+      for (std::size_t k = 1; k < P; ++k) {
+        const std::size_t most =
+            std::max(ids_[k].size(), static_cast<std::size_t>(asked_by_[(rank + P - k) % P]));
+        pieces[k] = static_cast<std::int64_t>((most + piece - 1) / piece);
+      }
+      comm.all_reduce(std::span<std::int64_t>(pieces), reduce_op::max);
+      matrix<T> served_rows, peer, dpeer;  // one piece at a time
       for (std::size_t k = 1; k < P; ++k) {
         // Step k: the rows of `from` this block reads come in; mine that `to` reads go out.
         const std::size_t from = (rank + k) % P, to = (rank + P - k) % P;
-        const auto rows = static_cast<Eigen::Index>(ids_[k].size());
+        const std::size_t received = ids_[k].size();
         const auto served = static_cast<std::size_t>(asked_by_[to]);
         const auto mine = std::span<const std::int64_t>(wanted_).subspan(
             static_cast<std::size_t>(wanted_start_[to]), served);
-        matrix<T> rows_out(static_cast<Eigen::Index>(served), d);
-        for (std::size_t i = 0; i < served; ++i)
-          rows_out.row(static_cast<Eigen::Index>(i)) = h.row(mine[i]);
-        peer.resize(rows, d);
-        exchange(rows_out, to, peer.data(), peer.size(), from);
-        if (!dh) {
-          call(peer, k, nullptr);
-          continue;
+        std::size_t begin = offsets_[k];  // the block's first pair not visited yet
+        for (std::int64_t j = 0; j < pieces[k]; ++j) {
+          const std::size_t first = static_cast<std::size_t>(j) * piece;
+          const std::size_t in = first < received ? std::min(piece, received - first) : 0;
+          const std::size_t out = first < served ? std::min(piece, served - first) : 0;
+          served_rows.resize(static_cast<Eigen::Index>(out), d);
+          for (std::size_t i = 0; i < out; ++i)
+            served_rows.row(static_cast<Eigen::Index>(i)) = h.row(mine[first + i]);
+          peer.resize(static_cast<Eigen::Index>(in), d);
+          exchange(served_rows, to, peer.data(), peer.size(), from);
+          std::size_t end = begin;  // the pairs reading this piece (sorted by destination)
+          while (end < offsets_[k + 1] &&
+                 static_cast<std::size_t>(destination_rows_[end]) < first + in)
+            ++end;
+          if (!dh) {
+            call(peer, begin, end, first, nullptr);
+            begin = end;
+            continue;
+          }
+          dpeer.setZero(static_cast<Eigen::Index>(in), d);
+          call(peer, begin, end, first, &dpeer);
+          begin = end;
+          // The piece's gradients back to `from`; mine from `to`, added where they belong.
+          exchange(dpeer, from, served_rows.data(), served_rows.size(), to);
+          for (std::size_t i = 0; i < out; ++i)
+            dh->row(mine[first + i]) += served_rows.row(static_cast<Eigen::Index>(i));
         }
-        dpeer.setZero(rows, d);
-        call(peer, k, &dpeer);
-        // The block's rows' gradients back to `from`; mine from `to`, added where they belong.
-        exchange(dpeer, from, rows_out.data(), rows_out.size(), to);
-        for (std::size_t i = 0; i < served; ++i)
-          dh->row(mine[i]) += rows_out.row(static_cast<Eigen::Index>(i));
       }
     }
   }
@@ -326,6 +369,7 @@ class pair_blocks {
   }
 
   Schedule& graph_;
+  std::size_t piece_bytes_;
   node_t first_ = 0, local_ = 0;
   std::vector<std::vector<node_t>> ids_;       // per block: the peer's ids it reads, sorted
   std::vector<std::size_t> at_;                // the pairs, block after block
@@ -384,9 +428,10 @@ template <class T, class Schedule, class Decoder>
 link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h,
                            const node_pairs& positives, const node_pairs& negatives,
                            std::span<const node_t> own, int per_source,
-                           std::span<const int> hits_at) {
+                           const link_options& link) {
   const node_pairs pairs = held_out_pairs(positives, negatives, own, per_source);
-  pair_blocks<T, Schedule> blocks(graph, pairs.source, pairs.destination, pairs.relation);
+  pair_blocks<T, Schedule> blocks(graph, pairs.source, pairs.destination, pairs.relation,
+                                  link.piece_bytes);
   std::vector<T> scores(pairs.size()), some;
   blocks.score(h, [&](const pair_embeddings<T>& e, const auto& block) {
     some.resize(block.at.size());
@@ -394,7 +439,7 @@ link_report evaluate_links(Schedule& graph, Decoder& decoder, const matrix<T>& h
     for (std::size_t i = 0; i < some.size(); ++i) scores[block.at[i]] = some[i];
   });
   return held_out_figures<T>(graph, scores, positives.size(), negatives.size(), per_source,
-                             hits_at);
+                             link.hits_at);
 }
 
 /// Where `data`'s negatives come from: its negative_weights, or uniform over num_nodes.
@@ -522,7 +567,8 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       for (node_t& v : negatives) v = data.schedule_ids[static_cast<std::size_t>(v)];
     std::copy(negatives.begin(), negatives.end(),
               destinations.begin() + static_cast<std::ptrdiff_t>(positives));
-    detail::pair_blocks<T, Schedule> blocks(graph, sources, destinations, relations);
+    detail::pair_blocks<T, Schedule> blocks(graph, sources, destinations, relations,
+                                            link.piece_bytes);
 
     const matrix<T>& h = data.nodes.forward(model, graph, ctx);
     double loss = 0;
@@ -564,9 +610,9 @@ link_result train_link_full_batch(Model& model, Head& head, Schedule& graph, Opt
       ctx.training = false;
       const matrix<T>& eval = data.nodes.forward(model, graph, ctx);
       valid = detail::evaluate_links<T>(graph, head.decoder, eval, data.valid, data.valid_negatives,
-                                        data.valid_target_negatives, data.per_source, link.hits_at);
+                                        data.valid_target_negatives, data.per_source, link);
       test = detail::evaluate_links<T>(graph, head.decoder, eval, data.test, data.test_negatives,
-                                       data.test_target_negatives, data.per_source, link.hits_at);
+                                       data.test_target_negatives, data.per_source, link);
       stats.evaluated = true;
     }
     detail::finish_link_epoch(recorder, stats, "", valid, test, link.select_by, out);
