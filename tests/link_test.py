@@ -1,5 +1,5 @@
 """Link prediction through the programs (usage: link_test.py SAR_TRAIN SAR_CONVERT SAR_PREDICT
-[MPIRUN]).
+SAR_PARTITION [MPIRUN]).
 
 1. sar-convert --split-edges on Cora (../shared/data): split/random/ holds int64 arrays of the
    stated shapes, no held-out positive is an edge of the written graph (either direction),
@@ -12,7 +12,10 @@
 3. Under mpirun -np 2 with --partition random (nodes renumbered), double precision: the
    per-epoch losses and the figures of the one-process run (1e-9 relative), full batch and
    with --minibatch (edge minibatches on sampled neighbourhoods, which learn too) and
-   --negative-sampler degree (in-degree^0.75 drawn alike however the nodes are numbered).
+   --negative-sampler degree (in-degree^0.75 drawn alike however the nodes are numbered). A
+   partition store (sar-partition) carries the dataset's split: sar-train --partitions
+   trains the one-process run from it, full batch and, from one part on two replicas,
+   minibatch.
    A split of a heterogeneous graph (sar-convert --split-edges on planted-hetero) has a
    relation column; R-GCN + DistMult trains on it alike on one process and two ranks, full
    batch and minibatch; a model that erases types says it does not read them.
@@ -30,8 +33,8 @@ import tempfile
 
 from npy_files import read_npy, write_npy
 
-sar_train, sar_convert, sar_predict = sys.argv[1:4]
-mpirun = sys.argv[4] if len(sys.argv) > 4 else None
+sar_train, sar_convert, sar_predict, sar_partition = sys.argv[1:5]
+mpirun = sys.argv[5] if len(sys.argv) > 5 else None
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 
 
@@ -130,11 +133,12 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
         one, two = os.path.join(work, "one.json"), os.path.join(work, "two.json")
         exact = base + ["--epochs", "4", "--precision", "double", "--model", "sage",
                         "--negatives", "3", "--select-by", "mrr"]
-        def one_and_two(command):
-            """The metrics of `command` on one process and on two ranks, which must agree."""
+        def one_and_two(command, on_two=None):
+            """The metrics of `command` on one process and of `on_two` (default: `command`
+            with --partition random) on two ranks, which must agree."""
             run(command + ["--metrics-out", one])
-            run([mpirun, "-np", "2", "--oversubscribe"] + command +
-                ["--partition", "random", "--metrics-out", two])
+            on_two = on_two or command + ["--partition", "random"]
+            run([mpirun, "-np", "2", "--oversubscribe"] + on_two + ["--metrics-out", two])
             with open(one) as f:
                 a = json.load(f)
             with open(two) as f:
@@ -151,6 +155,20 @@ with tempfile.TemporaryDirectory(prefix="sar-link-") as work:
         assert sampled["minibatch"] == 700 and sampled["fanouts"] == [5, 5], sampled
         assert sampled["negative_sampler"] == "degree", sampled
         assert sampled["train_loss"][-1] < sampled["train_loss"][0], sampled["train_loss"]
+
+        store = os.path.join(work, "links.2")
+        out = run([sar_partition, "--dataset", links, "--parts", "2", "--method", "random",
+                   "--out", store]).stdout
+        assert "copied the link split random" in out, out
+        from_store = [x for x in exact if x not in ("--dataset", links)]
+        one_and_two(exact, from_store + ["--partitions", store])
+        # Minibatches from a store of one part held by both ranks (--replication 2): each rank
+        # reads half the split and sends every pair to the part's first replica.
+        whole = os.path.join(work, "links.1")
+        run([sar_partition, "--dataset", links, "--parts", "1", "--out", whole])
+        batches = ["--minibatch", "700", "--fanouts", "5,5", "--epochs", "3"]
+        one_and_two(exact + batches,
+                    from_store + batches + ["--partitions", whole, "--replication", "2"])
 
     # 3b. Relations: a split of a heterogeneous graph carries each pair's relation (a third
     #     column), and R-GCN + DistMult scores each with its own diagonal; two ranks agree.

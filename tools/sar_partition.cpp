@@ -3,7 +3,8 @@
 // random or contiguous); under mpirun no rank ever holds the whole graph: every rank reads its
 // block of the input, PT-Scotch (or the distributed random / contiguous methods) partitions,
 // the nodes move to their parts' ranks and every rank writes its parts' files
-// (docs/large-graphs.md).
+// (docs/large-graphs.md). The dataset's link splits (split/<name>/ of .npy pairs) travel
+// into the store, so sar-train --partitions --task link finds them there.
 //
 //   sar-partition --dataset /data/ogbn-arxiv --parts 8 --method metis --out arxiv.8
 //   mpirun -np 8 sar-partition --dataset /data/big.npy --parts 16 --method ptscotch --out big.16
@@ -23,6 +24,7 @@
 
 #include "mpi_program_support.hpp"
 #include "sar/comm/mpi.hpp"
+#include "sar/graph/io/link_split.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/metis.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -160,6 +162,14 @@ void refuse_beyond_metis(const settings& s) {
             "sar-partition --method ptscotch ...");
 }
 
+/// Says which link splits the store carries (none: nothing).
+void print_link_splits(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  std::printf("copied the link split%s %s (split/)\n", names.size() > 1 ? "s" : "", list.c_str());
+}
+
 /// The one-process path: load the whole dataset, partition, write.
 int run_serial(const settings& s) {
   sar::check_replaceable(s.out, sar::partition_store_kind, "--out");  // before the work
@@ -189,9 +199,12 @@ int run_serial(const settings& s) {
   sar_programs::current_phase() = "writing " + s.out;
   std::printf("writing %s ...\n", s.out.c_str());
   std::fflush(stdout);
-  const sar::partition_metadata meta =
-      sar::write_partition_store(data, part, s.parts, s.out, describe_method(s, imbalance));
+  std::vector<std::string> splits;
+  const sar::partition_metadata meta = sar::write_partition_store(
+      data, part, s.parts, s.out, describe_method(s, imbalance),
+      [&](sar::directory_writer& out) { splits = sar::copy_link_splits(out, s.dataset); });
   std::printf("wrote %d parts (%.2f s)\n", s.parts, seconds_since(start));
+  print_link_splits(splits);
 
   std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
   sar_programs::print_peak_memory();
@@ -270,13 +283,16 @@ int run_distributed(const settings& s, sar::mpi_communicator& comm) {
 
   say(sar::message("writing ", s.out, " ..."));
   sar_programs::current_phase() = "writing " + s.out;
-  const sar::partition_metadata meta =
-      sar::write_partition_store(comm, mine, s.parts, about, s.out);
+  std::vector<std::string> splits;  // rank 0's
+  const sar::partition_metadata meta = sar::write_partition_store(
+      comm, mine, s.parts, about, s.out,
+      [&](sar::directory_writer& out) { splits = sar::copy_link_splits(out, s.dataset); });
   meter.end("write");
   std::int64_t peak = 0;
   for (const auto& phase : meter.phases()) peak = std::max(peak, phase.peak_bytes);
   if (root) {
     std::printf("wrote %d parts\n", s.parts);
+    print_link_splits(splits);
     std::fputs(sar::format_partition_quality(meta.quality).c_str(), stdout);
     std::printf("peak memory %.1f MiB (largest rank)\n", static_cast<double>(peak) / (1 << 20));
   }

@@ -325,7 +325,7 @@ void refuse_leaks(const sar::link_split& split, const sar::csr& rows_of, RowOf&&
     if (mine != first_leak) pair[0] = pair[1] = -1;
     comm.all_reduce(std::span<std::int64_t>(pair), sar::reduce_op::max);
     SAR_CHECK(false, sar::invalid_argument, "sar-train: ",
-              sar::link_split_dir(p.dataset, p.link.split).string(), "/", file, ", row ",
+              sar::link_split_dir(p.split_home(), p.link.split).string(), "/", file, ", row ",
               first_leak, ": held-out pair (", pair[0], ", ", pair[1],
               ") is an edge of the message-passing graph (a leak; --allow-leak keeps it for "
               "datasets whose convention is to)");
@@ -360,23 +360,75 @@ nlohmann::json train_links_single(const program_options& p, const sar::model_con
   return train_links<T>(p, config, schedule, inputs, data_of, dataset.name, comm);
 }
 
+namespace detail {
+/// The global id of every dataset id, from the original ids of each part's rows sent by one
+/// rank per part (`sends`); empty when the parts number the nodes as the dataset does.
+/// Collective.
+inline std::vector<sar::node_t> global_ids(const sar::graph_part& part, bool sends,
+                                           sar::mpi_communicator& comm) {
+  std::int64_t relabelled = !part.original_ids.empty();  // an empty part has none either way
+  comm.all_reduce(std::span<std::int64_t>(&relabelled, 1), sar::reduce_op::max);
+  if (!relabelled) return {};
+  const std::vector<std::int64_t> all =
+      joined(comm, sends ? std::span<const std::int64_t>(part.original_ids)
+                         : std::span<const std::int64_t>());
+  std::vector<sar::node_t> global_of(static_cast<std::size_t>(part.book.num_nodes()));
+  for (std::size_t g = 0; g < all.size(); ++g)
+    global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
+  return global_of;
+}
+
+/// Sends the pairs of `split` (this rank's share of its rows) to the ranks that score them,
+/// owner_of(source) (route_to_sources), and refuses a leak where either end of a held-out
+/// positive lives (refuse_leaks over `rows`, the in-edges of this rank's nodes; row_of as
+/// there, in the split's ids). Returns this rank's pairs. Collective.
+template <class OwnerOf, class RowOf>
+sar::link_split share_of_split(sar::link_split split, OwnerOf&& owner_of, const sar::csr& rows,
+                               RowOf&& row_of, const program_options& p,
+                               sar::mpi_communicator& comm) {
+  std::array<std::int64_t, 2> first_rows{};  // of this rank's share in valid_ and test_edge
+  for (std::size_t set = 0; set < 2; ++set) {
+    const std::int64_t mine =
+        static_cast<std::int64_t>((set == 0 ? split.valid : split.test).size());
+    const std::vector<std::int64_t> sizes = joined(comm, std::span(&mine, 1));
+    for (int r = 0; r < comm.rank(); ++r) first_rows[set] += sizes[static_cast<std::size_t>(r)];
+  }
+  sar::link_split checked;
+  std::array<std::vector<std::int64_t>, 2> checked_rows;
+  split = route_to_sources(std::move(split), owner_of, checked, checked_rows, first_rows, comm);
+  refuse_leaks(checked, rows, row_of, p, comm, {checked_rows[0], checked_rows[1]});
+  return split;
+}
+}  // namespace detail
+
 /// P ranks: link prediction on this rank's part (its graph in the model's form:
-/// sar::prepare_model_graph) with `split` (dataset ids). Full batch: `split` is this rank's
-/// share of the rows, renumbered as the parts number the nodes and sent to the ranks owning
-/// the pairs' sources; --minibatch: every rank's copy, of which it keeps the pairs whose
-/// source is its own, sampled by dataset id. Collective.
+/// sar::prepare_model_graph) with `split` (this rank's share of its rows, dataset ids), sent
+/// to the ranks that score the pairs: full batch, renumbered as the parts number the nodes, to
+/// the ranks owning their sources; --minibatch, in dataset ids (sampled by them), to the first
+/// replica of the part holding the source. Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,
                                        sar::link_split split, sar::mpi_communicator& comm) {
+  const sar::node_t n = part.book.num_nodes();
+  const int replication = p.minibatch > 0 ? p.replication : 1;
+  const std::vector<sar::node_t> global_of =
+      detail::global_ids(part, comm.rank() % replication == 0, comm);
+  const auto global = [&](sar::node_t id) {
+    return global_of.empty() ? id : global_of[static_cast<std::size_t>(id)];
+  };
+  const std::vector<double> weights = detail::negative_weights(
+      p, part.in_edges, part.original_ids, part.first_global(), n, comm);
   if (p.minibatch > 0) {
-    const std::vector<double> weights = detail::negative_weights(
-        p, part.in_edges, part.original_ids, part.first_global(), part.book.num_nodes(), comm);
     sar::distributed_sampling_graph<sar::mpi_communicator> graph(
         comm, part, p.replication, p.sampler == sar::sampler_kind::layer_wise);
-    detail::refuse_leaks(split, graph.local_rows(),
-                         [&](sar::node_t v) { return graph.local_row(v); }, p, comm);
-    local_data inputs = local_data::from(part, name, part.book.num_nodes());
+    split = detail::share_of_split(
+        std::move(split),
+        [&](sar::node_t id) {
+          return static_cast<std::size_t>(part.book.owner(global(id)) * replication);
+        },
+        graph.local_rows(), [&](sar::node_t v) { return graph.local_row(v); }, p, comm);
+    local_data inputs = local_data::from(part, name, n);
     return train_links<T>(p, config, graph, inputs, [&](sar::node_data<T> nodes) {
       sar::link_data<T> data = sar::link_data_of<T>(split, nodes, graph);
       split = {};  // this rank's share is all the run reads
@@ -385,16 +437,9 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
     }, name, comm);
   }
   const sar::node_t first = part.first_global(), rows = part.in_edges.num_rows;
-  const sar::node_t n = part.book.num_nodes();
-  // Global id of every dataset id: each rank's original ids, sent to every rank.
-  std::vector<sar::node_t> global_of;
-  if (!part.original_ids.empty()) {
-    const std::vector<std::int64_t> all = detail::joined(comm, part.original_ids);
-    global_of.resize(static_cast<std::size_t>(n));
-    for (std::size_t g = 0; g < all.size(); ++g)
-      global_of[static_cast<std::size_t>(all[g])] = static_cast<sar::node_t>(g);
+  if (!global_of.empty()) {
     const auto renumber = [&](std::vector<sar::node_t>& ids) {
-      for (auto& id : ids) id = global_of[static_cast<std::size_t>(id)];
+      for (auto& id : ids) id = global(id);
     };
     for (sar::node_pairs* pairs : {&split.train, &split.valid, &split.test, &split.valid_negatives,
                                    &split.test_negatives}) {
@@ -404,27 +449,11 @@ nlohmann::json train_links_distributed(const program_options& p, const sar::mode
     renumber(split.valid_target_negatives);
     renumber(split.test_target_negatives);
   }
-  // This rank's share of the split's rows, to the ranks owning the pairs' sources (held-out
-  // positives to their destinations' too, for the leak check).
-  std::array<std::int64_t, 2> first_rows{};
-  for (std::size_t set = 0; set < 2; ++set) {
-    const std::int64_t mine =
-        static_cast<std::int64_t>((set == 0 ? split.valid : split.test).size());
-    const std::vector<std::int64_t> sizes = detail::joined(comm, std::span(&mine, 1));
-    for (int r = 0; r < comm.rank(); ++r) first_rows[set] += sizes[static_cast<std::size_t>(r)];
-  }
-  sar::link_split checked;
-  std::array<std::vector<std::int64_t>, 2> checked_rows;
-  split = detail::route_to_sources(
+  split = detail::share_of_split(
       std::move(split), [&](sar::node_t g) { return static_cast<std::size_t>(part.book.owner(g)); },
-      checked, checked_rows, first_rows, comm);
-  detail::refuse_leaks(checked, part.in_edges,
-                       [&](sar::node_t v) { return v >= first && v - first < rows ? v - first
-                                                                                  : sar::node_t{-1}; },
-                       p, comm, {checked_rows[0], checked_rows[1]});
-  checked = {};
-  const std::vector<double> weights =
-      detail::negative_weights(p, part.in_edges, part.original_ids, first, n, comm);
+      part.in_edges,
+      [&](sar::node_t v) { return v >= first && v - first < rows ? v - first : sar::node_t{-1}; },
+      p, comm);
   sar::distributed_schedule<sar::mpi_communicator> graph(comm, part);
   part.in_edges = {};
   local_data inputs = local_data::from(part, name, n);

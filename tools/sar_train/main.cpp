@@ -129,16 +129,19 @@ sar::coarsening_options coarsening_of(const program_options& p) {
 }
 
 /// The link split p.link.split of --dataset, for a graph of `num_nodes` nodes and `relations`
-/// relations (share `share` of `shares`: read_link_split). Throws sar::invalid_argument when
-/// --dataset has none, what read_link_split throws for a bad one.
+/// relations (share `share` of `shares`: read_link_split), from the partition store or
+/// --dataset. Throws sar::invalid_argument when it has none, what read_link_split throws for a
+/// bad one.
 sar::link_split link_split_of(const program_options& p, sar::node_t num_nodes, int relations,
                               int share = 0, int shares = 1) {
-  SAR_CHECK(sar::has_link_split(p.dataset, p.link.split), sar::invalid_argument,
-            "sar-train --task link: ", sar::link_split_dir(p.dataset, p.link.split).string(),
+  SAR_CHECK(sar::has_link_split(p.split_home(), p.link.split), sar::invalid_argument,
+            "sar-train --task link: ", sar::link_split_dir(p.split_home(), p.link.split).string(),
             " holds no link split (train_edge.npy, valid_edge.npy, ...): write one with "
-            "sar-convert --split-edges VALID,TEST, or split in memory with --split-edges");
+            "sar-convert --split-edges VALID,TEST, or split in memory with --split-edges (a "
+            "partition store carries the splits of the dataset sar-partition read)");
   sar_programs::current_phase() = "reading the link split " + p.link.split;
-  return sar::read_link_split(p.dataset, p.link.split, num_nodes, share, shares, relations);
+  return sar::read_link_split(p.split_home(), p.link.split, num_nodes, share, shares,
+                              relations);
 }
 
 /// `split` as the model `config` reads it: without relations when the model erases the
@@ -276,10 +279,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
               "sar-train: --task ", sar::task_name(p.sizes.task.value_or(meta.task)), ", but the "
               "partition store ", p.partitions, " holds a ", sar::task_name(meta.task),
               " dataset");
-    check_trainable(sar::message("the partition store ", p.partitions), meta.task,
-                    sar::has_class_ids(meta.task) ? meta.num_classes : meta.num_outputs,
-                    meta.has_labels || !sar::has_class_ids(meta.task), meta.has_split,
-                    meta.feature_dim);
+    if (!p.link.on)
+      check_trainable(sar::message("the partition store ", p.partitions), meta.task,
+                      sar::has_class_ids(meta.task) ? meta.num_classes : meta.num_outputs,
+                      meta.has_labels || !sar::has_class_ids(meta.task), meta.has_split,
+                      meta.feature_dim);
     // Sparse features stay sparse unless off, or minibatches gather them (dense rows).
     part = sar::read_partition_part(
         p.partitions, comm.rank() / p.replication,
@@ -322,12 +326,11 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                                                                    p.schedule)));
   sar_programs::current_phase() = "building the model and training";
   if (p.link.on)
-    return sar_train::train_links_distributed<T>(  // full batch: each rank reads a share
+    return sar_train::train_links_distributed<T>(  // each rank reads a share
         with, model, part, name,
-        as_model_reads(sampled ? link_split_of(p, part.book.num_nodes(), relations)
-                               : link_split_of(p, part.book.num_nodes(), relations, comm.rank(),
-                                               comm.size()),
-                       model, comm),
+        as_model_reads(
+            link_split_of(p, part.book.num_nodes(), relations, comm.rank(), comm.size()),
+            model, comm),
         comm);
   if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
   return sar_train::train_distributed<T>(with, model, part, name, comm);
@@ -788,10 +791,9 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     const char* apart = !p.checkpoint.empty()  ? "--checkpoint"
                         : !p.resume.empty()      ? "--resume"
                         : p.low_bit()            ? "--halo-bits, --gradient-bits and --staleness"
-                        : !p.partitions.empty()  ? "--partitions"
                                                  : nullptr;
     SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --task link does not take ",
-              apart, " yet (link prediction trains on one process or on --partition)");
+              apart, " yet");
     SAR_CHECK(p.link.split_edges.empty() || !p.distributed(), sar::invalid_argument,
               "sar-train: --split-edges splits on one process; on P ranks write the split with "
               "sar-convert --split-edges and pass the dataset");

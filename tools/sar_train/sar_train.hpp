@@ -96,6 +96,8 @@ struct program_options {
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
   bool distributed() const { return !partitions.empty() || partition.has_value(); }
+  /// Where the link split is read: the partition store (--partitions), else --dataset.
+  const std::string& split_home() const { return partitions.empty() ? dataset : partitions; }
 };
 
 /// One process: the whole dataset (its graph put in the model's form by
@@ -125,8 +127,8 @@ nlohmann::json train_links_single(const program_options& p, const sar::model_con
                                   sar::graph_dataset& dataset, sar::link_split split,
                                   sar::mpi_communicator& comm);
 
-/// P ranks, --task link: this rank's part and `split` by dataset id (full batch: this rank's
-/// share of its rows, read_link_split; --minibatch: every rank's copy), freed once this rank's
+/// P ranks, --task link: this rank's part and `split` by dataset id (this rank's share of its
+/// rows, read_link_split), sent to the ranks that score its pairs and freed once this rank's
 /// pairs are taken. Collective.
 template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -418,12 +419,13 @@ inline graph_part part_of(const graph_dataset& data, const relabelling& ids, int
 /// The store is written as sar::replace_directory writes (a temporary sibling swapped into
 /// place): `dir` is created if missing; a partition store there is replaced only once the new
 /// one is complete; any other non-empty directory is refused and left untouched.
-/// Returns the metadata written. Throws sar::invalid_argument for an invalid dataset or
-/// partition, sar::io_error naming the path for any file-system failure.
-inline partition_metadata write_partition_store(const graph_dataset& data,
-                                                const std::vector<int>& part, int parts,
-                                                const std::filesystem::path& dir,
-                                                const std::string& method = "unspecified") {
+/// `also`, if given, writes further files into the store before meta.json (sar-partition: the
+/// dataset's link splits). Returns the metadata written. Throws sar::invalid_argument for an
+/// invalid dataset or partition, sar::io_error naming the path for any file-system failure.
+inline partition_metadata write_partition_store(
+    const graph_dataset& data, const std::vector<int>& part, int parts,
+    const std::filesystem::path& dir, const std::string& method = "unspecified",
+    const std::function<void(directory_writer&)>& also = {}) {
   namespace st = detail::store;
   constexpr const char* where = "sar::write_partition_store";
   data.validate(where);
@@ -461,6 +463,7 @@ inline partition_metadata write_partition_store(const graph_dataset& data,
                 ": internal: part ", p, " edge count");
       st::write_part(out, part, where);
     }
+    if (also) also(out);
     out.write_metadata(st::metadata_json(meta));
   }, where);
   return meta;
@@ -504,13 +507,15 @@ partition_quality evaluate_parts(Comm& comm, const std::vector<graph_part>& mine
 /// write_partition_store: the output must be on a file system every rank sees, and a failure on
 /// any rank leaves the previous store intact on every rank. `about` gives the dataset's name,
 /// feature_dim, num_classes, task, num_outputs, has_labels, has_split and method; the rest (sizes, ranges,
-/// quality, manifest) is computed here. Returns the metadata written.
-/// Collective. Throws on every rank what failed on one: sar::invalid_argument for a part that
-/// breaks the graph_part contract, sar::io_error naming the path, ...
+/// quality, manifest) is computed here; `also`, if given, writes further files on rank 0.
+/// Returns the metadata written. Collective. Throws on every rank what failed on one:
+/// sar::invalid_argument for a part that breaks the graph_part contract, sar::io_error naming
+/// the path, ...
 template <communicator Comm>
 partition_metadata write_partition_store(Comm& comm, const std::vector<graph_part>& mine,
                                          int parts, partition_metadata about,
-                                         const std::filesystem::path& dir) {
+                                         const std::filesystem::path& dir,
+                                         const std::function<void(directory_writer&)>& also = {}) {
   namespace st = detail::store;
   constexpr const char* where = "sar::write_partition_store";
   const int rank = comm.rank();
@@ -566,6 +571,7 @@ partition_metadata write_partition_store(Comm& comm, const std::vector<graph_par
     writer.emplace(temporary, partition_store_kind, token, where,
                    std::string(detail::journal_prefix) + "-" + std::to_string(rank));
     for (const graph_part& p : mine) st::write_part(*writer, p, where);
+    if (rank == 0 && also) also(*writer);
     writer->finish_share();
     written = writer->contents().to_json().dump();
   });

@@ -13,6 +13,9 @@
 // dataset, 0-based) in a third column: [rows, 3] = (source, destination, relation), every pair
 // array alike (per-source negatives take their positive's relation).
 //
+// A partition store written from such a dataset carries its splits (copy_link_splits), in the
+// dataset's node ids, read as a dataset's are.
+//
 // The dataset's graph is the message-passing graph: no held-out positive may be one of its
 // edges (sar/graph/edge_split.hpp checks; sar-convert --split-edges writes such splits).
 #pragma once
@@ -21,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +32,7 @@
 #include "sar/core/error.hpp"
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/io/npy.hpp"
+#include "sar/io/checksum.hpp"
 #include "sar/io/safe_directory.hpp"
 
 namespace sar {
@@ -152,6 +157,53 @@ inline void write_link_split(directory_writer& out, const link_split& split,
   };
   targets("valid_target_node_neg.npy", split.valid_target_negatives, split.valid.size());
   targets("test_target_node_neg.npy", split.test_target_negatives, split.test.size());
+}
+
+/// Copies every link split of the dataset at `dataset` (each folder split/<name>/ holding a
+/// train_edge.npy; its .npy arrays, byte for byte, streamed) into the directory `out` is
+/// writing, e.g. a partition store, whose readers find them as they find a dataset's. Returns
+/// the names copied (none for a dataset without). Throws sar::io_error naming the file that
+/// cannot be read, what directory_writer throws.
+inline std::vector<std::string> copy_link_splits(directory_writer& out,
+                                                 const std::filesystem::path& dataset) {
+  namespace fs = std::filesystem;
+  constexpr const char* where = "sar::copy_link_splits";
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (!fs::is_directory(dataset / "split", ec)) return names;
+  for (const auto& entry : fs::directory_iterator(dataset / "split", ec))
+    if (has_link_split(dataset, entry.path().filename().string()))
+      names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  if (!names.empty()) out.make_directory("split");
+  std::vector<char> buffer(std::size_t{1} << 20);
+  for (const std::string& name : names) {
+    const fs::path from = link_split_dir(dataset, name);
+    out.make_directory("split/" + name);
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(from, ec))
+      if (entry.is_regular_file() && entry.path().extension() == ".npy")
+        files.push_back(entry.path().filename().string());
+    std::sort(files.begin(), files.end());
+    for (const std::string& file : files)
+      out.add_file("split/" + name + "/" + file, [&](const fs::path& to) {
+        std::ifstream in(from / file, std::ios::binary);
+        std::ofstream copy(to, std::ios::binary | std::ios::trunc);
+        SAR_CHECK(in && copy, io_error, where, ": cannot copy ", (from / file).string(), " to ",
+                  to.string());
+        std::uint32_t crc = 0;
+        while (in) {
+          in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+          const auto got = static_cast<std::size_t>(in.gcount());
+          crc = crc32_update(crc, buffer.data(), got);
+          copy.write(buffer.data(), static_cast<std::streamsize>(got));
+        }
+        SAR_CHECK(in.eof() && copy.flush(), io_error, where, ": copying ",
+                  (from / file).string(), " to ", to.string(), " failed");
+        return crc;
+      });
+  }
+  return names;
 }
 
 /// Reads the link split `name` of the dataset at `dataset`, whose graph has `num_nodes` nodes
