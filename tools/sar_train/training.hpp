@@ -507,6 +507,135 @@ class run_record {
   std::vector<std::array<std::int64_t, 2>> minibatch_rows_;
 };
 
+/// A run's checkpoints: --resume restores the model, the optimiser and the progress so far
+/// (every rank the same file); --checkpoint saves them every p.checkpoint_every epochs and at
+/// the end (rank 0 writes). Collective.
+template <class Model, class Optimiser>
+class run_checkpoints {
+ public:
+  /// For the run described by `settings` (what a resumed run must match).
+  run_checkpoints(const program_options& p, nlohmann::json settings, Model& model,
+                  Optimiser& optimiser, sar::mpi_communicator& comm)
+      : p_(p), settings_(std::move(settings)), model_(model), optimiser_(optimiser),
+        comm_(comm) {}
+
+  /// With --resume: restores it and lets `options` continue its progress. Throws
+  /// sar::invalid_argument when the ranks read different files or the settings differ.
+  void resume(sar::train_options& options) {
+    if (p_.resume.empty()) return;
+    resumed_ = sar::read_checkpoint(p_.resume);
+    const auto [lowest, highest] = sar::min_max_over_ranks(comm_, resumed_->identity);
+    SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ", comm_.rank(),
+              " read --resume ", p_.resume, " with CRC-32 ", resumed_->identity,
+              ", but the ranks' copies differ: every rank must read the same checkpoint");
+    resumed_->check_settings(settings_, "sar-train: --resume");
+    sar::restore_checkpoint(*resumed_, model_, optimiser_);
+    options.resume = &resumed_->progress;
+    if (comm_.rank() == 0)
+      sar::log_info(sar::message("resuming ", p_.resume, " after epoch ",
+                                 resumed_->progress.epochs_done() - 1));
+  }
+  /// With --checkpoint: options.after_epoch saves every p.checkpoint_every epochs.
+  void save_every(sar::train_options& options) {
+    if (p_.checkpoint.empty()) return;
+    options.after_epoch = [this](const sar::train_result& r) {
+      if (r.epochs_done() % p_.checkpoint_every == 0) save(r);
+    };
+  }
+  /// The final checkpoint, unless a run resumed from it could not start on a synchronous
+  /// epoch (bounded staleness) and so not continue bit for bit (said on rank 0).
+  void finish(const sar::train_result& result) {
+    if (p_.checkpoint.empty() || saved_ == result.epochs_done()) return;
+    if (result.epochs_done() % p_.staleness == 0) save(result);
+    else if (comm_.rank() == 0)
+      sar::log_info(sar::message("no final checkpoint: ", result.epochs_done(),
+                                 " epochs are not a multiple of --staleness ", p_.staleness,
+                                 "; ", p_.checkpoint, " holds epoch ", saved_ - 1));
+  }
+  /// Adds resumed_after_epochs to `metrics` when the run resumed.
+  void describe(nlohmann::json& metrics) const {
+    if (resumed_) metrics["resumed_after_epochs"] = resumed_->progress.epochs_done();
+  }
+
+ private:
+  void save(const sar::train_result& r) {
+    sar::save_checkpoint(comm_, p_.checkpoint, model_, optimiser_, r, settings_);
+    saved_ = r.epochs_done();
+    if (comm_.rank() == 0 && !p_.quiet)
+      sar::log_info(sar::message("checkpoint ", p_.checkpoint, " after epoch ", saved_ - 1));
+  }
+
+  const program_options& p_;
+  nlohmann::json settings_;
+  Model& model_;
+  Optimiser& optimiser_;
+  sar::mpi_communicator& comm_;
+  std::optional<sar::checkpoint> resumed_;
+  int saved_ = -1;  // epochs done at the last checkpoint
+};
+
+/// What a run was (its settings in the metrics JSON): model, dataset, precision, feature
+/// storage, seed, ranks, schedule, the minibatch settings and the low-bit codecs.
+template <class Graph>
+nlohmann::json run_description(const program_options& p, const local_data& data,
+                               const Graph& graph, bool sparse, bool bf16,
+                               const sar::minibatch_options& minibatch,
+                               std::int64_t graph_bytes, int ranks) {
+  nlohmann::json metrics;
+  metrics["model"] = p.model;
+  metrics["dataset"] = data.name;
+  metrics["precision"] = name_of(sar_programs::precision_names, p.precision);
+  metrics["sparse_features"] = sparse;
+  metrics["storage"] = bf16 ? "bf16" : "fp32";
+  metrics["seed"] = p.seed;
+  metrics["ranks"] = ranks;
+  metrics["schedule"] = !p.distributed()                  ? "local"
+                        : sar::minibatch_graph<Graph> ? "sampled"
+                        : p.low_bit()                   ? "low_bit"
+                                  : name_of(sar_programs::schedule_names, p.schedule);
+  if (p.minibatch > 0) {
+    metrics["replication"] = p.replication;
+    metrics["graph_feature_bytes"] = graph_bytes;  // largest rank
+    metrics["minibatch"] = p.minibatch;
+    metrics["sampler"] = name_of(sar_programs::sampler_names, p.sampler);
+    metrics["fanouts"] = minibatch.sampler.fanouts;
+    if (!minibatch.sampler.relation_fanouts.empty())
+      metrics["relation_fanouts"] = minibatch.sampler.relation_fanouts;
+    metrics["bulk"] = p.bulk;
+    metrics["gather_rows"] = p.gather_rows;
+  }
+  if constexpr (requires { graph.feature_codec_name(); }) {
+    metrics["halo_codec"] = graph.feature_codec_name();
+    metrics["gradient_codec"] = graph.gradient_codec_name();
+    metrics["staleness"] = graph.policy().staleness;
+    metrics["progress_polls"] = graph.progress_polls();
+  }
+  return metrics;
+}
+
+/// Adds what a run reached to `metrics`: epochs, task, the best epoch and its validation and
+/// test `score` (null when never evaluated), the targets' standardisation, the losses.
+inline void describe_result(nlohmann::json& metrics, const sar::train_result& result,
+                            sar::task_kind task, const sar::target_standardisation& standard) {
+  const std::string score = sar::score_name(task);  // best_val_acc, test_r2, ...
+  metrics["epochs"] = result.history.size();
+  metrics["task"] = sar::task_name(task);
+  if (result.best_epoch >= 0) {
+    metrics["best_epoch"] = result.best_epoch;
+    metrics["best_val_" + score] = result.best_valid_score;
+    metrics["test_" + score] = result.test_score;
+  } else {  // never evaluated (--eval-every 0): not measured
+    metrics["best_epoch"] = metrics["best_val_" + score] = metrics["test_" + score] = nullptr;
+  }
+  if (!standard.scale.empty()) {
+    metrics["target_mean"] = standard.mean;
+    metrics["target_scale"] = standard.scale;
+  }
+  std::vector<double> losses;
+  for (const auto& e : result.history) losses.push_back(e.train_loss);
+  metrics["train_loss"] = losses;
+}
+
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
 /// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
 /// times, memory and bytes are reduced over the ranks, and rank 0 prints the progress lines.
@@ -521,9 +650,6 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   auto model =
       sar::make_model<T, model_schedule>(config, feature_dim, data.num_outputs(), p.seed);
   run_features<T> input = run_features<T>::of(p, data, model, comm);
-  sar::matrix<T>& features = input.dense;
-  std::optional<sar::sparse_rows<T>>& sparse = input.sparse;
-  std::optional<sar::bf16_rows>& bf16 = input.bf16;
   // Counter-based initialisation is already identical on every rank; the broadcast makes rank
   // 0's parameters authoritative whatever their origin (e.g. a user's checkpoint).
   comm.broadcast(model.parameters().values(), 0);
@@ -542,34 +668,10 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     const auto [line, seconds] = record.add(e, p.minibatch > 0);
     progress.report(e.epoch, line, seconds);
   };
-  // Checkpoints: --resume restores the model, the optimiser and the run so far; --checkpoint
-  // saves them every p.checkpoint_every epochs and at the end (rank 0 writes).
-  const nlohmann::json settings = run_settings(p, config, data, feature_dim);
-  std::optional<sar::checkpoint> resumed;
-  if (!p.resume.empty()) {
-    resumed = sar::read_checkpoint(p.resume);
-    const auto [lowest, highest] = sar::min_max_over_ranks(comm, resumed->identity);
-    SAR_CHECK(lowest == highest, sar::invalid_argument, "sar-train: rank ",
-              comm.rank(), " read --resume ", p.resume, " with CRC-32 ", resumed->identity,
-              ", but the ranks' copies differ: every rank must read the same checkpoint");
-    resumed->check_settings(settings, "sar-train: --resume");
-    sar::restore_checkpoint(*resumed, model, optimiser);
-    options.resume = &resumed->progress;
-    if (root)
-      sar::log_info(sar::message("resuming ", p.resume, " after epoch ",
-                                 resumed->progress.epochs_done() - 1));
-  }
-  int saved = -1;  // epochs done at the last checkpoint
-  const auto save = [&](const sar::train_result& r) {
-    sar::save_checkpoint(comm, p.checkpoint, model, optimiser, r, settings);
-    saved = r.epochs_done();
-    if (root && !p.quiet)
-      sar::log_info(sar::message("checkpoint ", p.checkpoint, " after epoch ", saved - 1));
-  };
-  if (!p.checkpoint.empty())
-    options.after_epoch = [&](const sar::train_result& r) {
-      if (r.epochs_done() % p.checkpoint_every == 0) save(r);
-    };
+  run_checkpoints checkpoints(p, run_settings(p, config, data, feature_dim), model, optimiser,
+                              comm);
+  checkpoints.resume(options);
+  checkpoints.save_every(options);
 
   // Regression targets in standard units (the training nodes' mean and deviation per output);
   // the metrics rescale RMSE and MAE to the original units.
@@ -586,7 +688,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
       best.keep_if_best(r);
       if (checkpointing) checkpointing(r);
     };
-  const sar::node_data<T> nodes{features, data.labels, data.split, data.task,
+  const auto& sparse = input.sparse;
+  const auto& bf16 = input.bf16;
+  const sar::node_data<T> nodes{input.dense, data.labels, data.split, data.task,
                                 {data.targets.data(), data.targets.rows(), data.targets.cols()},
                                 standard.scale, sparse ? &*sparse : nullptr,
                                 bf16 ? &*bf16 : nullptr};
@@ -594,7 +698,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   sar::minibatch_options minibatch;
   // This rank's graph and feature memory (minibatches: what the 1 / P memory target measures).
   auto graph_bytes = static_cast<std::int64_t>(
-      sparse ? sparse->memory_bytes() : bf16 ? bf16->memory_bytes() : features.size() * sizeof(T));
+      sparse ? sparse->memory_bytes()
+             : bf16 ? bf16->memory_bytes() : input.dense.size() * sizeof(T));
   if constexpr (sampled) {
     minibatch = minibatch_options_of(p, config);
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
@@ -604,8 +709,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   }
   progress.finish();
   comm.all_reduce(std::span<std::int64_t>(&graph_bytes, 1), sar::reduce_op::max);
-  const std::string score = sar::score_name(data.task);  // best_val_acc, test_r2, ...
   if (!p.save_model.empty()) {
+    const std::string score = sar::score_name(data.task);
     const bool kept = !best.empty();
     best.restore();  // the best epoch's parameters (every rank kept the same)
     const sar::model_description description{
@@ -620,62 +725,12 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     sar::save_model(comm, p.save_model, model, description);
     if (root && !p.quiet) sar::log_info("saved the model to " + p.save_model);
   }
-  // The final checkpoint too, unless a run resumed from it could not start on a synchronous
-  // epoch (bounded staleness) and so not continue bit for bit.
-  if (!p.checkpoint.empty() && saved != result.epochs_done()) {
-    if (result.epochs_done() % p.staleness == 0) save(result);
-    else if (root)
-      sar::log_info(sar::message("no final checkpoint: ", result.epochs_done(),
-                                 " epochs are not a multiple of --staleness ", p.staleness,
-                                 "; ", p.checkpoint, " holds epoch ", saved - 1));
-  }
+  checkpoints.finish(result);
 
-  nlohmann::json metrics;
-  metrics["model"] = p.model;
-  metrics["dataset"] = data.name;
-  metrics["precision"] = name_of(sar_programs::precision_names, p.precision);
-  metrics["sparse_features"] = sparse.has_value();
-  metrics["storage"] = bf16 ? "bf16" : "fp32";
-  metrics["seed"] = p.seed;
-  metrics["ranks"] = comm.size();
-  metrics["schedule"] = !p.distributed() ? "local"
-                        : sampled           ? "sampled"
-                        : p.low_bit()       ? "low_bit"
-                                            : name_of(sar_programs::schedule_names, p.schedule);
-  if (p.minibatch > 0) {
-    metrics["replication"] = p.replication;
-    metrics["graph_feature_bytes"] = graph_bytes;  // largest rank
-    metrics["minibatch"] = p.minibatch;
-    metrics["sampler"] = name_of(sar_programs::sampler_names, p.sampler);
-    metrics["fanouts"] = minibatch.sampler.fanouts;
-    if (!minibatch.sampler.relation_fanouts.empty())
-      metrics["relation_fanouts"] = minibatch.sampler.relation_fanouts;
-    metrics["bulk"] = p.bulk;
-    metrics["gather_rows"] = p.gather_rows;
-  }
-  if constexpr (requires { graph.feature_codec_name(); }) {
-    metrics["halo_codec"] = graph.feature_codec_name();
-    metrics["gradient_codec"] = graph.gradient_codec_name();
-    metrics["staleness"] = graph.policy().staleness;
-    metrics["progress_polls"] = graph.progress_polls();
-  }
-  metrics["epochs"] = result.history.size();
-  if (resumed) metrics["resumed_after_epochs"] = resumed->progress.epochs_done();
-  metrics["task"] = sar::task_name(data.task);
-  if (result.best_epoch >= 0) {
-    metrics["best_epoch"] = result.best_epoch;
-    metrics["best_val_" + score] = result.best_valid_score;
-    metrics["test_" + score] = result.test_score;
-  } else {  // never evaluated (--eval-every 0): not measured
-    metrics["best_epoch"] = metrics["best_val_" + score] = metrics["test_" + score] = nullptr;
-  }
-  if (!standard.scale.empty()) {
-    metrics["target_mean"] = standard.mean;
-    metrics["target_scale"] = standard.scale;
-  }
-  std::vector<double> losses;
-  for (const auto& e : result.history) losses.push_back(e.train_loss);
-  metrics["train_loss"] = losses;
+  nlohmann::json metrics = run_description(p, data, graph, sparse.has_value(), bf16.has_value(),
+                                           minibatch, graph_bytes, comm.size());
+  describe_result(metrics, result, data.task, standard);
+  checkpoints.describe(metrics);
   record.add_to(metrics);
   return metrics;
 }
