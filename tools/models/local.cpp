@@ -5,11 +5,6 @@
 #include "sar/train/full_batch.hpp"
 #include "sar/train/model_file.hpp"
 
-#define SAR_DEFINE_MODEL(prefix, T, Schedule)   \
-  SAR_MAKE_MODEL_INSTANCE(prefix, T, Schedule) \
-  SAR_LOAD_MODEL_INSTANCE(prefix, T, Schedule) \
-  SAR_TRAIN_FULL_BATCH_INSTANCE(prefix, T, Schedule)
-
 namespace sar {
-SAR_LOCAL_MODELS(SAR_DEFINE_MODEL, )
+SAR_LOCAL_MODELS(SAR_COMPILED_MODEL_INSTANCES, )
 }  // namespace sar

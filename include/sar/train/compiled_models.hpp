@@ -23,6 +23,14 @@
   X(prefix, float, distributed_schedule<mpi_communicator>) \
   X(prefix, double, distributed_schedule<mpi_communicator>)
 
+/// The instances of one model (prefix: empty to define them, extern to declare them):
+/// make_model, load_model and train_full_batch with Adam. Where used, models.hpp,
+/// model_file.hpp and full_batch.hpp are included (tools/models/ defines the libraries so).
+#define SAR_COMPILED_MODEL_INSTANCES(prefix, T, Schedule) \
+  SAR_MAKE_MODEL_INSTANCE(prefix, T, Schedule)            \
+  SAR_LOAD_MODEL_INSTANCE(prefix, T, Schedule)            \
+  SAR_TRAIN_FULL_BATCH_INSTANCE(prefix, T, Schedule)
+
 #if defined(SAR_USE_COMPILED_DISTRIBUTED_MODELS)
 #include "sar/comm/mpi.hpp"
 #include "sar/distributed/distributed_schedule.hpp"
