@@ -30,7 +30,7 @@
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/link_split.hpp"
-#include "sar/graph/io/npy.hpp"
+#include "sar/io/npy_file.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/model_file.hpp"

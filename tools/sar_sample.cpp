@@ -29,7 +29,7 @@
 #include "program_support.hpp"
 #include "sar/io/safe_directory.hpp"
 #include "sar/graph/builders.hpp"
-#include "sar/graph/io/npy.hpp"
+#include "sar/io/npy_file.hpp"
 #include "sar/sampling/samplers.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/version.hpp"

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!sar::check_replaceable(dir, kind, "fuzz")) __builtin_trap();  // it exists
     const auto meta = nlohmann::json::parse(
         std::string(reinterpret_cast<const char*>(data), size), nullptr, false);
-    (void)sar::manifest::from_metadata(meta, "meta.json").to_json();
+    (void)sar::manifest::from_metadata(meta, "meta.json", "checksums").to_json();
   });
   if (!fs::exists(dir / "a.bin") || !fs::exists(dir / "part-0000" / "b.bin")) __builtin_trap();
   return 0;

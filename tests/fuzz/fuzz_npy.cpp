@@ -1,7 +1,7 @@
 // libFuzzer target: a .npy file's header and data reader on arbitrary bytes.
 #include <vector>
 
-#include "sar/graph/io/npy.hpp"
+#include "sar/io/npy_file.hpp"
 #include "fuzz_support.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

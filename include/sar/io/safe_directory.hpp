@@ -64,6 +64,9 @@ struct directory_kind {
   std::string_view format;
   /// Name of the JSON metadata file at the top of the directory (e.g. "meta.json").
   std::string_view metadata_file;
+  /// The metadata key under which the kind's versions before manifests listed their files
+  /// ({relative path: CRC-32}); empty: it had none.
+  std::string_view legacy_checksums = {};
 };
 
 // ---------------------------------------------------------------------------------------
@@ -180,11 +183,12 @@ class manifest {
     return {{"files", files}, {"directories", directories_}};
   }
 
-  /// The manifest a metadata object lists: its "manifest", or, for the formats before
-  /// manifests, its "checksums" (relative path -> CRC-32; sizes unknown, directories implied).
-  /// An object with neither lists nothing. Throws sar::io_error naming `file` for a malformed
-  /// entry.
-  static manifest from_metadata(const nlohmann::json& meta, const std::string& file) {
+  /// The manifest a metadata object lists: its "manifest", or, for a format's versions before
+  /// manifests, the object under `legacy_checksums` (directory_kind::legacy_checksums: relative
+  /// path -> CRC-32; sizes unknown, directories implied). An object with neither lists
+  /// nothing. Throws sar::io_error naming `file` for a malformed entry.
+  static manifest from_metadata(const nlohmann::json& meta, const std::string& file,
+                                std::string_view legacy_checksums = {}) {
     manifest m;
     const auto bad = [&](const std::string& what) {
       return io_error(message("sar::manifest: ", file, ": ", what));
@@ -216,8 +220,9 @@ class manifest {
         if (bytes > (std::uint64_t{1} << 62)) throw bad(message(path, " has ", bytes, " bytes"));
         m.add_file(path_of(path), static_cast<std::int64_t>(bytes), crc_of(f["crc32"], path));
       }
-    } else if (meta.contains("checksums") && meta["checksums"].is_object()) {
-      for (const auto& [path, crc] : meta["checksums"].items())
+    } else if (const std::string legacy(legacy_checksums);
+               !legacy.empty() && meta.contains(legacy) && meta[legacy].is_object()) {
+      for (const auto& [path, crc] : meta[legacy].items())
         m.add_file(path_of(path), -1, crc_of(crc, path));
     }
     return m;
@@ -322,7 +327,7 @@ inline std::string why_not_ours(const std::filesystem::path& dir, directory_kind
                    kind.metadata_file, " says format ", meta["format"].dump(), ")");
   try {
     if (meta.contains("manifest") || is_sealed(meta)) check_metadata_seal(meta, file, "sar");
-    const manifest listed = manifest::from_metadata(meta, file);
+    const manifest listed = manifest::from_metadata(meta, file, kind.legacy_checksums);
     if (listed.files().empty() && listed.directories().empty() && !meta.contains("manifest"))
       return message("its ", kind.metadata_file, " lists no manifest (written by an older sar), "
                      "so sar cannot prove it wrote everything in it");

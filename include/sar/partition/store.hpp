@@ -45,7 +45,8 @@
 namespace sar {
 
 /// A partition store as sar::replace_directory recognises it.
-inline constexpr directory_kind partition_store_kind{"sar-partition-store", "meta.json"};
+inline constexpr directory_kind partition_store_kind{"sar-partition-store", "meta.json",
+                                                    "checksums"};
 
 /// Version of the store layout (meta.json "format_version" and every binary file header).
 /// 2: meta.json lists a CRC-32 of every file. 3: meta.json lists every file and directory with
@@ -686,7 +687,8 @@ inline partition_metadata read_partition_metadata(const std::filesystem::path& d
     SAR_CHECK(total == m.num_edges, io_error, where, ": ", file.string(), ": part_edges sum to ",
               total, ", num_edges is ", m.num_edges);
     m.book = partition_book(std::move(offsets));
-    m.manifest = manifest::from_metadata(j, file.string());
+    m.manifest =
+        manifest::from_metadata(j, file.string(), partition_store_kind.legacy_checksums);
     if (j.contains("quality")) {
       const auto& q = j.at("quality");
       m.quality.num_parts = m.num_parts;

@@ -53,7 +53,7 @@
 #include "sar/io/checksum.hpp"
 #include "sar/core/error.hpp"
 #include "sar/io/safe_directory.hpp"
-#include "sar/graph/io/npy.hpp"
+#include "sar/io/npy_file.hpp"
 #include "sar/nn/parameters.hpp"
 #include "sar/optim/adam.hpp"
 #include "sar/optim/sgd.hpp"
@@ -65,7 +65,8 @@ namespace sar {
 /// tables.
 inline constexpr int checkpoint_version = 3;
 /// A checkpoint directory as sar::replace_directory recognises it.
-inline constexpr directory_kind checkpoint_kind{"sar-checkpoint", "checkpoint.json"};
+inline constexpr directory_kind checkpoint_kind{"sar-checkpoint", "checkpoint.json",
+                                                "checksums"};
 
 /// The optimiser state a checkpoint holds: the kind (a checkpoint restores only into the same
 /// kind), the step count, and arrays of one value per parameter value (the store's flat
@@ -592,7 +593,8 @@ inline checkpoint read_checkpoint(const std::filesystem::path& dir) {
       q.ids.resize(static_cast<std::size_t>(rows));  // sized now, read below
       ck.tables.push_back(std::move(q));
     }
-    checksums = manifest::from_metadata(meta, meta_file.string());
+    checksums =
+        manifest::from_metadata(meta, meta_file.string(), checkpoint_kind.legacy_checksums);
     const train_result& r = ck.progress;
     for (int e = 0; e < r.epochs_done(); ++e)
       SAR_CHECK(r.history[static_cast<std::size_t>(e)].epoch == e, io_error, where, ": ",

@@ -31,8 +31,8 @@
 
 #include "sar/core/error.hpp"
 #include "sar/graph/edge_split.hpp"
-#include "sar/graph/io/npy.hpp"
 #include "sar/io/checksum.hpp"
+#include "sar/io/npy_file.hpp"
 #include "sar/io/safe_directory.hpp"
 
 namespace sar {
