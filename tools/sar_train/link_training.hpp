@@ -101,8 +101,8 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
                          {"select_by", p.link.select_by}, {"ranks", comm.size()}};
   with_decoder<T>(p.link.decoder, [&]<class D>() {
     sar::link_head<D, sar::adam<T>> head(
-        {width, sar::link_relations(config)}, sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}),
-        p.seed + 1);
+        {width, sar::link_relations(config)},
+        sar::adam<T>(sar::adam_options{.learning_rate = config.learning_rate}), p.seed + 1);
     comm.broadcast(head.parameters.values(), 0);
     // --save-model: the encoder's and the decoder's parameters of the best epoch so far.
     best_parameters best(model);
@@ -196,8 +196,9 @@ inline std::vector<double> negative_weights(const program_options& p, const sar:
 /// Moves the pairs of `split` (this rank's share of its rows, from first_rows in valid_edge.npy
 /// and test_edge.npy; schedule ids) to the ranks owning their sources (owner_of(node)), each
 /// train pair with its id and each held-out positive with its per-source negatives, with
-/// their relations if any rank's are typed, and returns what this rank receives. `checked` receives the held-out positives with an end this
-/// rank owns (for the leak check), `rows` their rows of the two files. Collective.
+/// their relations if any rank's are typed, and returns what this rank receives. `checked`
+/// receives the held-out positives with an end this rank owns (for the leak check), `rows`
+/// their rows of the two files. Collective.
 template <class OwnerOf>
 sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
                                  sar::link_split& checked,
@@ -264,7 +265,8 @@ sar::link_split route_to_sources(sar::link_split split, OwnerOf&& owner_of,
         at += 2 + pair_width;
         if (mine) {
           take(scored, pair);
-          scored_targets.insert(scored_targets.end(), from.begin() + static_cast<std::ptrdiff_t>(at),
+          scored_targets.insert(scored_targets.end(),
+                                from.begin() + static_cast<std::ptrdiff_t>(at),
                                 from.begin() + static_cast<std::ptrdiff_t>(at + k));
           at += k;
         }

@@ -78,8 +78,10 @@ struct edge_batch {
     std::vector<edge_t> ids;
     for (std::size_t i = 0; i < items.size(); i += typed ? 4 : 3) {
       ids.push_back(items[i]);
-      if (typed) positives.push(items[i + 1], items[i + 2], static_cast<std::int32_t>(items[i + 3]));
-      else positives.push(items[i + 1], items[i + 2]);
+      if (typed)
+        positives.push(items[i + 1], items[i + 2], static_cast<std::int32_t>(items[i + 3]));
+      else
+        positives.push(items[i + 1], items[i + 2]);
     }
     negatives = draw_negatives(seed, epoch, ids, k, from);
     seeds = positives.source;
