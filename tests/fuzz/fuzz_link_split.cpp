@@ -4,6 +4,7 @@
 #include "sar/graph/edge_split.hpp"
 #include "sar/graph/generators.hpp"
 #include "sar/graph/io/link_split.hpp"
+#include "sar/graph/io/npy.hpp"
 #include "fuzz_support.hpp"
 
 namespace fs = std::filesystem;
