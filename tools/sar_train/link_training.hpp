@@ -388,13 +388,13 @@ template <class OwnerOf, class RowOf>
 sar::link_split share_of_split(sar::link_split split, OwnerOf&& owner_of, const sar::csr& rows,
                                RowOf&& row_of, const program_options& p,
                                sar::mpi_communicator& comm) {
-  std::array<std::int64_t, 2> first_rows{};  // of this rank's share in valid_ and test_edge
-  for (std::size_t set = 0; set < 2; ++set) {
-    const std::int64_t mine =
-        static_cast<std::int64_t>((set == 0 ? split.valid : split.test).size());
-    const std::vector<std::int64_t> sizes = joined(comm, std::span(&mine, 1));
-    for (int r = 0; r < comm.rank(); ++r) first_rows[set] += sizes[static_cast<std::size_t>(r)];
-  }
+  // The row of this rank's first pair in valid_edge.npy and in test_edge.npy.
+  const std::array<std::int64_t, 2> mine{static_cast<std::int64_t>(split.valid.size()),
+                                         static_cast<std::int64_t>(split.test.size())};
+  const std::vector<std::int64_t> sizes = joined(comm, mine);  // rank after rank
+  std::array<std::int64_t, 2> first_rows{};
+  for (std::size_t at = 0; at < 2 * static_cast<std::size_t>(comm.rank()); ++at)
+    first_rows[at % 2] += sizes[at];
   sar::link_split checked;
   std::array<std::vector<std::int64_t>, 2> checked_rows;
   split = route_to_sources(std::move(split), owner_of, checked, checked_rows, first_rows, comm);

@@ -28,6 +28,7 @@
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/link_split.hpp"
 #include "sar/nn/link_decoders.hpp"
+#include "sar/nn/link_metrics.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_partition.hpp"
 #include "sar/partition/parallel_read.hpp"
@@ -783,9 +784,7 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
   if (p.link.on) {
-    const bool hits = std::ranges::any_of(
-        p.link.hits_at, [&](int k) { return p.link.select_by == "hits@" + std::to_string(k); });
-    SAR_CHECK(p.link.select_by == "auc" || p.link.select_by == "mrr" || hits,
+    SAR_CHECK(sar::names_link_figure(p.link.select_by, p.link.hits_at),
               sar::invalid_argument, "sar-train: --select-by ", p.link.select_by,
               " is none of auc, mrr, or hits@K for a K of --hits-at");
     const char* apart = !p.checkpoint.empty()  ? "--checkpoint"

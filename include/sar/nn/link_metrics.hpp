@@ -58,6 +58,15 @@ struct link_report {
   }
 };
 
+/// Whether `name` is a figure link evaluation reports: "auc", "mrr" (when the held-out sets
+/// have per-source negatives) or "hits\@K" for a K of `hits_at` (the names of
+/// link_report::named; what link_options::select_by may choose).
+inline bool names_link_figure(const std::string& name, std::span<const int> hits_at) {
+  return name == "auc" || name == "mrr" || std::ranges::any_of(hits_at, [&](int k) {
+           return name == "hits@" + std::to_string(k);
+         });
+}
+
 namespace detail {
 inline void check_scores(std::span<const double> scores, const char* what) {
   for (std::size_t i = 0; i < scores.size(); ++i)

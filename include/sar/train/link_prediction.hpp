@@ -457,9 +457,8 @@ negative_distribution negatives_of(const link_data<T>& data, node_t num_nodes,
 /// Throws sar::invalid_argument naming `where` unless link.select_by names a figure the
 /// evaluation reports: auc, hits@K for a K of hits_at, or mrr with per-source negatives.
 inline void check_select_by(const link_options& link, int per_source, const char* where) {
-  const bool hits = std::ranges::any_of(
-      link.hits_at, [&](int k) { return link.select_by == "hits@" + std::to_string(k); });
-  SAR_CHECK(link.select_by == "auc" || hits || (link.select_by == "mrr" && per_source > 0),
+  SAR_CHECK(names_link_figure(link.select_by, link.hits_at) &&
+                (link.select_by != "mrr" || per_source > 0),
             invalid_argument, where, ": cannot select by ", link.select_by,
             ": auc, hits@K for a K of hits_at, or mrr (with per-source negatives)");
 }
