@@ -198,10 +198,11 @@ inline void add_dataset_size_options(CLI::App& app, sar::dataset_sizes& sizes) {
       ->check(positive);
 }
 
-/// Every task's name (sar::task_table), for --task's check.
-inline std::vector<std::string> task_names() {
+/// The names of the tasks of `level` (sar::task_table), for --task's check.
+inline std::vector<std::string> task_names(sar::task_level level = sar::task_level::node) {
   std::vector<std::string> names;
-  for (const sar::task_facts& t : sar::task_table) names.emplace_back(t.name);
+  for (const sar::task_facts& t : sar::task_table)
+    if (t.level == level) names.emplace_back(t.name);
   return names;
 }
 

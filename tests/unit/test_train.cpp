@@ -1628,9 +1628,18 @@ TEST_CASE("every row of the task table has its task, named and parsed both ways;
     with_task(t.kind, [&]<class Task>() { CHECK(Task::kind == t.kind); });
   }
   CHECK_THROWS_WITH_AS(parse_task("classification"),
-                       doctest::Contains("unknown task 'classification' (classify, regress or "
-                                         "multilabel)"),
+                       doctest::Contains("unknown task 'classification' (classify, regress, "
+                                         "multilabel, graph-classify or graph-regress)"),
                        invalid_argument);
+  CHECK(task_choices(task_level::node) == "classify, regress or multilabel");
+  CHECK(task_choices(task_level::graph) == "graph-classify or graph-regress");
+  CHECK(is_graph_level(task_kind::graph_regress));
+  CHECK_FALSE(is_graph_level(task_kind::multilabel));
+  // A node dataset's metadata names a node-level task.
+  CHECK_THROWS_WITH_AS(detail::task_in_metadata("graph-classify", "meta.json", "here"),
+                       doctest::Contains("unknown task 'graph-classify' (classify, regress or "
+                                         "multilabel)"),
+                       io_error);
   // The normaliser follows the task: nodes for class ids, every value for rows.
   node_task task;
   CHECK(task.normaliser(10, 3) == 10);  // classify

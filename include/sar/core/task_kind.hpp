@@ -1,7 +1,8 @@
-// The kinds of node-level task and what each asks of the data: the vocabulary the readers,
-// stores and training loops share. One row per task in `task_table`; the loss and metrics of
-// each are its file under sar/nn/tasks/ (the registry: sar/nn/tasks.hpp). A new task is a row
-// here, its file there and one line in the registry.
+// The kinds of task and what each asks of the data: the vocabulary the readers, stores and
+// training loops share. One row per task in `task_table`; the loss and metrics of each are its
+// file under sar/nn/tasks/ (the registry: sar/nn/tasks.hpp). A new task is a row here, its file
+// there and one line in the registry. Node-level tasks predict per node of one graph;
+// graph-level ones per graph of a collection (sar/graph/graph_collection.hpp).
 #pragma once
 
 #include <cmath>
@@ -10,14 +11,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sar/core/error.hpp"
 
 namespace sar {
 
-/// What a node-level model predicts: a class per node (classify), a row of floats per node
-/// (regress) or a row of 0/1 per node, one sigmoid per label (multilabel).
-enum class task_kind { classify, regress, multilabel };
+/// What a model predicts: a class per node (classify), a row of floats per node (regress), a
+/// row of 0/1 per node, one sigmoid per label (multilabel), or a class or a row of floats per
+/// graph of a collection (graph_classify, graph_regress).
+enum class task_kind { classify, regress, multilabel, graph_classify, graph_regress };
+
+/// What a task's rows are: the nodes of one graph, or the graphs of a collection.
+enum class task_level { node, graph };
 
 /// What a task's targets are, as the readers and stores hold them.
 enum class target_form {
@@ -36,9 +42,10 @@ struct task_facts {
   bool standardised;         ///< whether training standardises its targets by default
   std::string_view output;   ///< what one output is, after the count 1 ("class", ...)
   std::string_view outputs;  ///< what its outputs are, after another count ("classes", ...)
+  task_level level = task_level::node;  ///< whether it predicts per node or per graph
 };
 
-/// Every node-level task, indexed by task_kind.
+/// Every task, indexed by task_kind.
 inline constexpr task_facts task_table[] = {
     {task_kind::classify, "classify", "acc", target_form::class_ids, "node-label", false,
      "class", "classes"},
@@ -46,6 +53,10 @@ inline constexpr task_facts task_table[] = {
      "regression target", "regression targets"},
     {task_kind::multilabel, "multilabel", "rocauc", target_form::binary_rows, "node-label",
      false, "label (multi-label)", "labels (multi-label)"},
+    {task_kind::graph_classify, "graph-classify", "acc", target_form::class_ids, "graph-label",
+     false, "class", "classes", task_level::graph},
+    {task_kind::graph_regress, "graph-regress", "r2", target_form::real_rows, "graph-target",
+     true, "regression target", "regression targets", task_level::graph},
 };
 
 static_assert([] {
@@ -59,7 +70,10 @@ constexpr const task_facts& facts_of(task_kind kind) {
   return task_table[static_cast<int>(kind)];
 }
 
-/// "classify", "regress" or "multilabel".
+/// Whether a task predicts per graph of a collection (graph_classify, graph_regress).
+constexpr bool is_graph_level(task_kind kind) { return facts_of(kind).level == task_level::graph; }
+
+/// "classify", "regress", "multilabel", "graph-classify" or "graph-regress".
 inline const char* task_name(task_kind kind) { return facts_of(kind).name.data(); }
 
 /// The short name of a task's score in reports and metrics keys ("test_" + it): "acc", "r2"
@@ -82,12 +96,15 @@ constexpr const char* target_rule(task_kind kind) {
   return facts_of(kind).form == target_form::binary_rows ? "0 or 1" : "a finite number";
 }
 
-/// The names of every task, "classify, regress or multilabel", for messages.
-inline std::string task_choices() {
+/// The names of every task of `level` ("classify, regress or multilabel"), or of every task
+/// without one, for messages.
+inline std::string task_choices(std::optional<task_level> level = std::nullopt) {
+  std::vector<std::string_view> names;
+  for (const task_facts& t : task_table)
+    if (!level || t.level == *level) names.push_back(t.name);
   std::string s;
-  for (std::size_t k = 0; k < std::size(task_table); ++k)
-    s.append(k == 0 ? "" : k + 1 == std::size(task_table) ? " or " : ", ")
-        .append(task_table[k].name);
+  for (std::size_t k = 0; k < names.size(); ++k)
+    s.append(k == 0 ? "" : k + 1 == names.size() ? " or " : ", ").append(names[k]);
   return s;
 }
 
@@ -107,13 +124,14 @@ inline task_kind parse_task(std::string_view name) {
 }
 
 namespace detail {
-/// The task named `name` in the metadata file `file` (a .npy dataset's or a store's). Throws
-/// sar::io_error naming `where` and the file for another name.
+/// The task of `level` named `name` in the metadata file `file` (a .npy dataset's or a store's:
+/// node; a graph collection's: graph). Throws sar::io_error naming `where` and the file for
+/// another name.
 inline task_kind task_in_metadata(std::string_view name, const std::string& file,
-                                  const char* where) {
+                                  const char* where, task_level level = task_level::node) {
   const std::optional<task_kind> kind = task_named(name);
-  SAR_CHECK(kind, io_error, where, ": ", file, ": unknown task '", name, "' (", task_choices(),
-            ")");
+  SAR_CHECK(kind && facts_of(*kind).level == level, io_error, where, ": ", file, ": unknown task '",
+            name, "' (", task_choices(level), ")");
   return *kind;
 }
 }  // namespace detail
