@@ -391,6 +391,24 @@ class dynamic_sequential : public detail::model_base<T> {
         },
         "sar::dynamic_sequential::backward");
   }
+  /// The same, with every layer run and dL/dx ASSIGNED to dx (a model inside a larger one:
+  /// sar/train/graph_level.hpp's stages). Throws sar::invalid_argument after a forward on
+  /// sparse or bf16 input (no input gradient of those), or as backward does. Collective.
+  template <class Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  void backward(Graph& graph, const layer_context& ctx, const matrix<T>& dlogits,
+                matrix<T>& dx) {
+    constexpr const char* where = "sar::dynamic_sequential::backward";
+    SAR_CHECK(this->sparse_input_ == nullptr && this->bf16_input_ == nullptr, invalid_argument,
+              where, ": no input gradient of sparse or bf16 input rows");
+    this->run_backward(
+        ctx, dlogits,
+        [&](std::size_t k, const layer_context& c, const_rows_ref<T> x, const_rows_ref<T> y,
+            const_rows_ref<T> dy, matrix<T>& d) {
+          layers_[k].backward(this->schedule_for(graph, k), c, x, y, dy, d);
+        },
+        where, &dx);
+  }
 
  private:
   /// Layer k's forward from rows that are not a dense matrix (sparse rows, bf16 input) to Y:

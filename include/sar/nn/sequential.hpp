@@ -448,23 +448,24 @@ class model_base {
   /// call(k, ctx_k, x_k, y_k, dy_k, dx_k) for k = last, ..., f, where f is the first layer
   /// with parameters: the layers before it have nothing to learn and nothing upstream that
   /// does, so they are not called and dx_f is empty (no input-gradient product, SpMM or
-  /// exchange in the first graph layer). For an in-place layer dy_k and dx_k are the same
-  /// matrix (except for the last layer, whose dy is the caller's dlogits).
+  /// exchange in the first graph layer). With `input_gradient` every layer runs and the
+  /// model's input gradient is assigned to it. For an in-place layer dy_k and dx_k are the
+  /// same matrix (except for the last layer, whose dy is the caller's dlogits).
   template <class Call>
   void run_backward(const layer_context& ctx, const matrix<T>& dlogits, Call&& call,
-                    const char* where) {
+                    const char* where, matrix<T>* input_gradient = nullptr) {
     SAR_CHECK(input_ != nullptr, invalid_argument, where, ": backward without a forward");
     const matrix<T>& logits = outputs_.back();
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
-    const std::size_t first_trainable = this->first_trainable();
+    const std::size_t first_trainable = input_gradient ? 0 : this->first_trainable();
     matrix<T> gradient;  // dy of the layer about to run, once it is not dlogits
     for (std::size_t k = num_layers(); k-- > first_trainable;) {
       layer_context c = context_of(ctx, k);
       const const_rows_ref<T> x = k == 0 ? *input_ : const_rows_ref<T>(outputs_[k - 1]);
       const bool last = k + 1 == num_layers();
-      if (k == first_trainable) {
+      if (k == first_trainable && !input_gradient) {
         matrix<T> none;  // no input gradient wanted
         call(k, c, x, outputs_[k], last ? dlogits : gradient, none);
       } else if (traits_[k].in_place && !last) {
@@ -476,7 +477,8 @@ class model_base {
         const Eigen::Index rows = input_rows_[k];
         const bool over_x = k > 0 && traits_[k].gradient_over_input &&
                             !traits_[k - 1].reads.output &&
-                            outputs_[k - 1].size() == rows * input_dims_[k];
+                            outputs_[k - 1].rows() == rows &&
+                            outputs_[k - 1].cols() == input_dims_[k];  // not a freed 0 x 0
         matrix<T> dx = over_x ? std::move(outputs_[k - 1]) : take(rows, input_dims_[k]);
         if (!traits_[k].assigns_input_gradient) set_zero<T>(dx);
         call(k, c, x, outputs_[k], last ? dlogits : gradient, dx);
@@ -485,7 +487,8 @@ class model_base {
       }
       if (!last) give(outputs_[k]);  // the logits stay readable
     }
-    give(gradient);
+    if (input_gradient) *input_gradient = std::move(gradient);
+    else give(gradient);
     if (input_owned_) {  // an input given by value is no longer needed
       // Nor are the outputs of untrained in-place layers before first_trainable that took
       // its buffer: freed here, not pooled by the next forward (its size varies from call to
@@ -693,6 +696,20 @@ class sequential : public detail::model_base<typename detail::model_scalar<Layer
           at(k, [&](auto& l) { l.backward(this->schedule_for(graph, k), c, x, y, dy, dx); });
         },
         "sar::sequential::backward");
+  }
+  /// The same, with every layer run and dL/dx ASSIGNED to dx (a model inside a larger one:
+  /// sar/train/graph_level.hpp's stages).
+  template <class Graph>
+  void backward(Graph& graph, const layer_context& ctx, const matrix<scalar>& dlogits,
+                matrix<scalar>& dx) {
+    static_assert((detail::check_layer_calls<Layers, schedule_type_t<Graph>>() && ...));
+    this->run_backward(
+        ctx, dlogits,
+        [&](std::size_t k, const layer_context& c, const_rows_ref<scalar> x,
+            const_rows_ref<scalar> y, const_rows_ref<scalar> dy, matrix<scalar>& d) {
+          at(k, [&](auto& l) { l.backward(this->schedule_for(graph, k), c, x, y, dy, d); });
+        },
+        "sar::sequential::backward", &dx);
   }
 
  private:

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -163,10 +165,18 @@ class local_schedule {
   std::span<const std::int32_t> edge_types() const { return edge_types_; }
 
   /// Sums values element-wise over the schedule's ranks, in place (collective). The hook for
-  /// statistics over all nodes (batch normalisation); on one process it does nothing.
+  /// statistics over all nodes (batch normalisation); on one process it does nothing, unless
+  /// the schedule is one replica of a data-parallel run (sum_over_replicas).
   template <class T>
   void all_reduce_sum(std::span<T> values) {
-    (void)values;
+    if constexpr (std::is_same_v<T, double>)
+      if (replica_sum_) replica_sum_(values);
+  }
+  /// Data parallel: ranks each holding a local schedule of their own rows (their share of a
+  /// batch of graphs) sum statistics over all of them with `sum` (an all-reduce; every rank
+  /// then calls it as often as the others: collective); empty: this process alone.
+  void sum_over_replicas(std::function<void(std::span<double>)> sum) {
+    replica_sum_ = std::move(sum);
   }
 
   /// x, dx: any Eigen row-major expression of num_sources() rows (matrix, Map, block). The
@@ -205,6 +215,7 @@ class local_schedule {
                                    transposed_tiles_ = std::make_unique<spmm_tile_cache>();
   std::unique_ptr<relation_parts_cache> relation_parts_ = std::make_unique<relation_parts_cache>();
   graph_block block_;
+  std::function<void(std::span<double>)> replica_sum_;
 };
 
 static_assert(aggregation_schedule<local_schedule>);
