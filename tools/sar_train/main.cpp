@@ -28,6 +28,7 @@
 #include "sar/graph/heterogeneous.hpp"
 #include "sar/graph/io/link_split.hpp"
 #include "sar/nn/link_decoders.hpp"
+#include "sar/nn/readout.hpp"
 #include "sar/nn/link_metrics.hpp"
 #include "sar/graph/io/load.hpp"
 #include "sar/partition/distributed_partition.hpp"
@@ -37,6 +38,7 @@
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/version.hpp"
+#include "graph_training.hpp"
 #include "sar_train.hpp"
 
 namespace {
@@ -193,6 +195,7 @@ template <class T>
 nlohmann::json run(const program_options& p, const sar::model_config& config,
                    sar::mpi_communicator& comm) {
   using sar_programs::switch_setting;
+  if (p.graph_level()) return sar_train::train_graphs<T>(p, config, comm);
   const bool normalise_on = p.normalise == switch_setting::on;
   if (!p.distributed()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-train: ", comm.size(),
@@ -403,8 +406,10 @@ void add_link_options(CLI::App& app, program_options& p) {
                            "degree (in proportion to in-degree^0.75, as DGL's link-prediction "
                            "guide and word2vec draw them)");
   app.add_option("--split", p.link.split,
-                 "the link split to train on: --dataset's split/NAME/ (train_edge.npy, "
-                 "valid_edge.npy, ...; sar-convert --split-edges writes one)")
+                 "the split to train on: --dataset's split/NAME/ (link: train_edge.npy, "
+                 "valid_edge.npy, ..., which sar-convert --split-edges writes; graph-level "
+                 "tasks: train.npy, valid.npy and test.npy of graph indices, by default the "
+                 "only folder there)")
       ->check(sar_programs::not_empty)
       ->capture_default_str();
   app.add_option("--split-edges", p.link.split_edges,
@@ -428,6 +433,29 @@ void add_link_options(CLI::App& app, program_options& p) {
                "input); refused by default");
 }
 
+/// Adds the options of the group "Graph-level tasks" (--task graph-classify / graph-regress).
+void add_graph_options(CLI::App& app, program_options& p) {
+  app.option_defaults()->group("Graph-level tasks");
+  app.add_option("--readout", p.graphs.readout,
+                 "how each graph's node rows pool into one row: sum, mean, max, or attention "
+                 "(a learnt gate's softmax over the graph's nodes)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(sar::readout_names),
+                                                     std::end(sar::readout_names))))
+      ->capture_default_str();
+  app.add_option("--batch-graphs", p.graphs.batch_graphs,
+                 "graphs per minibatch (over all ranks: each takes its share)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--folds", p.graphs.folds,
+                 "without a split folder (or with --folds given): a seeded k-fold of this many "
+                 "folds, stratified by class; a tenth of the rest validates")
+      ->check(CLI::Range(2, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--fold", p.graphs.fold, "the fold that tests (0-based, below --folds)")
+      ->check(sar_programs::non_negative)
+      ->capture_default_str();
+}
+
 /// Adds the options of the group "Data": the dataset or store, its sizes, task and features.
 void add_data_options(CLI::App& app, program_options& p) {
   app.option_defaults()->group("Data");
@@ -440,6 +468,8 @@ void add_data_options(CLI::App& app, program_options& p) {
       ->check(sar_programs::non_negative);
   sar_programs::add_dataset_size_options(app, p.sizes);
   std::vector<std::string> tasks = sar_programs::task_names();
+  for (const std::string& name : sar_programs::task_names(sar::task_level::graph))
+    tasks.push_back(name);
   tasks.push_back("link");
   app.add_option_function<std::string>(
          "--task",
@@ -449,8 +479,10 @@ void add_data_options(CLI::App& app, program_options& p) {
          },
          "what to predict: classify (one class per node: an OGB directory's raw/node-label), "
          "regress (rows of floats: raw/node-target), multilabel (rows of 0/1: a multi-column "
-         "raw/node-label), or link (which node pairs are edges: the options of \"Link "
-         "prediction\"). Default: what a .npy dataset or partition store declares, else classify")
+         "raw/node-label), link (which node pairs are edges: the options of \"Link "
+         "prediction\"), or graph-classify / graph-regress (a class or rows of floats per graph "
+         "of a TU dataset: the options of \"Graph-level tasks\"). Default: what a .npy dataset "
+         "or partition store declares, else classify")
       ->check(CLI::IsMember(tasks));
   app.add_flag("--raw-targets", p.raw_targets,
                "regress: train on the targets as given; by default each output is standardised "
@@ -532,7 +564,7 @@ void add_model_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.add_option("--input-dropout", o.input_dropout,
                  "dropout on the features instead of --dropout (default: 0 with --halo-bits, "
                  "--gradient-bits < 32 or --staleness > 1, so the first layer's halo is sent "
-                 "once; else --dropout)")
+                 "once, and for graph-level tasks; else --dropout)")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
   app.add_option("--attention-dropout", o.attention_dropout, "GAT attention dropout (default 0.6)")
       ->check(sar_programs::finite_number)->check(CLI::Range(0.0, 0.99));
@@ -551,7 +583,8 @@ void add_model_options(CLI::App& app, program_options& p, option_overrides& o) {
 void add_optimisation_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.option_defaults()->group("Optimisation");
   app.add_option("--epochs", o.epochs,
-                 "maximum epochs (" + family_defaults([](const auto& c) { return c.epochs; }) + ")")
+                 "maximum epochs (" + family_defaults([](const auto& c) { return c.epochs; }) +
+                     "; graph-level tasks: 100)")
       ->check(sar_programs::positive);
   app.add_option("--lr", o.learning_rate, "Adam learning rate (" +
                  family_defaults([](const auto& c) { return c.learning_rate; }) + ")")
@@ -560,7 +593,7 @@ void add_optimisation_options(CLI::App& app, program_options& p, option_override
                  "L2 weight decay (" + family_defaults([](const auto& c) {
                    return sar::message(c.weight_decay,
                                        c.decay_first_layer_only ? " on the first layer" : "");
-                 }) + ")")
+                 }) + "; graph-level tasks: 0)")
       ->check(sar_programs::finite_number)->check(sar_programs::non_negative);
   app.add_option("--patience", o.patience,
                  "stop after this many epochs without a better validation accuracy or loss; 0 = "
@@ -744,6 +777,11 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
             "on a partition store (--minibatch with --partitions)");
   if (o.learning_rate) config.learning_rate = *o.learning_rate;
   if (o.weight_decay) config.weight_decay = *o.weight_decay;
+  if (p.graph_level()) {  // PyG's GIN example: no weight decay, no dropout on the features
+    if (!o.weight_decay) config.weight_decay = 0;
+    if (!o.input_dropout) config.input_dropout = 0;
+    if (!o.epochs) config.epochs = 100;
+  }
   if (p.link.on) {  // GAE's settings: node embeddings learn without dropout or weight decay
     if (!o.dropout && !o.input_dropout) config.dropout = 0;
     if (!o.weight_decay) config.weight_decay = 0;
@@ -783,6 +821,36 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
   } else {
     p.watchdog_seconds = sar::mpi_watchdog::default_limit_seconds();
   }
+  p.graphs.folds_given = app.count("--folds") + app.count("--fold") > 0;
+  p.graphs.split_given = app.count("--split") > 0;
+  if (p.graph_level()) {
+    SAR_CHECK(p.graphs.fold < p.graphs.folds, sar::invalid_argument, "sar-train: --fold ",
+              p.graphs.fold, " of ", p.graphs.folds, " folds");
+    SAR_CHECK(!p.graphs.folds_given || !p.graphs.split_given, sar::invalid_argument,
+              "sar-train: --split (a split folder) and --folds / --fold (a k-fold) exclude "
+              "each other");
+    const char* apart = !p.partitions.empty() || p.partition ? "--partitions and --partition"
+                        : p.minibatch > 0                    ? "--minibatch"
+                        : !p.checkpoint.empty() || !p.resume.empty() ? "--checkpoint and --resume"
+                        : !p.save_model.empty()              ? "--save-model"
+                        : p.low_bit() ? "--halo-bits, --gradient-bits and --staleness"
+                                      : nullptr;
+    SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --task ",
+              sar::task_name(*p.sizes.task), " does not take ", apart,
+              " yet (P ranks train data parallel: each takes a share of every minibatch of "
+              "graphs)");
+    // Options of node datasets and of the loops graph-level training does not run.
+    for (const char* option :
+         {"--nodes", "--num-nodes", "--num-classes", "--normalise-features", "--sparse-features",
+          "--storage", "--patience", "--eval-every", "--log-csv", "--schedule", "--fanouts",
+          "--sampler"})
+      SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: --task ",
+                sar::task_name(*p.sizes.task), " does not take ", option);
+  } else {
+    for (const char* option : {"--readout", "--batch-graphs", "--folds", "--fold"})
+      SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
+                " is an option of --task graph-classify and graph-regress");
+  }
   if (p.link.on) {
     SAR_CHECK(sar::names_link_figure(p.link.select_by, p.link.hits_at),
               sar::invalid_argument, "sar-train: --select-by ", p.link.select_by,
@@ -799,8 +867,9 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
   } else {
     for (const char* option : {"--decoder", "--negatives", "--negative-sampler", "--split",
                                "--split-edges", "--hits-at", "--select-by", "--allow-leak"})
-      SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
-                " is an option of --task link");
+      SAR_CHECK(app.count(option) == 0 || (p.graph_level() && option == std::string("--split")),
+                sar::invalid_argument, "sar-train: ", option, " is an option of --task link",
+                option == std::string("--split") ? " and of the graph-level tasks" : "");
   }
   if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
     p.failure = parse_injected_failure(failure);
@@ -822,6 +891,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   option_overrides o;
   add_data_options(app, p);
   add_link_options(app, p);
+  add_graph_options(app, p);
   add_model_options(app, p, o);
   add_optimisation_options(app, p, o);
   add_minibatch_options(app, p);

@@ -46,6 +46,15 @@ struct link_settings {
   bool allow_leak = false;               // keep held-out positives that are graph edges
 };
 
+/// sar-train --task graph-classify / graph-regress (sar/train/graph_level.hpp).
+struct graph_settings {
+  std::string readout = "sum";     // a name of sar::readout_names
+  std::int64_t batch_graphs = 32;  // graphs per minibatch, over all ranks
+  int folds = 10, fold = 0;        // the seeded stratified k-fold (without a split folder)
+  bool folds_given = false;        // --folds or --fold given
+  bool split_given = false;        // --split given (a folder of --dataset's split/)
+};
+
 struct program_options {
   std::string dataset = "planted";
   sar::node_t nodes = 0;  // planted only; 0 = the generator's default
@@ -92,10 +101,13 @@ struct program_options {
   double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300
   injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
   link_settings link;                   // --task link
+  graph_settings graphs;                // --task graph-classify / graph-regress
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
   bool distributed() const { return !partitions.empty() || partition.has_value(); }
+  /// Whether the task predicts per graph of a collection (a TU dataset).
+  bool graph_level() const { return !link.on && sizes.task && sar::is_graph_level(*sizes.task); }
   /// Where the link split is read: the partition store (--partitions), else --dataset.
   const std::string& split_home() const { return partitions.empty() ? dataset : partitions; }
 };
