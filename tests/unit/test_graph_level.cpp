@@ -346,3 +346,28 @@ TEST_CASE("dynamic_sequential::backward with dx: its input gradient, the same pa
     CHECK(dx.data()[i] == doctest::Approx((loss(up) - loss(down)) / 2e-6).epsilon(1e-6));
   }
 }
+
+TEST_CASE("graph regression with an empty validation split: figures of no graph are NaN") {
+  graph_collection c = random_collection(40, 2, 8);
+  c.task = task_kind::graph_regress;
+  c.targets = c.features.topRows(40).leftCols(1);  // any finite row per graph
+  c.labels.clear();
+  c.num_classes = 0;
+  c.validate();
+  graph_split split = k_fold_split(c, 4, 0, 2);
+  split.train.insert(split.train.end(), split.valid.begin(), split.valid.end());
+  split.valid.clear();
+  model_config config = paper_defaults("gcn");
+  config.hidden = 4;
+  prepare_graph_collection(c, config);
+  auto model = make_graph_model<double>(config, readout_kind::mean, 2, 1, 3);
+  auto optimiser = make_optimiser(config, model);
+  serial_communicator comm;
+  const graph_train_result r = train_graph_level(
+      model, c, split, optimiser, {.epochs = 2, .batch_graphs = 8, .log_progress = false}, comm);
+  REQUIRE(r.history.size() == 2);
+  CHECK(std::isnan(r.history[0].valid_loss));
+  CHECK(std::isnan(r.history[0].valid_score));
+  CHECK(r.history[0].test.front().first == "r2");
+  CHECK(std::isfinite(r.history[0].test[1].second));  // rmse over the test graphs
+}

@@ -226,9 +226,9 @@ graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& mode
   const std::function<void(std::span<double>)> sum_over_ranks = [&](std::span<double> v) {
     comm.all_reduce(v, reduce_op::sum);
   };
-  // Runs the minibatch `graphs` (all ranks' graphs; this rank takes its share): returns the
-  // loss summed over this rank's graphs / |graphs|, the metric sums in `sums` if asked, and
-  // with `step` the training step.
+  // Runs the minibatch `graphs` (all ranks' graphs; this rank takes its share, perhaps none):
+  // returns the loss summed over this rank's graphs / |graphs|, adds the metric sums to `sums`
+  // if given, and when training takes the step.
   const auto run = [&](std::span<const std::int64_t> graphs, std::uint64_t step_key,
                        bool training, std::vector<double>* sums) {
     const graph_batch b = make_batch(c, detail::share_of(graphs, comm.rank(), comm.size()));
@@ -238,15 +238,11 @@ graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& mode
     const matrix<T>& outputs = model.forward(g, ctx, detail::batch_input<T>(b));
     const node_task task = detail::batch_task(c.task, b, scale);
     matrix<T> doutputs;
-    const double loss = b.num_graphs() == 0
-                            ? 0.0
-                            : task.loss(outputs, node_selection{},
-                                        task.normaliser(static_cast<double>(graphs.size()), width),
-                                        doutputs);
-    if (b.num_graphs() == 0) doutputs.setZero(0, outputs.cols());
+    const double loss =
+        task.loss(outputs, node_selection{},
+                  task.normaliser(static_cast<double>(graphs.size()), width), doutputs);
     if (sums) {
       const std::vector<double> s = task.metric_sums(outputs, node_selection{});
-      if (sums->empty()) sums->assign(s.size(), 0.0);
       for (std::size_t k = 0; k < s.size(); ++k) (*sums)[k] += s[k];
     }
     if (training) {
@@ -258,23 +254,20 @@ graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& mode
   };
   // Loss and metrics of a held-out list, in minibatches of batch_graphs.
   const auto evaluate = [&](const std::vector<std::int64_t>& graphs, std::uint64_t key) {
-    std::vector<double> totals(1, 0.0);  // the loss, then the metric sums
-    std::vector<double> sums;
-    node_task shape;
-    shape.kind = c.task;
+    // The task's view of no graph (no labels, 0 x width targets): the figures' names.
+    const node_task view{
+        .kind = c.task, .labels = {}, .targets = {nullptr, 0, width}, .scale = scale};
+    // The metric sums start as those of no graph: zeros, as many as the task keeps.
+    std::vector<double> sums = view.metric_sums(matrix<T>(0, width), node_selection{});
+    double loss = 0;
     for (std::size_t first = 0; first < graphs.size();
          first += static_cast<std::size_t>(o.batch_graphs)) {
       const auto batch = detail::slice(graphs, first, o.batch_graphs);
-      totals[0] += run(batch, key, false, &sums) * static_cast<double>(batch.size());
+      loss += run(batch, key, false, &sums) * static_cast<double>(batch.size());
     }
-    if (sums.empty()) {  // no graph on this rank: the sums' length from an empty output
-      const matrix<T> none(0, width);
-      sums = shape.metric_sums(none, node_selection{});
-    }
+    std::vector<double> totals{loss};  // the loss, then the metric sums
     totals.insert(totals.end(), sums.begin(), sums.end());
     comm.all_reduce(std::span<double>(totals), reduce_op::sum);
-    node_task view = shape;
-    view.scale = scale;
     const std::span<const double> metric(totals.data() + 1, totals.size() - 1);
     return std::pair{graphs.empty() ? std::numeric_limits<double>::quiet_NaN()
                                     : totals[0] / static_cast<double>(graphs.size()),
