@@ -329,6 +329,23 @@ TEST_CASE("edge_conv computes its formula; gradient checks with and without an e
         CHECK(result.parameters.size() == 2 + 10 * static_cast<std::size_t>(steps));
       }
     }
+    for (int steps : {1, 3}) {  // MeshGraphNets' layer norm: every norm's gain and bias random
+      if (g == &part && steps > 1) continue;
+      for (auto aggregation : {message_aggregation::sum, message_aggregation::mean}) {
+        INFO("edge_processor with layer norm, steps ", steps);
+        edge_processor<double> layer(5, 3, 4, steps, aggregation, true);
+        parameter_store<double> store;
+        layer.declare(store);
+        store.allocate();
+        store.initialise(26);
+        for (std::size_t p = 0; p < store.size(); ++p)
+          store.value(p) += random_matrix<double>(store.value(p).rows(), store.value(p).cols(),
+                                                  40 + p, -0.3, 0.3);
+        const auto result = check_gradients(layer, store, graph, ctx, x, options);
+        CHECK_MESSAGE(result.passed, result.summary());
+        CHECK(result.parameters.size() == 4 + 14 * static_cast<std::size_t>(steps));
+      }
+    }
   }
   edge_conv<double> layer(5, 2);
   local_schedule wrong(full, random_matrix<float>(full.num_edges(), 3, 1));
@@ -337,6 +354,37 @@ TEST_CASE("edge_conv computes its formula; gradient checks with and without an e
                        doctest::Contains("edge features are"), invalid_argument);
   CHECK_THROWS_WITH_AS(local_schedule(full, matrixf::Zero(3, 2)),
                        doctest::Contains("3 edge feature rows"), invalid_argument);
+}
+
+#include "sar/nn/layer_norm.hpp"
+
+TEST_CASE("layer_norm normalises each row; gradient checks") {
+  using testing_support::random_matrix;
+  const csr g = build_csr(random_edges(9, 20, 51), {.symmetrise = true});
+  local_schedule graph(g);
+  const matrixd x = random_matrix<double>(9, 6, 52, -2.0, 3.0);
+  layer_norm<double> layer(6, "norm");
+  parameter_store<double> store;
+  layer.declare(store);
+  store.allocate();
+  store.initialise(53);
+  CHECK(store.value(0) == matrixd::Ones(1, 6));  // gain
+  CHECK(store.value(1) == matrixd::Zero(1, 6));  // bias
+  for (std::size_t p = 0; p < store.size(); ++p)
+    store.value(p) += random_matrix<double>(1, 6, 54 + p, -0.5, 0.5);
+  matrixd y;
+  layer.forward(graph, layer_context{}, x, y);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {  // PyTorch's nn.LayerNorm(6)
+    const double mean = x.row(i).mean();
+    const double var = (x.row(i).array() - mean).square().mean();
+    const row_vector<double> expected = ((x.row(i).array() - mean) / std::sqrt(var + 1e-5)).matrix()
+                                .cwiseProduct(store.value(0)) + store.value(1);
+    CHECK((y.row(i) - expected).cwiseAbs().maxCoeff() < 1e-12);
+  }
+  const auto result = check_gradients(layer, store, graph, layer_context{}, x,
+                                      gradient_check_options{.tolerance = 1e-6});
+  CHECK_MESSAGE(result.passed, result.summary());
+  CHECK_THROWS_WITH_AS(layer_norm<double>(0), doctest::Contains("width 0"), invalid_argument);
 }
 
 #include "sar/nn/gcn.hpp"

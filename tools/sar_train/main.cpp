@@ -379,6 +379,7 @@ struct option_overrides {
   std::optional<double> watchdog;
   bool batch_norm = false;
   bool no_edge_state = false;
+  bool layer_norm = false;
   bool mean_messages = true;
   Eigen::Index edge_weight = -1;
   bool edge_attention = false;
@@ -541,6 +542,8 @@ void add_model_options(CLI::App& app, program_options& p, option_overrides& o) {
   app.add_flag("--no-edge-state", o.no_edge_state, "mpnn: every step reads the edge features "
                "again instead of carrying an edge state from step to step (what --minibatch "
                "needs for more than one step)");
+  app.add_flag("--layer-norm", o.layer_norm, "mpnn: MeshGraphNets' layer norm after the "
+               "encoders and every step's MLPs, with two-layer encoder and decoder MLPs");
   app.add_option("--edge-weight", o.edge_weight, "gcn: weigh each edge by this column of the "
                  "dataset's edge features (an added self-loop weighs 1)")
       ->check(sar_programs::non_negative);
@@ -742,6 +745,7 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
   config.edge_attention = o.edge_attention;
   config.edge_state = !o.no_edge_state;
   config.mean_messages = o.mean_messages;
+  config.layer_norm = o.layer_norm;
   config.aggregation = p.aggregator;  // checked by --aggregator
   if (o.layers) config.layers = *o.layers;
   if (o.hidden) config.hidden = *o.hidden;

@@ -9,6 +9,9 @@
 //   M_i   = sum_e m_e  (or their mean, message_aggregation::mean: M_i / max(deg_i, 1))
 //   y_i   = x_i + relu(x_i V_x + M_i V_m + c_1) V_2 + c_2  x_i + MLP_v([x_i, M_i])
 // With an edge output (a processor step that is not the last): e'_ij = e_ij + m_e.
+// With layer norm (MeshGraphNets' processor; edge_processor only): m_e = LN(MLP_e(...)) and
+// y_i = x_i + LN(MLP_v(...)) (sar/nn/layer_norm.hpp); every step then forms m_e per edge, and
+// backward recomputes MLP_e's output of each edge for its normalisation's gradient.
 //
 // How it runs. x_j W_s + b_1 is computed by each node's owner and gathered (H columns cross the
 // network, one exchange per step); x_i W_d is local. Without an edge output no per-edge
@@ -47,6 +50,7 @@
 #include "sar/kernels/dense.hpp"
 #include "sar/nn/detail/graph_conv.hpp"
 #include "sar/nn/layer.hpp"
+#include "sar/nn/layer_norm.hpp"
 #include "sar/nn/parameters.hpp"
 #include "sar/schedule/schedule.hpp"
 
@@ -96,16 +100,20 @@ inline Eigen::Index edge_chunk_rows(Eigen::Index rows) {
 template <class T>
 class edge_step {
  public:
-  /// node_dim F, edge input width W, hidden width H; parameters are named name + ".<part>".
+  /// node_dim F, edge input width W, hidden width H; parameters are named name + ".<part>";
+  /// with_layer_norm: the messages and the node update are normalised (then every forward
+  /// needs an edge output).
   edge_step(Eigen::Index node_dim, Eigen::Index edge_dim, Eigen::Index hidden, std::string name,
-            message_aggregation aggregation)
+            message_aggregation aggregation, bool with_layer_norm = false)
       : f_(node_dim), w_(edge_dim), h_(hidden), name_(std::move(name)),
-        mean_(aggregation == message_aggregation::mean) {}
+        mean_(aggregation == message_aggregation::mean), norm_(with_layer_norm) {}
 
   /// Declares, in order: destination_weight (F x H), source_weight (F x H), edge_weight
   /// (W x H), message_bias (1 x H), message_weight (H x H), message_out_bias (1 x H),
   /// node_weight ((F + H) x H: V_x on top of V_m), node_bias (1 x H), update_weight (H x F),
-  /// update_bias (1 x F). Weights Glorot in group 0, biases zeros in group 1.
+  /// update_bias (1 x F); with layer norm then message_norm.gain, .bias (1 x H, ones and
+  /// zeros) and node_norm.gain, .bias (1 x F). Weights Glorot in group 0, biases and the norms
+  /// in group 1.
   void declare(parameter_store<T>& store) {
     store_ = &store;
     auto weight = [&](const char* part, Eigen::Index rows, Eigen::Index cols) {
@@ -124,6 +132,11 @@ class edge_step {
     c_1_ = bias("node_bias", h_);
     v_2_ = weight("update_weight", h_, f_);
     c_2_ = bias("update_bias", f_);
+    if (!norm_) return;
+    message_gain_ = store.declare({name_ + ".message_norm.gain", 1, h_, init_kind::ones, 1});
+    message_shift_ = bias("message_norm.bias", h_);
+    node_gain_ = store.declare({name_ + ".node_norm.gain", 1, f_, init_kind::ones, 1});
+    node_shift_ = bias("node_norm.bias", f_);
   }
 
   /// y := the step's output (n x F, resized); with edge_out (resized to the edge table's rows
@@ -140,6 +153,8 @@ class edge_step {
     SAR_CHECK(edges_in.cols == w_ && (edge_out == nullptr || w_ == h_), invalid_argument, where,
               ": edge input of ", edges_in.cols, " columns for a step reading ", w_,
               edge_out != nullptr ? " and carrying an edge state" : "");
+    SAR_CHECK(!norm_ || edge_out != nullptr, invalid_argument, where,
+              ": a step with layer norm forms every edge's message: it needs an edge output");
     const auto self = x.topRows(n);
     product<T>(self, store_->value(w_d_), destination_);
     product<T>(x, store_->value(w_s_), source_, store_->value(b_1_).data());
@@ -150,6 +165,8 @@ class edge_step {
     const auto w_e = store_->value(w_e_);
     const auto w_2 = store_->value(w_2_);
     const auto b_2 = store_->value(b_2_);
+    const T* message_gain = store_->value(message_gain_).data();
+    const T* message_shift = store_->value(message_shift_).data();
     graph.gather(key, source_, [&](const graph_block& block, const auto& halo) {
       const csr& edges = *block.edges;
       tbb::parallel_for(tbb::blocked_range<node_t>(0, edges.num_rows), [&](const auto& range) {
@@ -166,6 +183,8 @@ class edge_step {
             }
             message.noalias() = z * w_2;
             message += b_2;
+            if (norm_)
+              layer_norm_row(message.data(), h_, message_gain, message_shift, message.data());
             sum.row(i) += message;
             for (Eigen::Index c = 0; c < h_; ++c)
               (*edge_out)(r, c) = static_cast<T>(edges_in.row(r)[c]) + message[c];
@@ -185,8 +204,21 @@ class edge_step {
     dense_product_sum<T>(self, v_1.topRows(f_), messages_, v_1.bottomRows(h_), node_pre_,
                          store_->value(c_1_).data());
     const matrix<T> hidden = node_pre_.cwiseMax(T(0));
-    product<T>(hidden, store_->value(v_2_), y, store_->value(c_2_).data());
-    y += self;
+    if (!norm_) {
+      product<T>(hidden, store_->value(v_2_), y, store_->value(c_2_).data());
+      y += self;
+      return;
+    }
+    product<T>(hidden, store_->value(v_2_), node_update_, store_->value(c_2_).data());
+    huge_page_resize(y, n, f_);
+    const T* gain = store_->value(node_gain_).data();
+    const T* shift = store_->value(node_shift_).data();
+    for_row_chunks(n, 8.0 * static_cast<double>(f_), [&](Eigen::Index b, Eigen::Index e) {
+      for (Eigen::Index i = b; i < e; ++i) {
+        layer_norm_row(&node_update_(i, 0), f_, gain, shift, &y(i, 0));
+        y.row(i) += self.row(i);
+      }
+    });
   }
 
   /// Given dy (n x F) and, with an edge output, its gradient edge_out_grad (table rows x H):
@@ -213,12 +245,14 @@ class edge_step {
               " x ", h_);
     const auto self = x.topRows(n);
 
-    // The node MLP.
+    // The node MLP (and its output's normalisation).
+    const matrix<T> d_update = norm_ ? node_update_gradient(dy) : matrix<T>();
+    const_rows_ref<T> du = norm_ ? const_rows_ref<T>(d_update) : dy;
     const matrix<T> hidden = node_pre_.cwiseMax(T(0));
-    assign_transposed_product<T>(hidden, dy, store_->grad(v_2_));
-    column_sums<T>(dy, store_->grad(c_2_));
+    assign_transposed_product<T>(hidden, du, store_->grad(v_2_));
+    column_sums<T>(du, store_->grad(c_2_));
     matrix<T> d_pre;
-    product_transposed<T>(dy, store_->value(v_2_), d_pre);
+    product_transposed<T>(du, store_->value(v_2_), d_pre);
     d_pre = d_pre.cwiseProduct((node_pre_.array() > T(0)).template cast<T>().matrix());
     {
       rows_ref<T> grad(store_->grad(v_1_));
@@ -251,7 +285,10 @@ class edge_step {
     if (edge_in_grad != nullptr) resize_zero(*edge_in_grad, table_rows, w_);
     matrix<double> dw_e = matrix<double>::Zero(w_, h_), dw_2 = matrix<double>::Zero(h_, h_);
     row_vector<double> db_2 = row_vector<double>::Zero(h_);
+    row_vector<double> d_message_norm = row_vector<double>::Zero(norm_ ? 2 * h_ : 0);
     const auto w_e = store_->value(w_e_);
+    const auto b_2 = store_->value(b_2_);
+    const T* message_gain = store_->value(message_gain_).data();
     graph.gather_scatter(key, source_, d_source, [&](const graph_block& block,
                                                      const auto& halo, auto& dhalo) {
       const csr& edges = *block.edges;
@@ -260,9 +297,12 @@ class edge_step {
       std::vector<matrix<T>> part_w_e(chunks, matrix<T>::Zero(w_, h_));
       std::vector<matrix<T>> part_w_2(carries_edges_ ? chunks : 0, matrix<T>::Zero(h_, h_));
       std::vector<row_vector<T>> part_b_2(carries_edges_ ? chunks : 0, row_vector<T>::Zero(h_));
+      // With layer norm: the message norm's gain and bias gradients, per chunk.
+      std::vector<row_vector<double>> part_norm(norm_ ? chunks : 0,
+                                                row_vector<double>::Zero(2 * h_));
       // Walk 1, destination rows: dz_e; d(x_i W_d) += dz_e; dW_e (+ dW_2, db_2) partials.
       tbb::parallel_for(Eigen::Index{0}, chunks, [&](Eigen::Index c) {
-        row_vector<T> z(h_), dz(h_), dm(h_);
+        row_vector<T> z(h_), dz(h_), dm(h_), u(h_);
         for (node_t k = static_cast<node_t>(c * chunk);
              k < static_cast<node_t>(std::min(rows, (c + 1) * chunk)); ++k) {
           const node_t i = block.local_row(k);
@@ -273,6 +313,12 @@ class edge_step {
             if (carries_edges_) {
               dm = d_messages.row(i) + edge_out_grad->row(r);
               const row_vector<T> h = z.cwiseMax(T(0));
+              if (norm_) {  // dm := the gradient of MLP_e's output, before its normalisation
+                u.noalias() = h * w_2;
+                u += b_2;
+                layer_norm_row_backward(u.data(), h_, message_gain, dm.data(), dm.data(),
+                                        part_norm[c].data(), part_norm[c].data() + h_);
+              }
               part_w_2[c].noalias() += h.transpose() * dm;
               part_b_2[c] += dm;
               dz.noalias() = dm * w_2.transpose();
@@ -314,6 +360,7 @@ class edge_step {
         });
       for (Eigen::Index c = 0; c < chunks; ++c) {
         dw_e += part_w_e[c].template cast<double>();
+        if (norm_) d_message_norm += part_norm[c];
         if (!carries_edges_) continue;
         dw_2 += part_w_2[c].template cast<double>();
         db_2 += part_b_2[c].template cast<double>();
@@ -323,6 +370,10 @@ class edge_step {
     if (carries_edges_) {
       store_->grad(w_2_) = dw_2.cast<T>();
       store_->grad(b_2_) = db_2.cast<T>();
+    }
+    if (norm_) {
+      store_->grad(message_gain_) = d_message_norm.head(h_).template cast<T>();
+      store_->grad(message_shift_) = d_message_norm.tail(h_).template cast<T>();
     }
 
     // The projections x_i W_d and x_j W_s + b_1.
@@ -339,6 +390,23 @@ class edge_step {
   }
 
  private:
+  /// The gradient of the node MLP's output before its normalisation, given dy; ASSIGNS the
+  /// node norm's gain and bias gradients.
+  matrix<T> node_update_gradient(const_rows_ref<T> dy) {
+    const Eigen::Index n = dy.rows();
+    matrix<T> d_update(n, f_);
+    const T* gain = store_->value(node_gain_).data();
+    const std::vector<double> sums = reduce_rows(n, 2 * f_, [&](Eigen::Index i, double* acc) {
+      layer_norm_row_backward(&node_update_(i, 0), f_, gain, dy.row(i).data(), &d_update(i, 0), acc,
+                              acc + f_);
+    });
+    for (Eigen::Index j = 0; j < f_; ++j) {
+      store_->grad(node_gain_)(0, j) = static_cast<T>(sums[static_cast<std::size_t>(j)]);
+      store_->grad(node_shift_)(0, j) = static_cast<T>(sums[static_cast<std::size_t>(f_ + j)]);
+    }
+    return d_update;
+  }
+
   /// z := x_i W_d + halo_row + in W_e (halo rows hold x_j W_s + b_1).
   template <class Halo, class E, class W>
   void pre_activation(row_vector<T>& z, node_t i, const Halo& halo_row, const E* in,
@@ -352,11 +420,15 @@ class edge_step {
   parameter_store<T>* store_ = nullptr;
   std::size_t w_d_ = 0, w_s_ = 0, w_e_ = 0, b_1_ = 0, w_2_ = 0, b_2_ = 0, v_1_ = 0, c_1_ = 0,
               v_2_ = 0, c_2_ = 0;
+  // With layer norm: the gain and bias of the messages' and of the node update's norm.
+  std::size_t message_gain_ = 0, message_shift_ = 0, node_gain_ = 0, node_shift_ = 0;
   bool mean_ = false;
+  bool norm_ = false;
   bool carries_edges_ = false;
   // Kept from forward: x_i W_d (n x H), x W_s + b_1 (m x H), s (n x H, without an edge
-  // output), M (n x H), the node MLP's pre-activation (n x H).
-  matrix<T> destination_, source_, summed_, messages_, node_pre_;
+  // output), M (n x H), the node MLP's pre-activation (n x H) and, with layer norm, its
+  // output before the norm (n x F).
+  matrix<T> destination_, source_, summed_, messages_, node_pre_, node_update_;
 };
 
 }  // namespace detail
@@ -428,7 +500,9 @@ class edge_conv {
 /// its edge encoder): e^0 = e W_enc + b_enc (the graph's edge features, H wide after), then
 /// for k < steps: x^{k+1}, e^{k+1} = step_k(x^k, e^k) with e^{k+1} = e^k + m^k (see the top of
 /// this file); y = x^steps. Steps share nothing. More than one step needs a full-graph
-/// schedule (sources = destinations); one step also runs on a bipartite block.
+/// schedule (sources = destinations); one step also runs on a bipartite block. With layer norm
+/// (MeshGraphNets): e^0 = LN(e W_enc + b_enc) and every step's messages and node update are
+/// normalised (the last step's edge output is formed and dropped).
 /// Kept for backward: every step's input x^k (k >= 1) and edge state e^k (E x H each).
 template <class T>
 class edge_processor {
@@ -437,16 +511,18 @@ class edge_processor {
   using scalar = T;
 
   /// node_dim F, edge_dim: the graph's edge-feature width, hidden H (0: F), steps >= 1;
-  /// every step aggregates its messages by `aggregation`. Throws sar::invalid_argument
-  /// otherwise.
+  /// every step aggregates its messages by `aggregation`; with_layer_norm: see the class
+  /// comment. Throws sar::invalid_argument otherwise.
   edge_processor(Eigen::Index node_dim, Eigen::Index edge_dim, Eigen::Index hidden, int steps,
-                 message_aggregation aggregation = message_aggregation::sum)
-      : f_(node_dim), w_(edge_dim), h_(hidden == 0 ? node_dim : hidden) {
+                 message_aggregation aggregation = message_aggregation::sum,
+                 bool with_layer_norm = false)
+      : f_(node_dim), w_(edge_dim), h_(hidden == 0 ? node_dim : hidden), norm_(with_layer_norm) {
     SAR_CHECK(node_dim >= 1 && edge_dim >= 0 && hidden >= 0 && steps >= 1, invalid_argument,
               "sar::edge_processor: node width ", node_dim, ", edge width ", edge_dim,
               ", hidden ", hidden, ", steps ", steps);
     for (int k = 0; k < steps; ++k)
-      steps_.emplace_back(f_, h_, h_, "edge_processor.step" + std::to_string(k), aggregation);
+      steps_.emplace_back(f_, h_, h_, "edge_processor.step" + std::to_string(k), aggregation,
+                          norm_);
   }
 
   /// Input width F.
@@ -463,13 +539,21 @@ class edge_processor {
   reads_in_backward backward_reads() const { return {.input = true, .output = false}; }
 
   /// Declares "edge_processor.edge_encoder.weight" (edge_dim x H, Glorot, group 0) and
-  /// ".bias" (1 x H, zeros, group 1), then each step's parameters ("edge_processor.step<k>.*").
+  /// ".bias" (1 x H, zeros, group 1), with layer norm "edge_processor.edge_encoder_norm.gain"
+  /// and ".bias" (1 x H, ones and zeros, group 1), then each step's parameters
+  /// ("edge_processor.step<k>.*").
   void declare(parameter_store<T>& store) {
     store_ = &store;
     encoder_weight_ = store.declare({"edge_processor.edge_encoder.weight", w_, h_,
                                      init_kind::glorot_uniform, 0});
     encoder_bias_ =
         store.declare({"edge_processor.edge_encoder.bias", 1, h_, init_kind::zeros, 1});
+    if (norm_) {
+      encoder_gain_ = store.declare(
+          {"edge_processor.edge_encoder_norm.gain", 1, h_, init_kind::ones, 1});
+      encoder_shift_ = store.declare(
+          {"edge_processor.edge_encoder_norm.bias", 1, h_, init_kind::zeros, 1});
+    }
     for (auto& step : steps_) step.declare(store);
   }
 
@@ -485,15 +569,23 @@ class edge_processor {
     const Eigen::Index rows = table.rows();
     states_.resize(steps_.size());
     inputs_.resize(steps_.size());
-    matrix<T> features = table.template cast<T>();
-    detail::product<T>(features, store_->value(encoder_weight_), states_[0],
-                       store_->value(encoder_bias_).data());
+    encode(table, states_[0]);
+    if (norm_) {
+      const T* gain = store_->value(encoder_gain_).data();
+      const T* shift = store_->value(encoder_shift_).data();
+      for_row_chunks(rows, 8.0 * static_cast<double>(h_), [&](Eigen::Index b, Eigen::Index e) {
+        for (Eigen::Index r = b; r < e; ++r)
+          detail::layer_norm_row(&states_[0](r, 0), h_, gain, shift, &states_[0](r, 0));
+      });
+    }
+    matrix<T> dropped;  // with layer norm, the last step's edge output
     for (std::size_t k = 0; k < steps_.size(); ++k) {
       const bool last = k + 1 == steps_.size();
       const_rows_ref<T> in = k == 0 ? x : const_rows_ref<T>(inputs_[k]);
       matrix<T>& out = last ? y : inputs_[k + 1];
+      matrix<T>* edge_out = !last ? &states_[k + 1] : norm_ ? &dropped : nullptr;
       steps_[k].forward(graph, ctx.exchange(static_cast<std::uint32_t>(k)), in,
-                        state_view(k), rows, out, last ? nullptr : &states_[k + 1]);
+                        state_view(k), rows, out, edge_out);
     }
   }
 
@@ -507,16 +599,32 @@ class edge_processor {
     const Eigen::Index rows = table.rows(), m = graph.num_sources();
     detail::check_input_gradient(where, dx.rows(), dx.cols(), m, f_);
     matrix<T> d_out = dy, d_in, d_state, d_state_next;
+    if (norm_) d_state_next = matrix<T>::Zero(rows, h_);  // of the last step's dropped edges
     for (std::size_t k = steps_.size(); k-- > 0;) {
       const bool first = k == 0;
       const_rows_ref<T> in = first ? x : const_rows_ref<T>(inputs_[k]);
       if (!first) detail::resize_zero(d_in, m, f_);
       const bool want = !first || (dx.rows() == m && dx.cols() == f_);
+      const bool edge_out = k + 1 < steps_.size() || norm_;
       steps_[k].backward(graph, ctx.exchange(static_cast<std::uint32_t>(k)), in, state_view(k),
-                         rows, d_out, k + 1 == steps_.size() ? nullptr : &d_state_next,
-                         first ? dx : d_in, want, &d_state);
+                         rows, d_out, edge_out ? &d_state_next : nullptr, first ? dx : d_in,
+                         want, &d_state);
       std::swap(d_state, d_state_next);
       if (!first) std::swap(d_out, d_in);
+    }
+    if (norm_) {  // d_state_next := the gradient of the encoder's output before its norm
+      matrix<T> encoded;
+      encode(table, encoded);
+      const T* gain = store_->value(encoder_gain_).data();
+      const std::vector<double> sums = reduce_rows(rows, 2 * h_, [&](Eigen::Index r, double* acc) {
+        detail::layer_norm_row_backward(&encoded(r, 0), h_, gain, &d_state_next(r, 0),
+                                        &d_state_next(r, 0), acc, acc + h_);
+      });
+      for (Eigen::Index j = 0; j < h_; ++j) {
+        store_->grad(encoder_gain_)(0, j) = static_cast<T>(sums[static_cast<std::size_t>(j)]);
+        store_->grad(encoder_shift_)(0, j) =
+            static_cast<T>(sums[static_cast<std::size_t>(h_ + j)]);
+      }
     }
     const matrix<T> features = table.template cast<T>();
     detail::assign_transposed_product<T>(features, d_state_next,
@@ -536,11 +644,18 @@ class edge_processor {
   detail::edge_table_view<T> state_view(std::size_t k) const {
     return {states_[k].data(), h_};
   }
+  /// out := the edge features' encoding before its norm, table W_enc + b_enc.
+  void encode(const matrixf& table, matrix<T>& out) const {
+    const matrix<T> features = table.template cast<T>();
+    detail::product<T>(features, store_->value(encoder_weight_), out,
+                       store_->value(encoder_bias_).data());
+  }
 
   Eigen::Index f_, w_, h_;
+  bool norm_ = false;
   std::vector<detail::edge_step<T>> steps_;
   parameter_store<T>* store_ = nullptr;
-  std::size_t encoder_weight_ = 0, encoder_bias_ = 0;
+  std::size_t encoder_weight_ = 0, encoder_bias_ = 0, encoder_gain_ = 0, encoder_shift_ = 0;
   std::vector<matrix<T>> states_;  // e^k, k < steps (the input of step k)
   std::vector<matrix<T>> inputs_;  // x^k for k >= 1 (inputs_[0] unused)
 };

@@ -59,6 +59,10 @@ struct model_config {
   /// mpnn: a node averages its messages (false: sums them, as MeshGraphNets does; the sum's
   /// scale grows with the degree, step after step).
   bool mean_messages = true;
+  /// mpnn: MeshGraphNets' layer norm and MLPs: the node encoder linear, relu, linear, layer
+  /// norm; the edge encoder's output and every step's messages and node update normalised
+  /// (edge_processor's layer norm; needs edge_state); the decoder linear, relu, linear.
+  bool layer_norm = false;
   /// rgcn: the node types and relations of the graph (sar/graph/schema.hpp; set by whoever
   /// builds it from the data).
   graph_schema schema{};

@@ -59,6 +59,7 @@ struct model_family_defaults {
   static void check(const model_config& c, const char* where) {
     check_edge_weight(c, where, false);
     check_edge_attention(c, where, false);
+    SAR_CHECK(!c.layer_norm, invalid_argument, where, ": layer norm is an mpnn's option");
   }
   /// Throws unless edge_weight is -1 or, if `allowed`, a column of the edge features.
   static void check_edge_weight(const model_config& c, const char* where, bool allowed) {

@@ -126,7 +126,8 @@ inline nlohmann::json config_json(const model_config& c) {
           {"learning_rate", c.learning_rate}, {"weight_decay", c.weight_decay},
           {"decay_first_layer_only", c.decay_first_layer_only}, {"epochs", c.epochs},
           {"patience", c.patience}, {"edge_dim", c.edge_dim}, {"edge_state", c.edge_state},
-          {"mean_messages", c.mean_messages}, {"edge_weight", c.edge_weight},
+          {"mean_messages", c.mean_messages}, {"layer_norm", c.layer_norm},
+          {"edge_weight", c.edge_weight},
           {"edge_attention", c.edge_attention}};
   with_family(c.family, [&]<class F>() { F::write_settings(c, j); });
   return j;
@@ -158,6 +159,7 @@ inline model_config config_from(const nlohmann::json& j, const std::string& file
   c.edge_dim = j.value("edge_dim", Eigen::Index{0});  // absent in files without edge models
   c.edge_state = j.value("edge_state", true);
   c.mean_messages = j.value("mean_messages", true);
+  c.layer_norm = j.value("layer_norm", false);
   c.edge_weight = j.value("edge_weight", Eigen::Index{-1});
   c.edge_attention = j.value("edge_attention", false);
   with_family(c.family, [&]<class F>() { F::read_settings(j, c, file); });
