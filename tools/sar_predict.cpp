@@ -13,7 +13,12 @@
 // (sar-train --task link) writes instead embeddings.npy, float32 (n, K), the encoder's output
 // per node (--embeddings), and scores.npy, float32 (m,), its decoder's score (a logit) of each
 // pair of --pairs FILE.npy (int64 (m, 2) dataset ids). Rank 0 gathers the rows (n x K values)
-// to write them. The features are prepared as for training (row-normalised if the model's
+// to write them. A mesh surrogate (sar-surrogate train --save-model) is rolled out instead on
+// one trajectory of a trajectory dataset (--dataset DIR --trajectory test/traj_0000, one
+// process): from its first state on its own outputs, nodes it does not predict held to the
+// trajectory's values; the output directory (format "sar-rollout") holds NAME.npy, float32
+// (T, N, width), per dynamic field (step 0 the trajectory's) and meta.json with the RMSE of
+// every step over the predicted nodes and persistence's. The features are prepared as for training (row-normalised if the model's
 // were) and must have the model's width, else the error names both widths.
 #include <cstdio>
 #include <limits>
@@ -33,6 +38,8 @@
 #include "sar/io/npy_file.hpp"
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/graph/io/trajectories.hpp"
+#include "sar/train/mesh_surrogate.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/version.hpp"
 #include "sar_train/shared_runs.hpp"
@@ -41,11 +48,14 @@ namespace {
 
 /// A predictions directory as sar::replace_directory recognises it.
 constexpr sar::directory_kind predictions_kind{"sar-predictions", "meta.json"};
+/// A rollout's output directory as sar::replace_directory recognises it.
+constexpr sar::directory_kind rollout_kind{"sar-rollout", "meta.json"};
 
 struct settings {
   std::string model, dataset, partitions, out;
   bool embeddings = false;  // a link model: write the embeddings
   std::string pairs;        // a link model: score these pairs
+  std::string trajectory;   // a mesh surrogate: roll it out on this trajectory of --dataset
   sar::dataset_sizes sizes;
   bool skip_checksums = false;
   int threads = 0;
@@ -78,6 +88,12 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
                  "a link-prediction model: write scores.npy, the decoder's score (a logit) of "
                  "each pair of this int64 (m, 2) .npy file of dataset node ids")
       ->check(sar_programs::not_empty);
+  auto* trajectory = app.add_option("--trajectory", s.trajectory,
+                 "a mesh surrogate (sar-surrogate train --save-model): roll it out on this "
+                 "trajectory (SPLIT/FOLDER, e.g. test/traj_0000) of the trajectory dataset "
+                 "--dataset and write the predicted fields")
+      ->check(sar_programs::not_empty);
+  trajectory->excludes(partitions);
   app.add_flag("--skip-checksums", s.skip_checksums,
                "with --partitions: do not verify the CRC-32 of the part's files");
   app.add_option("--threads", s.threads, "worker threads (0: all cores)")
@@ -245,7 +261,76 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
   sar::detail::agree_on_failure(comm, failure, "sar-predict");
 }
 
+/// Rolls the mesh surrogate s.model out on the trajectory s.trajectory of the trajectory
+/// dataset s.dataset and writes it to s.out (see the top of this file). One process. Throws
+/// sar::invalid_argument for several ranks or a dataset of other fields, sar::io_error naming a
+/// file.
+int roll_out(const settings& r, sar::mpi_communicator& comm) {
+  SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict --trajectory: runs on one "
+            "process (", comm.size(), " ranks)");
+  sar::check_replaceable(r.out, rollout_kind, "sar-predict: --out");
+  sar::mesh_surrogate<float> s = sar::load_surrogate<float>(r.model);
+  const sar::trajectory_fields f = sar::read_trajectory_fields(r.dataset);
+  SAR_CHECK(f.dynamic == s.fields.dynamic && f.dynamic_widths == s.fields.dynamic_widths &&
+                f.static_inputs == s.fields.static_inputs &&
+                f.static_widths == s.fields.static_widths && f.dimensions == s.fields.dimensions,
+            sar::invalid_argument, "sar-predict: the dataset ", r.dataset,
+            " has other fields than the model ", r.model, " was trained on (",
+            nlohmann::json(f.dynamic).dump(), " vs ", nlohmann::json(s.fields.dynamic).dump(),
+            ", static ", nlohmann::json(f.static_inputs).dump(), " vs ",
+            nlohmann::json(s.fields.static_inputs).dump(), ", ", f.dimensions, " vs ",
+            s.fields.dimensions, " dimensions)");
+  const sar::trajectory traj = sar::read_trajectory(r.dataset, f, r.trajectory);
+  const sar::trajectory* list[] = {&traj};
+  const std::vector<sar::matrixf> states =
+      sar::rollout_surrogate(s, list, [](int, std::size_t, const sar::matrixf&) {}).front();
+  // The RMSE of every step over predicted nodes, next to persistence.
+  std::vector<double> rmse, persistence;
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    double model = 0, kept = 0, count = 0;
+    for (sar::node_t v = 0; v < traj.num_nodes(); ++v) {
+      if (!sar::is_predicted_node(traj.node_type[static_cast<std::size_t>(v)])) continue;
+      model += (states[k].row(v) - traj.states[k].row(v)).squaredNorm();
+      kept += (traj.states.front().row(v) - traj.states[k].row(v)).squaredNorm();
+      count += static_cast<double>(f.state_width());
+    }
+    rmse.push_back(count > 0 ? std::sqrt(model / count) : 0.0);
+    persistence.push_back(count > 0 ? std::sqrt(kept / count) : 0.0);
+  }
+  sar::replace_directory(r.out, rollout_kind, [&](sar::directory_writer& out) {
+    const auto n = static_cast<std::int64_t>(traj.num_nodes());
+    for (std::size_t k = 0, column = 0; k < f.dynamic.size(); ++k) {
+      const Eigen::Index w = f.dynamic_widths[k];
+      std::vector<float> values;
+      for (const sar::matrixf& state : states)
+        for (Eigen::Index i = 0; i < n; ++i)
+          for (Eigen::Index c = 0; c < w; ++c)
+            values.push_back(state(i, static_cast<Eigen::Index>(column) + c));
+      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(states.size()), n, w};
+      out.add_file(f.dynamic[k] + ".npy", [&](const std::filesystem::path& p) {
+        return sar::write_npy(p, sar::npy_dtype::float32, shape, values.data());
+      });
+      column += static_cast<std::size_t>(w);
+    }
+    out.write_metadata(nlohmann::json{{"format", rollout_kind.format},
+                                      {"model", r.model},
+                                      {"dataset", r.dataset},
+                                      {"trajectory", r.trajectory},
+                                      {"fields", f.dynamic},
+                                      {"steps", states.size()},
+                                      {"num_nodes", n},
+                                      {"rmse", rmse},
+                                      {"persistence_rmse", persistence}});
+  }, "sar-predict");
+  std::printf("wrote %s: a rollout of %s, %zu steps x %lld nodes; RMSE at the last step %g "
+              "(persistence %g)\n",
+              r.out.c_str(), r.trajectory.c_str(), states.size(),
+              static_cast<long long>(traj.num_nodes()), rmse.back(), persistence.back());
+  return 0;
+}
+
 int run(const settings& s, sar::mpi_communicator& comm) {
+  if (!s.trajectory.empty()) return roll_out(s, comm);
   {
     std::exception_ptr failure;  // rank 0 checks the output before any work
     if (comm.rank() == 0)
@@ -256,6 +341,9 @@ int run(const settings& s, sar::mpi_communicator& comm) {
   }
   sar::saved_model saved = sar::read_model(s.model);
   const sar::model_description& d = saved.description;
+  SAR_CHECK(!d.about.contains("surrogate"), sar::invalid_argument, "sar-predict: ", s.model,
+            " is a mesh surrogate's model: roll it out with --trajectory SPLIT/FOLDER of a "
+            "trajectory dataset (--dataset)");
   check_link_options(s, d);
   if (s.partitions.empty()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),

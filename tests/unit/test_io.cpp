@@ -1337,9 +1337,16 @@ TEST_CASE("npy files: every dtype and shape round trips; numpy's other header la
   h = read_npy_header(dir.path / "empty.npy");
   CHECK(h.shape == std::vector<std::int64_t>{5, 0});
   CHECK(h.data_bytes() == 0);
-  CHECK_THROWS_AS(write_npy(dir.path / "cube.npy", npy_dtype::uint8,
-                            std::vector<std::int64_t>{2, 2, 2}, grid),
+  CHECK_THROWS_AS(write_npy(dir.path / "tesseract.npy", npy_dtype::uint8,
+                            std::vector<std::int64_t>{1, 2, 2, 2}, grid),
                   sar::invalid_argument);
+  // [T, N, F] fields (trajectory datasets): written; read where a reader asks for 3
+  // dimensions, refused by name elsewhere.
+  write_npy(dir.path / "cube.npy", npy_dtype::uint8, std::vector<std::int64_t>{2, 2, 2}, grid);
+  CHECK(read_npy_header(dir.path / "cube.npy", 3).shape == std::vector<std::int64_t>{2, 2, 2});
+  CHECK_THROWS_WITH_AS(read_npy_header(dir.path / "cube.npy"),
+                       doctest::Contains("has 3 dimensions; sar reads 1-D and 2-D arrays only"),
+                       io_error);
 
   const std::int32_t ints[] = {7, -1, 2};
   const std::string payload(reinterpret_cast<const char*>(ints), sizeof ints);

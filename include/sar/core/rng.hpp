@@ -28,6 +28,8 @@ enum class rng_stream : std::uint64_t {
   sampling = 9,
   link_negatives = 10,
   edge_split = 11,
+  mesh_samples = 12,
+  mesh_noise = 13,
 };
 
 /// A keyed family of random numbers. Cheap to copy; thread-safe (no state).

@@ -83,7 +83,7 @@ inline std::string npy_shape_string(std::span<const std::int64_t> shape) {
 struct npy_header {
   /// Element type of the array.
   npy_dtype dtype = npy_dtype::float32;
-  std::vector<std::int64_t> shape;  ///< 1 or 2 dimensions, each >= 0, C order
+  std::vector<std::int64_t> shape;  ///< 1 or 2 dimensions (3 where asked), each >= 0, C order
   std::uint64_t data_offset = 0;    ///< bytes before the data
 
   /// Number of elements (the product of the dimensions).
@@ -112,8 +112,9 @@ inline void require_little_endian_host(const char* where, const std::filesystem:
 /// Parser of the Python dict literal in a .npy header; every error names the file and the field.
 class header_parser {
  public:
-  header_parser(std::string_view text, const std::filesystem::path& file)
-      : text_(text), file_(file) {}
+  /// Shapes of 1 to max_dimensions dimensions are accepted.
+  header_parser(std::string_view text, const std::filesystem::path& file, int max_dimensions)
+      : text_(text), file_(file), max_dimensions_(max_dimensions) {}
 
   /// Fills dtype and shape of `out`. Throws sar::io_error for a malformed dict, a missing,
   /// repeated or unknown key, or an unsupported 'descr', 'fortran_order' or 'shape'.
@@ -218,9 +219,11 @@ class header_parser {
     }
     ++at_;
     const std::string written(text_.substr(start, at_ - start));
-    if (dims.size() != 1 && dims.size() != 2)
-      fail(message("'shape': ", written, " has ", dims.size(),
-                   " dimensions; sar reads 1-D and 2-D arrays only"));
+    if (dims.empty() || dims.size() > static_cast<std::size_t>(max_dimensions_))
+      fail(message("'shape': ", written, " has ", dims.size(), " dimensions; sar reads ",
+                   max_dimensions_ == 2 ? "1-D and 2-D arrays only"
+                                        : message("arrays of 1 to ", max_dimensions_,
+                                                  " dimensions here")));
     std::uint64_t elements = 1;
     for (std::int64_t d : dims) {
       if (d != 0 && elements > (std::uint64_t{1} << 60) / static_cast<std::uint64_t>(d))
@@ -232,6 +235,7 @@ class header_parser {
 
   std::string_view text_;
   const std::filesystem::path& file_;
+  int max_dimensions_ = 2;
   std::size_t at_ = 0;
 };
 
@@ -252,9 +256,10 @@ inline bool write_all(std::ofstream& out, const char* data, std::uint64_t bytes)
 /// Ensures: the file's size is exactly data_offset + data_bytes().
 /// Throws sar::io_error "sar::read_npy_header: <file>: <problem>" for a missing or unreadable
 /// file, a missing magic string, a version other than 1.x/2.x/3.x, a truncated or malformed
-/// header, an unsupported 'descr', 'fortran_order': True, a shape that is not 1-D or 2-D,
-/// truncated data or bytes after the data.
-inline npy_header read_npy_header(const std::filesystem::path& file) {
+/// header, an unsupported 'descr', 'fortran_order': True, a shape of more than
+/// max_dimensions (2 unless a reader of [T, N, F] fields asks for 3) or of none, truncated data
+/// or bytes after the data.
+inline npy_header read_npy_header(const std::filesystem::path& file, int max_dimensions = 2) {
   namespace fs = std::filesystem;
   constexpr const char* where = "sar::read_npy_header";
   detail::npy::require_little_endian_host(where, file);
@@ -292,7 +297,7 @@ inline npy_header read_npy_header(const std::filesystem::path& file) {
   SAR_CHECK(in.good(), io_error, where, ": cannot read the header of ", file.string());
 
   npy_header header;
-  detail::npy::header_parser(text, file).parse(header);
+  detail::npy::header_parser(text, file, max_dimensions).parse(header);
   header.data_offset = prefix + header_length;
   const std::uint64_t expected = header.data_offset + header.data_bytes();
   SAR_CHECK(size >= expected, io_error, where, ": ", file.string(), " is truncated (", size,
@@ -362,19 +367,19 @@ inline std::uint32_t read_npy_data(const std::filesystem::path& file, const npy_
   return with_checksum ? crc32_update(0, out, header.data_bytes()) : 0;
 }
 
-/// Writes `data` (C order, shape.size() = 1 or 2, the product of `shape` elements of `dtype`)
+/// Writes `data` (C order, shape.size() = 1, 2 or 3, the product of `shape` elements of `dtype`)
 /// to `file` as a version 1.0 .npy file whose data starts at a multiple of 64 bytes. Returns
 /// the CRC-32 of the data (what a .npy dataset's meta.json lists).
-/// Throws sar::invalid_argument for a shape that is not 1-D or 2-D or has a negative
-/// dimension; sar::io_error naming the file if it cannot be created or written.
+/// Throws sar::invalid_argument for a shape of none or more than 3 dimensions or with a
+/// negative one; sar::io_error naming the file if it cannot be created or written.
 inline std::uint32_t write_npy(const std::filesystem::path& file, npy_dtype dtype,
                                std::span<const std::int64_t> shape, const void* data) {
   constexpr const char* where = "sar::write_npy";
   detail::npy::require_little_endian_host(where, file);
-  SAR_CHECK((shape.size() == 1 || shape.size() == 2) &&
+  SAR_CHECK(!shape.empty() && shape.size() <= 3 &&
                 std::all_of(shape.begin(), shape.end(), [](std::int64_t d) { return d >= 0; }),
             invalid_argument, where, ": ", file.string(), ": shape ", npy_shape_string(shape),
-            " is not a 1-D or 2-D shape of non-negative sizes");
+            " is not a shape of 1 to 3 non-negative sizes");
   std::string header =
       message("{'descr': '", npy_descr(dtype),
               "', 'fortran_order': False, 'shape': ", npy_shape_string(shape), ", }");
