@@ -918,6 +918,10 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
 int run_program(const program_options& p, const sar::model_config& config,
                 sar::mpi_communicator& comm) {
   if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
+  SAR_CHECK(!config.layer_norm || comm.size() == 1, sar::invalid_argument,
+            "sar-train: --layer-norm trains on one process for now: on ", comm.size(),
+            " ranks its losses differ from one process's (a known fault being traced; "
+            "sar-surrogate trains it data parallel exactly)");
   try {
     if (!p.checkpoint.empty() && comm.rank() == 0)  // before any work, not after it
       sar::check_replaceable(p.checkpoint, sar::checkpoint_kind, "sar-train: --checkpoint");
