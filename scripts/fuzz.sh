@@ -5,14 +5,14 @@
 # on any crash, leak, sanitizer report, timeout or out-of-memory; the reproducer is left in
 # build-fuzz/ (crash-*, leak-*, timeout-*, oom-*).
 #   usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: text_graph npy manifest
-#          partition_store checkpoint model_file link_split tu; default all). Longer runs:
+#          partition_store checkpoint model_file link_split tu trajectories; default all). Longer runs:
 #          bash scripts/fuzz.sh 3600
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(text_graph npy partition_store checkpoint manifest model_file link_split tu)
+[ ${#targets[@]} -gt 0 ] || targets=(text_graph npy partition_store checkpoint manifest model_file link_split tu trajectories)
 bash scripts/install-deps.sh --fuzz
 if [ ! -d build-fuzz ]; then
   CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=false -Dprograms=false -Dmodels=false -Dexamples=false \

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Every setting of every program, walked with garbage (usage: settings_test.py SAR_TRAIN
-SAR_PARTITION SAR_CONVERT SAR_SAMPLE SAR_PREDICT [MPIRUN]; SAR_DATA_DIR names the data).
+SAR_PARTITION SAR_CONVERT SAR_SAMPLE SAR_PREDICT SAR_PLAN SAR_SURROGATE [MPIRUN];
+SAR_DATA_DIR names the data).
 
 1. Options: each program's options are read from its --help (so a new option is covered
-   without touching this file) and each is run with garbage values ('abc', '-5', '1e300',
+   without touching this file; a program with subcommands, sar-surrogate, from each
+   subcommand's --help) and each is run with garbage values ('abc', '-5', '1e300',
    '', 'nan', '-1', '0', '100000000', ...) on a tiny input, in a fresh working directory,
    with a timeout. Every run must end by itself with exit code 0 or 1, never by a signal;
    on 1 its stderr has a line starting with the program's name and nothing of a crash
@@ -30,8 +32,9 @@ import sys
 import tempfile
 import time
 
-train, partition, convert, sample, predict, plan = (os.path.abspath(p) for p in sys.argv[1:7])
-mpirun = sys.argv[7] if len(sys.argv) > 7 else shutil.which("mpirun")
+train, partition, convert, sample, predict, plan, surrogate = (os.path.abspath(p)
+                                                               for p in sys.argv[1:8])
+mpirun = sys.argv[8] if len(sys.argv) > 8 else shutil.which("mpirun")
 cora = os.path.join(os.environ["SAR_DATA_DIR"], "cora")
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -102,9 +105,10 @@ def check(what, name, code, output, stderr):
                         "\n".join("     | " + l for l in output.splitlines()[-8:]))
 
 
-def options_of(binary):
-    """[(option, takes_value)] from the program's --help (CLI11's layout: '  --name TYPE...')."""
-    code, out, _, _, _ = run([binary, "--help"], cwd=tempfile.gettempdir())
+def options_of(binary, subcommand=()):
+    """[(option, takes_value)] from the program's (or its subcommand's) --help (CLI11's layout:
+    '  --name TYPE...')."""
+    code, out, _, _, _ = run([binary, *subcommand, "--help"], cwd=tempfile.gettempdir())
     assert code == 0, (binary, code, out)
     found = []
     for line in out.splitlines():
@@ -125,24 +129,27 @@ def with_setting(base, option, value):
     return args + ([option] if value is None else [option + "=" + value])
 
 
-def walk_options(binary, base, scratch):
-    """Runs every option of binary with every garbage value, two runs at a time."""
+def walk_options(binary, base, scratch, subcommand=(), long_runs=()):
+    """Runs every option of binary (after `subcommand`) with every garbage value, two runs at a
+    time; long_runs: (option, value) pairs skipped because they are valid requests for long
+    work (a hundred million training steps, say)."""
     name = program_name(binary)
     jobs = []
-    for option, takes_value in options_of(binary):
+    for option, takes_value in options_of(binary, subcommand):
         values = GARBAGE if takes_value else [None, "abc"]
         for value in values:
-            jobs.append((option, value))
+            if (option, value) not in long_runs:
+                jobs.append((option, value))
     counter = iter(range(len(jobs)))
 
     def one(job):
         option, value = job
         cwd = os.path.join(scratch, f"{name}-{next(counter)}")
         os.makedirs(cwd)
-        command = [binary] + with_setting(base, option, value)
+        command = [binary, *subcommand] + with_setting(base, option, value)
         code, out, err, _, _ = run(command, cwd)
         shutil.rmtree(cwd, ignore_errors=True)
-        return f"{name} {option}={value!r}", code, out, err
+        return f"{' '.join([name, *subcommand])} {option}={value!r}", code, out, err
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         for what, code, out, err in pool.map(one, jobs):
@@ -179,7 +186,7 @@ def expect(what, command, cwd, code, contains, extra_env=None, within=None, max_
 with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
     tiny = "planted:nodes=300"
     # 0. --help and --version exit 0; a parse error exits 1 naming the program.
-    for binary in (train, partition, convert, sample, predict, plan):
+    for binary in (train, partition, convert, sample, predict, plan, surrogate):
         name = program_name(binary)
         for flag in ("--help", "--version"):
             expect(f"{name} {flag}", [binary, flag], tmp, 0, [])
@@ -207,6 +214,17 @@ with tempfile.TemporaryDirectory(prefix="sar-settings-") as tmp:
                    env=env, check=True, capture_output=True)
     counts["sar-predict"] = walk_options(predict, {"--model": model, "--dataset": tiny,
                                                    "--out": "out"}, tmp)
+    small = {"--train": "1", "--valid": "0", "--test": "1", "--steps": "3",
+             "--cells-across": "4"}
+    counts["sar-surrogate generate"] = walk_options(surrogate, dict(small, **{"--out": "out"}),
+                                                    tmp, ["generate"])
+    waves = os.path.join(tmp, "waves")
+    subprocess.run([surrogate, "generate", "--out", waves] + sum(map(list, small.items()), []),
+                   env=env, check=True, capture_output=True)
+    counts["sar-surrogate train"] = walk_options(
+        surrogate, {"--dataset": waves, "--steps": "2", "--normaliser-steps": "1",
+                    "--hidden": "8", "--layers": "2", "--log-every": "0"}, tmp, ["train"],
+        long_runs={("--steps", "100000000"), ("--normaliser-steps", "100000000")})
     print("option runs:", counts)
 
     # 2. Environment variables with garbage: one process, and two ranks under mpirun.

@@ -117,6 +117,12 @@ inline const CLI::Validator positive =
 inline const CLI::Validator non_negative =
     number_check([](double v) { return v >= 0; }, "is not 0 or above", "NON-NEGATIVE");
 
+/// The most worker threads a program's --threads accepts (more would only reserve memory for
+/// idle slots).
+inline constexpr int max_threads = 4096;
+/// CLI11 check of --threads: from 0 (all cores) to max_threads.
+inline const CLI::Validator thread_count = CLI::Range(0, max_threads);
+
 /// CLI11 check: the value is not empty (a path or spec).
 inline const CLI::Validator not_empty(
     [](std::string& text) { return text.empty() ? "must not be empty" : std::string(); }, "");

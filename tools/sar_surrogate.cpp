@@ -127,7 +127,7 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
   train->add_option("--metrics-out", t.metrics_out, "write a JSON summary to this file")
       ->check(sar_programs::not_empty);
   train->add_option("--threads", t.threads, "worker threads per rank (0 = all cores)")
-      ->check(sar_programs::non_negative);
+      ->check(sar_programs::thread_count);
 
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return status;
   if (gen->parsed()) s.generate = g;

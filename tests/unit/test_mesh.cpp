@@ -301,6 +301,26 @@ TEST_CASE("a surrogate learns the waves: its one-step error falls below persiste
   const auto theirs = rollout_surrogate(loaded, list, none).front();
   REQUIRE(ours.size() == d.test[0].states.size());
   for (std::size_t t = 0; t < ours.size(); ++t) CHECK(ours[t] == theirs[t]);
+  // Each rollout step is the one step from the rollout's previous state (the rollout keeps
+  // one batch and feeds its states back).
+  for (const std::size_t t : {std::size_t{2}, ours.size() - 1}) {
+    trajectory from = d.test[0];
+    from.states = {ours[t - 1], d.test[0].states[t]};
+    const trajectory* one[] = {&from};
+    const matrixf step = rollout_surrogate(s, one, none).front().back();
+    CHECK((step - ours[t]).cwiseAbs().maxCoeff() <= 1e-6);
+  }
+  // Per-step errors: none at step 0, evaluate_surrogate's first rollout step after it.
+  const rollout_errors errors = rollout_errors_of(d.test[0], ours);
+  REQUIRE(errors.model.size() == ours.size());
+  CHECK(errors.model[0] == 0);
+  CHECK(errors.persistence[0] == 0);
+  const surrogate_evaluation alone = evaluate_surrogate(s, {d.test[0]}, 3, comm);
+  CHECK(errors.model[1] == doctest::Approx(alone.rollout_rmse.front()).epsilon(1e-9));
+  CHECK(errors.persistence[1] ==
+        doctest::Approx(alone.persistence_rollout_rmse.front()).epsilon(1e-9));
+  const std::vector<matrixf> wide{matrixf::Zero(ours[0].rows(), ours[0].cols() + 1)};
+  CHECK_THROWS_AS(rollout_errors_of(d.test[0], wide), invalid_argument);
   // A model file of another kind is refused by name.
   CHECK_THROWS_WITH_AS(load_surrogate<float>(dir.path / "missing.sarmodel"),
                        doctest::Contains("missing.sarmodel"), io_error);

@@ -128,6 +128,14 @@ concept paced_communicator =
       comm.progress();
     };
 
+/// Items [n * rank / ranks, n * (rank + 1) / ranks) of n: rank `rank`'s contiguous share
+/// (ranks 0, 1, ... take consecutive shares that cover [0, n); a share may be empty).
+/// Requires 0 <= rank < ranks.
+inline std::pair<std::size_t, std::size_t> contiguous_share(std::size_t n, int rank, int ranks) {
+  return {n * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks),
+          n * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks)};
+}
+
 namespace detail {
 /// Throws sar::invalid_argument unless counts has `size` non-negative entries; returns their sum.
 inline std::int64_t checked_total(std::span<const std::int64_t> counts, int size,

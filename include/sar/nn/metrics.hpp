@@ -20,6 +20,15 @@
 
 namespace sar {
 
+/// The median of `values` (the upper one of an even count; 0 if empty): of epoch or step
+/// times, say.
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
 /// Correct and total selected nodes: local sums, which a distributed run all-reduces.
 struct accuracy_counts {
   /// Selected nodes whose arg-max is their label.

@@ -105,9 +105,7 @@ struct train_result {
   double median_epoch_seconds() const {
     std::vector<double> t;
     for (const auto& e : history) t.push_back(e.seconds);
-    if (t.empty()) return 0;
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
+    return median(std::move(t));
   }
 };
 

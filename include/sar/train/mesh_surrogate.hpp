@@ -46,6 +46,7 @@
 #include "sar/core/rng.hpp"
 #include "sar/core/types.hpp"
 #include "sar/graph/trajectories.hpp"
+#include "sar/nn/metrics.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
@@ -282,6 +283,19 @@ local_schedule schedule_of(const mesh_surrogate<T>& s, const mesh_batch& b) {
   return local_schedule(b.graph, std::move(e));
 }
 
+/// Over t's predicted nodes: the sum of the squared differences of states a and b, and the
+/// number of values summed.
+inline std::pair<double, double> predicted_squares(const trajectory& t, const matrixf& a,
+                                                   const matrixf& b) {
+  double sum = 0, count = 0;
+  for (node_t v = 0; v < t.num_nodes(); ++v) {
+    if (!is_predicted_node(t.node_type[static_cast<std::size_t>(v)])) continue;
+    sum += static_cast<double>((a.row(v) - b.row(v)).squaredNorm());
+    count += static_cast<double>(a.cols());
+  }
+  return {sum, count};
+}
+
 /// The increments in the fields' units of normalised outputs y.
 template <class T>
 matrixf increments_of(const mesh_surrogate<T>& s, const matrix<T>& y) {
@@ -290,12 +304,6 @@ matrixf increments_of(const mesh_surrogate<T>& s, const matrix<T>& y) {
     d.col(c) = (d.col(c).array() * static_cast<float>(s.increments.deviation()[c]) +
                 static_cast<float>(s.increments.mean()[c])).matrix();
   return d;
-}
-
-/// Items [k * n / P, (k + 1) * n / P) of n: rank k's contiguous share.
-inline std::pair<std::size_t, std::size_t> share(std::size_t n, int rank, int ranks) {
-  return {n * static_cast<std::size_t>(rank) / static_cast<std::size_t>(ranks),
-          n * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(ranks)};
 }
 
 }  // namespace detail::surrogates
@@ -319,12 +327,7 @@ struct surrogate_train_result {
   std::vector<double> losses;  ///< per optimiser step: the loss over all ranks' samples
   std::vector<double> step_seconds;  ///< per optimiser step: forward, backward, all-reduce, step
   /// The median of step_seconds.
-  double median_step_seconds() const {
-    std::vector<double> t = step_seconds;
-    if (t.empty()) return 0;
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-    return t[t.size() / 2];
-  }
+  double median_step_seconds() const { return median(step_seconds); }
 };
 
 /// Trains s on `train` (see the top of this file) with `optimiser` (its learning rate decayed
@@ -364,7 +367,7 @@ surrogate_train_result train_surrogate(mesh_surrogate<T>& s, const std::vector<t
       samples[k] = {&t, &t.states[time], &t.states[time + 1], key};
       for (const std::int32_t type : t.node_type) predicted += is_predicted_node(type);
     }
-    const auto [first, last] = detail::surrogates::share(batch, comm.rank(), comm.size());
+    const auto [first, last] = contiguous_share(batch, comm.rank(), comm.size());
     const mesh_batch b = make_mesh_batch(
         std::span<const mesh_sample>(samples).subspan(first, last - first), s.fields, o.noise,
         o.seed);
@@ -437,21 +440,26 @@ std::vector<std::vector<matrixf>> rollout_surrogate(mesh_surrogate<T>& s,
     if (keep) out[k].push_back(state.back());
   }
   if (trajectories.empty()) return out;
+  // One batch and schedule for every step: only the state columns of the inputs change.
+  std::vector<mesh_sample> samples;
+  for (std::size_t k = 0; k < trajectories.size(); ++k)
+    samples.push_back({trajectories[k], &state[k], nullptr, 0});
+  mesh_batch b = make_mesh_batch(samples, s.fields);
+  local_schedule graph = detail::surrogates::schedule_of(s, b);
   for (int t = 1; t < steps; ++t) {
-    std::vector<mesh_sample> samples;
     for (std::size_t k = 0; k < trajectories.size(); ++k)
-      samples.push_back({trajectories[k], &state[k], nullptr, 0});
-    const mesh_batch b = make_mesh_batch(samples, s.fields);
-    local_schedule graph = detail::surrogates::schedule_of(s, b);
+      b.inputs.middleRows(b.offsets[k], state[k].rows()).leftCols(state[k].cols()) = state[k];
     const matrixf d =
         detail::surrogates::increments_of(s, detail::surrogates::run(s, b, graph, {}));
     for (std::size_t k = 0; k < trajectories.size(); ++k) {
       const trajectory& traj = *trajectories[k];
       const matrixf& truth = traj.states[static_cast<std::size_t>(t)];
-      for (node_t v = 0; v < traj.num_nodes(); ++v)
-        state[k].row(v) = is_predicted_node(traj.node_type[static_cast<std::size_t>(v)])
-                              ? matrixf(state[k].row(v) + d.row(b.offsets[k] + v))
-                              : matrixf(truth.row(v));
+      for (node_t v = 0; v < traj.num_nodes(); ++v) {
+        if (is_predicted_node(traj.node_type[static_cast<std::size_t>(v)]))
+          state[k].row(v) += d.row(b.offsets[k] + v);
+        else
+          state[k].row(v) = truth.row(v);
+      }
       on_step(t, k, state[k]);
       if (keep) out[k].push_back(state[k]);
     }
@@ -496,19 +504,17 @@ surrogate_evaluation evaluate_surrogate(mesh_surrogate<T>& s,
   for (const trajectory& t : trajectories)
     SAR_CHECK(t.num_steps() == steps, invalid_argument, where, ": trajectory ", t.name, " has ",
               t.num_steps(), " steps, ", trajectories.front().name, " ", steps);
-  const auto [first, last] = detail::surrogates::share(trajectories.size(), comm.rank(),
-                                                       comm.size());
-  const Eigen::Index width = s.fields.state_width();
+  const auto [first, last] = contiguous_share(trajectories.size(), comm.rank(), comm.size());
   // Sums: one-step model, persistence, count; then per rollout step model, persistence, count.
   const std::size_t rollout_steps = steps > 1 ? static_cast<std::size_t>(steps - 1) : 0;
   std::vector<double> sums(3 + 3 * rollout_steps, 0.0);
-  const auto squares = [&](const trajectory& t, const matrixf& a, const matrixf& b, double& sum,
-                           double* count) {
-    for (node_t v = 0; v < t.num_nodes(); ++v) {
-      if (!is_predicted_node(t.node_type[static_cast<std::size_t>(v)])) continue;
-      sum += static_cast<double>((a.row(v) - b.row(v)).squaredNorm());
-      if (count) *count += static_cast<double>(width);
-    }
+  // at[0] += the model's squares (a against the truth), at[1] += persistence's, at[2] += count.
+  const auto squares = [](const trajectory& t, const matrixf& a, const matrixf& kept,
+                          const matrixf& truth, double* at) {
+    const auto [model, count] = detail::surrogates::predicted_squares(t, a, truth);
+    at[0] += model;
+    at[1] += detail::surrogates::predicted_squares(t, kept, truth).first;
+    at[2] += count;
   };
   // One step: every (trajectory, time) of this rank's share, in batches.
   std::vector<mesh_sample> pending;
@@ -521,8 +527,7 @@ surrogate_evaluation evaluate_surrogate(mesh_surrogate<T>& s,
     for (std::size_t k = 0; k < pending.size(); ++k) {
       const mesh_sample& m = pending[k];
       const matrixf predicted = *m.state + d.middleRows(b.offsets[k], m.mesh->num_nodes());
-      squares(*m.mesh, predicted, *m.next, sums[0], &sums[2]);
-      squares(*m.mesh, *m.state, *m.next, sums[1], nullptr);
+      squares(*m.mesh, predicted, *m.state, *m.next, sums.data());
     }
     pending.clear();
   };
@@ -539,9 +544,8 @@ surrogate_evaluation evaluate_surrogate(mesh_surrogate<T>& s,
   for (std::size_t k = first; k < last; ++k) share.push_back(&trajectories[k]);
   rollout_surrogate(s, share, [&](int t, std::size_t k, const matrixf& state) {
     const trajectory& traj = *share[k];
-    double* at = sums.data() + 3 + 3 * static_cast<std::size_t>(t - 1);
-    squares(traj, state, traj.states[static_cast<std::size_t>(t)], at[0], &at[2]);
-    squares(traj, traj.states.front(), traj.states[static_cast<std::size_t>(t)], at[1], nullptr);
+    squares(traj, state, traj.states.front(), traj.states[static_cast<std::size_t>(t)],
+            sums.data() + 3 + 3 * static_cast<std::size_t>(t - 1));
   }, false);
   comm.all_reduce(std::span<double>(sums), reduce_op::sum);
 
@@ -565,6 +569,35 @@ surrogate_evaluation evaluate_surrogate(mesh_surrogate<T>& s,
     }
     e.rollout_rmse.push_back(rmse(model, count));
     e.persistence_rollout_rmse.push_back(rmse(persistence, count));
+  }
+  return e;
+}
+
+/// The RMSE at every step of `rollout` (rollout_surrogate's of t, step 0 included: at most
+/// t's steps) against t's states, over t's predicted nodes and every state column (0 where t
+/// predicts no node).
+struct rollout_errors {
+  std::vector<double> model;        ///< per step: the rollout's
+  std::vector<double> persistence;  ///< per step: t's first state kept
+};
+
+/// See rollout_errors. Throws sar::invalid_argument for a rollout longer than t or of
+/// another shape.
+inline rollout_errors rollout_errors_of(const trajectory& t, std::span<const matrixf> rollout) {
+  SAR_CHECK(rollout.size() <= t.states.size(), invalid_argument, "sar::rollout_errors_of: ",
+            rollout.size(), " states for trajectory ", t.name, " of ", t.states.size());
+  rollout_errors e;
+  for (std::size_t k = 0; k < rollout.size(); ++k) {
+    SAR_CHECK(rollout[k].rows() == t.states[k].rows() && rollout[k].cols() == t.states[k].cols(),
+              invalid_argument, "sar::rollout_errors_of: state ", k, " is ", rollout[k].rows(),
+              " x ", rollout[k].cols(), ", trajectory ", t.name, "'s ", t.states[k].rows(),
+              " x ", t.states[k].cols());
+    const auto rmse = [](std::pair<double, double> squares) {
+      return squares.second > 0 ? std::sqrt(squares.first / squares.second) : 0.0;
+    };
+    e.model.push_back(rmse(detail::surrogates::predicted_squares(t, rollout[k], t.states[k])));
+    e.persistence.push_back(
+        rmse(detail::surrogates::predicted_squares(t, t.states.front(), t.states[k])));
   }
   return e;
 }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -326,6 +327,33 @@ inline trajectory_dataset read_trajectory_dataset(const std::filesystem::path& d
   return d;
 }
 
+/// Adds `states` (a trajectory's or a rollout's: T states of N nodes x f.state_width(), the
+/// columns of f.dynamic in order) to `out` as one float32 [T, N, W] file per dynamic field,
+/// named prefix + NAME + ".npy". Throws sar::invalid_argument for states of another width or
+/// node count, sar::io_error naming the file.
+inline void write_dynamic_fields(directory_writer& out, const trajectory_fields& f,
+                                 std::span<const matrixf> states, const std::string& prefix = "") {
+  const Eigen::Index n = states.empty() ? 0 : states.front().rows();
+  for (const matrixf& state : states)
+    SAR_CHECK(state.rows() == n && state.cols() == f.state_width(), invalid_argument,
+              "sar::write_dynamic_fields: a state of ", state.rows(), " x ", state.cols(),
+              ", expected ", n, " x ", f.state_width());
+  for (std::size_t k = 0, column = 0; k < f.dynamic.size(); ++k) {
+    const Eigen::Index w = f.dynamic_widths[k];
+    std::vector<float> values;
+    values.reserve(states.size() * static_cast<std::size_t>(n * w));
+    for (const matrixf& state : states)
+      for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index c = 0; c < w; ++c)
+          values.push_back(state(i, static_cast<Eigen::Index>(column) + c));
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(states.size()), n, w};
+    out.add_file(prefix + f.dynamic[k] + ".npy", [&](const std::filesystem::path& p) {
+      return write_npy(p, npy_dtype::float32, shape, values.data());
+    });
+    column += static_cast<std::size_t>(w);
+  }
+}
+
 namespace detail::trajectories {
 /// DeepMind's meta.json of fields `f` (with sar's format name).
 inline nlohmann::json meta_json(const trajectory_fields& f) {
@@ -372,18 +400,7 @@ inline void write_trajectory(directory_writer& out, const trajectory_fields& f,
     add(f.static_inputs[k], npy_dtype::float32, {n, w}, a.data());
     column += static_cast<std::size_t>(w);
   }
-  for (std::size_t k = 0, column = 0; k < f.dynamic.size(); ++k) {
-    const Eigen::Index w = f.dynamic_widths[k];
-    std::vector<float> a;
-    a.reserve(t.states.size() * static_cast<std::size_t>(n * w));
-    for (const matrixf& s : t.states)
-      for (Eigen::Index i = 0; i < n; ++i)
-        for (Eigen::Index c = 0; c < w; ++c)
-          a.push_back(s(i, static_cast<Eigen::Index>(column) + c));
-    add(f.dynamic[k], npy_dtype::float32, {static_cast<std::int64_t>(t.states.size()), n, w},
-        a.data());
-    column += static_cast<std::size_t>(w);
-  }
+  write_dynamic_fields(out, f, t.states, t.name + "/");
 }
 }  // namespace detail::trajectories
 
