@@ -1,4 +1,5 @@
-"""Graph-level tasks through sar-train (usage: graph_level_test.py SAR_TRAIN [MPIRUN]).
+"""Graph-level tasks through sar-train and sar-predict (usage: graph_level_test.py SAR_TRAIN
+SAR_PREDICT [MPIRUN]).
 
 1. MUTAG (tests/data/MUTAG, a TU dataset of 188 molecules): sar-train --task graph-classify
    --model gin trains on fold 0 of a 10-fold split and reports test_acc at the best validation
@@ -8,9 +9,13 @@
    batch norm and dropout in double, the per-epoch losses and the test figures of one process
    (1e-7 relative); graph-regress (GCN, float) on MUTAG's node counts written as
    DS_graph_attributes.txt alike (1e-5).
-3. Refusals: a graph task on a dataset that is not a TU directory, graph options with a node
+3. Saved models: sar-train --save-model on a split folder, then sar-predict on the dataset:
+   a prediction per graph whose accuracy (classes.npy) and RMSE (predictions.npy, the targets'
+   units) over the split's test graphs are the figures sar-train reported for the saved epoch.
+4. Refusals: a graph task on a dataset that is not a TU directory, graph options with a node
    task, --fold outside --folds, --split with --folds, a split not in split/, options graph
-   tasks do not take (yet), a task whose targets the dataset lacks.
+   tasks do not take (yet), a task whose targets the dataset lacks; a graph model given a
+   dataset that is not a TU directory.
 """
 import json
 import os
@@ -19,10 +24,10 @@ import subprocess
 import sys
 import tempfile
 
-from npy_files import write_npy
+from npy_files import read_npy, write_npy
 
-sar_train = sys.argv[1]
-mpirun = sys.argv[2] if len(sys.argv) > 2 else None
+sar_train, sar_predict = sys.argv[1:3]
+mpirun = sys.argv[3] if len(sys.argv) > 3 else None
 mutag = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "MUTAG")
 
 
@@ -79,13 +84,15 @@ with tempfile.TemporaryDirectory(prefix="sar-graphs-") as work:
     err = run(on_copy + ["--epochs", "1", "--split", "third"], expect=1).stderr
     assert "--split third" in err and "holds second" in err, err
 
+    # Regression targets: each graph's node count.
+    with open(os.path.join(copy, "MUTAG_graph_indicator.txt")) as f:
+        indicator = [int(line) for line in f]
+    sizes = [indicator.count(g + 1) for g in range(188)]
+    with open(os.path.join(copy, "MUTAG_graph_attributes.txt"), "w") as f:
+        f.write("".join(f"{n}\n" for n in sizes))
+
     # 2. Data parallel on two ranks: the one-process losses.
     if mpirun:
-        with open(os.path.join(copy, "MUTAG_graph_indicator.txt")) as f:
-            indicator = [int(line) for line in f]
-        sizes = [indicator.count(g + 1) for g in range(188)]
-        with open(os.path.join(copy, "MUTAG_graph_attributes.txt"), "w") as f:
-            f.write("".join(f"{n}\n" for n in sizes))
         # Batch norm in double: evaluation on the running statistics of near-constant channels
         # (one-hot inputs) magnifies the rounding of another summation order (the statistics'
         # sums over 1 or 2 ranks' rows): 1e-9 in double, 1e-3 in float (training: 1e-11).
@@ -108,7 +115,37 @@ with tempfile.TemporaryDirectory(prefix="sar-graphs-") as work:
             assert one["best_epoch"] == two["best_epoch"], (one, two)
         assert "test_rmse" in one and "test_mae" in one and one["target_scale"], one
 
-    # 3. Refusals.
+    # 3. A saved model predicts every graph; on split/second's test graphs (40..79) its figures
+    # are those reported for the saved (best validation) epoch.
+    with open(os.path.join(copy, "MUTAG_graph_labels.txt")) as f:
+        labels = [0 if int(line) < 0 else 1 for line in f]  # -1, 1 -> 0, 1 (sorted)
+    test = range(40, 80)
+    model = os.path.join(work, "mutag.sarmodel")
+    m = metrics_of(on_copy + ["--epochs", "10", "--save-model", model],
+                   os.path.join(work, "saved.json"))
+    out = os.path.join(work, "predicted")
+    run([sar_predict, "--model", model, "--dataset", copy, "--out", out])
+    (shape, classes), (logits, _) = (read_npy(os.path.join(out, f)) for f in ("classes.npy",
+                                                                              "predictions.npy"))
+    assert tuple(shape) == (188,) and tuple(logits) == (188, 2), (shape, logits)
+    with open(os.path.join(out, "meta.json")) as f:
+        meta = json.load(f)
+    assert meta["task"] == "graph-classify" and meta["num_graphs"] == 188, meta
+    accuracy = sum(classes[g] == labels[g] for g in test) / len(test)
+    assert abs(accuracy - m["test_acc"]) < 1e-9, (accuracy, m["test_acc"], m["best_epoch"])
+    regress = [a if a != "graph-classify" else "graph-regress" for a in on_copy]
+    m = metrics_of(regress + ["--model", "gcn", "--readout", "mean", "--epochs", "6",
+                              "--save-model", model], os.path.join(work, "saved.json"))
+    run([sar_predict, "--model", model, "--dataset", copy, "--out", out])
+    shape, predictions = read_npy(os.path.join(out, "predictions.npy"))
+    assert tuple(shape) == (188, 1), shape
+    rmse = (sum((predictions[g] - sizes[g]) ** 2 for g in test) / len(test)) ** 0.5
+    assert close(rmse, m["test_rmse"], 1e-4), (rmse, m["test_rmse"])
+    err = run([sar_predict, "--model", model, "--dataset", "planted", "--out", out],
+              expect=1).stderr
+    assert "graph-regress model: --dataset must be a TU dataset directory" in err, err
+
+    # 4. Refusals.
     err = run([sar_train, "--task", "graph-classify", "--dataset", "planted"], expect=1).stderr
     assert "reads a TU dataset directory" in err, err
     err = run([sar_train, "--readout", "mean", "--epochs", "1"], expect=1).stderr

@@ -18,10 +18,15 @@
 // process): from its first state on its own outputs, nodes it does not predict held to the
 // trajectory's values; the output directory (format "sar-rollout") holds NAME.npy, float32
 // (T, N, width), per dynamic field (step 0 the trajectory's) and meta.json with the RMSE of
-// every step over the predicted nodes and persistence's. The features are prepared as for training (row-normalised if the model's
-// were) and must have the model's width, else the error names both widths.
+// every step over the predicted nodes and persistence's. A graph-level model (sar-train --task
+// graph-classify | graph-regress --save-model) predicts every graph of a TU dataset
+// (--dataset DIR, one process): predictions.npy (G, K) and, for classification, classes.npy
+// (G,), row g = graph g (1-based g + 1 in the TU files). The features are prepared as for
+// training (row-normalised if the model's were) and must have the model's width, else the
+// error names both widths.
 #include <cstdio>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -39,6 +44,8 @@
 #include "sar/partition/store.hpp"
 #include "sar/schedule/local_schedule.hpp"
 #include "sar/graph/io/trajectories.hpp"
+#include "sar/graph/io/tu.hpp"
+#include "sar/train/graph_level.hpp"
 #include "sar/train/mesh_surrogate.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/version.hpp"
@@ -70,7 +77,8 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
       ->check(sar_programs::not_empty);
   auto* dataset = app.add_option("--dataset", s.dataset,
                                  "OGB raw directory, sar .npy dataset directory, edge list or "
-                                 ".mtx file (with features), or a generator spec");
+                                 ".mtx file (with features), or a generator spec; a TU "
+                                 "dataset directory for a graph-level model");
   auto* partitions = app.add_option("--partitions", s.partitions,
                                     "partition store from sar-partition: predict on its parts, "
                                     "one per MPI rank (mpirun -np <parts>)");
@@ -97,7 +105,7 @@ std::optional<int> parse_settings(int argc, char** argv, settings& s) {
   app.add_flag("--skip-checksums", s.skip_checksums,
                "with --partitions: do not verify the CRC-32 of the part's files");
   app.add_option("--threads", s.threads, "worker threads (0: all cores)")
-      ->check(CLI::Range(0, 4096));
+      ->check(sar_programs::thread_count);
   app.set_version_flag("--version", "sar-predict (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return status;
   if (s.dataset.empty() == s.partitions.empty()) {
@@ -183,10 +191,12 @@ sar::matrixf predict(const sar::saved_model& saved, Schedule& graph, const sar::
 }
 
 /// Rank 0 collects every rank's rows (`ids`: their dataset ids) into dataset order and writes
-/// the output directory; every rank returns or throws alike. Collective.
+/// the output directory; every rank returns or throws alike. `items`: what a row predicts
+/// ("nodes", or "graphs" for a graph-level model). Collective.
 void write_predictions(sar::mpi_communicator& comm, const settings& s,
                        const sar::saved_model& saved, const sar::matrixf& rows,
-                       const std::vector<sar::node_t>& ids, sar::node_t num_nodes) {
+                       const std::vector<sar::node_t>& ids, sar::node_t num_nodes,
+                       const std::string& items = "nodes") {
   const Eigen::Index k = saved.description.output_dim;
   std::vector<std::vector<double>> outgoing(static_cast<std::size_t>(comm.size()));
   auto& to_root = outgoing.front();  // [id, K values] per row
@@ -248,11 +258,11 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
             {"model_crc32", saved.identity},
             {"task", links ? std::string("link") : sar::task_name(saved.description.task)},
             {"decoder", saved.description.decoder}, {"pairs", s.pairs},
-            {"num_pairs", scores.size()}, {"num_nodes", num_nodes}, {"num_outputs", k},
+            {"num_pairs", scores.size()}, {"num_" + items, num_nodes}, {"num_outputs", k},
             {"source", s.dataset.empty() ? s.partitions : s.dataset}});
       }, "sar-predict");
-      std::string wrote = links ? "" : sar::message("predictions of ", num_nodes, " nodes x ",
-                                                    k, " outputs");
+      std::string wrote = links ? "" : sar::message("predictions of ", num_nodes, " ", items,
+                                                    " x ", k, " outputs");
       if (links && s.embeddings) wrote = sar::message("embeddings of ", num_nodes, " nodes x ", k);
       if (!s.pairs.empty())
         wrote += sar::message(wrote.empty() ? "" : ", ", "scores of ", scores.size(), " pairs");
@@ -284,49 +294,62 @@ int roll_out(const settings& r, sar::mpi_communicator& comm) {
   const sar::trajectory* list[] = {&traj};
   const std::vector<sar::matrixf> states =
       sar::rollout_surrogate(s, list, [](int, std::size_t, const sar::matrixf&) {}).front();
-  // The RMSE of every step over predicted nodes, next to persistence.
-  std::vector<double> rmse, persistence;
-  for (std::size_t k = 0; k < states.size(); ++k) {
-    double model = 0, kept = 0, count = 0;
-    for (sar::node_t v = 0; v < traj.num_nodes(); ++v) {
-      if (!sar::is_predicted_node(traj.node_type[static_cast<std::size_t>(v)])) continue;
-      model += (states[k].row(v) - traj.states[k].row(v)).squaredNorm();
-      kept += (traj.states.front().row(v) - traj.states[k].row(v)).squaredNorm();
-      count += static_cast<double>(f.state_width());
-    }
-    rmse.push_back(count > 0 ? std::sqrt(model / count) : 0.0);
-    persistence.push_back(count > 0 ? std::sqrt(kept / count) : 0.0);
-  }
+  const sar::rollout_errors errors = sar::rollout_errors_of(traj, states);
   sar::replace_directory(r.out, rollout_kind, [&](sar::directory_writer& out) {
-    const auto n = static_cast<std::int64_t>(traj.num_nodes());
-    for (std::size_t k = 0, column = 0; k < f.dynamic.size(); ++k) {
-      const Eigen::Index w = f.dynamic_widths[k];
-      std::vector<float> values;
-      for (const sar::matrixf& state : states)
-        for (Eigen::Index i = 0; i < n; ++i)
-          for (Eigen::Index c = 0; c < w; ++c)
-            values.push_back(state(i, static_cast<Eigen::Index>(column) + c));
-      const std::vector<std::int64_t> shape{static_cast<std::int64_t>(states.size()), n, w};
-      out.add_file(f.dynamic[k] + ".npy", [&](const std::filesystem::path& p) {
-        return sar::write_npy(p, sar::npy_dtype::float32, shape, values.data());
-      });
-      column += static_cast<std::size_t>(w);
-    }
+    sar::write_dynamic_fields(out, f, states);
     out.write_metadata(nlohmann::json{{"format", rollout_kind.format},
                                       {"model", r.model},
                                       {"dataset", r.dataset},
                                       {"trajectory", r.trajectory},
                                       {"fields", f.dynamic},
                                       {"steps", states.size()},
-                                      {"num_nodes", n},
-                                      {"rmse", rmse},
-                                      {"persistence_rmse", persistence}});
+                                      {"num_nodes", traj.num_nodes()},
+                                      {"rmse", errors.model},
+                                      {"persistence_rmse", errors.persistence}});
   }, "sar-predict");
   std::printf("wrote %s: a rollout of %s, %zu steps x %lld nodes; RMSE at the last step %g "
               "(persistence %g)\n",
               r.out.c_str(), r.trajectory.c_str(), states.size(),
-              static_cast<long long>(traj.num_nodes()), rmse.back(), persistence.back());
+              static_cast<long long>(traj.num_nodes()), errors.model.back(),
+              errors.persistence.back());
   return 0;
+}
+
+/// Predicts with the graph-level model `saved` every graph of the TU dataset s.dataset and
+/// writes s.out (see the top of this file). One process. Throws sar::invalid_argument for
+/// several ranks, a dataset that is not a TU directory, or node or edge features, outputs of
+/// another width than the model's.
+void predict_graph_level(const settings& s, const sar::saved_model& saved,
+                         sar::mpi_communicator& comm) {
+  const sar::model_description& d = saved.description;
+  const std::string source = "--dataset " + s.dataset;
+  SAR_CHECK(comm.size() == 1 && s.partitions.empty(), sar::invalid_argument, "sar-predict: ",
+            s.model, " is a ", sar::task_name(d.task), " model: it predicts on one process "
+            "from a TU dataset (--dataset DIR)");
+  SAR_CHECK(sar::is_tu_dataset(s.dataset), sar::invalid_argument, "sar-predict: ", s.model,
+            " is a ", sar::task_name(d.task), " model: --dataset must be a TU dataset directory "
+            "DS holding DS_A.txt (and DS_graph_indicator.txt, ...); '", s.dataset,
+            "' is not one");
+  sar::graph_collection c = sar::read_tu_dataset(s.dataset, d.task);
+  check_features(c.features, d, source);
+  check_outputs(c.task, c.num_outputs(), d, source);
+  SAR_CHECK(!sar::reads_edge_features(d.config) || c.edge_features.cols() == d.config.edge_dim,
+            sar::invalid_argument, "sar-predict: the model reads ", d.config.edge_dim,
+            " features per edge, but ", source, " has ", c.edge_features.cols());
+  sar::prepare_graph_collection(c, d.config);
+  std::vector<std::int64_t> graphs(static_cast<std::size_t>(c.num_graphs()));
+  std::iota(graphs.begin(), graphs.end(), std::int64_t{0});
+  sar::matrixf rows;
+  if (saved.scalar == sar::npy_dtype::float64) {
+    auto model = sar::load_graph_model<double>(saved);
+    rows = sar::predict_graphs(model, c, graphs).cast<float>();
+  } else {
+    auto model = sar::load_graph_model<float>(saved);
+    rows = sar::predict_graphs(model, c, graphs);
+  }
+  sar::to_original_units(rows, d.targets);
+  const std::vector<sar::node_t> ids(graphs.begin(), graphs.end());
+  write_predictions(comm, s, saved, rows, ids, c.num_graphs(), "graphs");
 }
 
 int run(const settings& s, sar::mpi_communicator& comm) {
@@ -345,6 +368,10 @@ int run(const settings& s, sar::mpi_communicator& comm) {
             " is a mesh surrogate's model: roll it out with --trajectory SPLIT/FOLDER of a "
             "trajectory dataset (--dataset)");
   check_link_options(s, d);
+  if (!d.readout.empty()) {
+    predict_graph_level(s, saved, comm);
+    return 0;
+  }
   if (s.partitions.empty()) {
     SAR_CHECK(comm.size() == 1, sar::invalid_argument, "sar-predict: ", comm.size(),
               " ranks but no --partitions; on several ranks predict on a partition store");

@@ -371,3 +371,42 @@ TEST_CASE("graph regression with an empty validation split: figures of no graph 
   CHECK(r.history[0].test.front().first == "r2");
   CHECK(std::isfinite(r.history[0].test[1].second));  // rmse over the test graphs
 }
+
+TEST_CASE("a saved graph-level model: its readout in the file, loaded it predicts the same") {
+  graph_collection c = random_collection(60, 3, 5);
+  const graph_split split = k_fold_split(c, 5, 0, 1);
+  model_config config = paper_defaults("gin");
+  config.hidden = 8;
+  config.layers = 2;
+  prepare_graph_collection(c, config);
+  auto model = make_graph_model<float>(config, readout_kind::attention, 3, 2, 1);
+  auto optimiser = make_optimiser(config, model);
+  serial_communicator comm;
+  (void)train_graph_level(model, c, split, optimiser,
+                          {.epochs = 3, .batch_graphs = 16, .log_progress = false}, comm);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(c.num_graphs()));
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  const matrixf predicted = predict_graphs(model, c, all, 7);
+  REQUIRE(predicted.rows() == c.num_graphs());
+
+  testing_support::temp_dir dir("graph-model");
+  model_description d{.config = config, .input_dim = 3, .output_dim = 2,
+                      .task = task_kind::graph_classify};
+  CHECK_THROWS_AS(save_model(comm, dir.path / "m.sarmodel", model, d), invalid_argument);
+  d.readout = "attention";
+  save_model(comm, dir.path / "m.sarmodel", model, d);
+  const saved_model saved = read_model(dir.path / "m.sarmodel");
+  CHECK(saved.description.task == task_kind::graph_classify);
+  CHECK(saved.description.readout == "attention");
+  auto loaded = load_graph_model<float>(saved);
+  CHECK(predict_graphs(loaded, c, all) == predicted);
+  CHECK_THROWS_WITH_AS((load_model<float, local_schedule>(saved)),
+                       doctest::Contains("load_graph_model"), invalid_argument);
+  saved_model other_readout = saved;  // the gate's parameter is missing for attention
+  other_readout.description.readout = "sum";
+  CHECK_THROWS_AS(load_graph_model<float>(other_readout), invalid_argument);
+  other_readout.description.readout = "";
+  CHECK_THROWS_AS(load_graph_model<float>(other_readout), invalid_argument);
+  CHECK_THROWS_AS(predict_graphs(loaded, c, std::vector<std::int64_t>{c.num_graphs()}),
+                  invalid_argument);
+}

@@ -1,8 +1,10 @@
 // sar-train --task graph-classify / graph-regress: a TU dataset (sar/graph/io/tu.hpp), its split
 // (a split folder or a seeded stratified k-fold), the graph-level model and its training
-// (sar/train/graph_level.hpp), data parallel over the ranks, and the run's metrics.
+// (sar/train/graph_level.hpp), data parallel over the ranks, the run's metrics, and with
+// --save-model the model of the best validation epoch (sar-predict predicts with it).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +17,9 @@
 #include "sar/graph/io/tu.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/train/graph_level.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
+#include "sar/version.hpp"
 #include "sar_train.hpp"
 
 namespace sar_train {
@@ -74,11 +78,17 @@ nlohmann::json train_graphs(const program_options& p, sar::model_config config,
   auto model = sar::make_graph_model<T>(config, sar::parse_readout(p.graphs.readout),
                                         c.features.cols(), c.num_outputs(), p.seed);
   auto optimiser = sar::make_optimiser(config, model);
+  best_parameters best(model);  // --save-model: the best validation epoch's
+  std::function<void(const sar::graph_train_result&)> keep_best;
+  if (!p.save_model.empty())
+    keep_best = [&](const sar::graph_train_result& r) {
+      best.keep_if_best(r.best_epoch, static_cast<int>(r.history.size()));
+    };
   const sar::graph_train_result result = sar::train_graph_level(
       model, c, split, optimiser,
       {.epochs = config.epochs, .batch_graphs = p.graphs.batch_graphs, .seed = p.seed,
        .log_progress = !p.quiet, .max_loss = p.max_loss},
-      comm, standard.scale);
+      comm, standard.scale, keep_best);
 
   nlohmann::json metrics;
   metrics["task"] = sar::task_name(c.task);
@@ -118,6 +128,22 @@ nlohmann::json train_graphs(const program_options& p, sar::model_config config,
   std::int64_t peak = sar::peak_memory_bytes();
   comm.all_reduce(std::span<std::int64_t>(&peak, 1), sar::reduce_op::max);
   metrics["peak_memory_bytes"] = peak;
+  if (!p.save_model.empty()) {
+    best.restore();  // every rank kept the same
+    nlohmann::json about = {{"dataset", c.name},
+                            {"sar_version", SAR_VERSION_STRING},
+                            {"split", split_name},
+                            {"epochs", result.history.size()},
+                            {"parameters_of_epoch", metrics["best_epoch"]},
+                            {"best_val_" + score, metrics["best_val_" + score]}};
+    for (const auto& [key, value] : metrics.items())
+      if (key.starts_with("test_")) about[key] = value;
+    const sar::model_description description{
+        .config = config, .input_dim = c.features.cols(), .output_dim = c.num_outputs(),
+        .task = c.task, .targets = standard, .readout = p.graphs.readout, .about = about};
+    sar::save_model(comm, p.save_model, model, description);
+    if (comm.rank() == 0 && !p.quiet) sar::log_info("saved the model to " + p.save_model);
+  }
   return metrics;
 }
 

@@ -109,7 +109,7 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
     std::vector<T> best_decoder;
     if (!p.save_model.empty())
       options.after_epoch = [&](const sar::train_result& r) {
-        best.keep_if_best(r);
+        best.keep_if_best(r.best_epoch, r.epochs_done());
         if (r.best_epoch >= 0 && r.best_epoch + 1 == r.epochs_done())
           best_decoder.assign(head.parameters.values().begin(), head.parameters.values().end());
       };
@@ -137,8 +137,7 @@ nlohmann::json train_links(const program_options& p, const sar::model_config& co
     if (r.training.best_epoch >= 0) metrics["best_epoch"] = r.training.best_epoch;
     for (const auto& [key, value] : r.valid.named()) metrics["valid_" + key] = value;
     for (const auto& [key, value] : r.test.named()) metrics["test_" + key] = value;
-    std::sort(seconds.begin(), seconds.end());
-    metrics["epoch_seconds_median"] = seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
+    metrics["epoch_seconds_median"] = sar::median(std::move(seconds));
     metrics["peak_memory_bytes"] = peak;
     if (!p.save_model.empty()) {
       best.restore();  // the best epoch's (every rank kept the same)

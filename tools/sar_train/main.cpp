@@ -340,9 +340,6 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   return sar_train::train_distributed<T>(with, model, part, name, comm);
 }
 
-/// The most worker threads --threads accepts (more would only reserve memory for idle slots).
-constexpr int max_threads = 4096;
-
 /// SAR_TRAIN_INJECT_FAILURE's value (sar_train::injected_failure). Throws
 /// sar::invalid_argument naming the variable and the value unless it is EPOCH:RANK[:HOW], two
 /// non-negative integers and stop, hang or wait.
@@ -612,7 +609,7 @@ void add_optimisation_options(CLI::App& app, program_options& p, option_override
   app.add_option("--seed", p.seed, "seed of initialisation and dropout")
       ->check(sar_programs::non_negative)->capture_default_str();  // not wrapped to 2^64 - 5
   app.add_option("--threads", p.threads, "worker threads (0 = all cores)")
-      ->check(CLI::Range(0, max_threads))->capture_default_str();
+      ->check(sar_programs::thread_count)->capture_default_str();
 }
 
 /// Adds the options of the group "Minibatch": sampled minibatches.
@@ -836,7 +833,6 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     const char* apart = !p.partitions.empty() || p.partition ? "--partitions and --partition"
                         : p.minibatch > 0                    ? "--minibatch"
                         : !p.checkpoint.empty() || !p.resume.empty() ? "--checkpoint and --resume"
-                        : !p.save_model.empty()              ? "--save-model"
                         : p.low_bit() ? "--halo-bits, --gradient-bits and --staleness"
                                       : nullptr;
     SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --task ",
@@ -918,10 +914,6 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
 int run_program(const program_options& p, const sar::model_config& config,
                 sar::mpi_communicator& comm) {
   if (comm.rank() != 0) sar::set_log_level(sar::log_level::warning);
-  SAR_CHECK(!config.layer_norm || comm.size() == 1, sar::invalid_argument,
-            "sar-train: --layer-norm trains on one process for now: on ", comm.size(),
-            " ranks its losses differ from one process's (a known fault being traced; "
-            "sar-surrogate trains it data parallel exactly)");
   try {
     if (!p.checkpoint.empty() && comm.rank() == 0)  // before any work, not after it
       sar::check_replaceable(p.checkpoint, sar::checkpoint_kind, "sar-train: --checkpoint");

@@ -4,6 +4,7 @@
 // model under every schedule.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -146,5 +147,45 @@ template <class T>
 nlohmann::json train_links_distributed(const program_options& p, const sar::model_config& config,
                                        sar::graph_part& part, const std::string& name,
                                        sar::link_split split, sar::mpi_communicator& comm);
+
+/// The parameters, layer state and embedding rows of a model at its best epoch so far (what
+/// --save-model saves): kept after every epoch that is the run's best.
+template <class Model>
+class best_parameters {
+ public:
+  /// The model must outlive this object.
+  explicit best_parameters(Model& model) : model_(model) {}
+
+  /// Keeps the model's values if the last of `epochs_done` epochs is the best one.
+  void keep_if_best(int best_epoch, int epochs_done) {
+    if (best_epoch < 0 || best_epoch + 1 != epochs_done) return;
+    const auto values = model_.parameters().values();
+    values_.assign(values.begin(), values.end());
+    state_.clear();
+    for (const auto s : model_.state()) state_.emplace_back(s.begin(), s.end());
+    rows_.clear();
+    for (std::size_t k = 0; k < model_.parameters().table_count(); ++k)
+      rows_.push_back(model_.parameters().table(k).values);
+  }
+  /// Whether none was kept (no evaluation).
+  bool empty() const { return values_.empty(); }
+  /// Puts the kept values back into the model (nothing if none was kept).
+  void restore() {
+    if (empty()) return;
+    std::copy(values_.begin(), values_.end(), model_.parameters().values().begin());
+    auto state = model_.state();
+    for (std::size_t s = 0; s < state.size(); ++s)
+      std::copy(state_[s].begin(), state_[s].end(), state[s].begin());
+    for (std::size_t k = 0; k < rows_.size(); ++k)
+      model_.parameters().table(k).values = std::move(rows_[k]);
+  }
+
+ private:
+  using scalar = typename Model::scalar;
+  Model& model_;
+  std::vector<scalar> values_;
+  std::vector<std::vector<double>> state_;
+  std::vector<sar::matrix<scalar>> rows_;
+};
 
 }  // namespace sar_train

@@ -113,13 +113,6 @@ void check_model_fits(const program_options& p, const sar::model_config& c,
       need.total());
 }
 
-/// The median of v (0 if empty).
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 /// `spec` (--relation-fanouts: per layer from the input, separated by '/', relation=count
 /// pairs separated by ',') as a fanout per relation of `schema` per layer: a relation a layer
 /// does not name draws that layer's fanout (fanouts). Throws sar::invalid_argument naming
@@ -328,46 +321,6 @@ struct run_features {
   }
 };
 
-/// The parameters, layer state and embedding rows of a model at its best epoch so far (what
-/// --save-model saves): kept after every epoch that is the run's best.
-template <class Model>
-class best_parameters {
- public:
-  /// The model must outlive this object.
-  explicit best_parameters(Model& model) : model_(model) {}
-
-  /// Keeps the model's values if r's last epoch is its best epoch.
-  void keep_if_best(const sar::train_result& r) {
-    if (r.best_epoch < 0 || r.best_epoch + 1 != r.epochs_done()) return;
-    const auto values = model_.parameters().values();
-    values_.assign(values.begin(), values.end());
-    state_.clear();
-    for (const auto s : model_.state()) state_.emplace_back(s.begin(), s.end());
-    rows_.clear();
-    for (std::size_t k = 0; k < model_.parameters().table_count(); ++k)
-      rows_.push_back(model_.parameters().table(k).values);
-  }
-  /// Whether none was kept (no evaluation).
-  bool empty() const { return values_.empty(); }
-  /// Puts the kept values back into the model (nothing if none was kept).
-  void restore() {
-    if (empty()) return;
-    std::copy(values_.begin(), values_.end(), model_.parameters().values().begin());
-    auto state = model_.state();
-    for (std::size_t s = 0; s < state.size(); ++s)
-      std::copy(state_[s].begin(), state_[s].end(), state[s].begin());
-    for (std::size_t k = 0; k < rows_.size(); ++k)
-      model_.parameters().table(k).values = std::move(rows_[k]);
-  }
-
- private:
-  using scalar = typename Model::scalar;
-  Model& model_;
-  std::vector<scalar> values_;
-  std::vector<std::vector<double>> state_;
-  std::vector<sar::matrix<scalar>> rows_;
-};
-
 /// What the ranks sent in one epoch, all ranks together, by kind.
 struct epoch_traffic {
   std::int64_t halo_features = 0;   ///< forward halos (minibatches: everything sent)
@@ -437,7 +390,7 @@ class run_record {
   /// Adds the run's medians over its epochs to metrics (epoch 0 also sends what is sent once:
   /// the first layer's halo under an exact_first_layer exchange).
   void add_to(nlohmann::json& metrics) const {
-    metrics["epoch_seconds_median"] = median(epoch_seconds_);
+    metrics["epoch_seconds_median"] = sar::median(epoch_seconds_);
     metrics["epoch_seconds"] = epoch_seconds_;
     metrics["peak_memory_bytes"] = peak_memory_;
     const auto median_of = [](const auto& rows, auto part) {
@@ -457,8 +410,8 @@ class run_record {
         median_of(traffic_, [](auto& t) { return t.evaluation; });
     const auto column = [](std::size_t k) { return [k](const auto& b) { return b[k]; }; };
     if (!minibatch_rows_.empty()) {  // all ranks, per epoch (median), training
-      metrics["sampling_seconds_median"] = median(sampling_seconds_);
-      metrics["gather_seconds_median"] = median(gather_seconds_);
+      metrics["sampling_seconds_median"] = sar::median(sampling_seconds_);
+      metrics["gather_seconds_median"] = sar::median(gather_seconds_);
       metrics["input_rows_per_epoch"] = median_of(minibatch_rows_, column(0));
       metrics["gathered_rows_per_epoch"] = median_of(minibatch_rows_, column(1));
     }
@@ -685,7 +638,7 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   best_parameters best(model);
   if (!p.save_model.empty())
     options.after_epoch = [&, checkpointing = options.after_epoch](const sar::train_result& r) {
-      best.keep_if_best(r);
+      best.keep_if_best(r.best_epoch, r.epochs_done());
       if (checkpointing) checkpointing(r);
     };
   const auto& sparse = input.sparse;

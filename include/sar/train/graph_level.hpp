@@ -41,6 +41,7 @@
 #include "sar/nn/readout.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
 
 namespace sar {
@@ -132,6 +133,41 @@ dynamic_sequential<T, local_schedule> make_graph_model(const model_config& c, re
   return model;
 }
 
+/// The parameter values of make_graph_model's model (c, r, features, outputs): the family's
+/// stack to c.hidden columns, the readout's gate (attention) and the head.
+inline double graph_model_parameters(const model_config& c, readout_kind r, Eigen::Index features,
+                                     Eigen::Index outputs) {
+  const double h = static_cast<double>(c.hidden), k = static_cast<double>(outputs);
+  const double stack =
+      estimate_model_memory(c, static_cast<double>(features), h, 0, 1.0).parameters / 4;
+  return stack + (r == readout_kind::attention ? h : 0.0) + h * h + h + h * k + k;
+}
+
+/// The graph-level model `saved` describes (make_graph_model's, of its readout) with its
+/// parameters and layer state (bitwise those written when T is the file's scalar type). Not
+/// collective. Throws sar::invalid_argument for a model of nodes or links, or naming what of
+/// the file does not fit the architecture (checked before the architecture is allocated).
+template <class T>
+dynamic_sequential<T, local_schedule> load_graph_model(const saved_model& saved) {
+  constexpr const char* where = "sar::load_graph_model";
+  const model_description& d = saved.description;
+  SAR_CHECK(!d.readout.empty(), invalid_argument, where, ": a ",
+            d.decoder.empty() ? task_name(d.task) : "link", " model, not a graph-level one "
+            "(sar::load_model loads it)");
+  const readout_kind r = parse_readout(d.readout);
+  const double values = graph_model_parameters(d.config, r, d.input_dim, d.output_dim);
+  SAR_CHECK(values == static_cast<double>(saved.values.size()), invalid_argument, where,
+            ": the file holds ", saved.values.size(), " parameter values, its architecture (",
+            d.config.family, ", ", d.config.layers, " layers, hidden ", d.config.hidden, ", ",
+            d.readout, " readout, ", d.input_dim, " inputs, ", d.output_dim, " outputs) has ",
+            values);
+  auto model = make_graph_model<T>(d.config, r, d.input_dim, d.output_dim, /*seed=*/0);
+  detail::checkpoints::check_fits(saved.parameters, saved.values.size(), saved.state, model,
+                                  std::string(where) + ": the file");
+  detail::checkpoints::put_into(model, saved.values, saved.state);
+  return model;
+}
+
 /// How many times the layers of `model` (make_graph_model's) before its readout read
 /// neighbours: the blocks of its graph_batch_graph before the membership.
 template <class Model>
@@ -168,9 +204,7 @@ struct graph_train_result {
   double median_epoch_seconds() const {
     std::vector<double> t;
     for (const auto& e : history) t.push_back(e.seconds);
-    if (t.empty()) return 0;
-    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-    return t[t.size() / 2];
+    return median(std::move(t));
   }
 };
 
@@ -178,9 +212,8 @@ namespace detail {
 /// This rank's contiguous share of `graphs` among `ranks` ranks.
 inline std::span<const std::int64_t> share_of(std::span<const std::int64_t> graphs, int rank,
                                               int ranks) {
-  const auto n = static_cast<std::int64_t>(graphs.size());
-  const std::int64_t begin = n * rank / ranks, end = n * (rank + 1) / ranks;
-  return graphs.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
+  const auto [begin, end] = contiguous_share(graphs.size(), rank, ranks);
+  return graphs.subspan(begin, end - begin);
 }
 
 /// The targets of a batch as the task's view (labels or target rows; `scale`: regression's).
@@ -208,7 +241,9 @@ matrix<T> batch_input(const graph_batch& b) {
 /// Trains `model` (make_graph_model's) on the split's training graphs of `c` with `optimiser`
 /// for options.epochs epochs, evaluating the validation and test graphs after each. `scale`:
 /// graph_regress's per-output factor of standardised targets (metrics in the original units;
-/// empty: 1). Collective over `comm` (data parallel; see the top of this file): every rank
+/// empty: 1). on_epoch, if given, sees the result after each epoch (its best epoch's
+/// parameters may be kept then). Collective over `comm` (data parallel; see the top of this
+/// file): every rank
 /// passes the same collection, split and options. Throws sar::invalid_argument for an empty
 /// training split or batch_graphs < 1, sar::numeric_error when the training loss exceeds
 /// max_loss (diverged).
@@ -216,7 +251,9 @@ template <class T, communicator Comm, class Optimiser>
 graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& model,
                                      const graph_collection& c, const graph_split& split,
                                      Optimiser& optimiser, const graph_train_options& o,
-                                     Comm& comm, std::span<const double> scale = {}) {
+                                     Comm& comm, std::span<const double> scale = {},
+                                     const std::function<void(const graph_train_result&)>&
+                                         on_epoch = {}) {
   constexpr const char* where = "sar::train_graph_level";
   SAR_CHECK(!split.train.empty() && o.batch_graphs >= 1 && o.epochs >= 0, invalid_argument,
             where, ": ", split.train.size(), " training graphs, batches of ", o.batch_graphs,
@@ -314,8 +351,37 @@ graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& mode
                        ", test ", e.test.front().first, " ", e.test.front().second, " (",
                        e.seconds, " s)"));
     result.history.push_back(std::move(e));
+    if (on_epoch) on_epoch(result);
   }
   return result;
+}
+
+/// The outputs of `model` (make_graph_model's or load_graph_model's) for `graphs` of `c` (as
+/// prepare_graph_collection put it for the model's family), in evaluation mode, in minibatches
+/// of batch_graphs: row k for graphs[k] (graph_regress's in the units the model was trained
+/// on). Not collective. Throws sar::invalid_argument for batch_graphs < 1, node features of
+/// another width than the model's, or a graph outside c.
+template <class T>
+matrix<T> predict_graphs(dynamic_sequential<T, local_schedule>& model, const graph_collection& c,
+                         std::span<const std::int64_t> graphs, std::int64_t batch_graphs = 256) {
+  constexpr const char* where = "sar::predict_graphs";
+  SAR_CHECK(batch_graphs >= 1, invalid_argument, where, ": batches of ", batch_graphs);
+  SAR_CHECK(c.features.cols() == model.input_dim(), invalid_argument, where, ": the model takes ",
+            model.input_dim(), " features per node, ", c.name, " has ", c.features.cols());
+  for (const std::int64_t g : graphs)
+    SAR_CHECK(g >= 0 && g < c.num_graphs(), invalid_argument, where, ": graph ", g, " of ",
+              c.num_graphs());
+  const std::size_t graph_blocks = graph_blocks_before_readout(model);
+  matrix<T> out(static_cast<Eigen::Index>(graphs.size()), model.output_dim());
+  for (std::size_t first = 0; first < graphs.size();
+       first += static_cast<std::size_t>(batch_graphs)) {
+    const auto batch = detail::slice(graphs, first, batch_graphs);
+    const graph_batch b = make_batch(c, batch);
+    graph_batch_graph g(b, graph_blocks);
+    out.middleRows(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(batch.size())) =
+        model.forward(g, layer_context{.training = false}, detail::batch_input<T>(b));
+  }
+  return out;
 }
 
 }  // namespace sar

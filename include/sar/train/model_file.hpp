@@ -2,17 +2,20 @@
 // (sar::model_config and the input and output widths), what its outputs mean (the task, a
 // regression's target standardisation, how the features were normalised), its parameters and
 // its layers' state (batch norm's running statistics), and the rows of its per-node
-// embeddings if it learnt any, and for link prediction its decoder. Format "sar-model",
-// version 3:
+// embeddings if it learnt any, for link prediction its decoder, and for a graph-level task
+// its readout. Format "sar-model", version 4:
 //   bytes 0-7        magic "SARMODEL"
-//   bytes 8-11       uint32 format version (3), little-endian like everything after
+//   bytes 8-11       uint32 format version (4), little-endian like everything after
 //   bytes 12-15      uint32 0
 //   bytes 16-23      uint64 H, the bytes of the JSON header
-//   H bytes          the header: {"format": "sar-model", "format_version": 3,
+//   H bytes          the header: {"format": "sar-model", "format_version": 4,
 //                    "scalar": "float32" | "float64", "model": {model_config's fields},
 //                    "input_dim": F, "output_dim": K, "task": "classify" | "regress" |
-//                    "multilabel" | "link", "target_mean": [...], "target_scale": [...] (regress;
-//                    else empty), "row_normalise_features": bool, "parameters": [{"name",
+//                    "multilabel" | "graph-classify" | "graph-regress" | "link",
+//                    "readout": "sum" | "mean" | "max" | "attention" (graph tasks only; the
+//                    model is make_graph_model's), "target_mean": [...], "target_scale": [...]
+//                    (regress, graph-regress; else empty), "row_normalise_features": bool,
+//                    "parameters": [{"name",
 //                    "rows", "cols"}, ...], "state": [sizes], "tables": [{"name",
 //                    "first_id", "end_id", "cols"}, ...], "decoder": {"name", "parameters":
 //                    [{"name", "rows", "cols"}, ...]} (link only), "about": {free: what the
@@ -26,7 +29,8 @@
 //   4 bytes          uint32 CRC-32 (zlib) of everything before it
 // Written as an output file (sar/io/output_file.hpp: replaced whole or not at all); read
 // whole and checked (magic, version, sizes, CRC-32, every field) before anything of it is used.
-// Version 1 files (no tables) and version 2 files (no decoder) are read too.
+// Version 1 files (no tables), version 2 files (no decoder) and version 3 files (no graph
+// tasks) are read too.
 //
 //   sar::save_model(comm, "model.sar", model, {.input_dim = F, .task = ..., ...});  // collective
 //   const sar::saved_model saved = sar::read_model("model.sar");
@@ -60,6 +64,7 @@
 #include "sar/graph/edge_split.hpp"
 #include "sar/nn/layer.hpp"
 #include "sar/nn/link_decoders.hpp"
+#include "sar/nn/readout.hpp"
 #include "sar/nn/task.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/families.hpp"
@@ -68,7 +73,7 @@
 namespace sar {
 
 /// Version of the model file format (see the top of this file).
-inline constexpr int model_file_version = 3;
+inline constexpr int model_file_version = 4;
 
 /// What a model file says about its model besides the parameters (what the writer states).
 struct model_description {
@@ -77,11 +82,15 @@ struct model_description {
   Eigen::Index input_dim = 0;   ///< features per node
   Eigen::Index output_dim = 0;  ///< outputs per node
   /// What the outputs predict: classify (one logit per class), regress (standardised targets
-  /// unless target_scale is empty), multilabel (one logit per label).
+  /// unless target_scale is empty), multilabel (one logit per label); per graph for
+  /// graph_classify and graph_regress.
   task_kind task = task_kind::classify;
   /// regress: the standardisation of the training targets (standardise_targets); a
   /// prediction p is p * scale + mean in the original units. Empty: none.
   target_standardisation targets{};
+  /// Graph-level tasks: the readout's name (sar/nn/readout.hpp); the model is
+  /// make_graph_model's (load_graph_model). Empty for node and link tasks.
+  std::string readout{};
   /// Link prediction: the name of the decoder (sar/nn/link_decoders.hpp) whose parameters the
   /// file holds; the outputs are node embeddings and `task` is not read. Empty: a node task.
   std::string decoder{};
@@ -223,6 +232,9 @@ std::string model_file_content(Model& model, const model_description& d,
   SAR_CHECK(d.decoder.empty() == (decoder == nullptr), invalid_argument, "sar::save_model: ",
             d.decoder.empty() ? "decoder parameters without a decoder name"
                               : "no parameters for the decoder " + d.decoder);
+  SAR_CHECK(d.readout.empty() != (d.decoder.empty() && is_graph_level(d.task)), invalid_argument,
+            "sar::save_model: ", d.readout.empty() ? "a graph-level model needs its readout"
+                                                   : "a readout for a model of nodes");
   nlohmann::json table_list = nlohmann::json::array();
   for (std::size_t k = 0; k < tables.size(); ++k) {
     const row_table_shape& shape = tables[k].shape;
@@ -254,6 +266,7 @@ std::string model_file_content(Model& model, const model_description& d,
   nlohmann::json sizes = nlohmann::json::array();
   header["parameters"] = shapes(store);
   if (decoder) header["decoder"] = {{"name", d.decoder}, {"parameters", shapes(*decoder)}};
+  if (!d.readout.empty()) header["readout"] = d.readout;
   for (const auto s : model.state()) sizes.push_back(s.size());
   header["state"] = sizes;
   header["tables"] = table_list;
@@ -392,6 +405,12 @@ inline saved_model read_model(const std::filesystem::path& file) {
     } else {
       try {
         d.task = parse_task(task);
+        if (is_graph_level(d.task)) {  // a graph model names its readout (version 4)
+          SAR_CHECK(j.contains("readout"), io_error, where, ": ", name, ": a ", task,
+                    " model without its readout");
+          d.readout = j.at("readout").get<std::string>();
+          (void)parse_readout(d.readout);
+        }
       } catch (const invalid_argument& e) {
         throw io_error(message(where, ": ", name, ": ", e.what()));
       }
@@ -475,12 +494,15 @@ inline saved_model read_model(const std::filesystem::path& file) {
 
 /// The model `saved` describes, built by make_model and given its parameters and layer state
 /// (bitwise those written when T is the file's scalar type). Not collective. Throws
-/// sar::invalid_argument naming the first parameter or state array that does not fit the
-/// architecture (a file edited by hand, or written by another version of a layer).
+/// sar::invalid_argument for a graph-level model (sar/train/graph_level.hpp's
+/// load_graph_model loads it) or naming the first parameter or state array that does not fit
+/// the architecture (a file edited by hand, or written by another version of a layer).
 template <class T, class Schedule>
 dynamic_sequential<T, Schedule> load_model(const saved_model& saved) {
   constexpr const char* where = "sar::load_model";
   const model_description& d = saved.description;
+  SAR_CHECK(d.readout.empty(), invalid_argument, where, ": a ", task_name(d.task),
+            " model (readout ", d.readout, "): load it with sar::load_graph_model");
   // Before anything of the architecture's size is allocated: it must hold what the file does.
   const double values = estimate_model_memory(d.config, static_cast<double>(d.input_dim),
                                               static_cast<double>(d.output_dim), 0, 1.0)
