@@ -243,10 +243,9 @@ matrix<T> batch_input(const graph_batch& b) {
 /// graph_regress's per-output factor of standardised targets (metrics in the original units;
 /// empty: 1). on_epoch, if given, sees the result after each epoch (its best epoch's
 /// parameters may be kept then). Collective over `comm` (data parallel; see the top of this
-/// file): every rank
-/// passes the same collection, split and options. Throws sar::invalid_argument for an empty
-/// training split or batch_graphs < 1, sar::numeric_error when the training loss exceeds
-/// max_loss (diverged).
+/// file): every rank passes the same collection, split and options. Throws
+/// sar::invalid_argument for an empty training split or batch_graphs < 1, sar::numeric_error
+/// when the training loss exceeds max_loss (diverged).
 template <class T, communicator Comm, class Optimiser>
 graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& model,
                                      const graph_collection& c, const graph_split& split,
