@@ -40,6 +40,14 @@ TEST_CASE("spill_directory: files written and read back, errors named, removed a
     CHECK_THROWS_WITH_AS(spill.read("never", std::as_writable_bytes(std::span(back))),
                          doctest::Contains("never"), io_error);
     CHECK_THROWS_AS(spill.write("../escape", {}), invalid_argument);
+    std::ofstream(tmp.path / "target.txt") << "a user's";
+    fs::create_symlink(tmp.path / "target.txt", made / "link");  // planted: not followed
+    CHECK_THROWS_WITH_AS(spill.write("link", std::as_bytes(std::span(rows))),
+                         doctest::Contains("link"), io_error);
+    std::ifstream target(tmp.path / "target.txt");
+    std::string kept;
+    std::getline(target, kept);
+    CHECK(kept == "a user's");
     CHECK_THROWS_AS(spill.write(".sar-journal", {}), invalid_argument);
     CHECK_THROWS_WITH_AS(spill.require_free(std::uint64_t{1} << 62, "the test's rows"),
                          doctest::Contains(parent.string().c_str()), io_error);
@@ -48,6 +56,7 @@ TEST_CASE("spill_directory: files written and read back, errors named, removed a
   CHECK_FALSE(fs::exists(made));
   CHECK(fs::is_empty(parent));
   CHECK(fs::exists(tmp.path / "keep.txt"));
+  CHECK(fs::exists(tmp.path / "target.txt"));
   CHECK_THROWS_WITH_AS(spill_directory(tmp.path / "keep.txt"),
                        doctest::Contains("is not a directory"), io_error);
 }

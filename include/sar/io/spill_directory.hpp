@@ -93,12 +93,13 @@ class spill_directory {
   }
 
   /// Writes `bytes` as the file `name` of the directory (created, or replaced if this run wrote
-  /// it before). Requires a plain name (no '/', not starting with '.'). Throws
+  /// it before; a symbolic link there is not followed). Requires a plain name (no '/', not starting with '.'). Throws
   /// sar::invalid_argument for another name, sar::io_error naming the file (a full file system:
   /// the bytes it needed and had free).
   void write(const std::string& name, std::span<const std::byte> bytes) {
     const std::filesystem::path file = add(name);
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int fd =
+        ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     SAR_CHECK(fd >= 0, io_error, "sar::spill_directory: cannot create ", file.string(), ": ",
               std::strerror(errno));
     std::size_t done = 0;
@@ -125,7 +126,7 @@ class spill_directory {
   /// sar::io_error naming the file when it is missing, of another size, or unreadable.
   void read(const std::string& name, std::span<std::byte> bytes) const {
     const std::filesystem::path file = path_ / name;
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     SAR_CHECK(fd >= 0, io_error, "sar::spill_directory: cannot open ", file.string(), ": ",
               std::strerror(errno));
     std::size_t done = 0;
