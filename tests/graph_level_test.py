@@ -133,6 +133,8 @@ with tempfile.TemporaryDirectory(prefix="sar-graphs-") as work:
     assert meta["task"] == "graph-classify" and meta["num_graphs"] == 188, meta
     accuracy = sum(classes[g] == labels[g] for g in test) / len(test)
     assert abs(accuracy - m["test_acc"]) < 1e-9, (accuracy, m["test_acc"], m["best_epoch"])
+    _, own = read_npy(os.path.join(out, "labels.npy"))  # MUTAG's own labels, -1 and 1
+    assert all(own[g] == (-1 if classes[g] == 0 else 1) for g in range(188)), own[:10]
     regress = [a if a != "graph-classify" else "graph-regress" for a in on_copy]
     m = metrics_of(regress + ["--model", "gcn", "--readout", "mean", "--epochs", "6",
                               "--save-model", model], os.path.join(work, "saved.json"))

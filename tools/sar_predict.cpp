@@ -21,9 +21,11 @@
 // every step over the predicted nodes and persistence's. A graph-level model (sar-train --task
 // graph-classify | graph-regress --save-model) predicts every graph of a TU dataset
 // (--dataset DIR, one process): predictions.npy (G, K) and, for classification, classes.npy
-// (G,), row g = graph g (1-based g + 1 in the TU files). The features are prepared as for
+// (G,) and labels.npy, int64 (G,), the predicted class as the dataset's own label (its
+// DS_graph_labels.txt values); row g = graph g (g + 1 in the TU files). The features are prepared as for
 // training (row-normalised if the model's were) and must have the model's width, else the
 // error names both widths.
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -236,6 +238,17 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
           all.row(i).maxCoeff(&best);
           classes.push_back(static_cast<std::int32_t>(best));
         }
+      // A graph classifier of a TU dataset: the dataset's own label of each class.
+      std::vector<std::int64_t> labels;
+      if (classify && saved.description.about.contains("class_labels")) {
+        const nlohmann::json& of = saved.description.about["class_labels"];
+        SAR_CHECK(of.is_array() && of.size() == static_cast<std::size_t>(k) &&
+                      std::all_of(of.begin(), of.end(),
+                                  [](const nlohmann::json& v) { return v.is_number_integer(); }),
+                  sar::invalid_argument, "sar-predict: ", s.model, ": about.class_labels is ",
+                  of.dump(), ", not ", k, " integers (one per class)");
+        for (const std::int32_t c : classes) labels.push_back(of[c].get<std::int64_t>());
+      }
       sar::replace_directory(s.out, predictions_kind, [&](sar::directory_writer& out) {
         const std::int64_t shape[] = {num_nodes, k};
         if (!links || s.embeddings)
@@ -252,6 +265,11 @@ void write_predictions(sar::mpi_communicator& comm, const settings& s,
           out.add_file("classes.npy", [&](const std::filesystem::path& file) {
             return sar::write_npy(file, sar::npy_dtype::int32,
                                   std::span<const std::int64_t>(shape, 1), classes.data());
+          });
+        if (!labels.empty())
+          out.add_file("labels.npy", [&](const std::filesystem::path& file) {
+            return sar::write_npy(file, sar::npy_dtype::int64,
+                                  std::span<const std::int64_t>(shape, 1), labels.data());
           });
         out.write_metadata(nlohmann::json{
             {"format", predictions_kind.format}, {"model", s.model},

@@ -104,6 +104,7 @@ TEST_CASE("read_tu_dataset reads every optional file as PyG's TUDataset does") {
   // Labels -1, 1 become 0, 1 in sorted order.
   CHECK(c.labels == std::vector<std::int32_t>{0, 1, 0});
   CHECK(c.num_classes == 2);
+  CHECK(c.class_labels == std::vector<std::int64_t>{-1, 1});  // the file's own, in order
   // Features: the attribute, then node labels 1..3 one-hot.
   REQUIRE(c.features.cols() == 4);
   CHECK(c.features(1, 0) == doctest::Approx(1.5));

@@ -138,6 +138,7 @@ nlohmann::json train_graphs(const program_options& p, sar::model_config config,
                             {"best_val_" + score, metrics["best_val_" + score]}};
     for (const auto& [key, value] : metrics.items())
       if (key.starts_with("test_")) about[key] = value;
+    if (!c.class_labels.empty()) about["class_labels"] = c.class_labels;  // of classes 0, 1, ...
     const sar::model_description description{
         .config = config, .input_dim = c.features.cols(), .output_dim = c.num_outputs(),
         .task = c.task, .targets = standard, .readout = p.graphs.readout, .about = about};

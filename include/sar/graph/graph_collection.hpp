@@ -43,6 +43,9 @@ struct graph_collection {
   matrixf edge_features;  ///< one row per entry of graph, in its order; 0 x 0: none
   std::vector<std::int32_t> labels;  ///< graph_classify: one class per graph
   std::int32_t num_classes = 0;      ///< graph_classify: labels are in [0, num_classes)
+  /// graph_classify: the dataset's own label of class k (a TU dataset's, in sorted order);
+  /// empty: the classes are their own labels.
+  std::vector<std::int64_t> class_labels;
   matrixf targets;  ///< graph_regress: num_graphs() x outputs
   /// The splits the dataset brings (its split/NAME/ folders), by name.
   std::map<std::string, graph_split> splits;

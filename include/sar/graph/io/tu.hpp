@@ -2,7 +2,8 @@
 // ...) read into a graph collection, as PyG's TUDataset reads it. A directory DS holds
 //   DS_A.txt                "i, j" per line: the edge i -> j (node ids 1-based over the dataset)
 //   DS_graph_indicator.txt  the graph (1-based) of node i on line i, sorted, no graph skipped
-//   DS_graph_labels.txt     a class per graph (any integers: mapped to 0..C-1 in sorted order)
+//   DS_graph_labels.txt     a class per graph (any integers: mapped to 0..C-1 in sorted order,
+//                           class_labels keeps them)
 // and when present
 //   DS_node_labels.txt      integers per node, one or more columns: each shifted to start at 0
 //                           and one-hot encoded
@@ -328,6 +329,7 @@ inline graph_collection read_tu_dataset(const std::filesystem::path& dir,
       c.labels.push_back(static_cast<std::int32_t>(
           std::lower_bound(distinct.begin(), distinct.end(), v) - distinct.begin()));
     c.num_classes = static_cast<std::int32_t>(distinct.size());
+    c.class_labels = std::move(distinct);
   } else {
     const auto t = read_table<float>(targets_file, where);
     detail::tu::expect_rows(targets_file, t.rows, c.num_graphs(), "graphs", where);
