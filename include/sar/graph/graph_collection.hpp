@@ -178,12 +178,20 @@ inline graph_batch make_batch(const graph_collection& c, std::span<const std::in
   return b;
 }
 
-/// `items` in an order keyed by (seed, stream sub-stream `salt`, round): a pure function of its
-/// arguments, the same on every rank.
+/// What an order of graphs is for: its sub-stream of rng_stream::sampling (above the samplers'
+/// own sub-streams).
+enum class graph_order : std::uint64_t {
+  fold_strata = 16,  ///< k_fold_split: each class's graphs before they are dealt to the folds
+  fold_rest = 17,    ///< k_fold_split: the graphs outside the test fold, before validation
+  epoch = 18,        ///< train_graph_level: an epoch's training graphs
+};
+
+/// `items` in an order keyed by (seed, `purpose`, round): a pure function of its arguments, the
+/// same on every rank.
 inline std::vector<std::int64_t> shuffled_graphs(std::vector<std::int64_t> items,
-                                                 std::uint64_t seed, std::uint64_t salt,
+                                                 std::uint64_t seed, graph_order purpose,
                                                  std::uint64_t round) {
-  const counter_rng rng(seed, rng_stream::sampling, salt);
+  const counter_rng rng(seed, rng_stream::sampling, static_cast<std::uint64_t>(purpose));
   std::vector<std::pair<std::uint64_t, std::int64_t>> keyed;
   keyed.reserve(items.size());
   for (const std::int64_t g : items)
@@ -213,9 +221,10 @@ inline graph_split k_fold_split(const graph_collection& c, int folds, int fold,
   std::vector<std::int64_t> rest;
   std::int64_t dealt = 0;
   for (std::size_t k = 0; k < of_stratum.size(); ++k)
-    for (const std::int64_t g : shuffled_graphs(of_stratum[k], seed, 16, k))
+    for (const std::int64_t g : shuffled_graphs(of_stratum[k], seed, graph_order::fold_strata, k))
       (dealt++ % folds == fold ? s.test : rest).push_back(g);
-  rest = shuffled_graphs(std::move(rest), seed, 17, static_cast<std::uint64_t>(fold));
+  rest = shuffled_graphs(std::move(rest), seed, graph_order::fold_rest,
+                         static_cast<std::uint64_t>(fold));
   const auto valid = rest.size() < 2 ? std::size_t{0}
                                      : std::max<std::size_t>(1, (rest.size() + 5) / 10);
   s.valid.assign(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(valid));

@@ -318,8 +318,8 @@ graph_train_result train_graph_level(dynamic_sequential<T, local_schedule>& mode
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     graph_epoch e;
     const auto started = std::chrono::steady_clock::now();
-    const std::vector<std::int64_t> order =
-        shuffled_graphs(split.train, o.seed, 18, static_cast<std::uint64_t>(epoch));
+    const std::vector<std::int64_t> order = shuffled_graphs(
+        split.train, o.seed, graph_order::epoch, static_cast<std::uint64_t>(epoch));
     for (std::int64_t b = 0; b < per_epoch; ++b) {
       const std::size_t first = static_cast<std::size_t>(b * o.batch_graphs);
       const auto batch = detail::slice(order, first, o.batch_graphs);
