@@ -93,22 +93,17 @@ class spill_directory {
   }
 
   /// Writes `bytes` as the file `name` of the directory (created, or replaced if this run wrote
-  /// it before; a symbolic link there is not followed). Requires a plain name (no '/', not starting with '.'). Throws
-  /// sar::invalid_argument for another name, sar::io_error naming the file (a full file system:
-  /// the bytes it needed and had free).
+  /// it before; a symbolic link there is not followed). Requires a plain name (no '/', not
+  /// starting with '.'). Throws sar::invalid_argument for another name, sar::io_error naming
+  /// the file (a full file system: the bytes it needed and had free).
   void write(const std::string& name, std::span<const std::byte> bytes) {
     const std::filesystem::path file = add(name);
     const int fd =
         ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     SAR_CHECK(fd >= 0, io_error, "sar::spill_directory: cannot create ", file.string(), ": ",
               std::strerror(errno));
-    std::size_t done = 0;
-    int error = 0;
-    while (done < bytes.size() && error == 0) {
-      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n > 0) done += static_cast<std::size_t>(n);
-      else if (n < 0 && errno != EINTR) error = errno;
-    }
+    const int error = detail::write_all(
+        fd, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     ::close(fd);
     if (error == 0) return;
     std::error_code ignored;
@@ -118,8 +113,8 @@ class spill_directory {
                              path_.parent_path().string(), " is full: writing ", name,
                              " needed ", bytes.size(), " bytes (", free_bytes(),
                              " free once it was removed)"));
-    throw io_error(message("sar::spill_directory: writing ", file.string(), " failed after ",
-                           done, " of ", bytes.size(), " bytes: ", std::strerror(error)));
+    throw io_error(message("sar::spill_directory: writing ", bytes.size(), " bytes to ",
+                           file.string(), " failed: ", std::strerror(error)));
   }
 
   /// Reads the file `name` this run wrote into `bytes`, which must be its size. Throws
