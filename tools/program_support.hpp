@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -122,6 +123,47 @@ inline const CLI::Validator non_negative =
 inline constexpr int max_threads = 4096;
 /// CLI11 check of --threads: from 0 (all cores) to max_threads.
 inline const CLI::Validator thread_count = CLI::Range(0, max_threads);
+
+/// A number of bytes written as an integer with an optional binary suffix K, M, G or T (KiB,
+/// MiB, ...; "KiB" and "KB" read as K), e.g. 16G; nullopt for anything else or above 2^62.
+inline std::optional<std::uint64_t> parse_byte_size(std::string text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return std::nullopt;
+  const std::uint64_t value = std::stoull(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (const char* tail : {"iB", "B"})
+    if (unit.size() > 1 && unit.ends_with(tail)) {
+      unit.resize(unit.size() - std::string_view(tail).size());
+      break;
+    }
+  int shift = 0;
+  if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M") shift = 20;
+  else if (unit == "G") shift = 30;
+  else if (unit == "T") shift = 40;
+  else if (!unit.empty() && unit != "B") return std::nullopt;
+  if (value > (std::uint64_t{1} << (62 - shift))) return std::nullopt;
+  return value << shift;
+}
+
+/// CLI11 check: a byte size parse_byte_size reads.
+inline const CLI::Validator byte_size(
+    [](std::string& text) {
+      return parse_byte_size(text) ? std::string()
+                                   : "'" + text + "' is not a size in bytes (e.g. 4096, 512M, 16G)";
+    },
+    "BYTES");
+
+/// Adds option `name` whose value is a byte size (parse_byte_size: 4096, 512M, 16G) into
+/// `target`, checked.
+inline CLI::Option* add_byte_size_option(CLI::App& app, const std::string& name,
+                                         std::uint64_t& target, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&target](const std::string& text) { target = *parse_byte_size(text); }, help)
+      ->check(byte_size);
+}
 
 /// CLI11 check: the value is not empty (a path or spec).
 inline const CLI::Validator not_empty(
@@ -373,7 +415,9 @@ inline int run_reporting_errors(const char* program, int (*run)(int, char**), in
     std::fprintf(stderr, "%s: %s\n", program, out_of_memory_message().c_str());
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    // A message that names the program already is not prefixed twice.
+    const std::string text = e.what(), own = std::string(program) + ": ";
+    std::fprintf(stderr, "%s%s\n", text.starts_with(own) ? "" : own.c_str(), text.c_str());
   }
   return 1;
 }

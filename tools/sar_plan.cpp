@@ -64,6 +64,8 @@ struct settings {
   sar_programs::feature_storage storage = sar_programs::feature_storage::fp32;
   int halo_bits = 32, gradient_bits = 32, prefetch = 1, ranks_per_machine = 1;
   double link_gbit = 0, latency_us = 0;
+  std::uint64_t memory_budget = 0;  // --memory-budget: an out-of-core plan too (0: none)
+  double disk_read_mbs = 1600, disk_write_mbs = 2300;  // the spill disk's rates
 };
 
 /// The graph's sizes and, for a store, its cut: from --partitions, --dataset or the numbers.
@@ -496,6 +498,17 @@ int run(int argc, char** argv) {
   app.add_option("--calibration", s.calibration_file, "the rates --calibrate wrote: with them "
                  "the plan gives epoch times")->check(sar_programs::not_empty);
   app.add_flag("--json", s.json, "print one JSON object instead of the table");
+  sar_programs::add_byte_size_option(
+      app, "--memory-budget", s.memory_budget,
+      "also plan out-of-core training within this much memory per rank (e.g. 16G; "
+      "sar-train --memory-budget): the parts, what each holds, the bytes spilled, read and "
+      "written per epoch; refused, naming what does not fit, below the smallest budget");
+  app.add_option("--disk-read-mbs", s.disk_read_mbs,
+                 "with --memory-budget: the spill disk's sequential read rate, MB/s")
+      ->check(sar_programs::positive)->capture_default_str();
+  app.add_option("--disk-write-mbs", s.disk_write_mbs,
+                 "with --memory-budget: the spill disk's sequential write rate, MB/s")
+      ->check(sar_programs::positive)->capture_default_str();
   app.set_version_flag("--version", "sar-plan (sar " SAR_VERSION_STRING ")");
   if (const auto status = sar_programs::parse_command_line(app, argc, argv)) return *status;
 
@@ -592,6 +605,38 @@ int run(int argc, char** argv) {
                                            ? nlohmann::json(nullptr)
                                            : nlohmann::json(plan.epoch_seconds)},
                      {"epoch_seconds_measured_model", plan.epoch_measured}});
+    if (s.memory_budget > 0) {
+      const auto budget = static_cast<double>(s.memory_budget);
+      const sar::out_of_core_plan ooc = sar::plan_out_of_core(graph, part, run, budget, true);
+      SAR_CHECK(ooc.refusal.empty(), sar::invalid_argument, "--memory-budget, P = ", P,
+                ": ", ooc.refusal);
+      // The disk's share of the epoch: what it reads and writes at its rates (a bound below:
+      // the page cache serves what it still holds; the compute runs again in backward).
+      const double io_seconds =
+          ooc.read_bytes / (s.disk_read_mbs * 1e6) + ooc.written_bytes / (s.disk_write_mbs * 1e6);
+      nlohmann::json held = nlohmann::json::object();
+      for (const auto& t : ooc.memory) held[t.name] = t.bytes;
+      plans.back()["out_of_core"] = {
+          {"memory_budget_bytes", budget}, {"parts", ooc.parts}, {"part_rows", ooc.part_rows},
+          {"fixed_bytes", ooc.fixed_bytes}, {"part_bytes", ooc.part_bytes},
+          {"peak_memory_bytes", ooc.fixed_bytes + ooc.part_bytes}, {"memory_terms", held},
+          {"spill_bytes", ooc.spill_bytes}, {"read_bytes_per_epoch", ooc.read_bytes},
+          {"written_bytes_per_epoch", ooc.written_bytes}, {"io_seconds_per_epoch", io_seconds}};
+      if (!s.json) {
+        std::printf("out of core within %s: %.0f parts of %.0f nodes per rank, peak %s; spills "
+                    "%s; per epoch reads %s, writes %s (%.1f s of disk time at %.0f / %.0f "
+                    "MB/s)\n",
+                    sar::format_bytes(budget).c_str(), ooc.parts, ooc.part_rows,
+                    sar::format_bytes(ooc.fixed_bytes + ooc.part_bytes).c_str(),
+                    sar::format_bytes(ooc.spill_bytes).c_str(),
+                    sar::format_bytes(ooc.read_bytes).c_str(),
+                    sar::format_bytes(ooc.written_bytes).c_str(), io_seconds, s.disk_read_mbs,
+                    s.disk_write_mbs);
+        for (const auto& t : ooc.memory)
+          std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
+                      t.source.c_str());
+      }
+    }
     if (!s.json) {
       const std::string epoch =
           std::isnan(plan.epoch_seconds) ? "not calibrated"

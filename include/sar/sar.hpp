@@ -6,6 +6,7 @@
 //   sar/partition/store.hpp            partition store; nlohmann-json
 //   sar/comm/mpi.hpp                   Boost.MPI / MPI
 //   sar/distributed/distributed_schedule.hpp  the distributed (SAR) schedules
+//   sar/train/out_of_core.hpp          training beyond memory, spilling to disk; nlohmann-json
 #pragma once
 
 #include "sar/core/error.hpp"

@@ -22,7 +22,7 @@
 
 usage: large_graphs_test.py SAR_TRAIN SAR_PARTITION SAR_CONVERT   (run by meson test)
 """
-import filecmp, json, os, subprocess, sys, tempfile
+import filecmp, json, os, subprocess, sys, tempfile, time
 
 sar_train, sar_partition, sar_convert = sys.argv[1], sys.argv[2], sys.argv[3]
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -279,6 +279,12 @@ with tempfile.TemporaryDirectory(prefix="sar-large-graphs-") as tmp:
             break
     kill_all()
     proc.wait()
+    # The killed ranks are gone only once reaped; until then their temporary directory is a
+    # live run's, which the next run must leave (on a loaded machine that takes a moment).
+    deadline = time.time() + 30
+    while time.time() < deadline and subprocess.run(
+            ["pgrep", "-s", str(proc.pid)], capture_output=True).returncode == 0:
+        time.sleep(0.1)
     check(same_tree(store, kept), "SIGKILL of every process while writing leaves the previous "
           "store")
     run(mpirun(2, sar_partition, "--dataset", npy, "--parts", "2", "--method", "ptscotch",

@@ -238,7 +238,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
         data, comm);
   }
 
-  const bool sampled = p.minibatch > 0;
+  const bool sampled = p.sampled_graph();
   sar::graph_part part;
   std::string name, source;
   if (p.partition) {
@@ -317,7 +317,8 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
   if (comm.rank() == 0)
     sar::log_info(sar::message(source, ": ", name, ", ", part.book.num_nodes(), " nodes on ",
                                comm.size(), " ranks; ",
-                               sampled     ? sar::message("minibatches, replication ",
+                               p.memory_budget > 0 ? std::string("out of core")
+                               : sampled     ? sar::message("minibatches, replication ",
                                                           p.replication)
                                : p.low_bit() ? sar::message("schedule low-bit: halos ",
                                                             p.halo_bits, " bits, gradients ",
@@ -646,6 +647,25 @@ void add_minibatch_options(CLI::App& app, program_options& p) {
       ->check(sar_programs::positive)->capture_default_str();
 }
 
+/// Adds the options of the group "Out of core": full-batch training beyond memory.
+void add_out_of_core_options(CLI::App& app, program_options& p) {
+  app.option_defaults()->group("Out of core");
+  sar_programs::add_byte_size_option(
+      app, "--memory-budget", p.memory_budget,
+      "train full batches within this much memory per process (e.g. 16G): the local nodes "
+      "are cut into parts that are trained one at a time, every layer's outputs and "
+      "gradients and the features spilled to --spill-dir; the same losses as in memory. "
+      "Needs --spill-dir");
+  app.add_option("--spill-dir", p.spill_dir,
+                 "with --memory-budget: the directory the run's spill directory is made in "
+                 "(sar-spill-HOST-PID-TOKEN, removed at the end; what a killed run left there is "
+                 "removed by the next)")
+      ->check(sar_programs::not_empty);
+  app.add_option("--part-rows", p.part_rows,
+                 "with --memory-budget: nodes per part instead of the most the budget holds")
+      ->check(sar_programs::positive);
+}
+
 /// Adds the options of the group "Distributed": the schedule, low-bit halos, progress thread,
 /// watchdog.
 void add_distributed_options(CLI::App& app, program_options& p, option_overrides& o) {
@@ -871,6 +891,27 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
                 sar::invalid_argument, "sar-train: ", option, " is an option of --task link",
                 option == std::string("--split") ? " and of the graph-level tasks" : "");
   }
+  if (p.memory_budget > 0) {
+    SAR_CHECK(!p.spill_dir.empty(), sar::invalid_argument, "sar-train: --memory-budget needs "
+              "--spill-dir (where the run keeps what does not fit)");
+    const char* apart = p.minibatch > 0                 ? "--minibatch"
+                        : p.link.on                     ? "--task link"
+                        : p.graph_level()               ? "a graph-level task"
+                        : p.low_bit()                   ? "--halo-bits, --gradient-bits and --staleness"
+                        : app.count("--schedule") > 0   ? "--schedule"
+                        : p.storage != sar_programs::feature_storage::fp32 ? "--storage bf16"
+                        : p.sparse_features == sar_programs::switch_setting::on
+                            ? "--sparse-features on"
+                        : config.batch_norm ? "--batch-norm (its statistics span every node)"
+                        : config.node_embeddings        ? "--node-embeddings"
+                                                        : nullptr;
+    SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --memory-budget does not "
+              "take ", apart);
+  } else {
+    for (const char* option : {"--spill-dir", "--part-rows"})
+      SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
+                " is an option of --memory-budget");
+  }
   if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
     p.failure = parse_injected_failure(failure);
   return config;
@@ -895,6 +936,7 @@ std::optional<int> parse_settings(int argc, char** argv, program_options& p,
   add_model_options(app, p, o);
   add_optimisation_options(app, p, o);
   add_minibatch_options(app, p);
+  add_out_of_core_options(app, p);
   add_distributed_options(app, p, o);
   add_output_options(app, p);
   app.set_version_flag("--version", "sar-train (sar " SAR_VERSION_STRING ")");

@@ -101,10 +101,16 @@ struct program_options {
                                         // --normalise-features and the data before training)
   double watchdog_seconds = 300;        // --watchdog, else $SAR_WATCHDOG_SECONDS, else 300
   injected_failure failure;             // $SAR_TRAIN_INJECT_FAILURE (test hook)
+  std::uint64_t memory_budget = 0;      // --memory-budget: out-of-core training (0: in memory)
+  std::string spill_dir;                // --spill-dir: where out-of-core training spills
+  sar::node_t part_rows = 0;            // --part-rows: nodes per part (0: from the budget)
   link_settings link;                   // --task link
   graph_settings graphs;                // --task graph-classify / graph-regress
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
   bool low_bit() const { return halo_bits < 32 || gradient_bits < 32 || staleness > 1; }
+  /// Whether the run trains on a sampling graph (sar/train/minibatch.hpp's minibatch_graph):
+  /// minibatches, or full batches out of core.
+  bool sampled_graph() const { return minibatch > 0 || memory_budget > 0; }
   /// Distributed training: on a partition store or on --dataset partitioned in memory.
   bool distributed() const { return !partitions.empty() || partition.has_value(); }
   /// Whether the task predicts per graph of a collection (a TU dataset).

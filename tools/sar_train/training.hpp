@@ -24,11 +24,14 @@
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/io/spilled_rows.hpp"
+#include "sar/train/capacity.hpp"
 #include "sar/train/checkpoint.hpp"
 #include "sar/train/full_batch.hpp"
 #include "sar/train/minibatch.hpp"
 #include "sar/train/model_file.hpp"
 #include "sar/train/models.hpp"
+#include "sar/train/out_of_core.hpp"
 #include "sar/version.hpp"
 #include "../progress.hpp"
 #include "sar_train.hpp"
@@ -101,7 +104,7 @@ void check_model_fits(const program_options& p, const sar::model_config& c,
                       Eigen::Index features, Eigen::Index outputs, sar::node_t nodes) {
   const auto need =
       sar::estimate_model_memory(c, static_cast<double>(features), outputs,
-                                 static_cast<double>(nodes), sizeof(T), p.minibatch > 0);
+                                 static_cast<double>(nodes), sizeof(T), p.sampled_graph());
   sar::check_memory<sar::invalid_argument>(
       "sar-train",
       sar::message("the ", p.model, " model of --layers ", c.layers, " with ",
@@ -230,7 +233,7 @@ bool may_use_sparse_features(const program_options& p, const Model& model) {
                                     : "the model's first layer cannot read sparse features (gcn, "
                                       "sage mean or gcn, gat and mlp can)");
   return p.sparse_features != sar_programs::switch_setting::off && !distributed_minibatches &&
-         model.reads_sparse_input();
+         p.memory_budget == 0 && model.reads_sparse_input();
 }
 
 /// Whether to train on `features` (this rank's, read dense) as sparse rows: where
@@ -589,6 +592,56 @@ inline void describe_result(nlohmann::json& metrics, const sar::train_result& re
   metrics["train_loss"] = losses;
 }
 
+/// --memory-budget: sar::train_out_of_core of `model` on `graph` with the features `dense`
+/// moved to the run's spill directory (and freed), in parts of --part-rows nodes or the most
+/// sar::plan_out_of_core fits in the budget. Throws sar::invalid_argument naming the budget and
+/// what it must hold when no part fits. Collective.
+template <class T, class Model, class Graph, class Optimiser>
+sar::train_result train_out_of_core(const program_options& p, const sar::model_config& config,
+                                    Model& model, Graph& graph, Optimiser& optimiser,
+                                    sar::matrix<T>& dense, const sar::node_data<T>& nodes,
+                                    const sar::train_options& options,
+                                    const std::function<void(const sar::epoch_stats&)>& on_epoch,
+                                    sar::mpi_communicator& comm) {
+  const sar::node_t n = graph.num_local();
+  const sar::graph_size size{.nodes = static_cast<double>(std::max<sar::node_t>(n, 1)),
+                             .edges = static_cast<double>(graph.local_rows().num_edges()),
+                             .features = static_cast<double>(dense.cols()),
+                             .outputs = static_cast<double>(model.output_dim())};
+  const sar::partition_size part{.ranks = comm.size(), .nodes = size.nodes, .edges = size.edges};
+  const sar::run_settings settings{.model = config, .value_bytes = sizeof(T)};
+  const sar::out_of_core_plan plan = sar::plan_out_of_core(
+      size, part, settings, static_cast<double>(p.memory_budget), true);
+  // Every rank refuses when one must (the rank whose part does not fit says why).
+  std::int64_t refused = plan.refusal.empty() ? 0 : 1;
+  comm.all_reduce(std::span<std::int64_t>(&refused, 1), sar::reduce_op::max);
+  SAR_CHECK(refused == 0 || p.part_rows > 0, sar::invalid_argument, "sar-train: rank ",
+            comm.rank(), ": --memory-budget: ",
+            plan.refusal.empty() ? std::string("another rank's part does not fit the budget")
+                                 : plan.refusal + " (--part-rows sets the parts regardless)");
+  const sar::node_t part_rows =
+      p.part_rows > 0 ? p.part_rows : static_cast<sar::node_t>(plan.part_rows);
+  sar::spill_directory spill(p.spill_dir);
+  sar::spilled_rows<T> features(spill, "features", dense.rows(), dense.cols());
+  features.write(0, dense);
+  dense = sar::matrix<T>();  // the features are read from disk from now on
+  // The epochs' peaks are training's: loading held the dataset whole before this point.
+  const bool reset = sar::reset_peak_memory();
+  if (comm.rank() == 0 && !p.quiet)
+    sar::log_info(sar::message(
+        "out of core within ", sar::format_bytes(static_cast<double>(p.memory_budget)), ": ",
+        (n + part_rows - 1) / part_rows, " parts of ", part_rows, " nodes on rank 0 (planned: ",
+        sar::format_bytes(plan.fixed_bytes), " held, ", sar::format_bytes(plan.part_bytes),
+        " per part; spills ", sar::format_bytes(plan.spill_bytes), " to ", spill.path().string(),
+        ")", reset ? "; the peaks below are training's" : ""));
+  const sar::matrix<T> none;  // the features are not read from memory
+  const sar::node_data<T> on_disk{none, nodes.labels, nodes.split, nodes.task, nodes.targets,
+                                  nodes.target_scale};
+  return sar::train_out_of_core(model, graph, optimiser, on_disk, options,
+                                {.spill_dir = p.spill_dir, .part_rows = part_rows}, on_epoch,
+                                nullptr, &features);
+}
+
 /// Trains on `graph` (local_schedule, a distributed schedule, or a distributed sampling graph
 /// for minibatches on P ranks) and returns the metrics. Collective over comm: per-epoch
 /// times, memory and bytes are reduced over the ranks, and rank 0 prints the progress lines.
@@ -654,9 +707,14 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
       sparse ? sparse->memory_bytes()
              : bf16 ? bf16->memory_bytes() : input.dense.size() * sizeof(T));
   if constexpr (sampled) {
-    minibatch = minibatch_options_of(p, config);
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
-    result = sar::train_minibatch(model, graph, optimiser, nodes, options, minibatch, on_epoch);
+    if (p.memory_budget > 0) {
+      result = train_out_of_core(p, config, model, graph, optimiser, input.dense, nodes, options,
+                                 on_epoch, comm);
+    } else {
+      minibatch = minibatch_options_of(p, config);
+      result = sar::train_minibatch(model, graph, optimiser, nodes, options, minibatch, on_epoch);
+    }
   } else {
     result = sar::train_full_batch(model, graph, optimiser, nodes, options, on_epoch);
   }
@@ -699,7 +757,7 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   sar::matrixf edge_features = std::move(dataset.edge_features);  // empty unless read
   std::vector<std::int32_t> edge_types = std::move(dataset.edge_types);  // rgcn's relations
   local_data data = local_data::from(dataset, dataset.name, nodes);
-  if (p.minibatch > 0) {
+  if (p.sampled_graph()) {
     sar::sampling_graph sampled(graph, edge_features, edge_types);
     return train<T>(p, config, sampled, data, comm);
   }

@@ -25,11 +25,35 @@
 
 namespace sar {
 
-/// Peak resident set size of this process so far, in bytes (getrusage).
+namespace detail {
+/// Whether reset_peak_memory has reset the peak (then /proc/self/status's VmHWM holds it).
+inline bool& peak_was_reset() {
+  static bool reset = false;
+  return reset;
+}
+}  // namespace detail
+
+/// Peak resident set size of this process so far, in bytes (getrusage), or since the last
+/// reset_peak_memory() (VmHWM).
 inline std::int64_t peak_memory_bytes() {
+  if (detail::peak_was_reset()) {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.starts_with("VmHWM:")) return std::stoll(line.substr(6)) * 1024;  // in kB
+  }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+/// Starts peak_memory_bytes() afresh from the current resident set (Linux: /proc/self/clear_refs),
+/// so a phase of a run (training after loading) reports its own peak. Returns whether it could.
+inline bool reset_peak_memory() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5" << std::flush;
+  if (!clear) return false;
+  detail::peak_was_reset() = true;
+  return true;
 }
 
 /// Current resident set size in bytes (/proc/self/statm); 0 where unavailable.

@@ -117,6 +117,29 @@ class spill_directory {
                            file.string(), " failed: ", std::strerror(error)));
   }
 
+  /// Creates the file `name` (or replaces this run's) of `bytes` bytes, every one of them
+  /// allocated on disk and zero, and returns it open for reading and writing (the caller closes
+  /// it): later writes inside it cannot fail for space. Requires a plain name, as write.
+  /// Throws sar::invalid_argument for another name, sar::io_error naming the file (a full file
+  /// system: the bytes it needed and had free).
+  int create(const std::string& name, std::uint64_t bytes) {
+    const std::filesystem::path file = add(name);
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    SAR_CHECK(fd >= 0, io_error, "sar::spill_directory: cannot create ", file.string(), ": ",
+              std::strerror(errno));
+    const int error = bytes == 0 ? 0 : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (error == 0) return fd;
+    ::close(fd);
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    if (error == ENOSPC || error == EDQUOT)
+      throw io_error(message("sar::spill_directory: the file system of ",
+                             path_.parent_path().string(), " is full: ", name, " needed ", bytes,
+                             " bytes (", free_bytes(), " free once it was removed)"));
+    throw io_error(message("sar::spill_directory: allocating ", bytes, " bytes for ",
+                           file.string(), " failed: ", std::strerror(error)));
+  }
+
   /// Reads the file `name` this run wrote into `bytes`, which must be its size. Throws
   /// sar::io_error naming the file when it is missing, of another size, or unreadable.
   void read(const std::string& name, std::span<std::byte> bytes) const {

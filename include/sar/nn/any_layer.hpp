@@ -304,6 +304,26 @@ class dynamic_sequential : public detail::model_base<T> {
                                    "sar::dynamic_sequential::forward");
   }
 
+  /// Stage `stage` of forward (layers [stage_starts()[stage], the next start or the end)), on
+  /// a layered graph whose block 0 serves the stage's layer that reads neighbours; x is the
+  /// stage's input (the previous stage's output over block 0's sources). The numbers are
+  /// those layers' in forward. A backward after it runs the stage's layers only (the form
+  /// with dx assigns the stage's input gradient): out-of-core training runs a model stage by
+  /// stage (sar/train/out_of_core.hpp). x must stay alive and unchanged until that backward.
+  /// Throws sar::invalid_argument for a stage out of range or on a shape mismatch.
+  template <layered_graph Graph>
+    requires std::same_as<schedule_type_t<Graph>, Schedule>
+  const matrix<T>& forward_stage(Graph& graph, const layer_context& ctx, const_rows_ref<T> x,
+                                 std::size_t stage) {
+    constexpr const char* where = "sar::dynamic_sequential::forward_stage";
+    const auto starts = this->stage_starts();
+    SAR_CHECK(stage < starts.size(), invalid_argument, where, ": stage ", stage, " of ",
+              starts.size());
+    const std::size_t end = stage + 1 < starts.size() ? starts[stage + 1] : this->num_layers();
+    return this->run_forward(graph, ctx, x, layer_forward(graph), where, nullptr, starts[stage],
+                             end, true);
+  }
+
   /// As forward, on sparse input features (sar/core/sparse_rows.hpp): the layers before the
   /// first one with parameters must run on sparse rows (dropout) and that one must read them
   /// (gcn_layer, sage_layer mean and gcn, gat_layer, linear), which apply their weight first;

@@ -240,9 +240,15 @@ class model_base {
   }
 
   /// The schedule layer k runs on: `graph` itself, or for a layered graph the block of its
-  /// level if it reads neighbours, else the level's rows; levels counted from `base`.
+  /// level if it reads neighbours, else the level's rows; levels counted from `base` (by
+  /// default the first level of the last forward's layers: 0 unless it ran a stage).
   template <class Graph>
-  auto& schedule_for(Graph& graph, std::size_t k, std::size_t base = 0) const {
+  auto& schedule_for(Graph& graph, std::size_t k) const {
+    return schedule_for(graph, k, base_);
+  }
+  /// As above, levels counted from `base`.
+  template <class Graph>
+  auto& schedule_for(Graph& graph, std::size_t k, std::size_t base) const {
     if constexpr (layered_graph<Graph>)
       return traits_[k].reads_neighbours ? graph.block(level_[k] - base)
                                          : graph.level(level_[k] - base);
@@ -313,23 +319,36 @@ class model_base {
   /// `first` (in place) may take as its output. Throws sar::invalid_argument if x does
   /// not have the first schedule's source rows and input_dim() columns, or a layered graph
   /// has not one block per layer that reads neighbours.
+  ///
+  /// With `stage` set, only layers [first, end) run (a stage of stage_starts(): the layers
+  /// before `first` are another call's), on a layered graph whose block 0 serves layer
+  /// `first`'s level; run_backward then covers the same layers.
   template <class Graph, class Call>
   const matrix<T>& run_forward(Graph& graph, const layer_context& ctx, const_rows_ref<T> x,
                                Call&& call, const char* where, matrix<T>* reuse = nullptr,
-                               std::size_t first = 0) {
-    if constexpr (layered_graph<Graph>)
-      SAR_CHECK(graph.num_blocks() == graph_layers_, invalid_argument, where, ": the graph has ",
-                graph.num_blocks(), " blocks but the model ", graph_layers_,
-                " layers that read neighbours");
-    const node_t num_input = schedule_for(graph, 0).num_sources();
-    SAR_CHECK(x.rows() == num_input && x.cols() == input_dim(), invalid_argument, where, ": x is ",
-              x.rows(), " x ", x.cols(), ", expected ", num_input, " x ", input_dim());
+                               std::size_t first = 0, std::size_t end = 0, bool stage = false) {
+    if (!stage) end = num_layers();
+    SAR_CHECK(first < end && end <= num_layers(), invalid_argument, where, ": layers [", first,
+              ", ", end, ") of ", num_layers());
+    base_ = stage ? level_[first] : 0;
+    if constexpr (layered_graph<Graph>) {
+      const std::size_t blocks = (end < num_layers() ? level_[end] : graph_layers_) - base_;
+      SAR_CHECK(graph.num_blocks() == blocks, invalid_argument, where, ": the graph has ",
+                graph.num_blocks(), " blocks but the model's layers [", first, ", ", end,
+                ") read neighbours ", blocks, " times");
+    }
+    first_ = stage ? first : 0;
+    end_ = end;
+    const node_t num_input = schedule_for(graph, first_).num_sources();
+    SAR_CHECK(x.rows() == num_input && x.cols() == input_dims_[first_], invalid_argument, where,
+              ": x is ", x.rows(), " x ", x.cols(), ", expected ", num_input, " x ",
+              input_dims_[first_]);
     input_.reset();
     input_owned_ = false;
     sparse_input_ = nullptr;
     bf16_input_ = nullptr;
     for (auto& y : outputs_) give(y);
-    for (std::size_t k = first; k < num_layers(); ++k) {
+    for (std::size_t k = first; k < end; ++k) {
       input_rows_[k] = k == first ? x.rows() : outputs_[k - 1].rows();
       if (k > first && fused_forward(k)) {  // layer k ran inside layer k - 1, on its rows
         outputs_[k] = std::move(outputs_[k - 1]);
@@ -354,7 +373,7 @@ class model_base {
       if (in_place || over_input) outputs_[k] = std::move(outputs_[k - 1]);  // [k - 1] left empty
       else if (reused) outputs_[0] = std::move(*reuse);
       else outputs_[k] = take(rows, output_dims_[k]);
-      if (fused_forward(k + 1)) {
+      if (k + 1 < end && fused_forward(k + 1)) {
         c.finish_rows = &next_layer;
         // The empty range first: layer k + 1 sizes what it keeps (sar/nn/layer.hpp).
         outputs_[k].resize(rows, output_dims_[k]);  // the same size: no reallocation
@@ -367,7 +386,7 @@ class model_base {
         give(outputs_[k - 1]);
     }
     input_ = std::make_unique<const_rows_ref<T>>(x);
-    return outputs_.back();
+    return outputs_[end - 1];
   }
 
   /// run_forward on input features that are not a dense matrix: sparse rows
@@ -455,16 +474,17 @@ class model_base {
   void run_backward(const layer_context& ctx, const matrix<T>& dlogits, Call&& call,
                     const char* where, matrix<T>* input_gradient = nullptr) {
     SAR_CHECK(input_ != nullptr, invalid_argument, where, ": backward without a forward");
-    const matrix<T>& logits = outputs_.back();
+    const matrix<T>& logits = outputs_[end_ - 1];
     SAR_CHECK(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
               invalid_argument, where, ": dlogits is ", dlogits.rows(), " x ", dlogits.cols(),
               ", expected ", logits.rows(), " x ", logits.cols());
-    const std::size_t first_trainable = input_gradient ? 0 : this->first_trainable();
+    const std::size_t first_trainable =
+        input_gradient ? first_ : std::max(first_, this->first_trainable());
     matrix<T> gradient;  // dy of the layer about to run, once it is not dlogits
-    for (std::size_t k = num_layers(); k-- > first_trainable;) {
+    for (std::size_t k = end_; k-- > first_trainable;) {
       layer_context c = context_of(ctx, k);
-      const const_rows_ref<T> x = k == 0 ? *input_ : const_rows_ref<T>(outputs_[k - 1]);
-      const bool last = k + 1 == num_layers();
+      const const_rows_ref<T> x = k == first_ ? *input_ : const_rows_ref<T>(outputs_[k - 1]);
+      const bool last = k + 1 == end_;
       if (k == first_trainable && !input_gradient) {
         matrix<T> none;  // no input gradient wanted
         call(k, c, x, outputs_[k], last ? dlogits : gradient, none);
@@ -475,7 +495,7 @@ class model_base {
         // (x is a view, so the layer still reads it: sar/nn/layer.hpp). x may be empty: a
         // layer whose output took its input's buffer does not read x.
         const Eigen::Index rows = input_rows_[k];
-        const bool over_x = k > 0 && traits_[k].gradient_over_input &&
+        const bool over_x = k > first_ && traits_[k].gradient_over_input &&
                             !traits_[k - 1].reads.output &&
                             outputs_[k - 1].rows() == rows &&
                             outputs_[k - 1].cols() == input_dims_[k];  // not a freed 0 x 0
@@ -529,6 +549,9 @@ class model_base {
   const T* owned_data_ = nullptr;  // its buffer, wherever it moved
   std::vector<std::size_t> level_;  // layer k runs on block / level level_[k] of a layered graph
   std::size_t graph_layers_ = 0;    // layers that read neighbours
+  // The layers of the last forward, [first_, end_) (all but for a stage), and the level its
+  // graph's block 0 serves.
+  std::size_t first_ = 0, end_ = 0, base_ = 0;
 
  private:
   /// Does no backward read layer k's output (so it can go once layer k + 1 has run)?

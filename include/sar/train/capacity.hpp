@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sar/core/error.hpp"
+#include "sar/core/memory.hpp"
 #include "sar/core/sparse_rows.hpp"
 #include "sar/train/families.hpp"
 #include "sar/train/model_config.hpp"
@@ -339,6 +340,104 @@ inline run_plan plan_run(const graph_size& g, const partition_size& p, const run
                               rates.link_bytes_per_second +
                           static_cast<double>(layers.size()) * 3 * (p.ranks - 1) *
                               rates.link_latency_seconds;
+  return plan;
+}
+
+}  // namespace sar
+
+namespace sar {
+
+/// A plan of out-of-core training (sar/train/out_of_core.hpp) of one rank within a memory
+/// budget: how many parts, what each holds, what goes to disk.
+struct out_of_core_plan {
+  std::vector<memory_term> memory;  ///< what is held all run long, then the largest part's work
+  double fixed_bytes = 0;   ///< the terms held all run long
+  double part_rows = 0;     ///< destinations per part (0: none fits the budget: `refusal`)
+  double parts = 0;         ///< K, the parts of the rank
+  double part_bytes = 0;    ///< one part's work at the peak, on top of fixed_bytes
+  double spill_bytes = 0;   ///< the spill files on disk
+  double read_bytes = 0;    ///< read back per training epoch (evaluation adds a forward)
+  double written_bytes = 0; ///< written per training epoch
+  std::string refusal;      ///< why no part fits the budget; empty when one does
+};
+
+/// The plan of out-of-core training of the largest rank of `g` cut as `p`, with `s`'s model,
+/// within `budget_bytes` (the process's resident memory), the features on disk when
+/// `features_on_disk`. A part of R destinations is counted with R x (in-edges per node)
+/// distinct sources besides them (at most the rank's other nodes): the most a part can read,
+/// so a partitioned graph, whose parts read fewer, stays within the plan. part_rows is the
+/// largest R within the budget. Throws as plan_run for bad sizes.
+inline out_of_core_plan plan_out_of_core(const graph_size& g, const partition_size& p,
+                                         const run_settings& s, double budget_bytes,
+                                         bool features_on_disk) {
+  const run_plan whole = plan_run(g, p, s);  // checks the sizes
+  const double n = p.nodes, m = p.edges, vb = s.value_bytes;
+  const auto layers = detail::capacity::graph_layers(s.model, g.features, g.outputs);
+  out_of_core_plan plan;
+  const auto hold = [&](std::string name, double bytes, std::string source) {
+    plan.memory.push_back({std::move(name), bytes, std::move(source)});
+    plan.fixed_bytes += bytes;
+  };
+  for (const memory_term& t : whole.memory)  // the terms of a whole-graph run held throughout
+    if (t.name == "process" || t.name == "labels, split, ids" || t.name == "parameters" ||
+        t.name == "MPI" || t.name == "edge features" || (t.name == "features" && !features_on_disk))
+      hold(t.name, t.bytes, t.source);
+  hold("graph", 8 * m + 24 * n, "the sampling graph: csr and out-degrees (sar/sampling/)");
+  double widest = 0, widest_kept = 0;  // the widest stage input; the largest kept activation
+  for (const auto& l : layers) {
+    widest = std::max(widest, l.input);
+    widest_kept = std::max(widest_kept, l.kept * std::max(l.input, l.output));
+  }
+  const double per_node = m / n, heads = std::max<double>(1, s.model.heads);
+  const bool attention = std::any_of(layers.begin(), layers.end(),
+                                     [](const planned_layer& l) { return l.regathers; });
+  const auto part_bytes = [&](double rows) {
+    const double sources = rows + std::min(n - rows, rows * per_node), edges = rows * per_node;
+    return 16 * edges + 40 * sources                   // the block, its ids and degrees
+           + (p.ranks > 1 ? 3 : 2) * sources * widest * vb  // input rows, their gradient
+           + 2 * rows * widest_kept * vb               // the stage's activations
+           + (attention ? 4 * edges * heads * vb : 0);  // attention per edge and head
+  };
+  double stage_inputs = 0;  // the widths spilled: every stage's input but the first's
+  for (std::size_t k = 1; k < layers.size(); ++k) stage_inputs += layers[k].input;
+  plan.spill_bytes = 2 * n * stage_inputs * vb + (features_on_disk ? n * g.features * 4 : 0);
+  const double room = budget_bytes - plan.fixed_bytes;
+  if (room < part_bytes(1)) {
+    std::string terms;
+    for (const auto& t : plan.memory)
+      terms += message(terms.empty() ? "" : ", ", t.name, " ", format_bytes(t.bytes));
+    plan.refusal = message("the budget of ", std::llround(budget_bytes), " bytes (",
+                           format_bytes(budget_bytes), ") holds less than the ",
+                           format_bytes(plan.fixed_bytes + part_bytes(1)), " it needs: ",
+                           format_bytes(plan.fixed_bytes), " held all run long (", terms,
+                           ") and ", format_bytes(part_bytes(1)), " for a part of one node");
+    return plan;
+  }
+  double low = 1, high = n;  // part_bytes(low) fits
+  while (low < high) {
+    const double mid = std::floor((low + high + 1) / 2);
+    if (part_bytes(mid) <= room) low = mid;
+    else high = mid - 1;
+  }
+  plan.part_rows = low;
+  plan.parts = std::ceil(n / low);
+  plan.part_bytes = part_bytes(low);
+  plan.memory.push_back({"a part's work", plan.part_bytes,
+                         "its block, input rows and gradient, the stage's activations "
+                         "(sar/train/out_of_core.hpp)"});
+  // Training reads each stage's input rows of every part twice (forward, backward) and its
+  // output gradient once; the input gradient's rows are read and written once more; every
+  // stage but the last writes its output.
+  // The sources of all parts: every node once as a destination, plus the halos.
+  const double sources = n + std::min(n * per_node, plan.parts * (n - low));
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    const double in = layers[k].input * (k == 0 ? (features_on_disk ? 4 : 0) : vb);
+    plan.read_bytes += (k + 1 < layers.size() ? 2 : 1) * sources * in +
+                       (k + 1 < layers.size() ? n * layers[k].output * vb : 0) +
+                       (k > 0 ? sources * layers[k].input * vb : 0);
+    plan.written_bytes += (k + 1 < layers.size() ? 2 * n * layers[k].output * vb : 0) +
+                          (k > 0 ? sources * layers[k].input * vb : 0);
+  }
   return plan;
 }
 

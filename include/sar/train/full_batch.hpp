@@ -16,6 +16,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sar/core/bf16.hpp"
@@ -312,6 +313,21 @@ class epoch_recorder {
   train_result result_;
 };
 
+/// The loss's normalisers of the training and validation splits of `split` (the local nodes)
+/// over all ranks: task.normaliser of their node counts for outputs of `width`. Throws
+/// sar::invalid_argument naming `where` when no rank has a training node. Collective.
+template <class Graph>
+std::pair<double, double> loss_normalisers(Graph& graph, std::span<const node_split> split,
+                                           const node_task& task, Eigen::Index width,
+                                           const char* where) {
+  const auto n = static_cast<Eigen::Index>(split.size());
+  double counts[2] = {static_cast<double>(node_selection{split, node_split::train}.count(n)),
+                      static_cast<double>(node_selection{split, node_split::valid}.count(n))};
+  graph.all_reduce_sum(std::span<double>(counts));
+  SAR_CHECK(counts[0] > 0, invalid_argument, where, ": no training node on any rank");
+  return {task.normaliser(counts[0], width), task.normaliser(counts[1], width)};
+}
+
 /// Throws sar::invalid_argument naming `where` for options outside their domain.
 inline void check_train_options(const train_options& options, const char* where) {
   SAR_CHECK(options.epochs >= 1, invalid_argument, where, ": epochs ", options.epochs,
@@ -340,34 +356,46 @@ inline void check_loss(double loss, const train_options& options, const char* wh
                                 : std::string());
 }
 
-/// The task's metric sums per split and the validation loss, over all ranks (one
-/// all-reduce), then the scores. valid_normaliser: the loss's normaliser of the validation
-/// split (0 without validation nodes). Collective.
-template <class T, class Schedule>
-void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& data,
-              const node_task& task, double valid_normaliser, epoch_stats& stats) {
-  const node_split splits[] = {node_split::train, node_split::valid, node_split::test};
+/// The task's metric sums of `outputs` (rows = nodes of `split`) per split (train, valid,
+/// test), then the validation loss (valid_normaliser: the loss's normaliser of the validation
+/// split over all ranks; 0 without validation nodes). Every entry is a sum over nodes, so the
+/// sums of disjoint row ranges add up to those of all rows.
+template <class T>
+std::vector<double> evaluation_sums(const matrix<T>& outputs, std::span<const node_split> split,
+                                    const node_task& task, double valid_normaliser) {
   std::vector<double> sums;
-  std::size_t per_split = 0;
-  for (node_split which : splits) {
-    const std::vector<double> split_sums =
-        task.metric_sums(outputs, node_selection{data.split, which});
-    per_split = split_sums.size();
+  for (node_split which : {node_split::train, node_split::valid, node_split::test}) {
+    const std::vector<double> split_sums = task.metric_sums(outputs, node_selection{split, which});
     sums.insert(sums.end(), split_sums.begin(), split_sums.end());
   }
   matrix<T> unused;
   sums.push_back(valid_normaliser > 0
-                     ? task.loss(outputs, node_selection{data.split, node_split::valid},
+                     ? task.loss(outputs, node_selection{split, node_split::valid},
                                  valid_normaliser, unused)
                      : 0.0);
-  graph.all_reduce_sum(std::span<double>(sums));
+  return sums;
+}
+
+/// The scores and validation loss of evaluation_sums added over every node (all ranks) into
+/// stats (`width`: the model's outputs).
+inline void score_evaluation(std::span<const double> sums, const node_task& task,
+                             Eigen::Index width, double valid_normaliser, epoch_stats& stats) {
+  const std::size_t per_split = (sums.size() - 1) / 3;
   // A split without nodes is not measured: NaN ("n/a" in the progress line, null in JSON).
   double* scores[] = {&stats.train_score, &stats.valid_score, &stats.test_score};
   for (std::size_t s = 0; s < 3; ++s)
-    *scores[s] = task.score(std::span<const double>(sums).subspan(s * per_split, per_split),
-                            outputs.cols());
+    *scores[s] = task.score(sums.subspan(s * per_split, per_split), width);
   stats.valid_loss = valid_normaliser > 0 ? sums.back() : NAN;
   stats.evaluated = true;
+}
+
+/// evaluation_sums over all ranks (one all-reduce), then score_evaluation. Collective.
+template <class T, class Schedule>
+void evaluate(Schedule& graph, const matrix<T>& outputs, const node_data<T>& data,
+              const node_task& task, double valid_normaliser, epoch_stats& stats) {
+  std::vector<double> sums = evaluation_sums(outputs, data.split, task, valid_normaliser);
+  graph.all_reduce_sum(std::span<double>(sums));
+  score_evaluation(sums, task, outputs.cols(), valid_normaliser, stats);
 }
 }  // namespace detail
 
@@ -392,12 +420,8 @@ train_result train_full_batch(Model& model, Schedule& graph, Optimiser& optimise
   const node_task task = data.node_targets();
   const Eigen::Index width = model.output_dim();
   task.check(n, width, where);
-  double counts[2] = {static_cast<double>(node_selection{data.split, node_split::train}.count(n)),
-                      static_cast<double>(node_selection{data.split, node_split::valid}.count(n))};
-  graph.all_reduce_sum(std::span<double>(counts));
-  SAR_CHECK(counts[0] > 0, invalid_argument, where, ": no training node on any rank");
-  const double train_normaliser = task.normaliser(counts[0], width);
-  const double valid_normaliser = task.normaliser(counts[1], width);
+  const auto [train_normaliser, valid_normaliser] =
+      detail::loss_normalisers(graph, data.split, task, width, where);
 
   detail::check_train_options(options, where);
   detail::epoch_recorder recorder(options, where, false, on_epoch, score_name(task.kind));
