@@ -894,17 +894,18 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
   if (p.memory_budget > 0) {
     SAR_CHECK(!p.spill_dir.empty(), sar::invalid_argument, "sar-train: --memory-budget needs "
               "--spill-dir (where the run keeps what does not fit)");
-    const char* apart = p.minibatch > 0                 ? "--minibatch"
-                        : p.link.on                     ? "--task link"
-                        : p.graph_level()               ? "a graph-level task"
-                        : p.low_bit()                   ? "--halo-bits, --gradient-bits and --staleness"
-                        : app.count("--schedule") > 0   ? "--schedule"
-                        : p.storage != sar_programs::feature_storage::fp32 ? "--storage bf16"
-                        : p.sparse_features == sar_programs::switch_setting::on
-                            ? "--sparse-features on"
+    const bool bf16 = p.storage != sar_programs::feature_storage::fp32;
+    const bool sparse_on = p.sparse_features == sar_programs::switch_setting::on;
+    const char* apart = p.minibatch > 0               ? "--minibatch"
+                        : p.link.on                   ? "--task link"
+                        : p.graph_level()             ? "a graph-level task"
+                        : p.low_bit()                 ? "--halo-bits, --gradient-bits, --staleness"
+                        : app.count("--schedule") > 0 ? "--schedule"
+                        : bf16                        ? "--storage bf16"
+                        : sparse_on                   ? "--sparse-features on"
                         : config.batch_norm ? "--batch-norm (its statistics span every node)"
-                        : config.node_embeddings        ? "--node-embeddings"
-                                                        : nullptr;
+                        : config.node_embeddings      ? "--node-embeddings"
+                                                      : nullptr;
     SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --memory-budget does not "
               "take ", apart);
   } else {

@@ -46,8 +46,9 @@ inline std::int64_t peak_memory_bytes() {
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-/// Starts peak_memory_bytes() afresh from the current resident set (Linux: /proc/self/clear_refs),
-/// so a phase of a run (training after loading) reports its own peak. Returns whether it could.
+/// Starts peak_memory_bytes() afresh from the current resident set (Linux:
+/// /proc/self/clear_refs), so a phase of a run (training after loading) reports its own peak.
+/// Returns whether it could.
 inline bool reset_peak_memory() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5" << std::flush;

@@ -157,7 +157,9 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
   const node_t part_rows = settings.part_rows;
   const std::int64_t parts = graph.all_reduce_max((n + part_rows - 1) / part_rows);
   const auto part_begin = [&](std::int64_t c) { return std::min<node_t>(n, c * part_rows); };
-  const auto part_end = [&](std::int64_t c) { return std::min<node_t>(n, part_begin(c) + part_rows); };
+  const auto part_end = [&](std::int64_t c) {
+    return std::min<node_t>(n, part_begin(c) + part_rows);
+  };
   // Part c's block: its destinations' whole in-neighbourhood, the graph's out-degrees of its
   // sources (GCN). Collective.
   const auto block_of = [&](std::int64_t c) {
