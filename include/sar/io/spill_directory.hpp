@@ -105,16 +105,7 @@ class spill_directory {
     const int error = detail::write_all(
         fd, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     ::close(fd);
-    if (error == 0) return;
-    std::error_code ignored;
-    std::filesystem::remove(file, ignored);  // what was written of it is of no use
-    if (error == ENOSPC || error == EDQUOT)
-      throw io_error(message("sar::spill_directory: the file system of ",
-                             path_.parent_path().string(), " is full: writing ", name,
-                             " needed ", bytes.size(), " bytes (", free_bytes(),
-                             " free once it was removed)"));
-    throw io_error(message("sar::spill_directory: writing ", bytes.size(), " bytes to ",
-                           file.string(), " failed: ", std::strerror(error)));
+    if (error != 0) fail(name, bytes.size(), error, "writing");
   }
 
   /// Creates the file `name` (or replaces this run's) of `bytes` bytes, every one of them
@@ -130,14 +121,7 @@ class spill_directory {
     const int error = bytes == 0 ? 0 : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (error == 0) return fd;
     ::close(fd);
-    std::error_code ignored;
-    std::filesystem::remove(file, ignored);
-    if (error == ENOSPC || error == EDQUOT)
-      throw io_error(message("sar::spill_directory: the file system of ",
-                             path_.parent_path().string(), " is full: ", name, " needed ", bytes,
-                             " bytes (", free_bytes(), " free once it was removed)"));
-    throw io_error(message("sar::spill_directory: allocating ", bytes, " bytes for ",
-                           file.string(), " failed: ", std::strerror(error)));
+    fail(name, bytes, error, "allocating");
   }
 
   /// Reads the file `name` this run wrote into `bytes`, which must be its size. Throws
@@ -176,6 +160,23 @@ class spill_directory {
                 (path_ / ".sar-journal").string());
     }
     return path_ / name;
+  }
+
+  /// Removes the file `name`, whose `doing` ("writing", "allocating") of `bytes` bytes failed
+  /// with `error` (what it holds is of no use), and throws sar::io_error naming it: for a full
+  /// file system the bytes it needed and the bytes free.
+  [[noreturn]] void fail(const std::string& name, std::uint64_t bytes, int error,
+                         const char* doing) const {
+    const std::filesystem::path file = path_ / name;
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    if (error == ENOSPC || error == EDQUOT)
+      throw io_error(message("sar::spill_directory: the file system of ",
+                             path_.parent_path().string(), " is full: ", doing, " ", name,
+                             " needed ", bytes, " bytes (", free_bytes(),
+                             " free once it was removed)"));
+    throw io_error(message("sar::spill_directory: ", doing, " ", bytes, " bytes for ",
+                           file.string(), " failed: ", std::strerror(error)));
   }
 
   std::uint64_t free_bytes() const {

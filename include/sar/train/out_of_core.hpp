@@ -260,7 +260,10 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
     if (options.evaluates(epoch)) {
       ctx.training = false;
       forward_stages(ctx, stages - 1);
-      std::vector<double> sums;
+      // Zeros of the sums' length (that of an empty output), then every part's added.
+      std::vector<double> sums = detail::evaluation_sums(
+          matrix<T>(0, width), {}, detail::out_of_core::rows_of(task, 0, 0), valid_normaliser);
+      std::fill(sums.begin(), sums.end(), 0.0);
       for (std::int64_t c = 0; c < parts; ++c) {
         const node_t begin = part_begin(c), rows = part_end(c) - begin;
         minibatch_sample block = block_of(c);
@@ -271,14 +274,7 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
         const std::vector<double> part = detail::evaluation_sums(
             y, data.split.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(rows)),
             detail::out_of_core::rows_of(task, begin, rows), valid_normaliser);
-        if (sums.empty()) sums.assign(part.size(), 0.0);
         for (std::size_t i = 0; i < part.size(); ++i) sums[i] += part[i];
-      }
-      if (sums.empty()) {  // no local rows: the sums' length from an empty output
-        const matrix<T> none(0, width);
-        sums = detail::evaluation_sums(none, {}, detail::out_of_core::rows_of(task, 0, 0),
-                                       valid_normaliser);
-        std::fill(sums.begin(), sums.end(), 0.0);
       }
       graph.all_reduce_sum(std::span<double>(sums));
       detail::score_evaluation(sums, task, width, valid_normaliser, stats);
