@@ -1,10 +1,14 @@
-"""Out-of-core training through sar-train (usage: out_of_core_test.py SAR_TRAIN [MPIRUN]).
+"""Out-of-core training through sar-train
+(usage: out_of_core_test.py SAR_TRAIN SAR_PARTITION SAR_CONVERT [MPIRUN]).
 
 1. --memory-budget on a planted graph, one process: the per-epoch training losses and the
    scores of the in-memory run (1e-5 relative) for gcn, sage and gat (three layers, dropout),
    within a budget the run's own log says it cut into several parts; --part-rows 7 the same;
    the spill directory holds nothing afterwards.
 2. The same run on 2 ranks (--partition, each rank streaming its own parts): the same losses.
+   A partition store of 4 METIS parts (sar-partition) trained out of core by one process
+   (visiting the 4 parts, cut no further) and by 2 ranks (2 parts each): the same losses; a
+   store whose parts the ranks cannot share equally is refused.
 3. Refused, naming the cause: a budget too small to hold the graph (the message names the
    budget and what it must hold), --memory-budget without --spill-dir, --spill-dir without
    --memory-budget, --memory-budget with --minibatch or --batch-norm, a budget that is not a
@@ -15,6 +19,9 @@
 5. A spill directory on a full file system (a 128 KiB tmpfs mounted in a mount namespace of
    the run's own; skipped where one cannot be made): refused at once, naming the directory and
    the bytes needed.
+6. Minibatches on features read in place (--map-features: features.npy of a sar-convert
+   dataset, memory-mapped): the very losses of the loaded features; refused without
+   --minibatch, with --precision double and on a dataset that is not a .npy directory.
 """
 import json
 import os
@@ -25,8 +32,8 @@ import sys
 import tempfile
 import time
 
-sar_train = sys.argv[1]
-mpirun = sys.argv[2] if len(sys.argv) > 2 else None
+sar_train, sar_partition, sar_convert = sys.argv[1:4]
+mpirun = sys.argv[4] if len(sys.argv) > 4 else None
 planted = "planted:nodes=3000,classes=4,degree=10,features=16"
 common = ("--dataset", planted, "--layers", "3", "--hidden", "16", "--epochs", "4",
           "--seed", "3", "--normalise-features", "off")
@@ -88,6 +95,31 @@ with tempfile.TemporaryDirectory() as tmp:
                 assert_same(in_memory, two)
                 assert os.listdir(spill) == [], os.listdir(spill)
 
+    # 2b. A partition store of 4 METIS parts: one process visits all 4, 2 ranks 2 each.
+    store = os.path.join(tmp, "store")
+    run([sar_partition, "--dataset", planted, "--parts", "4", "--method", "metis",
+         "--out", store])
+    _, in_memory = train("--model", "gcn", "--quiet")
+    options = [o for o in common if o not in ("--dataset", planted)]
+    for launcher, parts in (((), 4), ((mpirun, "-np", "2", "--oversubscribe"), 2)):
+        if launcher and not mpirun:
+            continue
+        with tempfile.NamedTemporaryFile(suffix=".json") as metrics:
+            result = run([*launcher, sar_train, *options, "--model", "gcn", "--partitions", store,
+                          "--memory-budget", "256M", "--spill-dir", spill,
+                          "--metrics-out", metrics.name])
+            from_store = json.load(open(metrics.name))
+        log = result.stderr + result.stdout
+        assert f"cut at its {parts} parts of the partition store" in log, log
+        assert parts_of(log) == parts, log  # each store part fits: none is cut further
+        assert_same(in_memory, from_store)
+        assert os.listdir(spill) == [], os.listdir(spill)
+    if mpirun:
+        uneven = subprocess.run([mpirun, "-np", "3", "--oversubscribe", sar_train,
+                                 "--partitions", store, "--memory-budget", "256M",
+                                 "--spill-dir", spill], capture_output=True, text=True)
+        assert uneven.returncode != 0 and "cannot share equally" in uneven.stderr, uneven.stderr
+
     # 3. Refusals.
     error = refused("--memory-budget", "1M", "--spill-dir", spill)
     assert "--memory-budget" in error and "budget of 1048576 bytes" in error, error
@@ -136,4 +168,21 @@ with tempfile.TemporaryDirectory() as tmp:
         assert full.returncode != 0, full.stdout[-2000:]
         assert "is full" in full.stderr and small in full.stderr, full.stderr
         assert "needed" in full.stderr and "bytes" in full.stderr, full.stderr
+    # 6. Minibatches on memory-mapped features.
+    npy = os.path.join(tmp, "planted.npy")
+    run([sar_convert, "--dataset", planted, "--out", npy])
+    minibatches = ("--dataset", npy, "--minibatch", "256", "--epochs", "3", "--seed", "3",
+                   "--normalise-features", "off", "--quiet")
+    losses = []
+    for mapped in ((), ("--map-features",)):
+        with tempfile.NamedTemporaryFile(suffix=".json") as metrics:
+            run([sar_train, *minibatches, *mapped, "--metrics-out", metrics.name])
+            losses.append(json.load(open(metrics.name))["train_loss"])
+    assert losses[0] == losses[1], losses
+    for options, words in ((("--dataset", npy, "--map-features"), "it needs --minibatch"),
+                           ((*minibatches, "--map-features", "--precision", "double"),
+                            "--precision double"),
+                           (("--minibatch", "64", "--map-features"), "planted is not one")):
+        result = subprocess.run([sar_train, *options], capture_output=True, text=True)
+        assert result.returncode != 0 and words in result.stderr, (options, result.stderr)
 print("out-of-core programs: all checks passed")

@@ -614,6 +614,9 @@ int run(int argc, char** argv) {
       // the page cache serves what it still holds; the compute runs again in backward).
       const double io_seconds =
           ooc.read_bytes / (s.disk_read_mbs * 1e6) + ooc.written_bytes / (s.disk_write_mbs * 1e6);
+      // A store of METIS parts that all fit (sar-partition's 5 % imbalance), P ranks sharing
+      // them equally (docs/out-of-core.md: parts of neighbourhoods).
+      const double store_parts = P * std::ceil(1.05 * ooc.parts);
       nlohmann::json held = nlohmann::json::object();
       for (const auto& t : ooc.memory) held[t.name] = t.bytes;
       plans.back()["out_of_core"] = {
@@ -621,7 +624,8 @@ int run(int argc, char** argv) {
           {"fixed_bytes", ooc.fixed_bytes}, {"part_bytes", ooc.part_bytes},
           {"peak_memory_bytes", ooc.fixed_bytes + ooc.part_bytes}, {"memory_terms", held},
           {"spill_bytes", ooc.spill_bytes}, {"read_bytes_per_epoch", ooc.read_bytes},
-          {"written_bytes_per_epoch", ooc.written_bytes}, {"io_seconds_per_epoch", io_seconds}};
+          {"written_bytes_per_epoch", ooc.written_bytes}, {"io_seconds_per_epoch", io_seconds},
+          {"store_parts", store_parts}};
       if (!s.json) {
         std::printf("out of core within %s: %.0f parts of %.0f nodes per rank, peak %s; spills "
                     "%s; per epoch reads %s, writes %s (%.1f s of disk time at %.0f / %.0f "
@@ -635,6 +639,8 @@ int run(int argc, char** argv) {
         for (const auto& t : ooc.memory)
           std::printf("  %-20s %12s  %s\n", t.name.c_str(), sar::format_bytes(t.bytes).c_str(),
                       t.source.c_str());
+        std::printf("  or a partition store of parts that each fit: sar-partition --method "
+                    "metis --parts %.0f\n", store_parts);
       }
     }
     if (!s.json) {

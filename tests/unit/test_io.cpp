@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sar/io/mapped_npy.hpp"
 #include "sar/io/output_file.hpp"
 #include "sar/io/safe_directory.hpp"
 #include "sar/core/sparse_rows.hpp"
@@ -2135,4 +2136,30 @@ TEST_CASE("npy dataset: versions 3, 2 and 1 (before sparse features, schemas) st
   meta["version"] = 5;
   io::write_text_file(fx.path("meta.json"), meta.dump(2));
   check_contains(fx.error(), {"has version 5; this sar reads versions 1 to 4"});
+}
+
+TEST_CASE("mapped_npy_matrix reads a float32 .npy in place, after release and evict too") {
+  const temp_dir dir("mapped-npy");
+  matrixf m(300, 7);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  write_npy(dir.path / "features.npy", npy_dtype::float32, std::vector<std::int64_t>{300, 7},
+            m.data());
+  mapped_npy_matrix mapped(dir.path / "features.npy");
+  CHECK(mapped.rows() == 300);
+  CHECK(mapped.cols() == 7);
+  CHECK(mapped.matrix() == m);
+  mapped.release();  // the pages leave the process, the data stays
+  CHECK(mapped.matrix() == m);
+  mapped.evict();  // and the page cache: read from the file again
+  CHECK(mapped.matrix() == m);
+  mapped_npy_matrix moved = std::move(mapped);
+  CHECK(moved.matrix().row(299) == m.row(299));
+  CHECK(mapped.rows() == 0);  // NOLINT(bugprone-use-after-move): a moved-from map is empty
+
+  const std::vector<std::int64_t> values{1, 2, 3};
+  write_npy(dir.path / "ids.npy", npy_dtype::int64, std::vector<std::int64_t>{3}, values.data());
+  CHECK_THROWS_WITH_AS(mapped_npy_matrix(dir.path / "ids.npy"),
+                       doctest::Contains("expected a 2-D float32 array"), io_error);
+  CHECK_THROWS_WITH_AS(mapped_npy_matrix(dir.path / "none.npy"),
+                       doctest::Contains("none.npy"), io_error);
 }

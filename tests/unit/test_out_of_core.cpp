@@ -20,7 +20,8 @@ using sar::testing_support::temp_dir;
 namespace {
 
 /// Trains make_model's `family` on `data` for 4 epochs in memory and out of core (parts of
-/// part_rows nodes); returns both results and the out-of-core run's traffic.
+/// at most part_rows nodes, cut at `breaks`); returns both results and the out-of-core run's
+/// traffic.
 template <class T>
 struct both_runs {
   train_result in_memory, out_of_core;
@@ -29,7 +30,7 @@ struct both_runs {
 
 template <class T>
 both_runs<T> train_both(const graph_dataset& data, const model_config& c, node_t part_rows,
-                        const std::filesystem::path& spill) {
+                        const std::filesystem::path& spill, std::vector<node_t> breaks = {}) {
   const csr graph = with_self_loops(data.graph, self_loop_policy::add);
   const matrix<T> features = data.features.template cast<T>();
   const node_data<T> nodes{features, data.labels, data.split};
@@ -45,7 +46,9 @@ both_runs<T> train_both(const graph_dataset& data, const model_config& c, node_t
   auto model = make_model<T, local_schedule>(c, features.cols(), data.num_classes, 3);
   adam<T> optimiser({.learning_rate = 0.01});
   out.out_of_core = train_out_of_core(model, sampled, optimiser, nodes, options,
-                                      {.spill_dir = spill, .part_rows = part_rows}, {},
+                                      {.spill_dir = spill, .part_rows = part_rows,
+                                       .part_breaks = std::move(breaks)},
+                                      {},
                                       &out.traffic);
   return out;
 }
@@ -95,21 +98,42 @@ TEST_CASE("out-of-core training with parts of a quarter of the nodes gives train
 }
 
 TEST_CASE("out-of-core float training matches the in-memory float run to 1e-5 with parts of "
-          "one eighth, and single-node parts") {
+          "one eighth, single-node parts, and parts cut at breaks (a partition store's)") {
   const graph_dataset data = planted(240);
   const temp_dir spill("out-of-core");
   model_config c;
   c.family = "gcn";
   c.hidden = 16;
-  for (const node_t part_rows : {node_t{30}, node_t{1}}) {
+  using breaks = std::vector<node_t>;
+  for (const auto& parts : {std::pair{node_t{30}, breaks{}}, std::pair{node_t{1}, breaks{}},
+                            std::pair{node_t{50}, breaks{7, 100, 101, 150}}}) {
+    const node_t part_rows = parts.first;
+    const breaks& at = parts.second;
     CAPTURE(part_rows);
-    const auto runs = train_both<float>(data, c, part_rows, spill.path);
+    CAPTURE(at);
+    const auto runs = train_both<float>(data, c, part_rows, spill.path, at);
     for (int e = 0; e < 4; ++e) {
       CAPTURE(e);
       const double a = runs.in_memory.history[e].train_loss;
       CHECK(std::abs(a - runs.out_of_core.history[e].train_loss) <= 1e-5 * a);
     }
   }
+}
+
+TEST_CASE("part_starts cuts at the breaks and every part_rows rows between them") {
+  using starts = std::vector<node_t>;
+  CHECK(part_starts(10, 4, {}) == starts{0, 4, 8, 10});
+  CHECK(part_starts(10, 4, starts{3, 6}) == starts{0, 3, 6, 10});
+  CHECK(part_starts(10, 2, starts{5}) == starts{0, 2, 4, 5, 7, 9, 10});
+  CHECK(part_starts(10, 20, starts{9}) == starts{0, 9, 10});
+  CHECK(part_starts(0, 3, {}) == starts{0, 0});  // one empty part
+  for (const starts& bad : {starts{5, 5}, starts{0}, starts{11}, starts{6, 2}}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(part_starts(10, 4, bad), doctest::Contains("part break"),
+                         invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(part_starts(10, 0, {}), doctest::Contains("part_rows 0"),
+                       invalid_argument);
 }
 
 TEST_CASE("out-of-core training reads the features from disk as it reads them from memory") {

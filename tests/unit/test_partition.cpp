@@ -327,6 +327,47 @@ TEST_CASE("partition store round trip is lossless") {
   CHECK_THROWS_AS(write_partition_store(d, part, parts, tmp.path, "x"), io_error);
 }
 
+TEST_CASE("read_partition_parts joins a run of consecutive parts as one rank's part") {
+  const graph_dataset d = small_dataset(40);
+  std::vector<int> part(40);
+  for (node_t i = 0; i < 40; ++i) part[i] = std::array{0, 1, 3, 0}[i % 4];  // part 2 empty
+  temp_dir tmp("store");
+  const auto dir = tmp.path / "small.parts";
+  const partition_metadata meta = write_partition_store(d, part, 4, dir, "test");
+  REQUIRE(meta.book.size(2) == 0);
+  for (const int first : {0, 2}) {
+    CAPTURE(first);
+    std::vector<node_t> breaks;
+    const graph_part joined = read_partition_parts(dir, first, 2, {}, &breaks);
+    const graph_part a = read_partition_part(dir, first), b = read_partition_part(dir, first + 1);
+    CHECK(joined.part == first / 2);
+    CHECK(joined.book.offsets() ==
+          std::vector<node_t>{0, meta.book.begin(2), meta.book.num_nodes()});
+    CHECK(joined.num_local() == a.num_local() + b.num_local());
+    // The second part's rows follow the first's; an empty part starts nothing.
+    CHECK(breaks == (a.num_local() > 0 && b.num_local() > 0 ? std::vector<node_t>{a.num_local()}
+                                                             : std::vector<node_t>{}));
+    CHECK(joined.features.topRows(a.num_local()) == a.features);
+    CHECK(joined.features.bottomRows(b.num_local()) == b.features);
+    std::vector<node_t> ids = a.original_ids;
+    ids.insert(ids.end(), b.original_ids.begin(), b.original_ids.end());
+    CHECK(joined.original_ids == ids);
+    for (node_t r = 0; r < b.num_local(); ++r) {
+      CAPTURE(r);
+      const auto row = joined.in_edges.row(a.num_local() + r);
+      CHECK(std::vector<node_t>(row.begin(), row.end()) ==
+            std::vector<node_t>(b.in_edges.row(r).begin(), b.in_edges.row(r).end()));
+      CHECK(joined.labels[a.num_local() + r] == b.labels[r]);
+      CHECK(joined.split[a.num_local() + r] == b.split[r]);
+    }
+  }
+  CHECK(read_partition_parts(dir, 0, 4).num_local() == 40);
+  CHECK_THROWS_WITH_AS(read_partition_parts(dir, 1, 2), doctest::Contains("parts [1, 3)"),
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(read_partition_parts(dir, 0, 3), doctest::Contains("of the 4"),
+                       invalid_argument);
+}
+
 TEST_CASE("partition store: sparse features (format 7), read sparse or dense; bad rows refused") {
   graph_dataset d = small_dataset(40);
   for (node_t i = 0; i < 40; ++i)  // about a third of the entries non-zero, some rows empty

@@ -205,9 +205,20 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     const std::string& spec = p.dataset;
     sar_programs::current_phase() = "loading " + spec;
     sar::log_info("loading " + spec + " ...");
-    // Sparse features stay sparse from the first byte (--sparse-features).
+    // Sparse features stay sparse from the first byte (--sparse-features); mapped ones are not
+    // read here (train_single maps them).
+    std::error_code no_file;
+    SAR_CHECK(!p.map_features ||
+                  std::filesystem::is_regular_file(std::filesystem::path(spec) / "meta.json",
+                                                   no_file),
+              sar::invalid_argument, "sar-train: --map-features reads the features.npy of a "
+              ".npy dataset directory (sar-convert --out writes one); ", spec, " is not one");
     sar::graph_dataset data =
-        sar::load_dataset(spec, p.sizes, sar_programs::sparse_below(p.sparse_features));
+        p.map_features
+            ? sar::read_npy_dataset(spec, {.verify_checksums = !p.skip_checksums,
+                                           .sizes = p.sizes,
+                                           .arrays = sar::npy_arrays::without_features})
+            : sar::load_dataset(spec, p.sizes, sar_programs::sparse_below(p.sparse_features));
     if (!p.link.on)
       check_trainable(sar::message("dataset '", spec, "'"), data.task, data.num_outputs(),
                       !data.labels.empty() || !sar::has_class_ids(data.task),
@@ -240,6 +251,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
 
   const bool sampled = p.sampled_graph();
   sar::graph_part part;
+  std::vector<sar::node_t> part_breaks;  // out of core: where this rank's store parts begin
   std::string name, source;
   if (p.partition) {
     // No store: every rank reads its block of --dataset, the ranks partition it (one part
@@ -273,7 +285,16 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
               p.partitions, "/meta.json with CRC-32 ", meta.identity,
               ", but the ranks' copies differ (CRC-32 from ", lowest, " to ", highest,
               "): every rank must read the same partition store");
-    if (sampled)  // P ranks = (P / c) block rows x c replicas
+    // Out of core, each rank may hold several consecutive parts and visit them one by one.
+    const int parts_per_rank =
+        p.memory_budget > 0 && meta.num_parts % comm.size() == 0 ? meta.num_parts / comm.size()
+                                                                 : 1;
+    if (p.memory_budget > 0)
+      SAR_CHECK(meta.num_parts % comm.size() == 0, sar::invalid_argument, "sar-train: the "
+                "partition store ", p.partitions, " has ", meta.num_parts, " parts, which ",
+                comm.size(), " ranks cannot share equally out of core (run it with a number of "
+                "ranks that divides ", meta.num_parts, ")");
+    else if (sampled)  // P ranks = (P / c) block rows x c replicas
       sar::check_replication("sar-train", comm.size(), p.replication, meta.num_parts);
     else
       SAR_CHECK(meta.num_parts == comm.size(), sar::invalid_argument, "sar-train: the partition "
@@ -289,10 +310,13 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
                       meta.has_labels || !sar::has_class_ids(meta.task), meta.has_split,
                       meta.feature_dim);
     // Sparse features stay sparse unless off, or minibatches gather them (dense rows).
-    part = sar::read_partition_part(
-        p.partitions, comm.rank() / p.replication,
-        {.verify_checksums = !p.skip_checksums,
-         .sparse_features = p.sparse_features != switch_setting::off && !sampled});
+    const sar::partition_read_options read{
+        .verify_checksums = !p.skip_checksums,
+        .sparse_features = p.sparse_features != switch_setting::off && !sampled};
+    part = parts_per_rank > 1
+               ? sar::read_partition_parts(p.partitions, comm.rank() * parts_per_rank,
+                                           parts_per_rank, read, &part_breaks)
+               : sar::read_partition_part(p.partitions, comm.rank() / p.replication, read);
     name = meta.dataset;
     source = sar::message("partition store ", p.partitions, ": ", meta.num_edges, " edges over ",
                           meta.num_parts, " parts");
@@ -337,7 +361,9 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
             link_split_of(p, part.book.num_nodes(), relations, comm.rank(), comm.size()),
             model, comm),
         comm);
-  if (sampled) return sar_train::train_sampled_distributed<T>(with, model, part, name, comm);
+  if (sampled)
+    return sar_train::train_sampled_distributed<T>(with, model, part, name, comm,
+                                                   std::move(part_breaks));
   return sar_train::train_distributed<T>(with, model, part, name, comm);
 }
 
@@ -664,6 +690,11 @@ void add_out_of_core_options(CLI::App& app, program_options& p) {
   app.add_option("--part-rows", p.part_rows,
                  "with --memory-budget: nodes per part instead of the most the budget holds")
       ->check(sar_programs::positive);
+  app.add_flag("--map-features", p.map_features,
+               "with --minibatch on one process and a .npy dataset: read its features.npy in "
+               "place (memory-mapped: the page cache holds what minibatches read) instead of "
+               "loading it; float, as stored (--normalise-features auto means off; the file's "
+               "CRC-32 is not checked: it is never read whole)");
 }
 
 /// Adds the options of the group "Distributed": the schedule, low-bit halos, progress thread,
@@ -912,6 +943,23 @@ sar::model_config settle(const CLI::App& app, program_options& p, const option_o
     for (const char* option : {"--spill-dir", "--part-rows"})
       SAR_CHECK(app.count(option) == 0, sar::invalid_argument, "sar-train: ", option,
                 " is an option of --memory-budget");
+  }
+  if (p.map_features) {
+    using sar_programs::switch_setting;
+    const char* apart =
+        p.minibatch == 0                              ? "full batches (it needs --minibatch)"
+        : p.distributed()                             ? "--partitions or --partition"
+        : p.link.on                                   ? "--task link"
+        : p.graph_level()                             ? "a graph-level task"
+        : p.precision == sar_programs::precision::twice ? "--precision double (the file is float)"
+        : p.storage != sar_programs::feature_storage::fp32 ? "--storage bf16"
+        : p.sparse_features == switch_setting::on     ? "--sparse-features on"
+        : p.normalise == switch_setting::on ? "--normalise-features on (the file is read as stored)"
+                                            : nullptr;
+    SAR_CHECK(apart == nullptr, sar::invalid_argument, "sar-train: --map-features does not take ",
+              apart);
+    p.normalise = switch_setting::off;
+    p.sparse_features = switch_setting::off;
   }
   if (const char* failure = std::getenv("SAR_TRAIN_INJECT_FAILURE"))
     p.failure = parse_injected_failure(failure);

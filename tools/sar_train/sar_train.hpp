@@ -104,6 +104,8 @@ struct program_options {
   std::uint64_t memory_budget = 0;      // --memory-budget: out-of-core training (0: in memory)
   std::string spill_dir;                // --spill-dir: where out-of-core training spills
   sar::node_t part_rows = 0;            // --part-rows: nodes per part (0: from the budget)
+  bool map_features = false;            // --map-features: minibatches read a .npy dataset's
+                                        // features.npy in place (memory-mapped)
   link_settings link;                   // --task link
   graph_settings graphs;                // --task graph-classify / graph-regress
   /// Sylvie's low-bit / stale exchange (on the sequential ring) instead of `schedule`.
@@ -125,12 +127,14 @@ template <class T>
 nlohmann::json train_single(const program_options& p, const sar::model_config& config,
                             sar::graph_dataset& dataset, sar::mpi_communicator& comm);
 
-/// P ranks, minibatches: this rank's part (part rank / p.replication of a store of
-/// P / p.replication parts) as a distributed sampling graph. Collective.
+/// P ranks, minibatches or out of core: this rank's part (part rank / p.replication of a store
+/// of P / p.replication parts, or out of core several parts joined, each starting at one of
+/// `part_breaks`) as a distributed sampling graph. Collective.
 template <class T>
 nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
                                          sar::graph_part& part, const std::string& name,
-                                         sar::mpi_communicator& comm);
+                                         sar::mpi_communicator& comm,
+                                         std::vector<sar::node_t> part_breaks);
 
 /// P ranks: this rank's part under the distributed schedule p.schedule. Collective.
 template <class T>

@@ -13,7 +13,7 @@ template nlohmann::json train_single<double>(
     sar::mpi_communicator&);
 template nlohmann::json train_sampled_distributed<double>(
     const program_options&, const sar::model_config&, sar::graph_part&, const std::string&,
-    sar::mpi_communicator&);
+    sar::mpi_communicator&, std::vector<sar::node_t>);
 template sar::matrixf predict_saved<double, sar::local_schedule>(
     const sar::saved_model&, sar::local_schedule&, const sar::matrixf&);
 template std::vector<double> epoch_seconds<double>(const sar::model_config&, sar::graph_dataset&,

@@ -24,6 +24,7 @@
 #include "sar/distributed/distributed_schedule.hpp"
 #include "sar/sampling/distributed_sampling_graph.hpp"
 #include "sar/schedule/local_schedule.hpp"
+#include "sar/io/mapped_npy.hpp"
 #include "sar/io/spilled_rows.hpp"
 #include "sar/train/capacity.hpp"
 #include "sar/train/checkpoint.hpp"
@@ -52,13 +53,18 @@ struct local_data {
   sar::task_kind task = sar::task_kind::classify;
   sar::matrixf targets;  // regress, multilabel: local nodes x outputs
   sar::sparse_rows<float> sparse_features;  // instead of features, as a dataset read them
+  // Out of core: the local rows where a partition store's parts begin after the first (a rank
+  // that holds several parts visits them one by one).
+  std::vector<sar::node_t> part_breaks;
+  // --map-features: the features read in place (then `features` is 0 x their width).
+  std::optional<sar::mapped_npy_matrix> mapped_features;
 
   /// The local data of a graph_dataset or graph_part (moved from it).
   template <class Source>
   static local_data from(Source& source, std::string name, sar::node_t num_nodes) {
     local_data d{std::move(name), num_nodes, std::move(source.features), std::move(source.labels),
                  std::move(source.split), source.num_classes, source.task,
-                 std::move(source.targets), {}};
+                 std::move(source.targets), {}, {}, {}};
     if constexpr (requires { source.sparse_features; })
       d.sparse_features = std::move(source.sparse_features);
     return d;
@@ -600,6 +606,7 @@ template <class T, class Model, class Graph, class Optimiser>
 sar::train_result train_out_of_core(const program_options& p, const sar::model_config& config,
                                     Model& model, Graph& graph, Optimiser& optimiser,
                                     sar::matrix<T>& dense, const sar::node_data<T>& nodes,
+                                    std::span<const sar::node_t> part_breaks,
                                     const sar::train_options& options,
                                     const std::function<void(const sar::epoch_stats&)>& on_epoch,
                                     sar::mpi_communicator& comm) {
@@ -621,6 +628,7 @@ sar::train_result train_out_of_core(const program_options& p, const sar::model_c
                                  : plan.refusal + " (--part-rows sets the parts regardless)");
   const sar::node_t part_rows =
       p.part_rows > 0 ? p.part_rows : static_cast<sar::node_t>(plan.part_rows);
+  const std::vector<sar::node_t> starts = sar::part_starts(n, part_rows, part_breaks);
   sar::spill_directory spill(p.spill_dir);
   sar::spilled_rows<T> features(spill, "features", dense.rows(), dense.cols());
   features.write(0, dense);
@@ -630,7 +638,10 @@ sar::train_result train_out_of_core(const program_options& p, const sar::model_c
   if (comm.rank() == 0 && !p.quiet)
     sar::log_info(sar::message(
         "out of core within ", sar::format_bytes(static_cast<double>(p.memory_budget)), ": ",
-        (n + part_rows - 1) / part_rows, " parts of ", part_rows, " nodes on rank 0 (planned: ",
+        starts.size() - 1, " parts of at most ", part_rows, " nodes on rank 0",
+        part_breaks.empty() ? "" : sar::message(", cut at its ", part_breaks.size() + 1,
+                                                " parts of the partition store"),
+        " (planned: ",
         sar::format_bytes(plan.fixed_bytes), " held, ", sar::format_bytes(plan.part_bytes),
         " per part; spills ", sar::format_bytes(plan.spill_bytes), " to ", spill.path().string(),
         ")", reset ? "; the peaks below are training's" : ""));
@@ -638,7 +649,9 @@ sar::train_result train_out_of_core(const program_options& p, const sar::model_c
   const sar::node_data<T> on_disk{none, nodes.labels, nodes.split, nodes.task, nodes.targets,
                                   nodes.target_scale};
   return sar::train_out_of_core(model, graph, optimiser, on_disk, options,
-                                {.spill_dir = p.spill_dir, .part_rows = part_rows}, on_epoch,
+                                {.spill_dir = p.spill_dir, .part_rows = part_rows,
+                                 .part_breaks = {part_breaks.begin(), part_breaks.end()}},
+                                on_epoch,
                                 nullptr, &features);
 }
 
@@ -652,7 +665,9 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   using model_schedule = std::conditional_t<sampled, sar::local_schedule, Graph>;
   const bool read_sparse = data.sparse_features.num_cols > 0;  // a dataset's or a store's
   const Eigen::Index feature_dim = read_sparse ? data.sparse_features.cols() : data.features.cols();
-  const Eigen::Index local_nodes = read_sparse ? data.sparse_features.rows() : data.features.rows();
+  const Eigen::Index local_nodes = read_sparse            ? data.sparse_features.rows()
+                                   : data.mapped_features ? data.mapped_features->rows()
+                                                          : data.features.rows();
   auto model =
       sar::make_model<T, model_schedule>(config, feature_dim, data.num_outputs(), p.seed);
   run_features<T> input = run_features<T>::of(p, data, model, comm);
@@ -670,6 +685,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   run_record<Graph> record(graph, comm);
   sar_programs::epoch_progress progress(p.log_every, config.epochs, root && !p.quiet);
   auto on_epoch = [&](const sar::epoch_stats& e) {
+    // Mapped features' pages leave the process's memory each epoch (the page cache keeps them).
+    if (data.mapped_features) data.mapped_features->release();
     inject_failure(p.failure, e.epoch, comm);
     const auto [line, seconds] = record.add(e, p.minibatch > 0);
     progress.report(e.epoch, line, seconds);
@@ -696,7 +713,13 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
     };
   const auto& sparse = input.sparse;
   const auto& bf16 = input.bf16;
-  const sar::node_data<T> nodes{input.dense, data.labels, data.split, data.task,
+  // The features: input's, or with --map-features (float only) the file's rows where they are.
+  const auto features = [&]() -> sar::const_rows_ref<T> {
+    if constexpr (std::is_same_v<T, float>)
+      if (data.mapped_features) return data.mapped_features->matrix();
+    return input.dense;
+  };
+  const sar::node_data<T> nodes{features(), data.labels, data.split, data.task,
                                 {data.targets.data(), data.targets.rows(), data.targets.cols()},
                                 standard.scale, sparse ? &*sparse : nullptr,
                                 bf16 ? &*bf16 : nullptr};
@@ -709,8 +732,8 @@ nlohmann::json train(const program_options& p, const sar::model_config& config, 
   if constexpr (sampled) {
     graph_bytes += static_cast<std::int64_t>(graph.memory_bytes());
     if (p.memory_budget > 0) {
-      result = train_out_of_core(p, config, model, graph, optimiser, input.dense, nodes, options,
-                                 on_epoch, comm);
+      result = train_out_of_core(p, config, model, graph, optimiser, input.dense, nodes,
+                                 data.part_breaks, options, on_epoch, comm);
     } else {
       minibatch = minibatch_options_of(p, config);
       result = sar::train_minibatch(model, graph, optimiser, nodes, options, minibatch, on_epoch);
@@ -757,6 +780,14 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
   sar::matrixf edge_features = std::move(dataset.edge_features);  // empty unless read
   std::vector<std::int32_t> edge_types = std::move(dataset.edge_types);  // rgcn's relations
   local_data data = local_data::from(dataset, dataset.name, nodes);
+  if (p.map_features) {
+    data.mapped_features.emplace(std::filesystem::path(p.dataset) / "features.npy");
+    SAR_CHECK(data.mapped_features->rows() == nodes &&
+                  data.mapped_features->cols() == data.features.cols(),
+              sar::io_error, "sar-train: ", data.mapped_features->path(), " holds ",
+              data.mapped_features->rows(), " x ", data.mapped_features->cols(), " features for ",
+              nodes, " nodes of width ", data.features.cols(), " (meta.json)");
+  }
   if (p.sampled_graph()) {
     sar::sampling_graph sampled(graph, edge_features, edge_types);
     return train<T>(p, config, sampled, data, comm);
@@ -770,11 +801,13 @@ nlohmann::json train_single(const program_options& p, const sar::model_config& c
 template <class T>
 nlohmann::json train_sampled_distributed(const program_options& p, const sar::model_config& config,
                                          sar::graph_part& part, const std::string& name,
-                                         sar::mpi_communicator& comm) {
+                                         sar::mpi_communicator& comm,
+                                         std::vector<sar::node_t> part_breaks) {
   check_model_fits<T>(p, config, part.features.cols(), part.num_outputs(), part.in_edges.num_rows);
   sar::distributed_sampling_graph<sar::mpi_communicator> graph(
       comm, part, p.replication, p.sampler == sar::sampler_kind::layer_wise);
   local_data data = local_data::from(part, name, part.book.num_nodes());
+  data.part_breaks = std::move(part_breaks);
   return train<T>(p, config, graph, data, comm);
 }
 

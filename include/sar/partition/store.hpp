@@ -893,4 +893,69 @@ inline graph_part read_partition_part(const std::filesystem::path& dir, int part
   return out;
 }
 
+/// Parts [first, first + count) of the store `dir` read as one: the graph_part of one rank of
+/// P = num_parts / count, each rank holding `count` consecutive parts (out-of-core training
+/// visits them one by one: sar/train/out_of_core.hpp). The result is part first / count of the
+/// store's book with every run of `count` parts joined; its rows, edges, features and
+/// node data are the parts' in order. `breaks` (optional) gets the local row where each
+/// non-empty part after the first non-empty one begins (increasing). Requires 1 <= count
+/// dividing num_parts and first a multiple of count; throws sar::invalid_argument otherwise,
+/// else as read_partition_part.
+inline graph_part read_partition_parts(const std::filesystem::path& dir, int first, int count,
+                                       partition_read_options options = {},
+                                       std::vector<node_t>* breaks = nullptr) {
+  const partition_metadata meta = read_partition_metadata(dir);
+  SAR_CHECK(count >= 1 && meta.num_parts % count == 0 && first >= 0 && first % count == 0 &&
+                first < meta.num_parts,
+            invalid_argument, "sar::read_partition_parts: parts [", first, ", ", first + count,
+            ") of the ", meta.num_parts, " of ", dir.string(), " are not one rank's of ",
+            count > 0 ? meta.num_parts / count : 0,
+            " (a run of count parts from a multiple of it)");
+  graph_part all = read_partition_part(dir, first, options);
+  for (int p = first + 1; p < first + count; ++p) {
+    graph_part next = read_partition_part(dir, p, options);
+    if (breaks && all.num_local() > 0 && next.num_local() > 0)
+      breaks->push_back(all.num_local());
+    const edge_t edges = all.in_edges.num_edges();
+    all.in_edges.columns.insert(all.in_edges.columns.end(), next.in_edges.columns.begin(),
+                                next.in_edges.columns.end());
+    for (std::size_t r = 1; r < next.in_edges.offsets.size(); ++r)
+      all.in_edges.offsets.push_back(edges + next.in_edges.offsets[r]);
+    all.in_edges.num_rows += next.in_edges.num_rows;
+    const auto stack = [](matrixf& top, const matrixf& bottom) {
+      if (bottom.rows() == 0) return;
+      const Eigen::Index rows = top.rows();
+      top.conservativeResize(rows + bottom.rows(), bottom.cols());
+      top.bottomRows(bottom.rows()) = bottom;
+    };
+    stack(all.features, next.features);
+    stack(all.targets, next.targets);
+    stack(all.edge_features, next.edge_features);
+    if (all.sparse()) {
+      sparse_rows<float>& a = all.sparse_features;
+      const sparse_rows<float>& b = next.sparse_features;
+      const edge_t entries = a.non_zeros();
+      for (std::size_t r = 1; r < b.offsets.size(); ++r)
+        a.offsets.push_back(entries + b.offsets[r]);
+      a.columns.insert(a.columns.end(), b.columns.begin(), b.columns.end());
+      a.values.insert(a.values.end(), b.values.begin(), b.values.end());
+      a.num_rows += b.num_rows;
+    }
+    const auto append = [](auto& to, const auto& from) {
+      to.insert(to.end(), from.begin(), from.end());
+    };
+    append(all.labels, next.labels);
+    append(all.split, next.split);
+    append(all.original_ids, next.original_ids);
+    append(all.edge_types, next.edge_types);
+  }
+  std::vector<node_t> offsets;
+  for (int p = 0; p <= meta.num_parts; p += count) offsets.push_back(meta.book.begin(p));
+  // begin(num_parts) is the end of the last part.
+  all.book = partition_book(std::move(offsets));
+  all.part = first / count;
+  all.validate("sar::read_partition_parts");
+  return all;
+}
+
 }  // namespace sar

@@ -626,16 +626,14 @@ class bulk_sampler {
 /// dataset ids; row r is node row_ids[r], or r when row_ids is empty): every in-edge, sources
 /// = the destinations then their other in-neighbours (increasing id), with the rows of
 /// `edge_features` (one per entry of `rows`; 0 columns: none) and `edge_types` (one per entry;
-/// empty: none) as the block's edge features and relations.
-/// local_row(id) gives the row of `rows` holding node id, or -1. The caller sets the block's
+/// empty: none) as the block's edge features and relations. The caller sets the block's
 /// source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
 /// full-batch run does). Throws sar::invalid_argument for a range outside `rows` or an edge
 /// table of another row count.
-template <class LocalRow>
-minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_features,
-                                     std::span<const std::int32_t> edge_types,
-                                     std::span<const node_t> row_ids, node_t begin, node_t end,
-                                     LocalRow&& local_row) {
+inline minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_features,
+                                            std::span<const std::int32_t> edge_types,
+                                            std::span<const node_t> row_ids, node_t begin,
+                                            node_t end) {
   SAR_CHECK(0 <= begin && begin <= end && end <= rows.num_rows &&
                 (row_ids.empty() || row_ids.size() == static_cast<std::size_t>(rows.num_rows)) &&
                 (edge_features.cols() == 0 || edge_features.rows() == rows.num_edges()) &&
@@ -643,32 +641,29 @@ minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_featur
             invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
             rows.num_rows, " (", row_ids.size(), " row ids, ", edge_features.rows(),
             " edge feature rows, ", edge_types.size(), " edge types)");
-  const auto destination = [&](node_t u) {  // its block row, or -1
-    const node_t r = local_row(u);
-    return r >= begin && r < end ? r - begin : node_t{-1};
-  };
+  // Each source's block column, found in constant time per edge: the destinations' first.
+  detail::id_marks column(rows.num_cols, detail::id_marks::default_dense_limit);
   std::vector<node_t> ids;
-  for (node_t r = begin; r < end; ++r) ids.push_back(row_ids.empty() ? r : row_ids[r]);
+  for (node_t r = begin; r < end; ++r) {
+    column.set(row_ids.empty() ? r : row_ids[r], r - begin);
+    ids.push_back(row_ids.empty() ? r : row_ids[r]);
+  }
   std::vector<node_t> others;
   for (node_t r = begin; r < end; ++r)
     for (node_t u : rows.row(r))
-      if (destination(u) < 0) others.push_back(u);
+      if (column.find(u) < 0) others.push_back(u);
   std::sort(others.begin(), others.end());
   others.erase(std::unique(others.begin(), others.end()), others.end());
+  for (std::size_t i = 0; i < others.size(); ++i)
+    column.set(others[i], end - begin + static_cast<node_t>(i));
   ids.insert(ids.end(), others.begin(), others.end());
   sampled_block block;
   block.edges.num_rows = end - begin;
   block.edges.num_cols = static_cast<node_t>(ids.size());
   block.edges.offsets.assign(1, 0);
+  block.edges.columns.reserve(static_cast<std::size_t>(rows.offsets[end] - rows.offsets[begin]));
   for (node_t r = begin; r < end; ++r) {
-    for (node_t u : rows.row(r)) {
-      const node_t d = destination(u);
-      block.edges.columns.push_back(
-          d >= 0 ? d
-                 : end - begin + static_cast<node_t>(
-                                     std::lower_bound(others.begin(), others.end(), u) -
-                                     others.begin()));
-    }
+    for (node_t u : rows.row(r)) block.edges.columns.push_back(column.find(u));
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));
   }
   // The block's entries are rows [begin, end)'s, in order.

@@ -353,8 +353,7 @@ matrix<T> infer_stages(Model& model, Graph& graph, const Features& features,
       const node_t stop = std::min(local, begin + rows_per_block);
       minibatch_sample block =
           neighbourhood_block(graph.local_rows(), graph.edge_features(), graph.edge_types(),
-                              graph.local_ids(), begin, stop,
-                              [&](node_t id) { return graph.local_row(id); });
+                              graph.local_ids(), begin, stop);
       block.blocks[0].source_degrees = graph.out_degrees(block.ids);
       // Stage 0 reads the features (dense or sparse rows), later stages the last output.
       std::optional<borrowed_rows<T>> borrowed;  // the input projections' rows

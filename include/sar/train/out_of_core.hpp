@@ -1,9 +1,10 @@
 // Full-batch training of a graph whose activations do not fit in memory: SAR's sequential
-// aggregation over parts, across a disk. The local nodes are cut into parts of part_rows
-// destinations; a model runs stage by stage (one layer that reads neighbours and the layers
-// after it: model.stage_starts()), each stage over one part at a time with the part's whole
-// in-neighbourhood (sar/sampling/samplers.hpp: neighbourhood_block), as P ranks would visit
-// remote shards one at a time. An epoch:
+// aggregation over parts, across a disk. The local nodes are cut into parts of at most
+// part_rows destinations, and at given breaks (a partition store's parts: neighbourhoods, whose
+// in-neighbourhoods are mostly themselves); a model runs stage by stage (one layer that reads
+// neighbours and the layers after it: model.stage_starts()), each stage over one part at a
+// time with the part's whole in-neighbourhood (sar/sampling/samplers.hpp:
+// neighbourhood_block), as P ranks would visit remote shards one at a time. An epoch:
 //   forward   stages 0 .. S-2, part after part: the stage's input rows of the part's block
 //             (the features, or the previous stage's output read back from disk), the stage's
 //             layers, its output rows written to the run's spill directory;
@@ -56,8 +57,12 @@ namespace sar {
 struct out_of_core_options {
   /// The directory the run's spill directory goes in (sar/io/spill_directory.hpp).
   std::filesystem::path spill_dir;
-  /// Destinations per part (>= 1): the parts of a rank are its local rows cut in this order.
+  /// Destinations per part at most (>= 1): a rank's parts are its local rows cut in order.
   node_t part_rows = 1;
+  /// Local rows where a part must begin (increasing, in (0, num_local]): the first rows of the
+  /// parts of a partition store, whose nodes are neighbourhoods (a part straddling none is cut
+  /// every part_rows rows). Empty: none.
+  std::vector<node_t> part_breaks{};
 };
 
 /// What out-of-core training moved through its spill files (this rank, whole run).
@@ -66,6 +71,29 @@ struct out_of_core_traffic {
   std::uint64_t bytes_written = 0;  ///< written to them
   std::uint64_t spill_bytes = 0;    ///< the files' size on disk
 };
+
+/// The first local row of each part of n local rows cut at `breaks` and every part_rows rows
+/// within, then n (one empty part when n is 0): train_out_of_core's parts. Throws
+/// sar::invalid_argument for part_rows < 1 or breaks that do not increase inside (0, n].
+inline std::vector<node_t> part_starts(node_t n, node_t part_rows,
+                                       std::span<const node_t> breaks) {
+  SAR_CHECK(part_rows >= 1, invalid_argument, "sar::train_out_of_core: part_rows ", part_rows,
+            " (>= 1)");
+  std::vector<node_t> starts{0};
+  node_t previous = 0;
+  for (std::size_t b = 0; b <= breaks.size(); ++b) {
+    const node_t end = b < breaks.size() ? breaks[b] : n;
+    SAR_CHECK(end <= n && (end > previous || (b == breaks.size() && end == previous)),
+              invalid_argument,
+              "sar::train_out_of_core: part break ", end, " after ", previous, " (breaks must "
+              "increase inside (0, ", n, "])");
+    for (node_t r = previous + part_rows; r < end; r += part_rows) starts.push_back(r);
+    if (end > previous) starts.push_back(end);
+    previous = end;
+  }
+  if (starts.size() == 1) starts.push_back(0);  // no rows: one empty part
+  return starts;
+}
 
 namespace detail::out_of_core {
 
@@ -112,8 +140,6 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
             invalid_argument, where, ": rank ", graph.rank(), ": ", n, " local nodes but ",
             feature_rows, " x ", feature_cols, " features (the model takes ", model.input_dim(),
             "), ", data.split.size(), " split entries");
-  SAR_CHECK(settings.part_rows >= 1, invalid_argument, where, ": part_rows ", settings.part_rows,
-            " (>= 1)");
   SAR_CHECK(model.state().empty(), invalid_argument, where, ": the model has layers with state "
             "(batch norm), whose statistics span every node: not trained part by part");
   SAR_CHECK(model.parameters().table_count() == 0, invalid_argument, where,
@@ -154,18 +180,22 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
       traffic->spill_bytes += 2 * static_cast<std::uint64_t>(n) *
                               static_cast<std::uint64_t>(inputs[s].cols()) * sizeof(T);
 
-  const node_t part_rows = settings.part_rows;
-  const std::int64_t parts = graph.all_reduce_max((n + part_rows - 1) / part_rows);
-  const auto part_begin = [&](std::int64_t c) { return std::min<node_t>(n, c * part_rows); };
+  const std::vector<node_t> starts_of_parts =
+      part_starts(n, settings.part_rows, settings.part_breaks);
+  const auto local_parts = static_cast<std::int64_t>(starts_of_parts.size()) - 1;
+  const std::int64_t parts = graph.all_reduce_max(local_parts);  // every rank visits as many
+  const auto part_begin = [&](std::int64_t c) {
+    return c < local_parts ? starts_of_parts[static_cast<std::size_t>(c)] : n;
+  };
   const auto part_end = [&](std::int64_t c) {
-    return std::min<node_t>(n, part_begin(c) + part_rows);
+    return c < local_parts ? starts_of_parts[static_cast<std::size_t>(c) + 1] : n;
   };
   // Part c's block: its destinations' whole in-neighbourhood, the graph's out-degrees of its
   // sources (GCN). Collective.
   const auto block_of = [&](std::int64_t c) {
     minibatch_sample block = neighbourhood_block(
         graph.local_rows(), graph.edge_features(), graph.edge_types(), graph.local_ids(),
-        part_begin(c), part_end(c), [&](node_t id) { return graph.local_row(id); });
+        part_begin(c), part_end(c));
     block.blocks[0].source_degrees = graph.out_degrees(block.ids);
     return block;
   };
@@ -181,8 +211,9 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
   };
   // Asks the kernel to read part c's own rows of stage s's input while part c - 1 computes.
   const auto prefetch_input = [&](std::size_t s, std::int64_t c) {
-    if (s > 0) inputs[s - 1].prefetch(part_begin(c), part_rows);
-    else if (features_on_disk) features_on_disk->prefetch(part_begin(c), part_rows);
+    const node_t rows = part_end(c) - part_begin(c);
+    if (s > 0) inputs[s - 1].prefetch(part_begin(c), rows);
+    else if (features_on_disk) features_on_disk->prefetch(part_begin(c), rows);
   };
   // Stages [0, last) over every part, each stage's output written for the next. Collective.
   const auto forward_stages = [&](const layer_context& ctx, std::size_t last) {
@@ -221,7 +252,7 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
         sampled_minibatch mb(block_of(c));
         const matrix<T> x = input_rows(s, mb.ids());
         prefetch_input(s, c + 1);
-        if (!last) gradients[s].prefetch(part_begin(c + 1), part_rows);
+        if (!last) gradients[s].prefetch(part_begin(c + 1), part_end(c + 1) - part_begin(c + 1));
         matrix<T> dx;
         if (rows > 0) {
           const matrix<T>& y = model.forward_stage(mb, ctx, x, s);
