@@ -63,7 +63,7 @@ class mapped_npy_matrix {
       fd_ = std::exchange(other.fd_, -1);
       base_ = std::exchange(other.base_, nullptr);
       length_ = std::exchange(other.length_, 0);
-      offset_ = other.offset_;
+      offset_ = std::exchange(other.offset_, 0);
       rows_ = std::exchange(other.rows_, 0);
       cols_ = std::exchange(other.cols_, 0);
     }

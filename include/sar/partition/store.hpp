@@ -911,6 +911,7 @@ inline graph_part read_partition_parts(const std::filesystem::path& dir, int fir
             ") of the ", meta.num_parts, " of ", dir.string(), " are not one rank's of ",
             count > 0 ? meta.num_parts / count : 0,
             " (a run of count parts from a multiple of it)");
+  if (breaks) breaks->clear();
   graph_part all = read_partition_part(dir, first, options);
   for (int p = first + 1; p < first + count; ++p) {
     graph_part next = read_partition_part(dir, p, options);

@@ -628,8 +628,10 @@ class bulk_sampler {
 /// `edge_features` (one per entry of `rows`; 0 columns: none) and `edge_types` (one per entry;
 /// empty: none) as the block's edge features and relations. The caller sets the block's
 /// source_degrees (the whole graph's out-degrees of its ids, so GCN normalises as a
-/// full-batch run does). Throws sar::invalid_argument for a range outside `rows` or an edge
-/// table of another row count.
+/// full-batch run does). Requires the row ids in [0, rows.num_cols). Throws
+/// sar::invalid_argument for a range outside `rows`, a row id outside the columns' range or an
+/// edge table of another row count. Time and memory: the range's rows and edges, or
+/// rows.num_cols where those are more than an eighth of it.
 inline minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge_features,
                                             std::span<const std::int32_t> edge_types,
                                             std::span<const node_t> row_ids, node_t begin,
@@ -641,12 +643,18 @@ inline minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge
             invalid_argument, "sar::neighbourhood_block: rows [", begin, ", ", end, ") of ",
             rows.num_rows, " (", row_ids.size(), " row ids, ", edge_features.rows(),
             " edge feature rows, ", edge_types.size(), " edge types)");
-  // Each source's block column, found in constant time per edge: the destinations' first.
-  detail::id_marks column(rows.num_cols, detail::id_marks::default_dense_limit);
+  // Each source's block column, found in constant time per edge: the destinations' first. An
+  // array over every id where the block is a sizeable share of them, else a hash table.
+  const edge_t block_edges = rows.offsets[end] - rows.offsets[begin];
+  const bool dense = rows.num_cols <= 8 * (block_edges + (end - begin));
+  detail::id_marks column(rows.num_cols, dense ? detail::id_marks::default_dense_limit : 0);
   std::vector<node_t> ids;
   for (node_t r = begin; r < end; ++r) {
-    column.set(row_ids.empty() ? r : row_ids[r], r - begin);
-    ids.push_back(row_ids.empty() ? r : row_ids[r]);
+    const node_t id = row_ids.empty() ? r : row_ids[r];
+    SAR_CHECK(id >= 0 && id < rows.num_cols, invalid_argument, "sar::neighbourhood_block: row ",
+              r, " is node ", id, ", outside the columns' [0, ", rows.num_cols, ")");
+    column.set(id, r - begin);
+    ids.push_back(id);
   }
   std::vector<node_t> others;
   for (node_t r = begin; r < end; ++r)
@@ -661,7 +669,7 @@ inline minibatch_sample neighbourhood_block(const csr& rows, const matrixf& edge
   block.edges.num_rows = end - begin;
   block.edges.num_cols = static_cast<node_t>(ids.size());
   block.edges.offsets.assign(1, 0);
-  block.edges.columns.reserve(static_cast<std::size_t>(rows.offsets[end] - rows.offsets[begin]));
+  block.edges.columns.reserve(static_cast<std::size_t>(block_edges));
   for (node_t r = begin; r < end; ++r) {
     for (node_t u : rows.row(r)) block.edges.columns.push_back(column.find(u));
     block.edges.offsets.push_back(static_cast<edge_t>(block.edges.columns.size()));

@@ -144,6 +144,17 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
             "(batch norm), whose statistics span every node: not trained part by part");
   SAR_CHECK(model.parameters().table_count() == 0, invalid_argument, where,
             ": row tables (embeddings of featureless nodes) are not supported");
+  // The parts, before any collective: a rank whose breaks are bad throws on every rank.
+  std::vector<node_t> starts_of_parts;
+  std::string bad_parts;
+  try {
+    starts_of_parts = part_starts(n, settings.part_rows, settings.part_breaks);
+  } catch (const invalid_argument& e) {
+    bad_parts = e.what();
+  }
+  SAR_CHECK(graph.all_reduce_max(bad_parts.empty() ? 0 : 1) == 0, invalid_argument, where,
+            ": rank ", graph.rank(), ": ",
+            bad_parts.empty() ? std::string("another rank's parts are invalid") : bad_parts);
   const node_task task = data.node_targets();
   const Eigen::Index width = model.output_dim();
   task.check(n, width, where);
@@ -180,8 +191,6 @@ train_result train_out_of_core(Model& model, Graph& graph, Optimiser& optimiser,
       traffic->spill_bytes += 2 * static_cast<std::uint64_t>(n) *
                               static_cast<std::uint64_t>(inputs[s].cols()) * sizeof(T);
 
-  const std::vector<node_t> starts_of_parts =
-      part_starts(n, settings.part_rows, settings.part_breaks);
   const auto local_parts = static_cast<std::int64_t>(starts_of_parts.size()) - 1;
   const std::int64_t parts = graph.all_reduce_max(local_parts);  // every rank visits as many
   const auto part_begin = [&](std::int64_t c) {
