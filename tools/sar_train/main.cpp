@@ -286,9 +286,6 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
               ", but the ranks' copies differ (CRC-32 from ", lowest, " to ", highest,
               "): every rank must read the same partition store");
     // Out of core, each rank may hold several consecutive parts and visit them one by one.
-    const int parts_per_rank =
-        p.memory_budget > 0 && meta.num_parts % comm.size() == 0 ? meta.num_parts / comm.size()
-                                                                 : 1;
     if (p.memory_budget > 0)
       SAR_CHECK(meta.num_parts % comm.size() == 0, sar::invalid_argument, "sar-train: the "
                 "partition store ", p.partitions, " has ", meta.num_parts, " parts, which ",
@@ -313,6 +310,7 @@ nlohmann::json run(const program_options& p, const sar::model_config& config,
     const sar::partition_read_options read{
         .verify_checksums = !p.skip_checksums,
         .sparse_features = p.sparse_features != switch_setting::off && !sampled};
+    const int parts_per_rank = p.memory_budget > 0 ? meta.num_parts / comm.size() : 1;
     part = parts_per_rank > 1
                ? sar::read_partition_parts(p.partitions, comm.rank() * parts_per_rank,
                                            parts_per_rank, read, &part_breaks)
